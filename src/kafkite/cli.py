@@ -1,0 +1,145 @@
+"""`kafkite serve`, `kafkite topics ...`, `kafkite cluster describe`."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _serve(args) -> int:
+    import trio
+
+    from . import log as klog
+    from .app import serve
+    from .config import BrokerConfig, read_properties
+
+    klog.configure(json=args.log_json, level=args.log_level)
+    static: dict[str, str] = {}
+    if args.config:
+        static.update(read_properties(Path(args.config)))
+    for ov in args.override or []:
+        if "=" not in ov:
+            print(f"--override expects key=value, got {ov!r}", file=sys.stderr)
+            return 2
+        k, v = ov.split("=", 1)
+        static[k.strip()] = v.strip()
+    if args.host is not None or args.port is not None:
+        from .server.broker import parse_listener
+        host, port = parse_listener(static.get("listeners", "PLAINTEXT://127.0.0.1:9092"))
+        host = args.host if args.host is not None else host
+        port = args.port if args.port is not None else port
+        static["listeners"] = f"PLAINTEXT://{host}:{port}"
+    data_dir = Path(args.data_dir or static.get("log.dirs", "./kafkite-data").split(",")[0])
+    config = BrokerConfig(static=static)
+    try:
+        trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _admin(bootstrap: str):
+    from kafka.admin import KafkaAdminClient
+    return KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafkite-cli", request_timeout_ms=15000)
+
+
+def _topics(args) -> int:
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+    from kafka.errors import KafkaError
+
+    admin = _admin(args.bootstrap_server)
+    try:
+        if args.action == "create":
+            configs = dict(c.split("=", 1) for c in (args.config or []))
+            try:
+                admin.create_topics([NewTopic(args.topic, args.partitions, args.replication_factor,
+                                              topic_configs=configs)])
+            except KafkaError as exc:
+                print(f"Error while executing topic command : {exc}", file=sys.stderr)
+                return 1
+            print(f"Created topic {args.topic}.")
+        elif args.action == "list":
+            for name in sorted(admin.list_topics()):
+                print(name)
+        elif args.action == "describe":
+            names = [args.topic] if args.topic else sorted(admin.list_topics())
+            try:
+                described = admin.describe_topics(names)
+            except KafkaError as exc:
+                print(f"Error while executing topic command : {exc}", file=sys.stderr)
+                return 1
+            for t in described:
+                if t.get("error_code"):
+                    print(f"Error: topic {t['name']} error code {t['error_code']}", file=sys.stderr)
+                    return 1
+                cfg = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t["name"])])
+                overrides = {k: v["value"] for k, v in cfg.get("topic", {}).get(t["name"], {}).items()}
+                parts = t["partitions"]
+                t["partitions"] = parts
+                print(f"Topic: {t['name']}\tTopicId: {t.get('topic_id', '')}\tPartitionCount: {len(parts)}\t"
+                      f"ReplicationFactor: {len(parts[0]['replica_nodes']) if parts else 0}\t"
+                      f"Configs: {','.join(f'{k}={v}' for k, v in sorted(overrides.items()))}")
+                for p in sorted(parts, key=lambda p: p["partition_index"]):
+                    print(f"\tTopic: {t['name']}\tPartition: {p['partition_index']}\tLeader: {p['leader_id']}\t"
+                          f"Replicas: {','.join(map(str, p['replica_nodes']))}\t"
+                          f"Isr: {','.join(map(str, p['isr_nodes']))}")
+        elif args.action == "delete":
+            try:
+                admin.delete_topics([args.topic])
+            except KafkaError as exc:
+                print(f"Error while executing topic command : {exc}", file=sys.stderr)
+                return 1
+            print(f"Deleted topic {args.topic}.")
+    finally:
+        admin.close()
+    return 0
+
+
+def _cluster(args) -> int:
+    admin = _admin(args.bootstrap_server)
+    try:
+        info = admin.describe_cluster()
+        print(json.dumps(info, default=str, indent=1))
+    finally:
+        admin.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="kafkite", description="A Kafka-wire-compatible broker on Trio.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("serve", help="run a broker")
+    s.add_argument("--config", help="a Kafka server.properties file")
+    s.add_argument("--override", action="append", metavar="KEY=VALUE", help="override a config (repeatable)")
+    s.add_argument("--host", help="listen address (default from listeners: 127.0.0.1)")
+    s.add_argument("--port", type=int, help="listen port (default from listeners: 9092; 0 = any free port)")
+    s.add_argument("--data-dir", help="where logs and metadata live (default ./kafkite-data)")
+    s.add_argument("--in-memory", action="store_true", help="keep everything in memory")
+    s.add_argument("--log-json", action="store_true", help="JSON log lines")
+    s.add_argument("--log-level", default="INFO")
+    s.set_defaults(func=_serve)
+
+    t = sub.add_parser("topics", help="manage topics on any Kafka-compatible cluster")
+    t.add_argument("action", choices=["create", "list", "describe", "delete"])
+    t.add_argument("topic", nargs="?")
+    t.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    t.add_argument("--partitions", type=int, default=1)
+    t.add_argument("--replication-factor", type=int, default=1)
+    t.add_argument("--config", action="append", metavar="KEY=VALUE")
+    t.set_defaults(func=_topics)
+
+    c = sub.add_parser("cluster", help="describe a Kafka-compatible cluster")
+    c.add_argument("action", choices=["describe"])
+    c.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    c.set_defaults(func=_cluster)
+
+    args = p.parse_args(argv)
+    if args.cmd == "topics" and args.action in ("create", "delete") and not args.topic:
+        p.error(f"topics {args.action} needs a topic name")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

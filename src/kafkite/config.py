@@ -1,0 +1,308 @@
+"""Broker and topic configuration with Kafka's names, types and defaults.
+
+Broker settings come from a `server.properties` file and `--override k=v`
+pairs, exactly as Kafka's `kafka-server-start.sh` takes them. Topic settings use
+Kafka's topic config names; each has a broker-level synonym that supplies its
+default (`retention.ms` <- `log.retention.ms` <- `log.retention.minutes` <-
+`log.retention.hours`), which DescribeConfigs reports as synonyms.
+
+Defaults are Kafka's, except where a test broker is better served (documented in
+README): `flush.messages` defaults to 1 (fsync on every append: an acknowledged
+write survives a power cut, not just a process crash).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+LONG_MAX = 9223372036854775807
+INT_MAX = 2147483647
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs v3+ config types."""
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs v1+ config sources."""
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _parse(kind: ConfigType, name: str, raw: str) -> Any:
+    raw = raw.strip()
+    try:
+        if kind == ConfigType.BOOLEAN:
+            low = raw.lower()
+            if low not in ("true", "false"):
+                raise ValueError
+            return low == "true"
+        if kind in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+            v = int(raw)
+            lim = {ConfigType.INT: INT_MAX, ConfigType.SHORT: 32767, ConfigType.LONG: LONG_MAX}[kind]
+            if not -lim - 1 <= v <= lim:
+                raise ValueError
+            return v
+        if kind == ConfigType.DOUBLE:
+            return float(raw)
+        if kind == ConfigType.LIST:
+            return [x.strip() for x in raw.split(",") if x.strip()]
+        return raw
+    except ValueError:
+        raise ConfigError(f"Invalid value {raw} for configuration {name}") from None
+
+
+def _in(*choices: str) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        vals = v if isinstance(v, list) else [v]
+        bad = [x for x in vals if x not in choices]
+        return f"String must be one of: {', '.join(choices)}" if bad or not vals else None
+    return check
+
+
+def _at_least(lo: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= lo else f"Value must be at least {lo}"
+
+
+def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"Value must be between {lo} and {hi}"
+
+
+@dataclass(frozen=True)
+class TopicConfigDef:
+    name: str
+    type: ConfigType
+    default: str
+    synonyms: tuple[str, ...]  # broker configs, most specific first
+    check: Callable[[Any], str | None] | None = None
+    doc: str = ""
+
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
+    TopicConfigDef("cleanup.policy", ConfigType.LIST, "delete", ("log.cleanup.policy",),
+                   _in("delete", "compact"), "Retention policy: delete old segments and/or compact by key."),
+    TopicConfigDef("compression.type", ConfigType.STRING, "producer", ("compression.type",),
+                   _in("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+                   "Final compression type of the topic; 'producer' keeps the producer's codec."),
+    TopicConfigDef("delete.retention.ms", ConfigType.LONG, "86400000", ("log.cleaner.delete.retention.ms",),
+                   _at_least(0), "How long tombstones are kept in compacted topics."),
+    TopicConfigDef("file.delete.delay.ms", ConfigType.LONG, "60000", ("log.segment.delete.delay.ms",),
+                   _at_least(0), "Time to wait before deleting a file from the filesystem."),
+    TopicConfigDef("flush.messages", ConfigType.LONG, "1", ("log.flush.interval.messages",), _at_least(1),
+                   "fsync after this many messages (Kafkite default 1: fsync every append)."),
+    TopicConfigDef("flush.ms", ConfigType.LONG, str(LONG_MAX), ("log.flush.interval.ms",), _at_least(0),
+                   "fsync after this much time."),
+    TopicConfigDef("index.interval.bytes", ConfigType.INT, "4096", ("log.index.interval.bytes",), _at_least(0),
+                   "Bytes between offset index entries."),
+    TopicConfigDef("max.compaction.lag.ms", ConfigType.LONG, str(LONG_MAX),
+                   ("log.cleaner.max.compaction.lag.ms",), _at_least(1), "Maximum time a message stays uncompacted."),
+    TopicConfigDef("max.message.bytes", ConfigType.INT, "1048588", ("message.max.bytes",), _at_least(0),
+                   "Largest record batch size allowed."),
+    TopicConfigDef("message.timestamp.after.max.ms", ConfigType.LONG, "3600000",
+                   ("log.message.timestamp.after.max.ms",), _at_least(0),
+                   "How far in the future a record's timestamp may be (CreateTime)."),
+    TopicConfigDef("message.timestamp.before.max.ms", ConfigType.LONG, str(LONG_MAX),
+                   ("log.message.timestamp.before.max.ms",), _at_least(0),
+                   "How far in the past a record's timestamp may be (CreateTime)."),
+    TopicConfigDef("message.timestamp.type", ConfigType.STRING, "CreateTime", ("log.message.timestamp.type",),
+                   _in("CreateTime", "LogAppendTime"), "Whether record timestamps are the producer's or the broker's."),
+    TopicConfigDef("min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5", ("log.cleaner.min.cleanable.ratio",),
+                   _between(0, 1), "Minimum dirty ratio before the log is compacted."),
+    TopicConfigDef("min.compaction.lag.ms", ConfigType.LONG, "0", ("log.cleaner.min.compaction.lag.ms",),
+                   _at_least(0), "Minimum time a message stays uncompacted."),
+    TopicConfigDef("min.insync.replicas", ConfigType.INT, "1", ("min.insync.replicas",), _at_least(1),
+                   "Minimum in-sync replicas for acks=all."),
+    TopicConfigDef("preallocate", ConfigType.BOOLEAN, "false", ("log.preallocate",), None,
+                   "Preallocate segment files."),
+    TopicConfigDef("retention.bytes", ConfigType.LONG, "-1", ("log.retention.bytes",), None,
+                   "Maximum partition size before old segments are deleted (-1: no limit)."),
+    TopicConfigDef("retention.ms", ConfigType.LONG, "604800000",
+                   ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), _at_least(-1),
+                   "Time old segments are kept (-1: forever)."),
+    TopicConfigDef("segment.bytes", ConfigType.INT, "1073741824", ("log.segment.bytes",), _at_least(14),
+                   "Segment file size."),
+    TopicConfigDef("segment.index.bytes", ConfigType.INT, "10485760", ("log.index.size.max.bytes",), _at_least(4),
+                   "Offset index size."),
+    TopicConfigDef("segment.jitter.ms", ConfigType.LONG, "0", ("log.roll.jitter.ms",), _at_least(0),
+                   "Jitter subtracted from segment.ms."),
+    TopicConfigDef("segment.ms", ConfigType.LONG, "604800000", ("log.roll.ms", "log.roll.hours"), _at_least(1),
+                   "Time after which a segment is rolled."),
+    TopicConfigDef("unclean.leader.election.enable", ConfigType.BOOLEAN, "false",
+                   ("unclean.leader.election.enable",), None, "Allow out-of-sync replicas to become leader."),
+]}
+
+
+@dataclass(frozen=True)
+class BrokerConfigDef:
+    name: str
+    type: ConfigType
+    default: str
+    dynamic: bool = False  # may be changed with AlterConfigs on a broker resource
+    scale_ms: int = 1  # for *.minutes / *.hours synonyms: factor to milliseconds
+
+
+BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
+    BrokerConfigDef("node.id", ConfigType.INT, "1"),
+    BrokerConfigDef("broker.id", ConfigType.INT, "1"),
+    BrokerConfigDef("listeners", ConfigType.STRING, "PLAINTEXT://127.0.0.1:9092"),
+    BrokerConfigDef("advertised.listeners", ConfigType.STRING, ""),
+    BrokerConfigDef("log.dirs", ConfigType.STRING, "./kafkite-data"),
+    BrokerConfigDef("num.partitions", ConfigType.INT, "1", True),
+    BrokerConfigDef("default.replication.factor", ConfigType.INT, "1", True),
+    BrokerConfigDef("auto.create.topics.enable", ConfigType.BOOLEAN, "true"),
+    BrokerConfigDef("delete.topic.enable", ConfigType.BOOLEAN, "true"),
+    BrokerConfigDef("auto.leader.rebalance.enable", ConfigType.BOOLEAN, "true"),
+    BrokerConfigDef("offsets.topic.num.partitions", ConfigType.INT, "50"),
+    BrokerConfigDef("offsets.topic.replication.factor", ConfigType.SHORT, "3"),
+    BrokerConfigDef("offsets.topic.segment.bytes", ConfigType.INT, "104857600"),
+    BrokerConfigDef("offsets.retention.minutes", ConfigType.INT, "10080"),
+    BrokerConfigDef("offsets.retention.check.interval.ms", ConfigType.LONG, "600000"),
+    BrokerConfigDef("offset.metadata.max.bytes", ConfigType.INT, "4096"),
+    BrokerConfigDef("group.initial.rebalance.delay.ms", ConfigType.INT, "3000"),
+    BrokerConfigDef("group.min.session.timeout.ms", ConfigType.INT, "6000"),
+    BrokerConfigDef("group.max.session.timeout.ms", ConfigType.INT, "1800000"),
+    BrokerConfigDef("group.max.size", ConfigType.INT, str(INT_MAX)),
+    BrokerConfigDef("message.max.bytes", ConfigType.INT, "1048588", True),
+    BrokerConfigDef("socket.request.max.bytes", ConfigType.INT, "104857600"),
+    BrokerConfigDef("compression.type", ConfigType.STRING, "producer", True),
+    BrokerConfigDef("log.cleanup.policy", ConfigType.LIST, "delete", True),
+    BrokerConfigDef("log.cleaner.delete.retention.ms", ConfigType.LONG, "86400000", True),
+    BrokerConfigDef("log.segment.delete.delay.ms", ConfigType.LONG, "60000", True),
+    BrokerConfigDef("log.flush.interval.messages", ConfigType.LONG, "1", True),
+    BrokerConfigDef("log.flush.interval.ms", ConfigType.LONG, str(LONG_MAX), True),
+    BrokerConfigDef("log.index.interval.bytes", ConfigType.INT, "4096", True),
+    BrokerConfigDef("log.cleaner.max.compaction.lag.ms", ConfigType.LONG, str(LONG_MAX), True),
+    BrokerConfigDef("log.message.timestamp.after.max.ms", ConfigType.LONG, "3600000", True),
+    BrokerConfigDef("log.message.timestamp.before.max.ms", ConfigType.LONG, str(LONG_MAX), True),
+    BrokerConfigDef("log.message.timestamp.type", ConfigType.STRING, "CreateTime", True),
+    BrokerConfigDef("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, "0.5", True),
+    BrokerConfigDef("log.cleaner.min.compaction.lag.ms", ConfigType.LONG, "0", True),
+    BrokerConfigDef("min.insync.replicas", ConfigType.INT, "1", True),
+    BrokerConfigDef("log.preallocate", ConfigType.BOOLEAN, "false", True),
+    BrokerConfigDef("log.retention.bytes", ConfigType.LONG, "-1", True),
+    BrokerConfigDef("log.retention.ms", ConfigType.LONG, "", True),
+    BrokerConfigDef("log.retention.minutes", ConfigType.INT, "", False, 60_000),
+    BrokerConfigDef("log.retention.hours", ConfigType.INT, "168", False, 3_600_000),
+    BrokerConfigDef("log.retention.check.interval.ms", ConfigType.LONG, "300000"),
+    BrokerConfigDef("log.segment.bytes", ConfigType.INT, "1073741824", True),
+    BrokerConfigDef("log.index.size.max.bytes", ConfigType.INT, "10485760", True),
+    BrokerConfigDef("log.roll.jitter.ms", ConfigType.LONG, "0", True),
+    BrokerConfigDef("log.roll.ms", ConfigType.LONG, "", True),
+    BrokerConfigDef("log.roll.hours", ConfigType.INT, "168", False, 3_600_000),
+    BrokerConfigDef("unclean.leader.election.enable", ConfigType.BOOLEAN, "false", True),
+    BrokerConfigDef("transaction.max.timeout.ms", ConfigType.INT, "900000"),
+    BrokerConfigDef("producer.id.expiration.ms", ConfigType.INT, "86400000", True),
+]}
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java .properties, the subset Kafka's server.properties uses (k=v or k: v, # comments)."""
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                k, v = line.split(sep, 1)
+                out[k.strip()] = v.strip()
+                break
+    return out
+
+
+@dataclass
+class BrokerConfig:
+    """The broker's effective settings: static (file + overrides) and dynamic (AlterConfigs)."""
+    static: dict[str, str] = field(default_factory=dict)
+    dynamic: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for k, v in self.static.items():
+            d = BROKER_CONFIGS.get(k)
+            if d is not None and v != "":
+                _parse(d.type, k, v)
+
+    def raw(self, name: str) -> tuple[str | None, ConfigSource]:
+        if name in self.dynamic:
+            return self.dynamic[name], ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self.static:
+            return self.static[name], ConfigSource.STATIC_BROKER_CONFIG
+        d = BROKER_CONFIGS.get(name)
+        if d is not None and d.default != "":
+            return d.default, ConfigSource.DEFAULT_CONFIG
+        return None, ConfigSource.UNKNOWN
+
+    def get(self, name: str) -> Any:
+        value, _ = self.raw(name)
+        d = BROKER_CONFIGS[name]
+        return None if value is None else _parse(d.type, name, value)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+    @property
+    def node_id(self) -> int:
+        if "node.id" in self.static:
+            return self.get("node.id")
+        return self.get("broker.id")
+
+    # -- topic defaults ------------------------------------------------------
+    def topic_default(self, topic_key: str) -> tuple[str, ConfigSource, str]:
+        """(value, source, the config it came from) for a topic config at the broker level."""
+        d = TOPIC_CONFIGS[topic_key]
+        for syn in d.synonyms:
+            value, source = self.raw(syn)
+            if source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG) and value:
+                scale = BROKER_CONFIGS[syn].scale_ms if syn in BROKER_CONFIGS else 1
+                return str(int(value) * scale) if scale != 1 else value, source, syn
+        # Kafka's default for the topic config (equal to its first synonym's default).
+        return d.default, ConfigSource.DEFAULT_CONFIG, d.synonyms[0]
+
+    def topic_synonyms(self, topic_key: str) -> list[tuple[str, str, ConfigSource]]:
+        """Broker-level synonyms that are set, most specific first (DescribeConfigs synonyms)."""
+        out = []
+        for syn in TOPIC_CONFIGS[topic_key].synonyms:
+            value, source = self.raw(syn)
+            if value:
+                out.append((syn, value, source))
+        return out
+
+
+def validate_topic_configs(configs: dict[str, str | None]) -> None:
+    """Raise ConfigError with Kafka's wording for an unknown name or a bad value."""
+    for name, value in configs.items():
+        d = TOPIC_CONFIGS.get(name)
+        if d is None:
+            raise ConfigError(f"Unknown topic config name: {name}")
+        if value is None:
+            raise ConfigError(f"Null value not supported for topic configs: {name}")
+        parsed = _parse(d.type, name, value)
+        if d.check is not None:
+            msg = d.check(parsed)
+            if msg:
+                raise ConfigError(f"Invalid value {value} for configuration {name}: {msg}")
+
+
+def parse_topic_value(name: str, value: str) -> Any:
+    return _parse(TOPIC_CONFIGS[name].type, name, value)

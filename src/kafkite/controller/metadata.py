@@ -1,0 +1,336 @@
+"""Cluster metadata: the one source of truth for brokers, topics and partitions.
+
+Sans-IO: this module holds the state and its rules (topic name validation,
+replica placement, partition leaders and leader epochs, topic configs). It
+never reads the clock and never touches a socket; it persists through a
+`MetadataStore` (a JSON snapshot in the data dir, or nothing in memory).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..config import ConfigError, validate_topic_configs
+from ..wire.errors import E
+
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class MetadataError(Exception):
+    """A request the metadata rejects, with the Kafka error code to answer."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+
+
+def validate_topic_name(name: str | None) -> None:
+    """Kafka's Topic.validate."""
+    if not name:
+        raise MetadataError(E.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise MetadataError(E.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME:
+        raise MetadataError(
+            E.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, topic name: {name}")
+    if not _LEGAL.match(name):
+        raise MetadataError(
+            E.INVALID_TOPIC_EXCEPTION,
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'")
+
+
+def collision_key(name: str) -> str:
+    """Kafka: topics whose names differ only in '.' vs '_' collide in metric names."""
+    return name.replace(".", "_")
+
+
+@dataclass
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class PartitionInfo:
+    index: int
+    replicas: list[int]
+    leader: int
+    leader_epoch: int = 0
+    isr: list[int] = field(default_factory=list)
+    partition_epoch: int = 0
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[PartitionInfo]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+class MetadataStore(Protocol):
+    def load(self) -> dict | None: ...
+    def save(self, snapshot: dict) -> None: ...
+
+
+class MemoryMetadataStore:
+    def __init__(self) -> None:
+        self.snapshot: dict | None = None
+
+    def load(self) -> dict | None:
+        return self.snapshot
+
+    def save(self, snapshot: dict) -> None:
+        self.snapshot = json.loads(json.dumps(snapshot))
+
+
+class FileMetadataStore:
+    """A JSON snapshot next to Kafka's `meta.properties` in the data dir, replaced atomically."""
+
+    FILE = "kafkite-metadata.json"
+
+    def __init__(self, data_dir: Path):
+        self.dir = Path(data_dir)
+        self.path = self.dir / self.FILE
+
+    def load(self) -> dict | None:
+        if not self.path.exists():
+            return None
+        return json.loads(self.path.read_text())
+
+    def save(self, snapshot: dict) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(snapshot, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dfd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        meta = self.dir / "meta.properties"
+        if not meta.exists():
+            meta.write_text(
+                "#\n#Written by Kafkite\nversion=1\n"
+                f"cluster.id={snapshot['cluster_id']}\nnode.id={snapshot.get('node_id', 1)}\n")
+
+
+def new_cluster_id() -> str:
+    """Kafka's cluster ids are 16 random bytes, URL-safe base64 without padding."""
+    import base64
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class ClusterMetadata:
+    """Brokers, topics, partitions and configs; every change is persisted before it is visible."""
+
+    def __init__(self, store: MetadataStore, *, node_id: int = 1):
+        self.store = store
+        snap = store.load()
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.controller_id = node_id
+        self.controller_epoch = 0
+        if snap is None:
+            self.cluster_id = new_cluster_id()
+        else:
+            self.cluster_id = snap["cluster_id"]
+            self.controller_epoch = snap.get("controller_epoch", 0)
+            for t in snap["topics"]:
+                self.topics[t["name"]] = TopicInfo(
+                    name=t["name"], topic_id=uuid.UUID(t["topic_id"]),
+                    partitions=[PartitionInfo(**p) for p in t["partitions"]],
+                    configs=dict(t.get("configs", {})))
+        self.node_id = node_id
+        self._by_id = {t.topic_id: t for t in self.topics.values()}
+
+    # -- persistence ---------------------------------------------------------
+    def snapshot(self) -> dict:
+        return {
+            "cluster_id": self.cluster_id,
+            "node_id": self.node_id,
+            "controller_epoch": self.controller_epoch,
+            "topics": [
+                {"name": t.name, "topic_id": str(t.topic_id), "configs": t.configs,
+                 "partitions": [vars(p) for p in t.partitions]}
+                for t in self.topics.values()
+            ],
+        }
+
+    def persist(self) -> None:
+        self.store.save(self.snapshot())
+
+    # -- brokers -------------------------------------------------------------
+    def register_broker(self, info: BrokerInfo) -> None:
+        self.brokers[info.node_id] = info
+
+    def unregister_broker(self, node_id: int) -> None:
+        self.brokers.pop(node_id, None)
+
+    @property
+    def live_broker_ids(self) -> list[int]:
+        return sorted(self.brokers)
+
+    # -- lookups -------------------------------------------------------------
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def partition(self, name: str, index: int) -> PartitionInfo | None:
+        t = self.topics.get(name)
+        if t is None or not 0 <= index < len(t.partitions):
+            return None
+        return t.partitions[index]
+
+    # -- placement -----------------------------------------------------------
+    def _place(self, start: int, count: int, rf: int, start_index: int = 0) -> list[list[int]]:
+        """Kafka's rack-unaware placement: partition i's replicas start at broker
+        (i + offset) % k and follow in broker order."""
+        brokers = self.live_broker_ids
+        k = len(brokers)
+        out = []
+        for i in range(start_index, start_index + count):
+            first = (i + start) % k
+            out.append([brokers[(first + j) % k] for j in range(rf)])
+        return out
+
+    # -- topic changes ------------------------------------------------------
+    def check_create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
+                           default_partitions: int, default_rf: int) -> tuple[int, int, list[list[int]]]:
+        """Validate a CreateTopics entry like Kafka; returns (partitions, rf, replica lists)."""
+        validate_topic_name(name)
+        if name in self.topics:
+            raise MetadataError(E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        key = collision_key(name)
+        for other in self.topics:
+            if collision_key(other) == key:
+                raise MetadataError(E.INVALID_TOPIC_EXCEPTION,
+                                    f"Topic '{name}' collides with existing topic: {other}")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise MetadataError(E.INVALID_REQUEST,
+                                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                    "Both cannot be used at the same time.")
+            idx = sorted(assignments)
+            if idx != list(range(len(idx))):
+                raise MetadataError(E.INVALID_REPLICATION_ASSIGNMENT,
+                                    "Partitions should be a consecutive 0-based integer sequence")
+            replicas = [list(assignments[i]) for i in idx]
+            for r in replicas:
+                if not r or len(set(r)) != len(r):
+                    raise MetadataError(E.INVALID_REPLICATION_ASSIGNMENT,
+                                        "Duplicate or empty replica ids in the assignment")
+                unknown = [b for b in r if b not in self.brokers]
+                if unknown:
+                    raise MetadataError(E.INVALID_REPLICATION_ASSIGNMENT,
+                                        f"Unknown broker id(s) in the assignment: {unknown}")
+            rf = len(replicas[0])
+            n = len(replicas)
+        else:
+            n = default_partitions if num_partitions == -1 else num_partitions
+            rf = default_rf if replication_factor == -1 else replication_factor
+            if n <= 0:
+                raise MetadataError(E.INVALID_PARTITIONS,
+                                    "Number of partitions was set to an invalid non-positive value.")
+            if rf <= 0:
+                raise MetadataError(E.INVALID_REPLICATION_FACTOR,
+                                    "Replication factor must be larger than 0, or -1 to use the default value.")
+            live = len(self.brokers)
+            if rf > live:
+                raise MetadataError(
+                    E.INVALID_REPLICATION_FACTOR,
+                    f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
+                    f"cannot be reached because only {live} broker(s) are registered.")
+            replicas = self._place(self._start_offset(name), n, rf)
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as exc:
+            raise MetadataError(E.INVALID_CONFIG, str(exc)) from None
+        return n, rf, replicas
+
+    def _start_offset(self, name: str) -> int:
+        # Kafka picks a random start broker; we derive it from the name so placement is reproducible.
+        import zlib
+        return zlib.crc32(name.encode()) % max(1, len(self.brokers))
+
+    def create_topic(self, name: str, replicas: list[list[int]], configs: dict[str, str],
+                     topic_id: uuid.UUID | None = None) -> TopicInfo:
+        parts = []
+        for i, reps in enumerate(replicas):
+            live = [b for b in reps if b in self.brokers]
+            parts.append(PartitionInfo(index=i, replicas=list(reps), leader=live[0] if live else -1,
+                                       leader_epoch=0, isr=live or []))
+        t = TopicInfo(name=name, topic_id=topic_id or uuid.uuid4(), partitions=parts,
+                      configs={k: v for k, v in configs.items() if v is not None})
+        self.topics[name] = t
+        self._by_id[t.topic_id] = t
+        self.persist()
+        return t
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        t = self.topics.pop(name)
+        self._by_id.pop(t.topic_id, None)
+        self.persist()
+        return t
+
+    def check_create_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> list[list[int]]:
+        t = self.topics.get(name)
+        if t is None:
+            raise MetadataError(E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        cur = len(t.partitions)
+        if count < cur:
+            raise MetadataError(E.INVALID_PARTITIONS,
+                                f"Topic currently has {cur} partitions, which is higher than the requested {count}.")
+        if count == cur:
+            raise MetadataError(E.INVALID_PARTITIONS, f"Topic already has {cur} partitions.")
+        rf = len(t.partitions[0].replicas)
+        if assignments is not None:
+            if len(assignments) != count - cur:
+                raise MetadataError(
+                    E.INVALID_REPLICATION_ASSIGNMENT,
+                    f"Increasing the number of partitions by {count - cur} but {len(assignments)} "
+                    "assignments provided.")
+            for r in assignments:
+                if [b for b in r if b not in self.brokers] or len(set(r)) != len(r) or len(r) != rf:
+                    raise MetadataError(E.INVALID_REPLICATION_ASSIGNMENT,
+                                        f"Invalid replica assignment {r} for a topic with replication factor {rf}")
+            return [list(r) for r in assignments]
+        if rf > len(self.brokers):
+            raise MetadataError(E.INVALID_REPLICATION_FACTOR,
+                                f"Unable to replicate the partition {rf} time(s): only {len(self.brokers)} "
+                                "broker(s) are registered.")
+        return self._place(self._start_offset(name), count - cur, rf, start_index=cur)
+
+    def add_partitions(self, name: str, replicas: list[list[int]]) -> None:
+        t = self.topics[name]
+        for reps in replicas:
+            live = [b for b in reps if b in self.brokers]
+            t.partitions.append(PartitionInfo(index=len(t.partitions), replicas=list(reps),
+                                              leader=live[0] if live else -1, isr=live))
+        self.persist()
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.topics[name].configs = dict(configs)
+        self.persist()

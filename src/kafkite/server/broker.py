@@ -1,0 +1,180 @@
+"""A broker: its listener, its connections, and the state it serves from.
+
+`ClusterState` is everything brokers of one process share (cluster metadata, the
+partition logs, the group coordinator): a single `kafkite serve` has one broker
+over it; the in-process cluster has several, each with its own node id and
+listener. `Broker` owns the Trio side: the listening socket, one task per
+connection, and shutdown by cancelling its nursery.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import structlog
+import trio
+
+from ..config import BrokerConfig, validate_topic_configs
+from ..controller.metadata import (BrokerInfo, ClusterMetadata, FileMetadataStore, MemoryMetadataStore,
+                                   MetadataError, TopicInfo)
+from .connection import serve_connection
+from .router import Router
+
+log = structlog.get_logger("kafkite.broker")
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """'PLAINTEXT://host:port' -> (host, port)."""
+    first = listener.split(",")[0].strip()
+    if "://" in first:
+        name, rest = first.split("://", 1)
+        if name.upper() not in ("PLAINTEXT",):
+            raise ValueError(f"only PLAINTEXT listeners are supported, got {first}")
+    else:
+        rest = first
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)
+
+
+class ClusterState:
+    """State shared by all brokers of this process."""
+
+    def __init__(self, config: BrokerConfig, *, data_dir: Path | None, in_memory: bool):
+        self.config = config
+        self.in_memory = in_memory or data_dir is None
+        self.data_dir = None if self.in_memory else Path(data_dir)
+        store = MemoryMetadataStore() if self.in_memory else FileMetadataStore(self.data_dir)
+        self.metadata = ClusterMetadata(store, node_id=config.node_id)
+        self.hooks: list[Any] = []  # objects with on_topic_created/on_topic_deleted/on_partitions_added/on_configs
+
+    # -- topic lifecycle (the controller's job; single controller for now) ---------
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
+                     *, validate_only: bool = False) -> TopicInfo:
+        md = self.metadata
+        n, rf, replicas = md.check_create_topic(
+            name, num_partitions, replication_factor, assignments, configs,
+            default_partitions=self.config.get("num.partitions"),
+            default_rf=min(self.config.get("default.replication.factor"), max(1, len(md.brokers))))
+        if validate_only:
+            import uuid
+            from ..controller.metadata import PartitionInfo
+            return TopicInfo(name, uuid.UUID(int=0),
+                             [PartitionInfo(i, r, r[0], 0, list(r)) for i, r in enumerate(replicas)],
+                             {k: v for k, v in configs.items() if v is not None})
+        info = md.create_topic(name, replicas, {k: v for k, v in configs.items() if v is not None})
+        log.info("topic.created", topic=name, partitions=n, replication_factor=rf, topic_id=str(info.topic_id))
+        for h in self.hooks:
+            h.on_topic_created(info)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        info = self.metadata.delete_topic(name)
+        log.info("topic.deleted", topic=name, topic_id=str(info.topic_id))
+        for h in self.hooks:
+            h.on_topic_deleted(info)
+
+    def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False) -> None:
+        replicas = self.metadata.check_create_partitions(name, count, assignments)
+        if validate_only:
+            return
+        self.metadata.add_partitions(name, replicas)
+        info = self.metadata.topic(name)
+        for h in self.hooks:
+            h.on_partitions_added(info)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        validate_topic_configs(configs)
+        self.metadata.set_topic_configs(name, configs)
+        for h in self.hooks:
+            h.on_configs_changed(self.metadata.topic(name))
+
+    def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None:
+        self.config.dynamic = dict(configs)
+        for h in self.hooks:
+            for t in list(self.metadata.topics.values()):
+                h.on_configs_changed(t)
+
+    def auto_create_topic(self, name: str) -> TopicInfo:
+        return self.create_topic(name, -1, -1, None, {})
+
+
+class Broker:
+    """One broker: a node id, a listener, and the shared state behind it."""
+
+    def __init__(self, state: ClusterState, *, node_id: int | None = None, host: str | None = None,
+                 port: int | None = None, advertised_host: str | None = None):
+        self.state = state
+        self.config = state.config
+        self.node_id = node_id if node_id is not None else state.config.node_id
+        lhost, lport = parse_listener(state.config.get("listeners"))
+        self.host = host if host is not None else lhost
+        self.port = port if port is not None else lport
+        adv = state.config.get("advertised.listeners")
+        self.advertised_host = advertised_host or (parse_listener(adv)[0] if adv else None)
+        self.router = Router(self)
+        self.connections: set[trio.abc.Stream] = set()
+        self.faults = None  # testing.faults.Faults when fault injection is on
+        self.bound_port: int | None = None
+        self._cancel: trio.CancelScope | None = None
+
+    # -- what handlers use ---------------------------------------------------
+    @property
+    def metadata(self) -> ClusterMetadata:
+        return self.state.metadata
+
+    def cluster_brokers(self) -> list[BrokerInfo]:
+        return list(self.state.metadata.brokers.values())
+
+    def controller_id(self) -> int:
+        return self.state.metadata.controller_id
+
+    def create_topic(self, *a, **kw) -> TopicInfo:
+        return self.state.create_topic(*a, **kw)
+
+    def delete_topic(self, name: str) -> None:
+        self.state.delete_topic(name)
+
+    def create_partitions(self, *a, **kw) -> None:
+        self.state.create_partitions(*a, **kw)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.state.set_topic_configs(name, configs)
+
+    def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None:
+        self.state.set_dynamic_broker_configs(configs)
+
+    def auto_create_topic(self, name: str) -> TopicInfo:
+        return self.state.auto_create_topic(name)
+
+    # -- Trio ---------------------------------------------------------------
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(self.port, host=self.host, backlog=128)
+        self.bound_port = listeners[0].socket.getsockname()[1]
+        adv_host = self.advertised_host or (self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
+        self.state.metadata.register_broker(BrokerInfo(self.node_id, adv_host, self.bound_port))
+        try:
+            async with trio.open_nursery() as nursery:
+                self._cancel = nursery.cancel_scope
+                nursery.start_soon(self._accept_loop, listeners, nursery)
+                task_status.started(self.bound_port)
+                await trio.sleep(math.inf)
+        finally:
+            self.state.metadata.unregister_broker(self.node_id)
+            for lst in listeners:
+                with trio.CancelScope(shield=True):
+                    await lst.aclose()
+
+    async def _accept_loop(self, listeners, nursery) -> None:
+        await trio.serve_listeners(lambda s: serve_connection(self, s), listeners, handler_nursery=nursery)
+
+    def stop(self) -> None:
+        if self._cancel is not None:
+            self._cancel.cancel()
+
+    @property
+    def bootstrap(self) -> str:
+        host = self.advertised_host or (self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
+        return f"{host}:{self.bound_port}"

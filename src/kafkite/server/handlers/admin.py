@@ -1,0 +1,111 @@
+"""CreateTopics, DeleteTopics, CreatePartitions."""
+from __future__ import annotations
+
+import uuid
+
+from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
+
+from ...controller.metadata import MetadataError
+from ...wire.errors import E
+from ..context import RequestContext
+from .configs import topic_config_entries
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+async def handle_create_topics(ctx: RequestContext):
+    b = ctx.broker
+    body = ctx.body
+    v = ctx.version
+    R = CreateTopicsResponse.CreatableTopicResult
+    C = R.CreatableTopicConfigs
+    validate_only = bool(body.validate_only) if v >= 1 else False
+    names = [t.name for t in body.topics]
+    dupes = {n for n in names if names.count(n) > 1}
+    results = []
+    for t in body.topics:
+        if t.name in dupes:
+            results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=int(E.INVALID_REQUEST),
+                             error_message="Create topics request from client contains multiple topics with the "
+                                           "same name", num_partitions=-1, replication_factor=-1, configs=None))
+            continue
+        configs = {c.name: c.value for c in t.configs}
+        assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+        try:
+            info = b.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
+                                  validate_only=validate_only)
+        except MetadataError as exc:
+            ctx.log.info("create_topics.rejected", topic=t.name, error=E(exc.code).name, message=exc.message)
+            results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=exc.code, error_message=exc.message,
+                             num_partitions=-1, replication_factor=-1, configs=None))
+            continue
+        if "." in t.name or "_" in t.name:
+            ctx.log.warning("create_topics.name_warning", topic=t.name,
+                            message="Due to limitations in metric names, topics with a period ('.') or underscore "
+                                    "('_') could collide. To avoid issues it is best to use either, but not both.")
+        entries = [C(name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
+                     is_sensitive=False)
+                   for e in topic_config_entries(b, info.name, info.configs, None, synonyms=False, version=1)]
+        results.append(R(name=t.name, topic_id=info.topic_id, error_code=0, error_message=None,
+                         num_partitions=len(info.partitions), replication_factor=len(info.partitions[0].replicas),
+                         configs=entries))
+    return CreateTopicsResponse(version=v, throttle_time_ms=0, topics=results)
+
+
+async def handle_delete_topics(ctx: RequestContext):
+    b = ctx.broker
+    body = ctx.body
+    v = ctx.version
+    R = DeleteTopicsResponse.DeletableTopicResult
+    md = b.metadata
+    wanted: list[tuple[str | None, uuid.UUID | None]]
+    if v >= 6:
+        wanted = [(t.name, t.topic_id if t.topic_id != ZERO_UUID else None) for t in body.topics]
+    else:
+        wanted = [(n, None) for n in body.topic_names]
+    results = []
+    for name, tid in wanted:
+        if name is not None and tid is not None:
+            results.append(R(name=name, topic_id=tid, error_code=int(E.INVALID_REQUEST),
+                             error_message="You may not specify both topic name and topic id."))
+            continue
+        if tid is not None:
+            t = md.topic_by_id(tid)
+            if t is None:
+                results.append(R(name=None, topic_id=tid, error_code=int(E.UNKNOWN_TOPIC_ID),
+                                 error_message="This server does not host this topic ID."))
+                continue
+        else:
+            t = md.topic(name) if name is not None else None
+            if t is None:
+                results.append(R(name=name, topic_id=ZERO_UUID, error_code=int(E.UNKNOWN_TOPIC_OR_PARTITION),
+                                 error_message="This server does not host this topic-partition."))
+                continue
+        if not b.config.get("delete.topic.enable"):
+            results.append(R(name=t.name, topic_id=t.topic_id, error_code=int(E.TOPIC_DELETION_DISABLED),
+                             error_message="Topic deletion is disabled."))
+            continue
+        b.delete_topic(t.name)
+        results.append(R(name=t.name, topic_id=t.topic_id, error_code=0, error_message=None))
+    return DeleteTopicsResponse(version=v, throttle_time_ms=0, responses=results)
+
+
+async def handle_create_partitions(ctx: RequestContext):
+    b = ctx.broker
+    body = ctx.body
+    R = CreatePartitionsResponse.CreatePartitionsTopicResult
+    names = [t.name for t in body.topics]
+    results = []
+    for t in body.topics:
+        if names.count(t.name) > 1:
+            results.append(R(name=t.name, error_code=int(E.INVALID_REQUEST),
+                             error_message="Duplicate topic in request."))
+            continue
+        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        try:
+            b.create_partitions(t.name, t.count, assignments, validate_only=bool(body.validate_only))
+        except MetadataError as exc:
+            results.append(R(name=t.name, error_code=exc.code, error_message=exc.message))
+            continue
+        results.append(R(name=t.name, error_code=0, error_message=None))
+    return CreatePartitionsResponse(version=ctx.version, throttle_time_ms=0, results=results)

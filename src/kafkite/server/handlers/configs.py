@@ -1,0 +1,228 @@
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topic and broker resources."""
+from __future__ import annotations
+
+from kafka.protocol.admin import (AlterConfigsResponse, DescribeConfigsResponse,
+                                  IncrementalAlterConfigsResponse)
+
+from ...config import (BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigSource, ConfigType,
+                       validate_topic_configs, _parse)
+from ...wire.errors import E
+from ..context import RequestContext
+
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+Synonym = Entry.DescribeConfigsSynonym
+
+
+def topic_config_entries(broker, topic: str, overrides: dict[str, str], keys, *, synonyms: bool,
+                         version: int, documentation: bool = False) -> list:
+    out = []
+    for name, d in sorted(TOPIC_CONFIGS.items()):
+        if keys is not None and name not in keys:
+            continue
+        syns = []
+        if name in overrides:
+            value, source = overrides[name], ConfigSource.TOPIC_CONFIG
+            syns.append(Synonym(name=name, value=value, source=int(source)))
+        else:
+            value, source, _ = broker.config.topic_default(name)
+        if synonyms:
+            for sname, svalue, ssource in broker.config.topic_synonyms(name):
+                syns.append(Synonym(name=sname, value=svalue, source=int(ssource)))
+            if source == ConfigSource.DEFAULT_CONFIG and not any(s.name == d.synonyms[0] for s in syns):
+                syns.append(Synonym(name=d.synonyms[0], value=d.default, source=int(ConfigSource.DEFAULT_CONFIG)))
+        out.append(Entry(name=name, value=value, read_only=False, config_source=int(source),
+                         is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=False,
+                         synonyms=syns if synonyms else [], config_type=int(d.type),
+                         documentation=d.doc if documentation else None))
+    return out
+
+
+def broker_config_entries(broker, keys, *, synonyms: bool, documentation: bool) -> list:
+    out = []
+    for name, d in sorted(BROKER_CONFIGS.items()):
+        if keys is not None and name not in keys:
+            continue
+        value, source = broker.config.raw(name)
+        syns = [Synonym(name=name, value=value, source=int(source))] if synonyms and value is not None else []
+        out.append(Entry(name=name, value=value, read_only=not d.dynamic, config_source=int(source),
+                         is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=d.type == ConfigType.PASSWORD,
+                         synonyms=syns, config_type=int(d.type), documentation=None))
+    return out
+
+
+def _broker_resource_error(broker, name: str) -> str | None:
+    if name == "":
+        return None
+    if name != str(broker.node_id):
+        return f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}"
+    return None
+
+
+async def handle_describe_configs(ctx: RequestContext):
+    b = ctx.broker
+    body = ctx.body
+    v = ctx.version
+    R = DescribeConfigsResponse.DescribeConfigsResult
+    synonyms = bool(body.include_synonyms) if v >= 1 else False
+    doc = bool(body.include_documentation) if v >= 3 else False
+    results = []
+    for res in body.resources:
+        keys = None if res.configuration_keys is None else set(res.configuration_keys)
+        if res.resource_type == TOPIC:
+            t = b.metadata.topic(res.resource_name)
+            if t is None:
+                results.append(R(error_code=int(E.UNKNOWN_TOPIC_OR_PARTITION),
+                                 error_message=f"Topic {res.resource_name} does not exist",
+                                 resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
+                continue
+            entries = topic_config_entries(b, t.name, t.configs, keys, synonyms=synonyms, version=v,
+                                           documentation=doc)
+        elif res.resource_type == BROKER:
+            err = _broker_resource_error(b, res.resource_name)
+            if err:
+                results.append(R(error_code=int(E.INVALID_REQUEST), error_message=err,
+                                 resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
+                continue
+            entries = broker_config_entries(b, keys, synonyms=synonyms, documentation=doc)
+        else:
+            results.append(R(error_code=int(E.INVALID_REQUEST),
+                             error_message=f"Unsupported resource type {res.resource_type}",
+                             resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
+            continue
+        results.append(R(error_code=0, error_message=None, resource_type=res.resource_type,
+                         resource_name=res.resource_name, configs=entries))
+    return DescribeConfigsResponse(version=v, throttle_time_ms=0, results=results)
+
+
+class _Reject(Exception):
+    def __init__(self, code: int, msg: str):
+        super().__init__(msg)
+        self.code = int(code)
+        self.msg = msg
+
+
+def _apply_topic(b, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
+    t = b.metadata.topic(name)
+    if t is None:
+        raise _Reject(E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+    try:
+        validate_topic_configs(new_configs)
+    except ConfigError as exc:
+        raise _Reject(E.INVALID_CONFIG, str(exc)) from None
+    if not validate_only:
+        b.set_topic_configs(name, new_configs)
+
+
+def _apply_broker(b, name: str, new_dynamic: dict[str, str], validate_only: bool) -> None:
+    err = _broker_resource_error(b, name)
+    if err:
+        raise _Reject(E.INVALID_REQUEST, err)
+    for k, val in new_dynamic.items():
+        d = BROKER_CONFIGS.get(k)
+        if d is None or not d.dynamic:
+            raise _Reject(E.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({k})")
+        try:
+            _parse(d.type, k, val)
+        except ConfigError as exc:
+            raise _Reject(E.INVALID_CONFIG, str(exc)) from None
+    if not validate_only:
+        b.set_dynamic_broker_configs(new_dynamic)
+
+
+def _responses(cls, items):
+    return [cls(error_code=code, error_message=msg, resource_type=rt, resource_name=rn) for code, msg, rt, rn in items]
+
+
+async def handle_alter_configs(ctx: RequestContext):
+    """Legacy AlterConfigs: the given set replaces all dynamic configs of the resource."""
+    b = ctx.broker
+    body = ctx.body
+    out = []
+    for res in body.resources:
+        configs = {c.name: c.value for c in res.configs}
+        try:
+            if any(v is None for v in configs.values()):
+                raise _Reject(E.INVALID_REQUEST, "Null value not supported for: "
+                              + ",".join(k for k, v in configs.items() if v is None))
+            if res.resource_type == TOPIC:
+                _apply_topic(b, res.resource_name, configs, bool(body.validate_only))
+            elif res.resource_type == BROKER:
+                _apply_broker(b, res.resource_name, configs, bool(body.validate_only))
+            else:
+                raise _Reject(E.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+            out.append((0, None, res.resource_type, res.resource_name))
+        except _Reject as rej:
+            out.append((rej.code, rej.msg, res.resource_type, res.resource_name))
+    return AlterConfigsResponse(version=ctx.version, throttle_time_ms=0,
+                                responses=_responses(AlterConfigsResponse.AlterConfigsResourceResponse, out))
+
+
+def _incremental(current: dict[str, str], ops, defaults_of) -> dict[str, str]:
+    new = dict(current)
+    for op in ops:
+        if op.config_operation == SET:
+            if op.value is None:
+                raise _Reject(E.INVALID_REQUEST, f"Null value not supported for : {op.name}")
+            new[op.name] = op.value
+        elif op.config_operation == DELETE:
+            new.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            kind = defaults_of(op.name)
+            if kind != ConfigType.LIST:
+                raise _Reject(E.INVALID_CONFIG,
+                              f"Config value append is not allowed for config key: {op.name}"
+                              if op.config_operation == APPEND else
+                              f"Config value subtract is not allowed for config key: {op.name}")
+            base = new.get(op.name)
+            items = [x for x in (base.split(",") if base else []) if x]
+            vals = [x for x in (op.value or "").split(",") if x]
+            if op.config_operation == APPEND:
+                items += [x for x in vals if x not in items]
+            else:
+                items = [x for x in items if x not in vals]
+            new[op.name] = ",".join(items)
+        else:
+            raise _Reject(E.INVALID_REQUEST, f"Unknown alter config operation {op.config_operation}")
+    return new
+
+
+async def handle_incremental_alter_configs(ctx: RequestContext):
+    b = ctx.broker
+    body = ctx.body
+    out = []
+    for res in body.resources:
+        try:
+            names = [c.name for c in res.configs]
+            if len(set(names)) != len(names):
+                raise _Reject(E.INVALID_REQUEST, "Error due to duplicate config keys")
+            if res.resource_type == TOPIC:
+                t = b.metadata.topic(res.resource_name)
+                if t is None:
+                    raise _Reject(E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
+                for c in res.configs:
+                    if c.name not in TOPIC_CONFIGS:
+                        raise _Reject(E.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+                base = dict(t.configs)
+                for c in res.configs:
+                    if c.config_operation in (APPEND, SUBTRACT) and c.name not in base:
+                        base[c.name] = b.config.topic_default(c.name)[0]
+                new = _incremental(base, res.configs, lambda n: TOPIC_CONFIGS[n].type)
+                _apply_topic(b, res.resource_name, new, bool(body.validate_only))
+            elif res.resource_type == BROKER:
+                new = _incremental(dict(b.config.dynamic), res.configs,
+                                   lambda n: BROKER_CONFIGS[n].type if n in BROKER_CONFIGS else None)
+                _apply_broker(b, res.resource_name, new, bool(body.validate_only))
+            else:
+                raise _Reject(E.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+            out.append((0, None, res.resource_type, res.resource_name))
+        except _Reject as rej:
+            out.append((rej.code, rej.msg, res.resource_type, res.resource_name))
+    return IncrementalAlterConfigsResponse(
+        version=ctx.version, throttle_time_ms=0,
+        responses=_responses(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, out))

@@ -1,0 +1,191 @@
+"""ApiVersions, Metadata, DescribeCluster, DescribeTopicPartitions."""
+from __future__ import annotations
+
+import uuid
+
+from kafka.protocol.admin import DescribeClusterResponse
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
+from kafka.protocol.admin import DescribeTopicPartitionsResponse
+
+from ...controller.metadata import INTERNAL_TOPICS, MetadataError, validate_topic_name
+from ...wire.errors import E
+from ..context import RequestContext
+
+ZERO_UUID = uuid.UUID(int=0)
+AUTH_OPS_UNSET = -2147483648  # "not requested"
+
+
+def _bits(*ops: int) -> int:
+    v = 0
+    for op in ops:
+        v |= 1 << op
+    return v
+
+
+# AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
+# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. With no authorizer Kafka reports
+# every operation the resource type supports.
+TOPIC_OP_SET = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+CLUSTER_OP_SET = frozenset({5, 7, 8, 9, 10, 11, 12})
+TOPIC_OPS = _bits(*TOPIC_OP_SET)  # for int32 fields
+CLUSTER_OPS = _bits(*CLUSTER_OP_SET)
+
+
+def api_versions_response(version: int, error: int = 0) -> ApiVersionsResponse:
+    from ..router import supported
+    AV = ApiVersionsResponse.ApiVersion
+    keys = [AV(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(supported().items())]
+    return ApiVersionsResponse(version=version, error_code=int(error), api_keys=keys, throttle_time_ms=0)
+
+
+async def handle_api_versions(ctx: RequestContext):
+    body = ctx.body
+    if ctx.version >= 3:
+        import re
+        ok = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+        if not (ok.match(body.client_software_name or "") and ok.match(body.client_software_version or "")):
+            return api_versions_response(ctx.version, E.INVALID_REQUEST)
+        ctx.log.debug("client.software", name=body.client_software_name, version=body.client_software_version)
+    return api_versions_response(ctx.version)
+
+
+def broker_entries(broker):
+    return sorted(broker.cluster_brokers(), key=lambda b: b.node_id)
+
+
+def _partitions(topic, cls, broker):
+    live = set(broker.metadata.live_broker_ids)
+    out = []
+    for p in topic.partitions:
+        offline = [r for r in p.replicas if r not in live]
+        err = 0 if p.leader in live else E.LEADER_NOT_AVAILABLE
+        out.append(cls(error_code=int(err), partition_index=p.index, leader_id=p.leader if p.leader in live else -1,
+                       leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
+                       isr_nodes=[r for r in p.isr if r in live], offline_replicas=offline))
+    return out
+
+
+async def handle_metadata(ctx: RequestContext):
+    b = ctx.broker
+    body = ctx.body
+    md = b.metadata
+    v = ctx.version
+    T = MetadataResponse.MetadataResponseTopic
+    P = T.MetadataResponsePartition
+    include_ops = bool(getattr(body, "include_topic_authorized_operations", False)) if v >= 8 else False
+
+    def topic_entry(t):
+        return T(error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal,
+                 partitions=_partitions(t, P, b),
+                 authorized_operations=set(TOPIC_OP_SET) if include_ops else None)
+
+    topics = []
+    req_topics = body.topics
+    if req_topics is None or (v == 0 and not req_topics):
+        topics = [topic_entry(t) for t in sorted(md.topics.values(), key=lambda t: t.name)]
+    else:
+        allow_auto = body.allow_auto_topic_creation if v >= 4 else True
+        for rt in req_topics:
+            name = rt.name
+            tid = getattr(rt, "topic_id", None) if v >= 10 else None
+            if name is None:
+                t = md.topic_by_id(tid) if tid not in (None, ZERO_UUID) else None
+                if t is None:
+                    topics.append(T(error_code=int(E.UNKNOWN_TOPIC_ID), name=None, topic_id=tid or ZERO_UUID,
+                                    partitions=[]))
+                else:
+                    topics.append(topic_entry(t))
+                continue
+            t = md.topic(name)
+            if t is None:
+                try:
+                    validate_topic_name(name)
+                except MetadataError:
+                    topics.append(T(error_code=int(E.INVALID_TOPIC_EXCEPTION), name=name, topic_id=ZERO_UUID,
+                                    partitions=[]))
+                    continue
+                if allow_auto and name not in INTERNAL_TOPICS and b.config.get("auto.create.topics.enable"):
+                    try:
+                        t = b.auto_create_topic(name)
+                    except MetadataError as exc:
+                        topics.append(T(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[]))
+                        continue
+                else:
+                    topics.append(T(error_code=int(E.UNKNOWN_TOPIC_OR_PARTITION), name=name, topic_id=ZERO_UUID,
+                                    partitions=[]))
+                    continue
+            topics.append(topic_entry(t))
+
+    B = MetadataResponse.MetadataResponseBroker
+    brokers = [B(node_id=x.node_id, host=x.host, port=x.port, rack=x.rack) for x in broker_entries(b)]
+    cluster_ops = None  # kafka-python's bitfield: a set of operations, None = not requested
+    if 8 <= v <= 10 and getattr(body, "include_cluster_authorized_operations", False):
+        cluster_ops = set(CLUSTER_OP_SET)
+    return MetadataResponse(version=v, throttle_time_ms=0, brokers=brokers, cluster_id=md.cluster_id,
+                            controller_id=b.controller_id(), topics=topics, authorized_operations=cluster_ops)
+
+
+async def handle_describe_cluster(ctx: RequestContext):
+    b = ctx.broker
+    body = ctx.body
+    B = DescribeClusterResponse.DescribeClusterBroker
+    if ctx.version >= 1 and body.endpoint_type not in (1,):
+        # 1 = brokers; Kafka answers UNSUPPORTED_ENDPOINT_TYPE for controllers on a broker listener.
+        return DescribeClusterResponse(version=ctx.version, error_code=int(E.UNSUPPORTED_ENDPOINT_TYPE),
+                                       error_message="The request was sent to an endpoint of type BROKER, "
+                                                     f"but we wanted an endpoint of type {body.endpoint_type}",
+                                       endpoint_type=1, cluster_id=b.metadata.cluster_id, controller_id=-1,
+                                       brokers=[])
+    return DescribeClusterResponse(
+        version=ctx.version, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
+        cluster_id=b.metadata.cluster_id, controller_id=b.controller_id(),
+        brokers=[B(broker_id=x.node_id, host=x.host, port=x.port, rack=x.rack) for x in broker_entries(b)],
+        authorized_operations=set(CLUSTER_OP_SET) if body.include_cluster_authorized_operations else None)
+
+
+async def handle_describe_topic_partitions(ctx: RequestContext):
+    """KIP-966's paginated topic describe (Java AdminClient 3.8+ uses it for describeTopics)."""
+    b = ctx.broker
+    body = ctx.body
+    md = b.metadata
+    R = DescribeTopicPartitionsResponse
+    T = R.DescribeTopicPartitionsResponseTopic
+    P = T.DescribeTopicPartitionsResponsePartition
+    limit = max(1, min(body.response_partition_limit or 2000, 2000))
+    cursor = body.cursor
+    if body.topics:
+        names = sorted({t.name for t in body.topics})
+    else:
+        names = sorted(md.topics)
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    topics, next_cursor, budget = [], None, limit
+    for name in names:
+        t = md.topic(name)
+        if t is None:
+            try:
+                validate_topic_name(name)
+                code = E.UNKNOWN_TOPIC_OR_PARTITION
+            except MetadataError:
+                code = E.INVALID_TOPIC_EXCEPTION
+            topics.append(T(error_code=int(code), name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
+                            topic_authorized_operations=AUTH_OPS_UNSET))
+            continue
+        start = cursor.partition_index if cursor is not None and cursor.topic_name == name else 0
+        parts = _partitions(t, P, b)[start:]
+        if budget <= 0:
+            next_cursor = R.Cursor(topic_name=name, partition_index=start)
+            break
+        if len(parts) > budget:
+            next_cursor = R.Cursor(topic_name=name, partition_index=start + budget)
+            parts = parts[:budget]
+        for p in parts:
+            p.eligible_leader_replicas = None
+            p.last_known_elr = None
+        budget -= len(parts)
+        topics.append(T(error_code=0, name=name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts,
+                        topic_authorized_operations=TOPIC_OPS))
+        if next_cursor is not None:
+            break
+    return R(version=0, throttle_time_ms=0, topics=topics, next_cursor=next_cursor)

@@ -1,0 +1,80 @@
+"""The request router: api key -> handler, in one hop (Kafka's KafkaApis.handle).
+
+`SUPPORTED` is what ApiVersions advertises: exactly the (api, min..max) pairs
+whose handlers below implement every version in the range, each covered by a
+test. Add an API here only together with its handler and its tests.
+"""
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+import structlog
+from kafka.protocol.api_key import ApiKey
+
+from ..wire import codec
+from ..wire.errors import E
+from .context import RequestContext
+from .handlers import admin, configs, metadata
+
+Handler = Callable[[RequestContext], Awaitable[object | None]]
+
+# api key -> (min version, max version, handler)
+ROUTES: dict[int, tuple[int, int, Handler]] = {
+    ApiKey.ApiVersions: (0, 4, metadata.handle_api_versions),
+    ApiKey.Metadata: (0, 12, metadata.handle_metadata),
+    ApiKey.DescribeCluster: (0, 1, metadata.handle_describe_cluster),
+    ApiKey.DescribeTopicPartitions: (0, 0, metadata.handle_describe_topic_partitions),
+    ApiKey.CreateTopics: (0, 7, admin.handle_create_topics),
+    ApiKey.DeleteTopics: (0, 6, admin.handle_delete_topics),
+    ApiKey.CreatePartitions: (0, 3, admin.handle_create_partitions),
+    ApiKey.DescribeConfigs: (0, 4, configs.handle_describe_configs),
+    ApiKey.AlterConfigs: (0, 2, configs.handle_alter_configs),
+    ApiKey.IncrementalAlterConfigs: (0, 1, configs.handle_incremental_alter_configs),
+}
+
+
+def register(api_key: int, lo: int, hi: int, handler: Handler) -> None:
+    """Used by the data-path and coordinator modules to add their APIs."""
+    ROUTES[api_key] = (lo, hi, handler)
+
+
+def supported() -> dict[int, tuple[int, int]]:
+    return {k: (lo, hi) for k, (lo, hi, _) in ROUTES.items()}
+
+
+class CloseConnection(Exception):
+    pass
+
+
+class Router:
+    def __init__(self, broker):
+        self.broker = broker
+
+    async def dispatch(self, frame: bytes, peer: str, log) -> bytes | None:
+        try:
+            req = codec.decode_request(frame, supported())
+        except (codec.UnknownApi, codec.UnsupportedVersion) as exc:
+            if exc.api_key == ApiKey.ApiVersions:
+                # KIP-511: answer an ApiVersions we can't parse with v0 + UNSUPPORTED_VERSION + our list.
+                log.info("request.unsupported_api_versions", version=exc.api_version)
+                return codec.encode_response(
+                    metadata.api_versions_response(0, E.UNSUPPORTED_VERSION), 0, exc.correlation_id)
+            raise CloseConnection(str(exc)) from None
+        except codec.MalformedRequest as exc:
+            raise CloseConnection(str(exc)) from None
+
+        _, _, handler = ROUTES[req.api_key]
+        rlog = log.bind(api=req.api_name, version=req.api_version, correlation_id=req.correlation_id,
+                        client_id=req.client_id)
+        ctx = RequestContext(self.broker, req, peer=peer, log=rlog)
+        with structlog.contextvars.bound_contextvars(api=req.api_name, correlation_id=req.correlation_id):
+            faults = self.broker.faults
+            if faults is not None:
+                await faults.before(ctx)
+                injected = faults.injected_error(ctx)
+                if injected is not None:
+                    return codec.encode_response(injected, req.api_version, req.correlation_id)
+            response = await handler(ctx)
+        if response is None:  # e.g. Produce with acks=0
+            return None
+        return codec.encode_response(response, req.api_version, req.correlation_id)

@@ -1,0 +1,97 @@
+"""Request decoding and response encoding over kafka-python's generated classes.
+
+kafka-python's ``kafka.protocol`` classes are generated from Kafka's JSON message
+specs and encode/decode every version (flexible versions and tagged fields
+included). This module is the only place that pairs raw frames with them.
+
+Request header versions: v1 (api key, version, correlation id, client id) for
+non-flexible request versions and v2 (v1 + tagged fields) for flexible ones.
+Response header: v0 (correlation id) or v1 (+ tagged fields) for flexible
+versions -- except ApiVersions, whose response header is always v0 (KIP-511).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.api_message import ApiMessage
+
+from . import registry
+
+
+class RequestError(Exception):
+    """A request we cannot serve; carries what could be read of its header."""
+
+    def __init__(self, msg: str, api_key: int | None = None, api_version: int | None = None,
+                 correlation_id: int | None = None):
+        super().__init__(msg)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class MalformedRequest(RequestError):
+    pass
+
+
+class UnknownApi(RequestError):
+    pass
+
+
+class UnsupportedVersion(RequestError):
+    pass
+
+
+@dataclass(slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # the kafka-python request object
+
+    @property
+    def api_name(self) -> str:
+        try:
+            return ApiKey(self.api_key).name
+        except ValueError:
+            return str(self.api_key)
+
+
+def peek_header(payload: bytes) -> tuple[int, int, int]:
+    """api key, api version and correlation id: the fixed 8 bytes every request starts with."""
+    if len(payload) < 8:
+        raise MalformedRequest(f"request of {len(payload)} bytes is shorter than a request header")
+    return struct.unpack_from(">hhi", payload, 0)
+
+
+def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Request:
+    """Decode one frame payload (without the 4-byte size).
+
+    `supported` maps api key -> (min, max) version this broker serves.
+    """
+    api_key, api_version, correlation_id = peek_header(payload)
+    if api_key not in supported:
+        raise UnknownApi(f"unknown or unsupported api key {api_key}", api_key, api_version, correlation_id)
+    lo, hi = supported[api_key]
+    if not lo <= api_version <= hi:
+        raise UnsupportedVersion(
+            f"api {ApiKey(api_key).name} version {api_version} not in {lo}..{hi}",
+            api_key, api_version, correlation_id)
+    req_cls, _ = registry.classes(api_key)
+    try:
+        body = req_cls.decode(payload, version=api_version, header=True)
+    except Exception as exc:  # the codec raises assorted errors on garbage
+        raise MalformedRequest(f"cannot decode {req_cls.__name__} v{api_version}: {exc!r}",
+                               api_key, api_version, correlation_id) from exc
+    header = body.header
+    return Request(api_key, api_version, correlation_id, header.client_id, body)
+
+
+def encode_response(response: ApiMessage, api_version: int, correlation_id: int) -> bytes:
+    """The whole response frame: size, header, body."""
+    response.API_VERSION = api_version
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
