@@ -162,6 +162,8 @@ class ClusterMetadata:
                     configs=dict(t.get("configs", {})))
         self.node_id = node_id
         self._by_id = {t.topic_id: t for t in self.topics.values()}
+        if snap is None:
+            self.persist()  # like Kafka's meta.properties: the data dir says which cluster it belongs to
 
     # -- persistence ---------------------------------------------------------
     def snapshot(self) -> dict:

@@ -45,7 +45,8 @@ async def handle_api_versions(ctx: RequestContext):
         import re
         ok = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
         if not (ok.match(body.client_software_name or "") and ok.match(body.client_software_version or "")):
-            return api_versions_response(ctx.version, E.INVALID_REQUEST)
+            return ApiVersionsResponse(version=ctx.version, error_code=int(E.INVALID_REQUEST), api_keys=[],
+                                       throttle_time_ms=0)
         ctx.log.debug("client.software", name=body.client_software_name, version=body.client_software_version)
     return api_versions_response(ctx.version)
 

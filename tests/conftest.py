@@ -1,0 +1,46 @@
+"""Shared fixtures: an in-process broker on a random port (in memory or on disk)."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import structlog
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/helpers.py, tests/clients/drivers.py
+
+from kafkite.testing.runner import BrokerThread  # noqa: E402
+
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(
+    getattr(logging, os.environ.get("KAFKITE_TEST_LOG_LEVEL", "WARNING"))))
+
+GOLDEN = Path(__file__).resolve().parents[1].parent / "shared" / "golden-requests"
+
+
+@pytest.fixture
+def broker():
+    with BrokerThread() as b:
+        yield b
+
+
+@pytest.fixture
+def broker_factory(tmp_path):
+    started = []
+
+    def make(**kw):
+        b = BrokerThread(**kw).start()
+        started.append(b)
+        return b
+    yield make
+    for b in started:
+        b.stop()
+
+
+@pytest.fixture
+def wire(broker):
+    from kafkite.testing.wire_client import WireClient
+    c = WireClient.connect(broker.bootstrap_servers)
+    yield c
+    c.close()

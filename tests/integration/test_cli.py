@@ -1,0 +1,70 @@
+"""`kafkite serve` as a process: ready fast, signals, and the admin commands."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+KAFKITE = [sys.executable, "-m", "kafkite.cli"]
+
+
+def start_serve(*args, cwd=None):
+    proc = subprocess.Popen(KAFKITE + ["serve", "--port", "0", *args], stderr=subprocess.PIPE, text=True, cwd=cwd)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        m = re.search(r"bootstrap='?([\d.]+:\d+)", line)
+        if m and "ready" in line:
+            return proc, m.group(1)
+    proc.kill()
+    raise AssertionError("broker never printed its ready line")
+
+
+def test_serve_ready_under_one_second_and_sigterm():
+    t0 = time.monotonic()
+    proc, bootstrap = start_serve("--in-memory")
+    elapsed = time.monotonic() - t0
+    try:
+        assert elapsed < 1.0, f"ready after {elapsed:.2f}s"
+        out = subprocess.run(KAFKITE + ["topics", "create", "clitopic", "--partitions", "2",
+                                        "--config", "retention.ms=1000", "--bootstrap-server", bootstrap],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        out = subprocess.run(KAFKITE + ["topics", "create", "clitopic", "--bootstrap-server", bootstrap],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1 and "TopicAlreadyExists" in out.stderr
+        out = subprocess.run(KAFKITE + ["topics", "list", "--bootstrap-server", bootstrap],
+                             capture_output=True, text=True, timeout=60)
+        assert "clitopic" in out.stdout.split()
+        out = subprocess.run(KAFKITE + ["topics", "describe", "clitopic", "--bootstrap-server", bootstrap],
+                             capture_output=True, text=True, timeout=60)
+        assert "PartitionCount: 2" in out.stdout and "retention.ms=1000" in out.stdout, out.stdout + out.stderr
+        out = subprocess.run(KAFKITE + ["cluster", "describe", "--bootstrap-server", bootstrap],
+                             capture_output=True, text=True, timeout=60)
+        assert '"cluster_id"' in out.stdout
+        out = subprocess.run(KAFKITE + ["topics", "delete", "clitopic", "--bootstrap-server", bootstrap],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        out = subprocess.run(KAFKITE + ["topics", "delete", "clitopic", "--bootstrap-server", bootstrap],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1 and "UnknownTopicOrPartition" in out.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+
+
+def test_serve_default_data_dir_is_local(tmp_path):
+    proc, bootstrap = start_serve(cwd=tmp_path)
+    try:
+        assert (tmp_path / "kafkite-data" / "meta.properties").exists()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 0
+    assert (tmp_path / "kafkite-data").is_dir()
