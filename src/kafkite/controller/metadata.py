@@ -150,36 +150,61 @@ class ClusterMetadata:
         self.topics: dict[str, TopicInfo] = {}
         self.controller_id = node_id
         self.controller_epoch = 0
+        self.producer_id_next_block = 0  # producer ids are handed out in persisted blocks, like Kafka's
+        self._pid_next = 0
+        self._pid_end = 0
+        self.node_id = node_id
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
         if snap is None:
             self.cluster_id = new_cluster_id()
         else:
-            self.cluster_id = snap["cluster_id"]
-            self.controller_epoch = snap.get("controller_epoch", 0)
-            for t in snap["topics"]:
-                self.topics[t["name"]] = TopicInfo(
-                    name=t["name"], topic_id=uuid.UUID(t["topic_id"]),
-                    partitions=[PartitionInfo(**p) for p in t["partitions"]],
-                    configs=dict(t.get("configs", {})))
-        self.node_id = node_id
-        self._by_id = {t.topic_id: t for t in self.topics.values()}
+            self.load_snapshot(snap, brokers=False)
         if snap is None:
             self.persist()  # like Kafka's meta.properties: the data dir says which cluster it belongs to
 
     # -- persistence ---------------------------------------------------------
-    def snapshot(self) -> dict:
+    def load_snapshot(self, snap: dict, *, brokers: bool = True) -> None:
+        self.cluster_id = snap["cluster_id"]
+        self.controller_epoch = snap.get("controller_epoch", 0)
+        self.producer_id_next_block = snap.get("producer_id_next_block", 0)
+        self.topics = {}
+        for t in snap["topics"]:
+            self.topics[t["name"]] = TopicInfo(
+                name=t["name"], topic_id=uuid.UUID(t["topic_id"]),
+                partitions=[PartitionInfo(**p) for p in t["partitions"]],
+                configs=dict(t.get("configs", {})))
+        self._by_id = {t.topic_id: t for t in self.topics.values()}
+        if brokers and "brokers" in snap:
+            self.brokers = {b["node_id"]: BrokerInfo(**b) for b in snap["brokers"]}
+
+    def snapshot(self, include_brokers: bool = False) -> dict:
+        extra = {"brokers": [vars(b).copy() for b in self.brokers.values()]} if include_brokers else {}
         return {
+            **extra,
             "cluster_id": self.cluster_id,
             "node_id": self.node_id,
             "controller_epoch": self.controller_epoch,
+            "producer_id_next_block": self.producer_id_next_block,
             "topics": [
                 {"name": t.name, "topic_id": str(t.topic_id), "configs": t.configs,
-                 "partitions": [vars(p) for p in t.partitions]}
+                 "partitions": [vars(p).copy() for p in t.partitions]}
                 for t in self.topics.values()
             ],
         }
 
     def persist(self) -> None:
         self.store.save(self.snapshot())
+
+    def allocate_producer_id(self, block_size: int = 1000) -> int:
+        """A producer id never handed out before, also across restarts (the block is persisted first)."""
+        if self._pid_next >= self._pid_end:
+            self._pid_next = self.producer_id_next_block
+            self._pid_end = self._pid_next + block_size
+            self.producer_id_next_block = self._pid_end
+            self.persist()
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
 
     # -- brokers -------------------------------------------------------------
     def register_broker(self, info: BrokerInfo) -> None:

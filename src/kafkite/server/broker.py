@@ -16,8 +16,11 @@ import structlog
 import trio
 
 from ..config import BrokerConfig, validate_topic_configs
+from ..controller.controller import Controller, MetadataCache, MetadataUpdate
 from ..controller.metadata import (BrokerInfo, ClusterMetadata, FileMetadataStore, MemoryMetadataStore,
                                    MetadataError, TopicInfo)
+from ..controller.store import InProcessStore
+from ..wire.errors import E
 from .connection import serve_connection
 from .router import Router
 
@@ -46,8 +49,31 @@ class ClusterState:
         self.in_memory = in_memory or data_dir is None
         self.data_dir = None if self.in_memory else Path(data_dir)
         store = MemoryMetadataStore() if self.in_memory else FileMetadataStore(self.data_dir)
+        # The authoritative metadata: written by the active controller only, persisted.
         self.metadata = ClusterMetadata(store, node_id=config.node_id)
+        self.store = InProcessStore()  # the coordination store controllers elect themselves through
+        self.brokers: dict[int, "Broker"] = {}  # running brokers of this process, by node id
         self.hooks: list[Any] = []  # objects with on_topic_created/on_topic_deleted/on_partitions_added/on_configs
+
+    # -- controller plumbing ------------------------------------------------------
+    def deliver(self, broker_id: int, cmd: MetadataUpdate) -> int:
+        """Carry a controller command to a broker (in-process: a call)."""
+        b = self.brokers.get(broker_id)
+        if b is None:
+            return int(E.BROKER_NOT_AVAILABLE)
+        return b.cache.apply(cmd)
+
+    def active_controller(self) -> Controller | None:
+        for b in self.brokers.values():
+            c = b.controller.active_controller()
+            if c is not None:
+                return c
+        return None
+
+    def publish(self) -> None:
+        c = self.active_controller()
+        if c is not None:
+            c.publish()
 
     # -- topic lifecycle (the controller's job; single controller for now) ---------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
@@ -65,6 +91,7 @@ class ClusterState:
                              [PartitionInfo(i, r, r[0], 0, list(r)) for i, r in enumerate(replicas)],
                              {k: v for k, v in configs.items() if v is not None})
         info = md.create_topic(name, replicas, {k: v for k, v in configs.items() if v is not None})
+        self.publish()
         log.info("topic.created", topic=name, partitions=n, replication_factor=rf, topic_id=str(info.topic_id))
         for h in self.hooks:
             h.on_topic_created(info)
@@ -72,6 +99,7 @@ class ClusterState:
 
     def delete_topic(self, name: str) -> None:
         info = self.metadata.delete_topic(name)
+        self.publish()
         log.info("topic.deleted", topic=name, topic_id=str(info.topic_id))
         for h in self.hooks:
             h.on_topic_deleted(info)
@@ -81,6 +109,7 @@ class ClusterState:
         if validate_only:
             return
         self.metadata.add_partitions(name, replicas)
+        self.publish()
         info = self.metadata.topic(name)
         for h in self.hooks:
             h.on_partitions_added(info)
@@ -88,6 +117,7 @@ class ClusterState:
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         validate_topic_configs(configs)
         self.metadata.set_topic_configs(name, configs)
+        self.publish()
         for h in self.hooks:
             h.on_configs_changed(self.metadata.topic(name))
 
@@ -99,6 +129,9 @@ class ClusterState:
 
     def auto_create_topic(self, name: str) -> TopicInfo:
         return self.create_topic(name, -1, -1, None, {})
+
+    def allocate_producer_id(self) -> int:
+        return self.metadata.allocate_producer_id()
 
 
 class Broker:
@@ -114,6 +147,9 @@ class Broker:
         self.port = port if port is not None else lport
         adv = state.config.get("advertised.listeners")
         self.advertised_host = advertised_host or (parse_listener(adv)[0] if adv else None)
+        self.cache = MetadataCache(self.node_id)  # this broker's view, fed by the controller
+        self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver,
+                                     auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"))
         self.router = Router(self)
         self.connections: set[trio.abc.Stream] = set()
         self.faults = None  # testing.faults.Faults when fault injection is on
@@ -122,14 +158,14 @@ class Broker:
 
     # -- what handlers use ---------------------------------------------------
     @property
-    def metadata(self) -> ClusterMetadata:
-        return self.state.metadata
+    def metadata(self) -> MetadataCache:
+        return self.cache
 
     def cluster_brokers(self) -> list[BrokerInfo]:
-        return list(self.state.metadata.brokers.values())
+        return list(self.cache.brokers.values())
 
     def controller_id(self) -> int:
-        return self.state.metadata.controller_id
+        return self.cache.controller_id
 
     def create_topic(self, *a, **kw) -> TopicInfo:
         return self.state.create_topic(*a, **kw)
@@ -154,7 +190,8 @@ class Broker:
         listeners = await trio.open_tcp_listeners(self.port, host=self.host, backlog=128)
         self.bound_port = listeners[0].socket.getsockname()[1]
         adv_host = self.advertised_host or (self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
-        self.state.metadata.register_broker(BrokerInfo(self.node_id, adv_host, self.bound_port))
+        self.state.brokers[self.node_id] = self
+        self.controller.startup(BrokerInfo(self.node_id, adv_host, self.bound_port))
         try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
@@ -162,7 +199,11 @@ class Broker:
                 task_status.started(self.bound_port)
                 await trio.sleep(math.inf)
         finally:
-            self.state.metadata.unregister_broker(self.node_id)
+            # The broker's session ends: its registration (and the controller claim, if held) vanish,
+            # and the remaining brokers elect a controller and move leadership.
+            self.controller.shutdown()
+            self.state.brokers.pop(self.node_id, None)
+            self.state.store.end_session(self.node_id)
             for lst in listeners:
                 with trio.CancelScope(shield=True):
                     await lst.aclose()

@@ -1,0 +1,206 @@
+"""The controller: election by claim-if-absent, controller-epoch fencing, leaders and failover.
+
+Every broker runs a `Controller`; the one that claims `/controller` in the
+coordination store first is active. Each election increments the persisted
+`/controller_epoch` (compare-and-set, so two claimants can never get the same
+epoch). The active controller owns the authoritative `ClusterMetadata` and
+pushes it to every live broker as a `MetadataUpdate` carrying its epoch; a broker
+(`MetadataCache.apply`) rejects a command whose epoch is older than the newest it
+has seen (STALE_CONTROLLER_EPOCH), so a deposed controller changes nothing.
+
+Sans-IO: no clock, no sockets; the in-process store fires watches synchronously.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Callable
+
+import structlog
+
+from ..wire.errors import E
+from .metadata import BrokerInfo, ClusterMetadata, MemoryMetadataStore
+from .store import BadVersion, CoordinationStore, NodeExists
+
+log = structlog.get_logger("kafkite.controller")
+
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKERS = "/brokers/ids"
+
+
+@dataclass(frozen=True)
+class MetadataUpdate:
+    """UpdateMetadata + LeaderAndIsr in one: the whole cluster view, stamped with the sender's epoch."""
+    controller_id: int
+    controller_epoch: int
+    snapshot: dict
+
+
+class StaleControllerEpoch(Exception):
+    pass
+
+
+class MetadataCache(ClusterMetadata):
+    """A broker's own view of the cluster, changed only by controller commands."""
+
+    def __init__(self, node_id: int):
+        super().__init__(MemoryMetadataStore(), node_id=node_id)
+        self.latest_controller_epoch = -1
+        self.controller_id = -1
+        self.listeners: list[Callable[[ClusterMetadata, "MetadataCache"], None]] = []
+
+    def persist(self) -> None:  # a cache is never the source of truth
+        pass
+
+    def apply(self, cmd: MetadataUpdate) -> int:
+        if cmd.controller_epoch < self.latest_controller_epoch:
+            log.warning("metadata.stale_controller_epoch", broker=self.node_id, got=cmd.controller_epoch,
+                        newest=self.latest_controller_epoch, sender=cmd.controller_id)
+            return int(E.STALE_CONTROLLER_EPOCH)
+        old = copy.deepcopy(self.topics)
+        self.latest_controller_epoch = cmd.controller_epoch
+        self.controller_id = cmd.controller_id
+        self.controller_epoch = cmd.controller_epoch
+        snap = cmd.snapshot
+        self.load_snapshot(snap)
+        for fn in self.listeners:
+            fn(old, self)
+        return 0
+
+
+class Controller:
+    """One per broker. Active when it holds /controller."""
+
+    def __init__(self, node_id: int, store: CoordinationStore, authority: ClusterMetadata,
+                 send: Callable[[int, MetadataUpdate], int], *, auto_leader_rebalance: bool = True):
+        self.node_id = node_id
+        self.store = store
+        self.authority = authority
+        self.send = send  # (broker id, command) -> error code
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.epoch = -1  # the epoch this controller was elected with (-1: never)
+        self.active = False
+        self.stopped = False
+
+    # -- membership and election ----------------------------------------------
+    def startup(self, info: BrokerInfo) -> None:
+        self.stopped = False
+        self.store.create(f"{BROKERS}/{self.node_id}", vars(info).copy(), ephemeral_owner=self.node_id)
+        self._watch_controller()
+        self.try_elect()
+
+    def shutdown(self) -> None:
+        self.stopped = True
+        self.active = False
+
+    def _watch_controller(self) -> None:
+        if self.stopped:
+            return
+
+        def fired(_path: str) -> None:
+            if self.stopped:
+                return
+            self._watch_controller()
+            if self.store.get(CONTROLLER) is None:
+                self.try_elect()
+        self.store.watch(CONTROLLER, fired)
+
+    def try_elect(self) -> bool:
+        if self.stopped:
+            return False
+        try:
+            self.store.create(CONTROLLER, {"brokerid": self.node_id}, ephemeral_owner=self.node_id)
+        except NodeExists:
+            return False
+        # Won the claim: bump the epoch with compare-and-set.
+        while True:
+            cur = self.store.get(CONTROLLER_EPOCH)
+            try:
+                if cur is None:
+                    self.store.create(CONTROLLER_EPOCH, self.authority.controller_epoch + 1)
+                    new_epoch = self.authority.controller_epoch + 1
+                else:
+                    new_epoch = cur[0] + 1
+                    self.store.set(CONTROLLER_EPOCH, new_epoch, expected_version=cur[1])
+                break
+            except (NodeExists, BadVersion):
+                continue
+        self.epoch = new_epoch
+        self.active = True
+        self.authority.controller_epoch = new_epoch
+        self.authority.controller_id = self.node_id
+        self.authority.persist()
+        log.info("controller.elected", broker=self.node_id, controller_epoch=new_epoch)
+        self._watch_brokers()
+        self.on_brokers_changed()
+        return True
+
+    def _watch_brokers(self) -> None:
+        def fired(_path: str) -> None:
+            if self.active and not self.stopped and self.is_current():
+                self._watch_brokers()
+                self.on_brokers_changed()
+        self.store.watch(BROKERS + "/", fired)
+
+    def is_current(self) -> bool:
+        cur = self.store.get(CONTROLLER)
+        return cur is not None and cur[0]["brokerid"] == self.node_id
+
+    def active_controller(self) -> "Controller | None":
+        return self if self.active and self.is_current() else None
+
+    # -- leadership ------------------------------------------------------------------
+    def live_brokers(self) -> dict[int, BrokerInfo]:
+        out = {}
+        for child in self.store.children(BROKERS):
+            got = self.store.get(f"{BROKERS}/{child}")
+            if got is not None:
+                out[int(child)] = BrokerInfo(**got[0])
+        return out
+
+    def on_brokers_changed(self) -> None:
+        live = self.live_brokers()
+        md = self.authority
+        md.brokers = dict(live)
+        changed = False
+        for t in md.topics.values():
+            for p in t.partitions:
+                live_replicas = [r for r in p.replicas if r in live]
+                new_leader = p.leader
+                if p.leader not in live:
+                    new_leader = live_replicas[0] if live_replicas else -1
+                elif self.auto_leader_rebalance and live_replicas and live_replicas[0] == p.replicas[0] \
+                        and p.leader != p.replicas[0]:
+                    new_leader = p.replicas[0]  # preferred leader is back
+                if new_leader != p.leader:
+                    log.info("partition.leader_changed", topic=t.name, partition=p.index, old=p.leader,
+                             new=new_leader, leader_epoch=p.leader_epoch + 1)
+                    p.leader = new_leader
+                    p.leader_epoch += 1
+                    p.partition_epoch += 1
+                    changed = True
+                new_isr = live_replicas if new_leader != -1 else []
+                if new_isr != p.isr:
+                    p.isr = new_isr
+                    p.partition_epoch += 1
+                    changed = True
+        if changed:
+            md.persist()
+        self.publish()
+
+    def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
+        p = self.authority.partition(topic, partition)
+        if p is None or broker_id not in p.replicas or broker_id not in self.live_brokers():
+            raise ValueError(f"broker {broker_id} is not a live replica of {topic}-{partition}")
+        if p.leader != broker_id:
+            p.leader = broker_id
+            p.leader_epoch += 1
+            p.partition_epoch += 1
+            self.authority.persist()
+        self.publish()
+
+    def publish(self) -> list[int]:
+        """Push the cluster view to every live broker; returns their answers (error codes)."""
+        cmd = MetadataUpdate(self.node_id, self.epoch, self.authority.snapshot(include_brokers=True))
+        return [self.send(b, cmd) for b in sorted(self.live_brokers())]
