@@ -1,0 +1,180 @@
+"""An in-process Kafka cluster for tests: several brokers, one Trio thread, faults on demand.
+
+    with KafkiteCluster(brokers=3) as cluster:
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+        cluster.stop_broker(cluster.leader("orders", 0))
+        ...
+
+Every broker has its own node id, listener and metadata cache; one controller
+(elected through the in-process coordination store) pushes metadata to all of
+them. Replicas of a partition share the partition's log inside the process (the
+in-process mode: there is no replication traffic between brokers).
+Works from plain synchronous tests (the brokers run in a background thread) and
+from Trio tests (`async with KafkiteCluster(...)`... use `await cluster.astart()`).
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import trio
+
+from ..app import build_state, state_services_run
+from ..config import BrokerConfig
+from ..server.broker import Broker, ClusterState
+from .faults import Faults
+
+
+class KafkiteCluster:
+    def __init__(self, brokers: int = 3, data_dir: str | Path | None = None,
+                 overrides: dict[str, str] | None = None, host: str = "127.0.0.1"):
+        static = {"listeners": f"PLAINTEXT://{host}:0", "group.initial.rebalance.delay.ms": "0",
+                  "default.replication.factor": str(min(3, brokers)),
+                  "offsets.topic.replication.factor": str(min(3, brokers))}
+        static.update(overrides or {})
+        self.config = BrokerConfig(static=static)
+        self.n = brokers
+        self.host = host
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.state: ClusterState | None = None
+        self.faults = Faults()
+        self.brokers: dict[int, Broker] = {}
+        self.ports: dict[int, int] = {}
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
+        self._token = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop: trio.Event | None = None
+        self._error: BaseException | None = None
+
+    # -- Trio side -----------------------------------------------------------
+    async def _run_broker(self, node_id: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        b = Broker(self.state, node_id=node_id, host=self.host, port=self.ports.get(node_id, 0))
+        b.faults = self.faults
+        with trio.CancelScope() as cs:
+            self._scopes[node_id] = cs
+            self.brokers[node_id] = b
+            async with trio.open_nursery() as n:
+                await n.start(b.serve)
+                self.ports[node_id] = b.bound_port
+                task_status.started(b)
+        self._scopes.pop(node_id, None)
+
+    async def _main(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self._stop = trio.Event()
+        self.state = build_state(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(state_services_run, self.state)
+            for i in range(1, self.n + 1):
+                await nursery.start(self._run_broker, i)
+            self._ready.set()
+            await self._stop.wait()
+            nursery.cancel_scope.cancel()
+        from .. import services
+        services.close(self.state)
+
+    def _thread_main(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def _call(self, fn, *args):
+        async def runner():
+            r = fn(*args)
+            if hasattr(r, "__await__"):
+                r = await r
+            return r
+        return trio.from_thread.run(runner, trio_token=self._token)
+
+    # -- public API ------------------------------------------------------------
+    def start(self) -> "KafkiteCluster":
+        self._thread = threading.Thread(target=self._thread_main, name="kafkite-cluster", daemon=True)
+        self._thread.start()
+        self._ready.wait(60)
+        if self._error is not None:
+            raise RuntimeError("cluster failed to start") from self._error
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        if self._thread.is_alive():
+            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        self._thread.join(60)
+        self._thread = None
+
+    def __enter__(self) -> "KafkiteCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.host}:{self.ports[i]}" for i in sorted(self.ports))
+
+    def bootstrap_of(self, broker_id: int) -> str:
+        return f"{self.host}:{self.ports[broker_id]}"
+
+    @property
+    def live_brokers(self) -> list[int]:
+        return sorted(self.state.brokers)
+
+    def stop_broker(self, broker_id: int) -> None:
+        """Stop a broker as if its process died: listener closed, connections dropped, session ended."""
+        def do():
+            self._scopes[broker_id].cancel()
+        self._call(do)
+        self._call(self._wait_gone, broker_id)
+
+    async def _wait_gone(self, broker_id: int) -> None:
+        while broker_id in self.state.brokers:
+            await trio.sleep(0.01)
+
+    def start_broker(self, broker_id: int) -> None:
+        async def do():
+            await self._nursery.start(self._run_broker, broker_id)
+        self._call(do)
+
+    @property
+    def controller_id(self) -> int:
+        c = self.state.active_controller()
+        return -1 if c is None else c.node_id
+
+    @property
+    def controller_epoch(self) -> int:
+        return self.state.metadata.controller_epoch
+
+    def controller(self, broker_id: int):
+        return self.brokers[broker_id].controller
+
+    def leader(self, topic: str, partition: int) -> int:
+        p = self.state.metadata.partition(topic, partition)
+        return -1 if p is None else p.leader
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        return self.state.metadata.partition(topic, partition).leader_epoch
+
+    def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
+        self._call(lambda: self.state.active_controller().move_leader(topic, partition, broker_id))
+
+    def coordinator(self, group_id: str) -> int:
+        from ..coordinator.hashing import partition_for
+        n = self.config.get("offsets.topic.num.partitions")
+        return self.leader("__consumer_offsets", partition_for(group_id, n))
+
+    def metadata_view(self, broker_id: int) -> dict:
+        """A broker's own view of the cluster (to check every broker agrees)."""
+        return self._call(lambda: self.brokers[broker_id].cache.snapshot(include_brokers=True))
+
+    def inject_error(self, api, error: int, count: int = 1, broker_id: int | None = None) -> None:
+        self.faults.inject_error(api, int(error), count=count, broker_id=broker_id)
+
+    def set_latency(self, broker_id: int, ms: int) -> None:
+        self.faults.set_latency(broker_id, ms)

@@ -1,0 +1,76 @@
+"""Fault injection for the in-process cluster: error answers and latency, per API and broker."""
+from __future__ import annotations
+
+import threading
+
+import trio
+from kafka.protocol.api_key import ApiKey
+
+from ..wire import registry
+
+
+class Faults:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._errors: list[list] = []  # [api_key, error, remaining, broker_id]
+        self._latency_ms: dict[int, int] = {}
+
+    def inject_error(self, api, error: int, *, count: int = 1, broker_id: int | None = None) -> None:
+        key = ApiKey[api] if isinstance(api, str) else int(api)
+        with self._lock:
+            self._errors.append([int(key), int(error), count, broker_id])
+
+    def set_latency(self, broker_id: int, ms: int) -> None:
+        with self._lock:
+            self._latency_ms[broker_id] = ms
+
+    async def before(self, ctx) -> None:
+        ms = self._latency_ms.get(ctx.broker.node_id, 0)
+        if ms > 0:
+            await trio.sleep(ms / 1000)
+
+    def injected_error(self, ctx):
+        """A response carrying the injected error code, or None."""
+        req = ctx.request
+        with self._lock:
+            for entry in self._errors:
+                api, err, remaining, broker_id = entry
+                if api == req.api_key and remaining > 0 and broker_id in (None, ctx.broker.node_id):
+                    entry[2] -= 1
+                    break
+            else:
+                return None
+            self._errors = [e for e in self._errors if e[2] > 0]
+        return error_response(req, err)
+
+
+def error_response(req, error: int):
+    """Kafka's "every partition / the whole request failed with this error" response for a request."""
+    cls = registry.response_class(req.api_key)
+    body = req.body
+    v = req.api_version
+    k = req.api_key
+    if k == ApiKey.Produce:
+        T = cls.TopicProduceResponse
+        return cls(version=v, responses=[T(name=t.name, partition_responses=[
+            T.PartitionProduceResponse(index=p.index, error_code=error, base_offset=-1, log_append_time_ms=-1,
+                                       log_start_offset=-1, record_errors=[]) for p in t.partition_data])
+            for t in body.topic_data], throttle_time_ms=0)
+    if k == ApiKey.Fetch:
+        T = cls.FetchableTopicResponse
+        return cls(version=v, throttle_time_ms=0, error_code=0, session_id=0, responses=[T(
+            topic=t.topic, topic_id=t.topic_id, partitions=[T.PartitionData(
+                partition_index=p.partition, error_code=error, high_watermark=-1, last_stable_offset=-1,
+                log_start_offset=-1, records=b"") for p in t.partitions]) for t in body.topics])
+    # APIs with a top-level error code
+    fields = cls.fields
+    kwargs = {"version": v}
+    if "error_code" in fields:
+        kwargs["error_code"] = error
+    if "throttle_time_ms" in fields:
+        kwargs["throttle_time_ms"] = 0
+    if "coordinators" in fields and getattr(body, "coordinator_keys", None):
+        C = cls.Coordinator
+        kwargs["coordinators"] = [C(key=key, node_id=-1, host="", port=-1, error_code=error)
+                                  for key in body.coordinator_keys]
+    return cls(**kwargs)

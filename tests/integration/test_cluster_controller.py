@@ -1,0 +1,85 @@
+"""The in-process cluster's controller: election, epoch fencing, failover, metadata agreement."""
+from __future__ import annotations
+
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.protocol.metadata import MetadataRequest
+
+from kafkite.controller.controller import MetadataUpdate
+from kafkite.testing.cluster import KafkiteCluster
+from kafkite.testing.wire_client import WireClient
+from kafkite.wire.errors import E
+
+
+def views_agree(cluster):
+    views = [cluster.metadata_view(b) for b in cluster.live_brokers]
+    strip = [{k: v for k, v in view.items() if k != "node_id"} for view in views]
+    return all(s == strip[0] for s in strip)
+
+
+def test_failover_and_fencing():
+    with KafkiteCluster(brokers=3) as cluster:
+        assert cluster.controller_id in (1, 2, 3)
+        epoch0 = cluster.controller_epoch
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        admin.create_topics([NewTopic("orders", 6, 3)])
+        admin.close()
+        leaders = {p: cluster.leader("orders", p) for p in range(6)}
+        assert set(leaders.values()) == {1, 2, 3}  # spread over the brokers
+        assert views_agree(cluster)
+
+        # stop the leader of partition 0: leadership moves, the leader epoch goes up
+        victim = leaders[0]
+        e0 = cluster.leader_epoch("orders", 0)
+        cluster.stop_broker(victim)
+        assert cluster.leader("orders", 0) not in (victim, -1)
+        assert cluster.leader_epoch("orders", 0) == e0 + 1
+        assert all(cluster.leader("orders", p) != victim for p in range(6))
+        assert views_agree(cluster)
+
+        # a request to the old leader's replacement view: every live broker answers metadata alike
+        for b in cluster.live_brokers:
+            with WireClient.connect(cluster.bootstrap_of(b)) as w:
+                md = w.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="orders")],
+                                               allow_auto_topic_creation=False), 12)
+                assert {x.node_id for x in md.brokers} == set(cluster.live_brokers)
+                assert md.topics[0].partitions[0].leader_id == cluster.leader("orders", 0)
+
+        # stop the controller's broker: a new controller, a higher epoch
+        old_controller_id = cluster.controller_id
+        old_controller = cluster.controller(old_controller_id)
+        epoch1 = cluster.controller_epoch
+        assert epoch1 > epoch0 or old_controller_id != victim
+        cluster.stop_broker(old_controller_id)
+        assert cluster.controller_id not in (-1, old_controller_id)
+        assert cluster.controller_epoch == epoch1 + 1
+        assert views_agree(cluster)
+
+        # the deposed controller sends a command: rejected by epoch, nothing changes
+        before = cluster.metadata_view(cluster.controller_id)
+        forged = dict(before)
+        forged["topics"] = []
+        cmd = MetadataUpdate(old_controller_id, old_controller.epoch, forged)
+        assert old_controller.epoch < cluster.controller_epoch
+        answers = [cluster._call(lambda b=b: cluster.state.deliver(b, cmd)) for b in cluster.live_brokers]
+        assert answers == [E.STALE_CONTROLLER_EPOCH] * len(cluster.live_brokers)
+        assert cluster.metadata_view(cluster.controller_id) == before
+        assert old_controller.active_controller() is None
+
+        # bring both back: preferred leaders are restored, everyone agrees
+        cluster.start_broker(victim)
+        cluster.start_broker(old_controller_id)
+        assert sorted(cluster.live_brokers) == [1, 2, 3]
+        assert {p: cluster.leader("orders", p) for p in range(6)} == leaders
+        assert views_agree(cluster)
+
+
+def test_move_leader_and_not_leader_error():
+    with KafkiteCluster(brokers=2) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        admin.create_topics([NewTopic("mv", 1, 2)])
+        admin.close()
+        lead = cluster.leader("mv", 0)
+        other = 1 if lead == 2 else 2
+        cluster.move_leader("mv", 0, other)
+        assert cluster.leader("mv", 0) == other
+        assert views_agree(cluster)
