@@ -1,7 +1,4 @@
-"""Background services attached to the shared state (logs, coordinator, timers).
-
-Filled in by the storage and coordinator layers; for now nothing runs.
-"""
+"""Background services attached to the shared state: partition logs, coordinator, timers."""
 from __future__ import annotations
 
 import math
@@ -10,13 +7,18 @@ import trio
 
 
 def attach(state) -> None:
-    pass
+    from .server.context import now_ms
+    from .server.replica_manager import ReplicaManager
+    state.replicas = ReplicaManager(state)
+    state.hooks.append(state.replicas)
+    state.replicas.open_all(now_ms())
 
 
 async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    state.replicas.event()  # bind the data-arrived event to this Trio run
     task_status.started()
     await trio.sleep(math.inf)
 
 
 def close(state) -> None:
-    pass
+    state.replicas.close()

@@ -14,7 +14,7 @@ from kafka.protocol.api_key import ApiKey
 from ..wire import codec
 from ..wire.errors import E
 from .context import RequestContext
-from .handlers import admin, configs, metadata
+from .handlers import admin, configs, data, metadata
 
 Handler = Callable[[RequestContext], Awaitable[object | None]]
 
@@ -30,6 +30,11 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.DescribeConfigs: (0, 4, configs.handle_describe_configs),
     ApiKey.AlterConfigs: (0, 2, configs.handle_alter_configs),
     ApiKey.IncrementalAlterConfigs: (0, 1, configs.handle_incremental_alter_configs),
+    ApiKey.Produce: (3, 11, data.handle_produce),
+    ApiKey.Fetch: (4, 16, data.handle_fetch),
+    ApiKey.ListOffsets: (0, 8, data.handle_list_offsets),
+    ApiKey.OffsetForLeaderEpoch: (2, 4, data.handle_offset_for_leader_epoch),
+    ApiKey.InitProducerId: (0, 5, data.handle_init_producer_id),
 }
 
 

@@ -1,0 +1,163 @@
+"""The partitions this process hosts: their logs, appends and reads (Kafka's ReplicaManager).
+
+Owns one log per (topic, partition) -- `FileLog` under `<data dir>/<topic>-<N>/`
+or `MemoryLog` for --in-memory -- created when the topic is created and removed
+when it is deleted. Produce validates and appends here (with the idempotent
+producer checks); Fetch reads here and waits on `data_arrived` (a Trio event
+replaced on every append) so a produce wakes waiting fetches at once.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+
+from ..config import TOPIC_CONFIGS
+from ..storage import batch as batchmod
+from ..storage.log import FileLog, LogConfig, MemoryLog
+from ..storage.validate import validate_produce
+from ..wire.errors import E
+
+if TYPE_CHECKING:
+    from ..controller.metadata import TopicInfo
+    from .broker import ClusterState
+
+log = structlog.get_logger("kafkite.replica_manager")
+
+
+@dataclass
+class AppendOutcome:
+    error: int = 0
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: list[tuple[int, str | None]] | None = None
+    error_message: str | None = None
+
+
+class ReplicaManager:
+    def __init__(self, state: "ClusterState"):
+        self.state = state
+        self.logs: dict[tuple[str, int], object] = {}
+        self.data_arrived = trio.Event() if _in_trio() else None
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------
+    def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
+        cfg = {}
+        for name in TOPIC_CONFIGS:
+            cfg[name] = topic.configs[name] if name in topic.configs else self.state.config.topic_default(name)[0]
+        return cfg
+
+    def log_config(self, topic: "TopicInfo") -> LogConfig:
+        return LogConfig.from_topic_configs(self.effective_configs(topic))
+
+    def _dir(self, topic: str, partition: int) -> Path:
+        assert self.state.data_dir is not None
+        return self.state.data_dir / f"{topic}-{partition}"
+
+    def _open(self, topic: "TopicInfo", partition: int, now_ms: int):
+        cfg = self.log_config(topic)
+        if self.state.in_memory:
+            lg = MemoryLog(cfg, now_ms=now_ms)
+        else:
+            lg = FileLog(self._dir(topic.name, partition), cfg, now_ms=now_ms)
+        self.logs[(topic.name, partition)] = lg
+        return lg
+
+    def open_all(self, now_ms: int) -> None:
+        """At start-up: open (and recover) every partition the metadata knows."""
+        for t in self.state.metadata.topics.values():
+            for p in t.partitions:
+                self._open(t, p.index, now_ms)
+
+    def on_topic_created(self, topic: "TopicInfo") -> None:
+        from .context import now_ms
+        for p in topic.partitions:
+            self._open(topic, p.index, now_ms())
+
+    def on_partitions_added(self, topic: "TopicInfo") -> None:
+        from .context import now_ms
+        for p in topic.partitions:
+            if (topic.name, p.index) not in self.logs:
+                self._open(topic, p.index, now_ms())
+
+    def on_topic_deleted(self, topic: "TopicInfo") -> None:
+        for p in topic.partitions:
+            lg = self.logs.pop((topic.name, p.index), None)
+            if lg is not None:
+                lg.close()
+            if not self.state.in_memory:
+                shutil.rmtree(self._dir(topic.name, p.index), ignore_errors=True)
+
+    def on_configs_changed(self, topic: "TopicInfo") -> None:
+        cfg = self.log_config(topic)
+        for p in topic.partitions:
+            lg = self.logs.get((topic.name, p.index))
+            if lg is not None:
+                lg.config = cfg
+
+    def close(self) -> None:
+        for lg in self.logs.values():
+            try:
+                lg.close()
+            except Exception:  # closing is best effort at shutdown
+                log.exception("log.close_failed")
+        self.logs.clear()
+
+    # -- data path ------------------------------------------------------------
+    def get(self, topic: str, partition: int):
+        return self.logs.get((topic, partition))
+
+    def append(self, topic: str, partition: int, records: bytes, now_ms: int, *, leader_epoch: int = 0,
+               internal: bool = False) -> AppendOutcome:
+        lg = self.logs.get((topic, partition))
+        if lg is None:
+            return AppendOutcome(error=E.UNKNOWN_TOPIC_OR_PARTITION)
+        cfg = lg.config
+        v = validate_produce(records, max_message_bytes=cfg.max_message_bytes,
+                             timestamp_type=cfg.message_timestamp_type,
+                             timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
+                             timestamp_after_max_ms=cfg.message_timestamp_after_max_ms, now_ms=now_ms)
+        if v.error:
+            return AppendOutcome(error=v.error, record_errors=v.record_errors, error_message=v.error_message,
+                                 log_start_offset=lg.log_start_offset)
+        buf = bytearray(records)
+        # Idempotent producers: a retried batch is acknowledged with its original offset.
+        ps = lg.producer_state
+        for pos, h in v.batches:
+            if h.producer_id >= 0:
+                chk = ps.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, now_ms=now_ms)
+                if chk.error == "duplicate":
+                    return AppendOutcome(error=0, base_offset=chk.base_offset, log_append_time_ms=-1,
+                                         log_start_offset=lg.log_start_offset)
+                if chk.error:
+                    return AppendOutcome(error=chk.code, error_message=chk.message,
+                                         log_start_offset=lg.log_start_offset)
+        res = lg.append(buf, now_ms=now_ms, leader_epoch=leader_epoch)
+        self.notify()
+        return AppendOutcome(error=0, base_offset=res.base_offset, log_append_time_ms=res.log_append_time_ms,
+                             log_start_offset=res.log_start_offset)
+
+    def notify(self) -> None:
+        ev = self.data_arrived
+        if ev is not None:
+            self.data_arrived = trio.Event()
+            ev.set()
+
+    def event(self) -> trio.Event:
+        if self.data_arrived is None:
+            self.data_arrived = trio.Event()
+        return self.data_arrived
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+        return True
+    except RuntimeError:
+        return False
