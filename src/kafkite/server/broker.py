@@ -151,6 +151,9 @@ class Broker:
         self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver,
                                      auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"))
         self.router = Router(self)
+        from .group_service import GroupService
+        self.groups = GroupService(self)
+        self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
         self.connections: set[trio.abc.Stream] = set()
         self.faults = None  # testing.faults.Faults when fault injection is on
         self.bound_port: int | None = None
@@ -196,6 +199,7 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 nursery.start_soon(self._accept_loop, listeners, nursery)
+                await nursery.start(self.groups.run)
                 task_status.started(self.bound_port)
                 await trio.sleep(math.inf)
         finally:

@@ -14,7 +14,7 @@ from kafka.protocol.api_key import ApiKey
 from ..wire import codec
 from ..wire.errors import E
 from .context import RequestContext
-from .handlers import admin, configs, data, metadata
+from .handlers import admin, configs, data, groups, metadata
 
 Handler = Callable[[RequestContext], Awaitable[object | None]]
 
@@ -35,6 +35,17 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.ListOffsets: (0, 8, data.handle_list_offsets),
     ApiKey.OffsetForLeaderEpoch: (2, 4, data.handle_offset_for_leader_epoch),
     ApiKey.InitProducerId: (0, 5, data.handle_init_producer_id),
+    ApiKey.FindCoordinator: (0, 5, groups.handle_find_coordinator),
+    ApiKey.JoinGroup: (0, 9, groups.handle_join_group),
+    ApiKey.SyncGroup: (0, 5, groups.handle_sync_group),
+    ApiKey.Heartbeat: (0, 4, groups.handle_heartbeat),
+    ApiKey.LeaveGroup: (0, 5, groups.handle_leave_group),
+    ApiKey.OffsetCommit: (0, 9, groups.handle_offset_commit),
+    ApiKey.OffsetFetch: (0, 9, groups.handle_offset_fetch),
+    ApiKey.DescribeGroups: (0, 5, groups.handle_describe_groups),
+    ApiKey.ListGroups: (0, 4, groups.handle_list_groups),
+    ApiKey.DeleteGroups: (0, 2, groups.handle_delete_groups),
+    ApiKey.OffsetDelete: (0, 0, groups.handle_offset_delete),
 }
 
 

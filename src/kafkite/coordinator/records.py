@@ -1,0 +1,235 @@
+"""Kafka's __consumer_offsets record formats (keys and values), encode and decode.
+
+Keys: version 0/1 = OffsetCommitKey (group, topic, partition); version 2 =
+GroupMetadataKey (group). Values: OffsetCommitValue v0-v4 (we write v3: offset,
+leader epoch, metadata, commit timestamp; v1 when an expire timestamp is set)
+and GroupMetadataValue v0-v4 (we write v3). A null value is a tombstone.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+
+class _W:
+    def __init__(self) -> None:
+        self.b = bytearray()
+
+    def i16(self, v): self.b += struct.pack(">h", v); return self
+    def i32(self, v): self.b += struct.pack(">i", v); return self
+    def i64(self, v): self.b += struct.pack(">q", v); return self
+
+    def string(self, s: str | None):
+        if s is None:
+            return self.i16(-1)
+        e = s.encode()
+        self.i16(len(e))
+        self.b += e
+        return self
+
+    def bytes_(self, v: bytes | None):
+        if v is None:
+            return self.i32(-1)
+        self.i32(len(v))
+        self.b += v
+        return self
+
+
+class _R:
+    def __init__(self, data: bytes):
+        self.d = memoryview(data)
+        self.p = 0
+
+    def _u(self, fmt, n):
+        v = struct.unpack_from(fmt, self.d, self.p)[0]
+        self.p += n
+        return v
+
+    def i16(self): return self._u(">h", 2)
+    def i32(self): return self._u(">i", 4)
+    def i64(self): return self._u(">q", 8)
+
+    def uvarint(self) -> int:
+        shift = v = 0
+        while True:
+            b = self.d[self.p]
+            self.p += 1
+            v |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return v
+            shift += 7
+
+    def string(self) -> str | None:
+        n = self.i16()
+        if n < 0:
+            return None
+        s = bytes(self.d[self.p:self.p + n]).decode()
+        self.p += n
+        return s
+
+    def compact_string(self) -> str | None:
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        s = bytes(self.d[self.p:self.p + n]).decode()
+        self.p += n
+        return s
+
+    def bytes_(self) -> bytes | None:
+        n = self.i32()
+        if n < 0:
+            return None
+        v = bytes(self.d[self.p:self.p + n])
+        self.p += n
+        return v
+
+    def compact_bytes(self) -> bytes | None:
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        v = bytes(self.d[self.p:self.p + n])
+        self.p += n
+        return v
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.p += self.uvarint()
+
+
+@dataclass(frozen=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    group: str
+
+
+@dataclass
+class OffsetValue:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1
+
+
+@dataclass
+class MemberValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int = -1
+    members: list[MemberValue] = field(default_factory=list)
+
+
+def offset_key(group: str, topic: str, partition: int) -> bytes:
+    return bytes(_W().i16(1).string(group).string(topic).i32(partition).b)
+
+
+def group_key(group: str) -> bytes:
+    return bytes(_W().i16(2).string(group).b)
+
+
+def offset_value(v: OffsetValue) -> bytes:
+    if v.expire_timestamp >= 0:
+        return bytes(_W().i16(1).i64(v.offset).string(v.metadata).i64(v.commit_timestamp)
+                     .i64(v.expire_timestamp).b)
+    return bytes(_W().i16(3).i64(v.offset).i32(v.leader_epoch).string(v.metadata).i64(v.commit_timestamp).b)
+
+
+def group_value(g: GroupValue) -> bytes:
+    w = _W().i16(3).string(g.protocol_type).i32(g.generation).string(g.protocol).string(g.leader)
+    w.i64(g.current_state_timestamp).i32(len(g.members))
+    for m in g.members:
+        w.string(m.member_id).string(m.group_instance_id).string(m.client_id).string(m.client_host)
+        w.i32(m.rebalance_timeout).i32(m.session_timeout).bytes_(m.subscription).bytes_(m.assignment)
+    return bytes(w.b)
+
+
+def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
+    r = _R(key)
+    version = r.i16()
+    if version in (0, 1):
+        return OffsetKey(r.string() or "", r.string() or "", r.i32())
+    if version == 2:
+        return GroupKey(r.string() or "")
+    return None  # e.g. share-group or new-protocol records this broker does not use
+
+
+def decode_offset_value(value: bytes) -> OffsetValue:
+    r = _R(value)
+    version = r.i16()
+    if version == 0:
+        return OffsetValue(r.i64(), -1, r.string() or "", r.i64())
+    if version == 1:
+        off = r.i64()
+        md = r.string() or ""
+        return OffsetValue(off, -1, md, r.i64(), r.i64())
+    if version == 2:
+        off = r.i64()
+        md = r.string() or ""
+        return OffsetValue(off, -1, md, r.i64())
+    if version == 3:
+        off = r.i64()
+        le = r.i32()
+        md = r.string() or ""
+        return OffsetValue(off, le, md, r.i64())
+    if version == 4:  # flexible
+        off = r.i64()
+        le = r.i32()
+        md = r.compact_string() or ""
+        return OffsetValue(off, le, md, r.i64())
+    raise ValueError(f"unknown OffsetCommitValue version {version}")
+
+
+def decode_group_value(value: bytes) -> GroupValue:
+    r = _R(value)
+    version = r.i16()
+    flexible = version >= 4
+    s = r.compact_string if flexible else r.string
+    b = r.compact_bytes if flexible else r.bytes_
+    g = GroupValue(s() or "", r.i32(), s(), s())
+    if version >= 2:
+        g.current_state_timestamp = r.i64()
+    n = (r.uvarint() - 1) if flexible else r.i32()
+    for _ in range(max(n, 0)):
+        mid = s() or ""
+        iid = s() if version >= 3 else None
+        cid = s() or ""
+        host = s() or ""
+        rt = r.i32() if version >= 1 else -1
+        st = r.i32()
+        sub = b() or b""
+        asg = b() or b""
+        if flexible:
+            r.skip_tags()
+        g.members.append(MemberValue(mid, iid, cid, host, rt if version >= 1 else st, st, sub, asg))
+    return g
+
+
+def decode_record(key: bytes, value: bytes | None):
+    """(key, value or None for a tombstone); (None, None) for record types we don't use."""
+    k = decode_key(key)
+    if k is None or value is None:
+        return k, None
+    if isinstance(k, OffsetKey):
+        return k, decode_offset_value(value)
+    return k, decode_group_value(value)

@@ -1,0 +1,244 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+DescribeGroups, ListGroups, DeleteGroups, OffsetDelete: thin shells over the coordinator."""
+from __future__ import annotations
+
+from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.consumer import (HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
+                                     OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
+                                     SyncGroupResponse)
+from kafka.protocol.metadata import FindCoordinatorResponse
+
+from ...controller.metadata import MetadataError
+from ...coordinator.hashing import partition_for
+from ...wire.errors import E
+from ..context import RequestContext
+from ..group_service import OFFSETS_TOPIC
+
+GROUP_KEY, TXN_KEY = 0, 1
+
+
+def ensure_offsets_topic(b) -> None:
+    """__consumer_offsets is created on first use, compacted, like Kafka's."""
+    if b.metadata.topic(OFFSETS_TOPIC) is not None:
+        return
+    cfg = b.config
+    rf = max(1, min(cfg.get("offsets.topic.replication.factor"), len(b.metadata.brokers)))
+    try:
+        b.state.create_topic(OFFSETS_TOPIC, cfg.get("offsets.topic.num.partitions"), rf, None,
+                             {"cleanup.policy": "compact", "segment.bytes": str(cfg.get("offsets.topic.segment.bytes")),
+                              "compression.type": "producer"})
+    except MetadataError as exc:
+        if exc.code != E.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def _coordinator_for(b, key: str, key_type: int):
+    """(error, message, node) for one FindCoordinator key."""
+    if key_type == TXN_KEY:
+        return int(E.INVALID_REQUEST), "Transactions are not supported by this broker yet", None
+    if key_type != GROUP_KEY:
+        return int(E.INVALID_REQUEST), f"Unknown coordinator key type {key_type}", None
+    ensure_offsets_topic(b)
+    n = len(b.metadata.topic(OFFSETS_TOPIC).partitions)
+    p = b.metadata.partition(OFFSETS_TOPIC, partition_for(key, n))
+    node = b.metadata.brokers.get(p.leader) if p is not None else None
+    if node is None:
+        return int(E.COORDINATOR_NOT_AVAILABLE), "The coordinator is not available.", None
+    return 0, None, node
+
+
+async def handle_find_coordinator(ctx: RequestContext):
+    b, body, v = ctx.broker, ctx.body, ctx.version
+    key_type = body.key_type if v >= 1 else GROUP_KEY
+    if v >= 4:
+        C = FindCoordinatorResponse.Coordinator
+        coords = []
+        for key in body.coordinator_keys:
+            err, msg, node = _coordinator_for(b, key, key_type)
+            coords.append(C(key=key, node_id=node.node_id if node else -1, host=node.host if node else "",
+                            port=node.port if node else -1, error_code=err, error_message=msg))
+        return FindCoordinatorResponse(version=v, throttle_time_ms=0, coordinators=coords)
+    err, msg, node = _coordinator_for(b, body.key, key_type)
+    return FindCoordinatorResponse(version=v, throttle_time_ms=0, error_code=err, error_message=msg,
+                                   node_id=node.node_id if node else -1, host=node.host if node else "",
+                                   port=node.port if node else -1)
+
+
+def _host(ctx) -> str:
+    return "/" + (ctx.peer.rsplit(":", 1)[0] if ctx.peer else "unknown")
+
+
+async def handle_join_group(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    r = await ctx.broker.groups.call(
+        "join_group", group_id=body.group_id, member_id=body.member_id or "",
+        group_instance_id=body.group_instance_id if v >= 5 else None, protocol_type=body.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in body.protocols], session_timeout_ms=body.session_timeout_ms,
+        rebalance_timeout_ms=body.rebalance_timeout_ms if v >= 1 else body.session_timeout_ms,
+        client_id=ctx.client_id or "", client_host=_host(ctx), require_known_member_id=v >= 4,
+        reason=body.reason if v >= 8 else None)
+    M = JoinGroupResponse.JoinGroupResponseMember
+    return JoinGroupResponse(version=v, throttle_time_ms=0, error_code=int(r.error), generation_id=r.generation_id,
+                             protocol_type=r.protocol_type,
+                             protocol_name=r.protocol_name if r.protocol_name is not None or v >= 7 else "",
+                             leader=r.leader, skip_assignment=r.skip_assignment, member_id=r.member_id,
+                             members=[M(member_id=m, group_instance_id=i, metadata=md) for m, i, md in r.members])
+
+
+async def handle_sync_group(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    r = await ctx.broker.groups.call(
+        "sync_group", group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
+        group_instance_id=body.group_instance_id if v >= 3 else None,
+        protocol_type=body.protocol_type if v >= 5 else None, protocol_name=body.protocol_name if v >= 5 else None,
+        assignments={a.member_id: bytes(a.assignment) for a in body.assignments})
+    return SyncGroupResponse(version=v, throttle_time_ms=0, error_code=int(r.error), protocol_type=r.protocol_type,
+                             protocol_name=r.protocol_name, assignment=r.assignment)
+
+
+async def handle_heartbeat(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    err = await ctx.broker.groups.call("heartbeat", group_id=body.group_id, generation_id=body.generation_id,
+                                       member_id=body.member_id,
+                                       group_instance_id=body.group_instance_id if v >= 3 else None)
+    return HeartbeatResponse(version=v, throttle_time_ms=0, error_code=int(err))
+
+
+async def handle_leave_group(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    if v >= 3:
+        members = [(m.member_id or "", m.group_instance_id) for m in body.members]
+    else:
+        members = [(body.member_id, None)]
+    err, results = await ctx.broker.groups.call("leave_group", group_id=body.group_id, members=members)
+    if v < 3:
+        code = err or (results[0][2] if results else 0)
+        return LeaveGroupResponse(version=v, throttle_time_ms=0, error_code=int(code))
+    R = LeaveGroupResponse.MemberResponse
+    return LeaveGroupResponse(version=v, throttle_time_ms=0, error_code=int(err),
+                              members=[R(member_id=m, group_instance_id=i, error_code=c) for m, i, c in results])
+
+
+async def handle_offset_commit(ctx: RequestContext):
+    b, body, v = ctx.broker, ctx.body, ctx.version
+    T = OffsetCommitResponse.OffsetCommitResponseTopic
+    P = T.OffsetCommitResponsePartition
+    offsets, unknown = [], []
+    for t in body.topics:
+        for p in t.partitions:
+            if b.metadata.partition(t.name, p.partition_index) is None:
+                unknown.append((t.name, p.partition_index))
+                continue
+            offsets.append((t.name, p.partition_index, p.committed_offset,
+                            p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
+    gen = body.generation_id_or_member_epoch if v >= 1 else -1
+    results = []
+    if offsets:
+        results = await b.groups.call(
+            "commit_offsets", group_id=body.group_id, generation_id=gen, member_id=body.member_id if v >= 1 else "",
+            group_instance_id=body.group_instance_id if v >= 7 else None, offsets=offsets,
+            retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1)
+    codes = {(t, p): c for t, p, c in results}
+    codes.update({k: int(E.UNKNOWN_TOPIC_OR_PARTITION) for k in unknown})
+    topics = []
+    for t in body.topics:
+        topics.append(T(name=t.name, partitions=[P(partition_index=p.partition_index,
+                                                   error_code=codes[(t.name, p.partition_index)])
+                                                 for p in t.partitions]))
+    return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=topics)
+
+
+async def _fetch_group(ctx, group_id, topics, require_stable):
+    parts = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    return await ctx.broker.groups.call("fetch_offsets", group_id=group_id, partitions=parts,
+                                        require_stable=require_stable)
+
+
+def _by_topic(rows):
+    out: dict[str, list] = {}
+    for t, p, entry, code in rows:
+        out.setdefault(t, []).append((p, entry, code))
+    return out
+
+
+async def handle_offset_fetch(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    if v >= 8:
+        G = OffsetFetchResponse.OffsetFetchResponseGroup
+        T = G.OffsetFetchResponseTopics
+        P = T.OffsetFetchResponsePartitions
+        groups = []
+        for g in body.groups:
+            err, rows = await _fetch_group(ctx, g.group_id, g.topics, body.require_stable)
+            topics = [T(name=t, partitions=[P(partition_index=p, committed_offset=e.offset if e else -1,
+                                              committed_leader_epoch=e.leader_epoch if e else -1,
+                                              metadata=e.metadata if e else "", error_code=c)
+                                            for p, e, c in ps])
+                      for t, ps in _by_topic(rows).items()]
+            groups.append(G(group_id=g.group_id, topics=topics, error_code=int(err)))
+        return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
+    T = OffsetFetchResponse.OffsetFetchResponseTopic
+    P = T.OffsetFetchResponsePartition
+    topics_req = body.topics
+    err, rows = await _fetch_group(ctx, body.group_id, topics_req, body.require_stable if v >= 7 else False)
+    if err and v < 2 and topics_req is not None:
+        # v0/v1 have no top-level error: every partition carries it
+        rows = [(t.name, p, None, int(err)) for t in topics_req for p in t.partition_indexes]
+    topics = [T(name=t, partitions=[P(partition_index=p, committed_offset=e.offset if e else -1,
+                                      committed_leader_epoch=e.leader_epoch if e else -1,
+                                      metadata=e.metadata if e else "", error_code=c) for p, e, c in ps])
+              for t, ps in _by_topic(rows).items()]
+    return OffsetFetchResponse(version=v, throttle_time_ms=0, topics=topics, error_code=int(err))
+
+
+async def handle_describe_groups(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    from .metadata import _bits
+    G = DescribeGroupsResponse.DescribedGroup
+    M = G.DescribedGroupMember
+    out = []
+    for gid in body.groups:
+        d = await ctx.broker.groups.call("describe_group", group_id=gid)
+        err = d.error
+        if err == E.GROUP_ID_NOT_FOUND and v < 6:
+            err = 0  # before v6 a missing group is described as Dead with no error
+        out.append(G(error_code=int(err), group_id=gid, group_state=d.state, protocol_type=d.protocol_type,
+                     protocol_data=d.protocol,
+                     members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                                client_host=m.client_host, member_metadata=m.metadata,
+                                member_assignment=m.assignment) for m in d.members],
+                     authorized_operations=_bits(3, 6, 8) if v >= 3 and body.include_authorized_operations
+                     else -2147483648))
+    return DescribeGroupsResponse(version=v, throttle_time_ms=0, groups=out)
+
+
+async def handle_list_groups(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    states = list(body.states_filter) if v >= 4 and body.states_filter else None
+    groups = await ctx.broker.groups.call("list_groups", states=states)
+    L = ListGroupsResponse.ListedGroup
+    return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0,
+                              groups=[L(group_id=g, protocol_type=pt, group_state=st) for g, pt, st in groups])
+
+
+async def handle_delete_groups(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    R = DeleteGroupsResponse.DeletableGroupResult
+    out = []
+    for gid in body.groups_names:
+        err = await ctx.broker.groups.call("delete_group", group_id=gid)
+        out.append(R(group_id=gid, error_code=int(err)))
+    return DeleteGroupsResponse(version=v, throttle_time_ms=0, results=out)
+
+
+async def handle_offset_delete(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    parts = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    err, rows = await ctx.broker.groups.call("delete_offsets", group_id=body.group_id, partitions=parts)
+    T = OffsetDeleteResponse.OffsetDeleteResponseTopic
+    P = T.OffsetDeleteResponsePartition
+    codes = {(t, p): c for t, p, c in rows}
+    topics = [T(name=t.name, partitions=[P(partition_index=p.partition_index,
+                                           error_code=codes.get((t.name, p.partition_index), 0))
+                                         for p in t.partitions]) for t in body.topics] if not err else []
+    return OffsetDeleteResponse(version=v, error_code=int(err), throttle_time_ms=0, topics=topics)
