@@ -193,7 +193,6 @@ async def handle_offset_fetch(ctx: RequestContext):
 
 async def handle_describe_groups(ctx: RequestContext):
     body, v = ctx.body, ctx.version
-    from .metadata import _bits
     G = DescribeGroupsResponse.DescribedGroup
     M = G.DescribedGroupMember
     out = []
@@ -207,8 +206,9 @@ async def handle_describe_groups(ctx: RequestContext):
                      members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                                 client_host=m.client_host, member_metadata=m.metadata,
                                 member_assignment=m.assignment) for m in d.members],
-                     authorized_operations=_bits(3, 6, 8) if v >= 3 and body.include_authorized_operations
-                     else -2147483648))
+                     # a group's operations with no authorizer: READ, DELETE, DESCRIBE
+                     authorized_operations={3, 6, 8} if v >= 3 and body.include_authorized_operations
+                     else None))
     return DescribeGroupsResponse(version=v, throttle_time_ms=0, groups=out)
 
 
