@@ -1,0 +1,105 @@
+"""A group consumer in its own process, for group scenarios (crash = SIGKILL, leave = SIGTERM).
+
+    python py_consumer.py CLIENT BOOTSTRAP TOPIC GROUP [STRATEGY]
+
+CLIENT: kafka-python | aiokafka | confluent. Prints JSON lines on stdout:
+{"rec": [partition, offset]} for each processed record, then {"commit": n} after
+each synchronous commit of everything processed so far; {"closed": true} on a
+clean close (LeaveGroup sent).
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+
+stop = False
+
+
+def on_term(*_):
+    global stop
+    stop = True
+
+
+signal.signal(signal.SIGTERM, on_term)
+
+
+def out(obj) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def run_kafka_python(bs, topic, group, strategy):
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+                 "sticky": StickyPartitionAssignor}
+    c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, enable_auto_commit=False,
+                      auto_offset_reset="earliest", session_timeout_ms=3000, heartbeat_interval_ms=300,
+                      max_poll_interval_ms=30000, partition_assignment_strategy=[assignors[strategy or "range"]])
+    n = 0
+    while not stop:
+        batch = c.poll(timeout_ms=200)
+        for tp, msgs in batch.items():
+            for m in msgs:
+                out({"rec": [m.partition, m.offset]})
+                n += 1
+        if batch:
+            c.commit()
+            out({"commit": n})
+    c.close()
+    out({"closed": True})
+
+
+def run_aiokafka(bs, topic, group, strategy):
+    import asyncio
+
+    async def main():
+        from aiokafka import AIOKafkaConsumer
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bs, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest", session_timeout_ms=3000, heartbeat_interval_ms=300)
+        await c.start()
+        n = 0
+        try:
+            while not stop:
+                batch = await c.getmany(timeout_ms=200)
+                for tp, msgs in batch.items():
+                    for m in msgs:
+                        out({"rec": [m.partition, m.offset]})
+                        n += 1
+                if batch:
+                    await c.commit()
+                    out({"commit": n})
+        finally:
+            await c.stop()
+        out({"closed": True})
+    asyncio.run(main())
+
+
+def run_confluent(bs, topic, group, strategy):
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "session.timeout.ms": 3000, "heartbeat.interval.ms": 300,
+                  "partition.assignment.strategy": strategy or "range"})
+    c.subscribe([topic])
+    n = 0
+    while not stop:
+        msgs = c.consume(500, timeout=0.2)
+        good = [m for m in msgs if not m.error()]
+        for m in good:
+            out({"rec": [m.partition(), m.offset()]})
+            n += 1
+        if good:
+            c.commit(asynchronous=False)
+            out({"commit": n})
+    c.close()
+    out({"closed": True})
+
+
+if __name__ == "__main__":
+    client, bs, topic, group = sys.argv[1:5]
+    strategy = sys.argv[5] if len(sys.argv) > 5 else None
+    {"kafka-python": run_kafka_python, "aiokafka": run_aiokafka, "confluent": run_confluent}[client](
+        bs, topic, group, strategy)
