@@ -30,3 +30,87 @@ def test_group_split_leave_crash(group_broker, client, strategy):
     create(bs, topic)
     run_group_scenario(bs, topic, f"g-{client}-{strategy}",
                        lambda: python_consumer(client, bs, topic, f"g-{client}-{strategy}", strategy))
+
+
+def test_two_groups_each_read_everything(group_broker):
+    from confluent_kafka import Consumer
+    bs = group_broker.bootstrap_servers
+    create(bs, "two-groups", 3)
+    produced = set(produce_batch(bs, "two-groups", 0, 500))
+    for group in ("ga", "gb"):
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest"})
+        c.subscribe(["two-groups"])
+        got = set()
+        wait_for(lambda: got.update((m.partition(), m.offset()) for m in c.consume(500, timeout=0.2)
+                                    if not m.error()) or got >= produced, 60, f"{group} reads everything")
+        c.close()
+        assert got == produced
+
+
+def test_static_member_restart_does_not_rebalance(group_broker):
+    """KIP-345: a static member that comes back within the session timeout keeps its partitions,
+    the generation does not move; a second live member with the same instance id is fenced."""
+    from confluent_kafka import Consumer, KafkaException
+    bs = group_broker.bootstrap_servers
+    create(bs, "static", 4)
+    produce_batch(bs, "static", 0, 100)
+    conf = {"bootstrap.servers": bs, "group.id": "static-g", "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10000, "enable.auto.commit": False}
+    a = Consumer({**conf, "group.instance.id": "a"})
+    b = Consumer({**conf, "group.instance.id": "b"})
+    for c in (a, b):
+        c.subscribe(["static"])
+    from clients.group_scenario import group_members
+    wait_for(lambda: [c.poll(0.1) for c in (a, b)] and len(group_members(bs, "static-g")) == 2, 60, "2 members")
+    gen_before = group_broker.broker.groups.coordinator.groups["static-g"].generation
+    parts_b = sorted(tp.partition for tp in b.assignment())
+    b.close()  # a static member's close sends no LeaveGroup for the instance (librdkafka: it does not leave)
+    b2 = Consumer({**conf, "group.instance.id": "b"})
+    b2.subscribe(["static"])
+    wait_for(lambda: b2.poll(0.1) is not None or len(b2.assignment()) > 0, 60, "b back")
+    g = group_broker.broker.groups.coordinator.groups["static-g"]
+    assert g.generation == gen_before
+    assert sorted(tp.partition for tp in b2.assignment()) == parts_b
+    for c in (a, b2):
+        c.close()
+
+
+def test_committed_offsets_and_groups_survive_kill9(tmp_path):
+    import os
+    import signal
+    from kafka.protocol.admin import DescribeGroupsRequest
+    from kafka.protocol.consumer import OffsetFetchRequest
+    from confluent_kafka import Consumer, TopicPartition
+    from reliability.test_kill9 import start
+    from kafkite.testing.wire_client import WireClient
+    proc, bs = start(tmp_path / "d")
+    try:
+        create(bs, "persist", 2)
+        produce_batch(bs, "persist", 0, 50)
+        c = Consumer({"bootstrap.servers": bs, "group.id": "pg", "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False})
+        c.subscribe(["persist"])
+        n = 0
+        while n < 50:
+            n += len([m for m in c.consume(50, timeout=0.5) if not m.error()])
+        c.commit(offsets=[TopicPartition("persist", 0, 11), TopicPartition("persist", 1, 22)], asynchronous=False)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    proc, bs = start(tmp_path / "d")
+    try:
+        T = OffsetFetchRequest.OffsetFetchRequestTopic
+        with WireClient.connect(bs) as w:
+            def fetch():
+                r = w.request(OffsetFetchRequest(group_id="pg", topics=[T(name="persist", partition_indexes=[0, 1])]), 5)
+                return r
+            r = fetch()
+            while r.error_code in (14, 15, 16):  # load in progress / coordinator not yet ready
+                r = fetch()
+            assert {p.partition_index: p.committed_offset for p in r.topics[0].partitions} == {0: 11, 1: 22}
+            d = w.request(DescribeGroupsRequest(groups=["pg"]), 5).groups[0]
+            # the member is still known (it never left) until its session times out
+            assert d.group_state in ("Stable", "PreparingRebalance", "Empty") and d.protocol_type == "consumer"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)

@@ -1,0 +1,264 @@
+"""The group coordinator, sans-IO: deterministic time, an in-memory __consumer_offsets."""
+from __future__ import annotations
+
+import pytest
+
+from kafkite.coordinator import records as R
+from kafkite.coordinator.coordinator import Config, GroupCoordinator, JoinResult, Pending
+from kafkite.coordinator.group import Group, GroupState, IllegalStateTransition
+from kafkite.coordinator.hashing import java_string_hashcode, partition_for
+from kafkite.coordinator.store import MemoryOffsetsStore
+from kafkite.wire.errors import E
+
+PROTO = [("range", b"md")]
+
+
+def make(delay=0, n=1, **kw):
+    store = MemoryOffsetsStore()
+    cfg = Config(initial_rebalance_delay_ms=delay, num_partitions=n, min_session_timeout_ms=1000, **kw)
+    c = GroupCoordinator(cfg, store, 0)
+    for p in range(n):
+        c.begin_loading(p, 0)
+        assert c.load_step(p)
+    return c, store
+
+
+def join(c, now, member="", group="g", instance=None, protocols=PROTO, session=10000):
+    r = c.join_group(group_id=group, member_id=member, group_instance_id=instance, protocol_type="consumer",
+                     protocols=protocols, session_timeout_ms=session, rebalance_timeout_ms=30000, client_id="cli",
+                     client_host="/h", require_known_member_id=True, now_ms=now)
+    if isinstance(r, JoinResult) and r.error == E.MEMBER_ID_REQUIRED:
+        return join(c, now, r.member_id, group, instance, protocols, session)
+    return r
+
+
+def done(c):
+    return dict(c.drain_completions())
+
+
+def test_java_hashcode_and_partition():
+    assert java_string_hashcode("group") == 98629247
+    assert java_string_hashcode("") == 0
+    assert java_string_hashcode("polygenelubricants") == -2147483648  # Integer.MIN_VALUE
+    assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) = 0
+    assert partition_for("group", 50) == 98629247 % 50
+
+
+def test_state_table_rejects_illegal_transitions():
+    g = Group("x")
+    with pytest.raises(IllegalStateTransition):
+        g.transition(GroupState.STABLE, 0)
+
+
+def test_single_member_join_sync():
+    c, store = make()
+    tok = join(c, 0)
+    assert isinstance(tok, Pending)
+    res = done(c)[tok]
+    assert res.error == 0 and res.generation_id == 1 and res.leader == res.member_id
+    s = c.sync_group(group_id="g", generation_id=1, member_id=res.member_id, group_instance_id=None,
+                     protocol_type="consumer", protocol_name="range", assignments={res.member_id: b"A"}, now_ms=1)
+    assert isinstance(s, Pending) and done(c)[s].assignment == b"A"
+    assert c.groups["g"].state == GroupState.STABLE
+    keys = [R.decode_key(k) for _, k, _ in store.read(c.partition_of("g"))]
+    assert R.GroupKey("g") in keys  # group metadata persisted
+
+
+def test_initial_rebalance_delay_gathers_members():
+    c, _ = make(delay=3000)
+    t1 = join(c, 0)
+    t2 = join(c, 1000)
+    assert not done(c)
+    c.poll(2999)
+    assert not done(c)  # extended by the second join
+    c.poll(4000)
+    res = done(c)
+    assert {res[t1].generation_id, res[t2].generation_id} == {1}
+    assert len(res[t1].members) + len(res[t2].members) == 2  # only the leader gets the member list
+
+
+def stable_group(c, n=2, now=0):
+    toks = [join(c, now) for _ in range(n)]
+    c.poll(now)
+    res = done(c)
+    members = [res[t].member_id for t in toks if t in res] or []
+    # with delay 0 the first join completes alone; rejoin everyone
+    return res
+
+
+def test_leave_triggers_rebalance_and_generation_bump():
+    c, _ = make()
+    t1 = join(c, 0)
+    r1 = done(c)[t1]
+    c.sync_group(group_id="g", generation_id=1, member_id=r1.member_id, group_instance_id=None, protocol_type=None,
+                 protocol_name=None, assignments={}, now_ms=0)
+    done(c)
+    t2 = join(c, 10)  # second member: rebalance, member 1 must rejoin
+    assert c.heartbeat(group_id="g", generation_id=1, member_id=r1.member_id, group_instance_id=None,
+                       now_ms=20) == E.REBALANCE_IN_PROGRESS
+    t1b = join(c, 30, member=r1.member_id)
+    res = done(c)
+    assert res[t1b].generation_id == res[t2].generation_id == 2
+    err, out = c.leave_group(group_id="g", members=[(res[t2].member_id, None)], now_ms=40)
+    assert out[0][2] == 0
+    assert c.groups["g"].state == GroupState.PREPARING_REBALANCE
+    t1c = join(c, 50, member=r1.member_id)
+    assert done(c)[t1c].generation_id == 3
+
+
+def test_crashed_member_expires_after_session_timeout():
+    c, _ = make()
+    t1 = join(c, 0, session=5000)
+    r1 = done(c)[t1]
+    c.sync_group(group_id="g", generation_id=1, member_id=r1.member_id, group_instance_id=None, protocol_type=None,
+                 protocol_name=None, assignments={}, now_ms=0)
+    c.poll(4999)
+    assert r1.member_id in c.groups["g"].members
+    assert c.next_deadline_ms() == 5000
+    c.poll(5000)
+    assert not c.groups["g"].members and c.groups["g"].state == GroupState.EMPTY
+
+
+def test_errors_unknown_member_illegal_generation_session_timeout():
+    c, _ = make()
+    assert c.heartbeat(group_id="g", generation_id=1, member_id="x", group_instance_id=None,
+                       now_ms=0) == E.UNKNOWN_MEMBER_ID
+    r = c.join_group(group_id="g", member_id="", group_instance_id=None, protocol_type="consumer", protocols=PROTO,
+                     session_timeout_ms=10, rebalance_timeout_ms=100, client_id="c", client_host="h",
+                     require_known_member_id=True, now_ms=0)
+    assert r.error == E.INVALID_SESSION_TIMEOUT
+    r = c.join_group(group_id="", member_id="", group_instance_id=None, protocol_type="consumer", protocols=PROTO,
+                     session_timeout_ms=10000, rebalance_timeout_ms=100, client_id="c", client_host="h",
+                     require_known_member_id=True, now_ms=0)
+    assert r.error == E.INVALID_GROUP_ID
+    t = join(c, 0)
+    m = done(c)[t].member_id
+    assert c.heartbeat(group_id="g", generation_id=7, member_id=m, group_instance_id=None,
+                       now_ms=1) == E.ILLEGAL_GENERATION
+
+
+def test_protocol_selection_and_inconsistency():
+    c, _ = make(delay=100)
+    t1 = join(c, 0, protocols=[("sticky", b""), ("range", b"")])
+    t2 = join(c, 0, protocols=[("range", b""), ("sticky", b"")])
+    t3 = join(c, 0, protocols=[("sticky", b"")])
+    bad = join(c, 0, protocols=[("roundrobin", b"")])
+    assert bad.error == E.INCONSISTENT_GROUP_PROTOCOL
+    c.poll(200)
+    res = done(c)
+    assert res[t1].protocol_name == "sticky"  # 2 votes vs 1
+
+
+def test_static_member_rejoin_and_fencing():
+    c, _ = make()
+    t = join(c, 0, instance="i1")
+    r = done(c)[t]
+    c.sync_group(group_id="g", generation_id=1, member_id=r.member_id, group_instance_id="i1", protocol_type=None,
+                 protocol_name=None, assignments={r.member_id: b"A"}, now_ms=0)
+    done(c)
+    r2 = join(c, 10, instance="i1")  # restarted with the same instance id, no member id
+    assert isinstance(r2, JoinResult) and r2.error == 0 and r2.generation_id == 1
+    assert r2.member_id != r.member_id
+    assert c.heartbeat(group_id="g", generation_id=1, member_id=r.member_id, group_instance_id="i1",
+                       now_ms=20) == E.FENCED_INSTANCE_ID
+    s = c.sync_group(group_id="g", generation_id=1, member_id=r2.member_id, group_instance_id="i1",
+                     protocol_type=None, protocol_name=None, assignments={}, now_ms=30)
+    assert s.assignment == b"A"
+
+
+def test_group_max_size():
+    c, _ = make(delay=1000, max_size=2)
+    join(c, 0)
+    join(c, 0)
+    assert join(c, 0).error == E.GROUP_MAX_SIZE_REACHED
+
+
+def test_commit_fetch_simple_consumer_and_metadata_limit():
+    c, store = make(offset_metadata_max_bytes=5)
+    out = c.commit_offsets(group_id="simple", generation_id=-1, member_id="", group_instance_id=None,
+                           offsets=[("t", 0, 10, 3, "ok"), ("t", 1, 5, -1, "toolong")], now_ms=100)
+    assert out == [("t", 0, 0), ("t", 1, E.OFFSET_METADATA_TOO_LARGE)]
+    err, rows = c.fetch_offsets(group_id="simple", partitions=[("t", 0), ("t", 1)], now_ms=101)
+    assert rows[0][2].offset == 10 and rows[0][2].leader_epoch == 3 and rows[1][2] is None
+    assert c.commit_offsets(group_id="nogroup", generation_id=2, member_id="m", group_instance_id=None,
+                            offsets=[("t", 0, 1, -1, "")], now_ms=0) == [("t", 0, E.ILLEGAL_GENERATION)]
+
+
+def test_failed_append_does_not_reach_the_cache():
+    c, store = make()
+    store.fail = True
+    out = c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                           offsets=[("t", 0, 10, -1, "")], now_ms=0)
+    assert out == [("t", 0, E.COORDINATOR_NOT_AVAILABLE)]
+    assert c.fetch_offsets(group_id="g", partitions=[("t", 0)], now_ms=0)[1][0][2] is None
+
+
+def test_load_in_progress_reload_and_unload():
+    c, store = make()
+    for i in range(2500):
+        c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                         offsets=[("t", i % 3, i, -1, "")], now_ms=i)
+    c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                     offsets=[("t", 0, 5, -1, "")], now_ms=9999)  # the newest commit for t-0 is an older offset
+    # a new coordinator (restart or leadership move) loads the partition in steps
+    c2 = GroupCoordinator(c.cfg, store, 0)
+    c2.begin_loading(0, 0)
+    assert not c2.load_step(0, 1000)
+    assert c2.fetch_offsets(group_id="g", partitions=None, now_ms=0)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert join(c2, 0).error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert c2.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                             offsets=[("t", 0, 1, -1, "")], now_ms=0) == [("t", 0, E.COORDINATOR_LOAD_IN_PROGRESS)]
+    while not c2.load_step(0, 1000):
+        pass
+    err, rows = c2.fetch_offsets(group_id="g", partitions=None, now_ms=0)
+    assert {(t, p): e.offset for t, p, e, _ in rows} == {("t", 0): 5, ("t", 1): 2497, ("t", 2): 2498}
+    c2.unload(0)
+    assert c2.fetch_offsets(group_id="g", partitions=None, now_ms=0)[0] == E.NOT_COORDINATOR
+    assert join(c2, 0).error == E.NOT_COORDINATOR
+
+
+def test_group_metadata_survives_reload():
+    c, store = make()
+    t = join(c, 0)
+    r = done(c)[t]
+    c.sync_group(group_id="g", generation_id=1, member_id=r.member_id, group_instance_id=None, protocol_type=None,
+                 protocol_name=None, assignments={r.member_id: b"A"}, now_ms=0)
+    c2 = GroupCoordinator(c.cfg, store, 100)
+    c2.begin_loading(0, 100)
+    assert c2.load_step(0)
+    g = c2.groups["g"]
+    assert (g.generation, g.protocol_name, g.leader_id, g.state) == (1, "range", r.member_id, GroupState.STABLE)
+    assert g.members[r.member_id].assignment == b"A"
+
+
+def test_offsets_expire_after_retention_with_tombstones():
+    c, store = make(offsets_retention_ms=1000, retention_check_interval_ms=100)
+    c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                     offsets=[("t", 0, 1, -1, "")], now_ms=0)
+    c.poll(500)
+    assert c.fetch_offsets(group_id="g", partitions=[("t", 0)], now_ms=500)[1][0][2] is not None
+    c.poll(1200)
+    assert c.fetch_offsets(group_id="g", partitions=[("t", 0)], now_ms=1200)[1][0][2] is None
+    tombstones = [(R.decode_key(k), v) for _, k, v in store.read(0) if v is None]
+    assert (R.OffsetKey("g", "t", 0), None) in tombstones
+
+
+def test_delete_group_and_offsets():
+    c, store = make()
+    c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                     offsets=[("t", 0, 1, -1, ""), ("t", 1, 2, -1, "")], now_ms=0)
+    err, out = c.delete_offsets("g", [("t", 0)], now_ms=1)
+    assert out == [("t", 0, 0)]
+    assert c.delete_group("g", 2) == 0
+    assert c.delete_group("g", 3) == E.GROUP_ID_NOT_FOUND
+
+
+def test_record_formats_round_trip():
+    k = R.offset_key("grp", "topic", 7)
+    assert k == b"\x00\x01\x00\x03grp\x00\x05topic\x00\x00\x00\x07"
+    v = R.offset_value(R.OffsetValue(42, 3, "md", 1000))
+    assert v[:2] == b"\x00\x03"
+    assert R.decode_record(k, v) == (R.OffsetKey("grp", "topic", 7), R.OffsetValue(42, 3, "md", 1000))
+    gv = R.GroupValue("consumer", 5, "range", "m1", 99, [R.MemberValue("m1", "i1", "c", "/h", 300, 100, b"s", b"a")])
+    key, val = R.decode_record(R.group_key("grp"), R.group_value(gv))
+    assert key == R.GroupKey("grp") and val == gv
