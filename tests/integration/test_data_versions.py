@@ -277,3 +277,24 @@ def test_idempotent_retry_and_gap(wire):
     # a bumped epoch starts again at sequence 0; the old epoch is fenced afterwards
     assert produce(wire, "idem", batch(1, pid=pid, epoch=1, seq=0)).error_code == 0
     assert produce(wire, "idem", batch(1, pid=pid, epoch=0, seq=5)).error_code == E.INVALID_PRODUCER_EPOCH
+
+
+@pytest.mark.parametrize("v", versions(21))
+def test_delete_records_every_version(wire, v):
+    from kafka.protocol.admin import DeleteRecordsRequest
+    name = f"dr{v}"
+    create(wire, name)
+    produce(wire, name, batch(5))
+    T = DeleteRecordsRequest.DeleteRecordsTopic
+    req = DeleteRecordsRequest(topics=[T(name=name, partitions=[
+        T.DeleteRecordsPartition(partition_index=0, offset=3),
+        T.DeleteRecordsPartition(partition_index=9, offset=1)])], timeout_ms=1000)
+    parts = wire.request(req, v).topics[0].partitions
+    assert (parts[0].error_code, parts[0].low_watermark) == (0, 3)
+    assert parts[1].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert fetch(wire, name, 1).error_code == E.OFFSET_OUT_OF_RANGE
+    assert fetch(wire, name, 3).error_code == 0
+    req = DeleteRecordsRequest(topics=[T(name=name, partitions=[T.DeleteRecordsPartition(partition_index=0,
+                                                                                        offset=99)])],
+                               timeout_ms=1000)
+    assert wire.request(req, v).topics[0].partitions[0].error_code == E.OFFSET_OUT_OF_RANGE

@@ -109,6 +109,17 @@ class ReplicaManager:
                 log.exception("log.close_failed")
         self.logs.clear()
 
+    def enforce_retention(self, now_ms: int) -> int:
+        deleted = 0
+        for (topic, partition), lg in list(self.logs.items()):
+            if "delete" in lg.config.cleanup_policy:
+                n = lg.enforce_retention(now_ms)
+                if n:
+                    log.info("log.retention", topic=topic, partition=partition, segments_deleted=n,
+                             log_start_offset=lg.log_start_offset)
+                deleted += n
+        return deleted
+
     # -- data path ------------------------------------------------------------
     def get(self, topic: str, partition: int):
         return self.logs.get((topic, partition))

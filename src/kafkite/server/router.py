@@ -35,6 +35,7 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.ListOffsets: (0, 8, data.handle_list_offsets),
     ApiKey.OffsetForLeaderEpoch: (2, 4, data.handle_offset_for_leader_epoch),
     ApiKey.InitProducerId: (0, 5, data.handle_init_producer_id),
+    ApiKey.DeleteRecords: (0, 2, data.handle_delete_records),
     ApiKey.FindCoordinator: (0, 5, groups.handle_find_coordinator),
     ApiKey.JoinGroup: (0, 9, groups.handle_join_group),
     ApiKey.SyncGroup: (0, 5, groups.handle_sync_group),

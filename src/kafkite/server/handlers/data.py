@@ -245,3 +245,35 @@ async def handle_init_producer_id(ctx: RequestContext):
         pid, epoch = b.state.allocate_producer_id(), 0
     return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=0, producer_id=pid,
                                   producer_epoch=epoch)
+
+
+# -- DeleteRecords ------------------------------------------------------------------------
+async def handle_delete_records(ctx: RequestContext):
+    from kafka.protocol.admin import DeleteRecordsResponse
+    b = ctx.broker
+    rm = b.state.replicas
+    T = DeleteRecordsResponse.DeleteRecordsTopicResult
+    P = T.DeleteRecordsPartitionResult
+    topics = []
+    for t in ctx.body.topics:
+        parts = []
+        for p in t.partitions:
+            err = _leader_check(b, t.name, p.partition_index)
+            if err:
+                parts.append(P(partition_index=p.partition_index, low_watermark=-1, error_code=int(err)))
+                continue
+            lg = rm.get(t.name, p.partition_index)
+            target = lg.high_watermark if p.offset == -1 else p.offset  # -1: up to the high watermark
+            if target < 0:
+                parts.append(P(partition_index=p.partition_index, low_watermark=-1,
+                               error_code=int(E.OFFSET_OUT_OF_RANGE)))
+                continue
+            try:
+                low = lg.delete_records_before(target)
+            except OffsetOutOfRange:
+                parts.append(P(partition_index=p.partition_index, low_watermark=-1,
+                               error_code=int(E.OFFSET_OUT_OF_RANGE)))
+                continue
+            parts.append(P(partition_index=p.partition_index, low_watermark=low, error_code=0))
+        topics.append(T(name=t.name, partitions=parts))
+    return DeleteRecordsResponse(version=ctx.version, throttle_time_ms=0, topics=topics)
