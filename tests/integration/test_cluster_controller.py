@@ -83,3 +83,65 @@ def test_move_leader_and_not_leader_error():
         cluster.move_leader("mv", 0, other)
         assert cluster.leader("mv", 0) == other
         assert views_agree(cluster)
+
+
+def _offsets(cluster, broker_id, group, topic, parts):
+    from kafka.protocol.consumer import OffsetFetchRequest
+    T = OffsetFetchRequest.OffsetFetchRequestTopic
+    with WireClient.connect(cluster.bootstrap_of(broker_id)) as w:
+        for _ in range(200):
+            r = w.request(OffsetFetchRequest(group_id=group, topics=[T(name=topic, partition_indexes=parts)]), 5)
+            if r.error_code != E.COORDINATOR_LOAD_IN_PROGRESS:
+                break
+        return r.error_code, {p.partition_index: p.committed_offset for t in r.topics for p in t.partitions}
+
+
+def test_coordinator_failover_reloads_offsets():
+    from confluent_kafka import Consumer, TopicPartition
+    from kafkite.coordinator.hashing import partition_for
+    with KafkiteCluster(brokers=3) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        admin.create_topics([NewTopic("events", 3, 3)])
+        admin.close()
+        c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "fg"})
+        c.commit(offsets=[TopicPartition("events", p, 10 * (p + 1)) for p in range(3)], asynchronous=False)
+        c.close()
+        coord = cluster.coordinator("fg")
+        assert _offsets(cluster, coord, "fg", "events", [0, 1, 2]) == (0, {0: 10, 1: 20, 2: 30})
+
+        # leadership of the group's __consumer_offsets partition moves: new leader loads, old one lets go
+        p = partition_for("fg", 50)
+        target = next(b for b in (1, 2, 3) if b != coord)
+        cluster.move_leader("__consumer_offsets", p, target)
+        assert cluster.coordinator("fg") == target
+        assert _offsets(cluster, coord, "fg", "events", [0])[0] == E.NOT_COORDINATOR
+        assert _offsets(cluster, target, "fg", "events", [0, 1, 2]) == (0, {0: 10, 1: 20, 2: 30})
+
+        # the coordinator's broker stops: FindCoordinator follows the new leader, offsets intact
+        cluster.stop_broker(target)
+        new = cluster.coordinator("fg")
+        assert new not in (target, -1)
+        assert _offsets(cluster, new, "fg", "events", [0, 1, 2]) == (0, {0: 10, 1: 20, 2: 30})
+        from kafka.protocol.metadata import FindCoordinatorRequest
+        with WireClient.connect(cluster.bootstrap_of(new)) as w:
+            assert w.request(FindCoordinatorRequest(key="fg", key_type=0), 3).node_id == new
+
+
+def test_inject_error_and_latency():
+    from kafka.protocol.metadata import MetadataRequest as MR
+    with KafkiteCluster(brokers=1) as cluster:
+        from kafka.protocol.metadata import FindCoordinatorRequest
+        cluster.inject_error("Metadata", E.LEADER_NOT_AVAILABLE, count=1)
+        cluster.inject_error("FindCoordinator", E.COORDINATOR_NOT_AVAILABLE, count=2)
+        with WireClient.connect(cluster.bootstrap_servers) as w:
+            req = MR(topics=[MR.MetadataRequestTopic(name="x")], allow_auto_topic_creation=True)
+            assert w.request(req, 12).topics[0].error_code == E.LEADER_NOT_AVAILABLE
+            assert w.request(req, 12).topics[0].error_code == 0  # only the next one
+            fc = FindCoordinatorRequest(key="g", key_type=0)
+            assert [w.request(fc, 3).error_code for _ in range(3)] == [E.COORDINATOR_NOT_AVAILABLE] * 2 + [0]
+        cluster.set_latency(1, 200)
+        import time
+        with WireClient.connect(cluster.bootstrap_servers) as w:
+            t0 = time.monotonic()
+            w.request(MR(topics=None), 12)
+            assert time.monotonic() - t0 >= 0.19

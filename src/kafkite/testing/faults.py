@@ -62,6 +62,10 @@ def error_response(req, error: int):
             topic=t.topic, topic_id=t.topic_id, partitions=[T.PartitionData(
                 partition_index=p.partition, error_code=error, high_watermark=-1, last_stable_offset=-1,
                 log_start_offset=-1, records=b"") for p in t.partitions]) for t in body.topics])
+    if k == ApiKey.Metadata:
+        T = cls.MetadataResponseTopic
+        return cls(version=v, throttle_time_ms=0, brokers=[], controller_id=-1,
+                   topics=[T(error_code=error, name=t.name, partitions=[]) for t in (body.topics or [])])
     # APIs with a top-level error code
     fields = cls.fields
     kwargs = {"version": v}
