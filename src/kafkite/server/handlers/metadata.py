@@ -181,9 +181,9 @@ async def handle_describe_topic_partitions(ctx: RequestContext):
         if len(parts) > budget:
             next_cursor = R.Cursor(topic_name=name, partition_index=start + budget)
             parts = parts[:budget]
-        for p in parts:
-            p.eligible_leader_replicas = None
-            p.last_known_elr = None
+        for p in parts:  # KIP-966 ELR is off: empty lists (the Java client does not accept null here)
+            p.eligible_leader_replicas = []
+            p.last_known_elr = []
         budget -= len(parts)
         topics.append(T(error_code=0, name=name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts,
                         topic_authorized_operations=TOPIC_OPS))
