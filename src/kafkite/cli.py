@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     c.set_defaults(func=_cluster)
 
+    from .spark.cli import add_subparser
+    add_subparser(sub)
+
     args = p.parse_args(argv)
     if args.cmd == "topics" and args.action in ("create", "delete") and not args.topic:
         p.error(f"topics {args.action} needs a topic name")
