@@ -11,7 +11,8 @@ metadata, ignored here), group string (int16 length + UTF-8), topic string,
 partition int32. Value = version int16, then offset int64 (every version 0-4
 starts with it); a null value is a tombstone (offsets deleted or expired).
 
-The end offsets are taken with one ListOffsets call (kafka-python) for the
+Spark reads the topic with `assign` (all its partitions) and its consumer-based offset
+reader: the default admin-based one leaves internal topics out. The end offsets are taken with one ListOffsets call (kafka-python) for the
 partitions that have commits: a handful of rows, joined as a small DataFrame.
 """
 from __future__ import annotations
@@ -79,10 +80,36 @@ def end_offsets(bootstrap_servers: str, partitions: list[tuple[str, int]]) -> li
         c.close()
 
 
+def offsets_topic_partitions(bootstrap_servers: str) -> list[int]:
+    from kafka import KafkaConsumer
+    c = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+    try:
+        return sorted(c.partitions_for_topic(OFFSETS_TOPIC) or [])
+    finally:
+        c.close()
+
+
 def read_offsets_topic(spark: SparkSession, bootstrap_servers: str) -> DataFrame:
-    return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap_servers)
-            .option("subscribe", OFFSETS_TOPIC).option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest").load())
+    """Spark's default (admin-based) offset reader leaves internal topics out, against Apache Kafka as
+    against Kafkite; the consumer-based reader (`useDeprecatedOffsetFetching`) reads them. We switch it on
+    for this read only, and `assign` every partition."""
+    import json
+    parts = offsets_topic_partitions(bootstrap_servers)
+    if not parts:
+        schema = T.StructType([T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
+                               T.StructField("partition", T.IntegerType()), T.StructField("offset", T.LongType())])
+        return spark.createDataFrame([], schema)
+    key = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
+    before = spark.conf.get(key, "false")
+    spark.conf.set(key, "true")
+    try:
+        df = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap_servers)
+              .option("assign", json.dumps({OFFSETS_TOPIC: parts})).option("startingOffsets", "earliest")
+              .option("endingOffsets", "latest").load())
+        # materialise the offsets range now, while the consumer-based reader is on
+        return df.select("key", "value", "partition", "offset").localCheckpoint(eager=True)
+    finally:
+        spark.conf.set(key, before)
 
 
 def lag_from_rows(spark: SparkSession, raw: DataFrame, bootstrap_servers: str) -> DataFrame:

@@ -1,0 +1,110 @@
+"""Spark's own Kafka source and sink against Kafkite (needs KAFKITE_SPARK_JARS: the connector jars)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from pyspark.sql import functions as F
+
+
+def create(bs, *names, partitions=2):
+    from kafka.admin import KafkaAdminClient, NewTopic
+    a = KafkaAdminClient(bootstrap_servers=bs)
+    a.create_topics([NewTopic(n, partitions, 1) for n in names])
+    a.close()
+
+
+def write_rows(spark, bs, topic, start, n):
+    df = spark.range(start, start + n).select(
+        F.col("id").cast("string").alias("key"), F.concat(F.lit("v-"), F.col("id").cast("string")).alias("value"),
+        F.array(F.struct(F.lit("h").alias("key"), F.col("id").cast("string").cast("binary").alias("value")))
+        .alias("headers"))
+    df.write.format("kafka").option("kafka.bootstrap.servers", bs).option("topic", topic) \
+        .option("includeHeaders", "true").save()
+
+
+def read_batch(spark, bs, topic, **opts):
+    r = spark.read.format("kafka").option("kafka.bootstrap.servers", bs).option("subscribe", topic)
+    for k, v in {"startingOffsets": "earliest", "endingOffsets": "latest", **opts}.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def test_sink_then_batch_read(spark_kafka, broker):
+    bs = broker.bootstrap_servers
+    create(bs, "spark-in")
+    write_rows(spark_kafka, bs, "spark-in", 0, 1000)
+    rows = read_batch(spark_kafka, bs, "spark-in", includeHeaders="true").collect()
+    assert len(rows) == 1000
+    assert sorted(int(r.key) for r in rows) == list(range(1000))
+    assert all(r.value == b"v-" + r.key for r in rows)
+    assert all(r.headers[0].value == r.key for r in rows)
+
+
+def test_streaming_available_now_copies_only_new_rows(spark_kafka, broker, tmp_path):
+    bs = broker.bootstrap_servers
+    create(bs, "stream-src", "stream-dst")
+    write_rows(spark_kafka, bs, "stream-src", 0, 300)
+
+    def run_once():
+        src = (spark_kafka.readStream.format("kafka").option("kafka.bootstrap.servers", bs)
+               .option("subscribe", "stream-src").option("startingOffsets", "earliest").load())
+        q = (src.select("key", "value").writeStream.format("kafka").option("kafka.bootstrap.servers", bs)
+             .option("topic", "stream-dst").option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+        q.awaitTermination(120)
+        assert q.exception() is None
+    run_once()
+    assert read_batch(spark_kafka, bs, "stream-dst").count() == 300
+    write_rows(spark_kafka, bs, "stream-src", 300, 200)
+    run_once()
+    rows = read_batch(spark_kafka, bs, "stream-dst").collect()
+    assert len(rows) == 500  # the second run processed only the 200 new rows
+    assert sorted(int(r.key) for r in rows) == list(range(500))
+
+
+def test_starting_timestamp(spark_kafka, broker):
+    from kafka import KafkaProducer
+    bs = broker.bootstrap_servers
+    create(bs, "spark-ts", partitions=1)
+    p = KafkaProducer(bootstrap_servers=bs)
+    base = 1_700_000_000_000
+    for i in range(10):
+        p.send("spark-ts", value=b"%d" % i, timestamp_ms=base + i * 1000, partition=0)
+    p.flush()
+    p.close()
+    rows = read_batch(spark_kafka, bs, "spark-ts", startingTimestamp=str(base + 4500)).collect()
+    assert [int(r.value) for r in rows] == [5, 6, 7, 8, 9]
+
+
+def test_streaming_with_group_id_and_headers(spark_kafka, broker, tmp_path):
+    bs = broker.bootstrap_servers
+    create(bs, "spark-grp")
+    write_rows(spark_kafka, bs, "spark-grp", 0, 100)
+    src = (spark_kafka.readStream.format("kafka").option("kafka.bootstrap.servers", bs)
+           .option("subscribe", "spark-grp").option("startingOffsets", "earliest")
+           .option("kafka.group.id", "spark-stream-group").option("includeHeaders", "true").load())
+    q = (src.select("key", "headers").writeStream.format("memory").queryName("grp_out")
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    rows = spark_kafka.sql("select * from grp_out").collect()
+    assert len(rows) == 100
+    assert all(r.headers[0].key == "h" and r.headers[0].value == r.key for r in rows)
+
+
+def test_lag_pipeline_end_to_end(spark_kafka, broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from kafkite.spark.lag import run_lag
+    bs = broker.bootstrap_servers
+    create(bs, "lag-e2e", partitions=3)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(90):
+        p.produce("lag-e2e", value=b"x", partition=i % 3)
+    p.flush()
+    known = {"ga": [5, 10, 30], "gb": [0, 29, 1], "gc": [30, 30, 30]}
+    for g, offs in known.items():
+        c = Consumer({"bootstrap.servers": bs, "group.id": g})
+        c.commit(offsets=[TopicPartition("lag-e2e", i, o) for i, o in enumerate(offs)], asynchronous=False)
+        c.close()
+    got = {(r.group, r.partition): r.lag for r in run_lag(spark_kafka, bs).collect() if r.topic == "lag-e2e"}
+    assert got == {(g, i): 30 - o for g, offs in known.items() for i, o in enumerate(offs)}
