@@ -96,6 +96,50 @@ def _topics(args) -> int:
     return 0
 
 
+def _groups(args) -> int:
+    from kafka import KafkaConsumer
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
+    admin = _admin(args.bootstrap_server)
+    try:
+        if args.action == "list":
+            for g in sorted(admin.list_groups(), key=lambda g: g["group_id"]):
+                print(f"{g['group_id']}\t{g.get('group_state', '')}\t{g.get('protocol_type', '')}")
+            return 0
+        names = [args.group] if args.group else sorted(g["group_id"] for g in admin.list_groups())
+        consumer = KafkaConsumer(bootstrap_servers=args.bootstrap_server, enable_auto_commit=False)
+        try:
+            for desc in admin.describe_groups(names).values():
+                gid = desc["group_id"]
+                print(f"GROUP {gid}  state={desc['group_state']}  protocol={desc.get('protocol_data', '')}  "
+                      f"members={len(desc['members'])}")
+                owner = {}
+                for m in desc["members"]:
+                    raw = m.get("member_assignment") or b""
+                    parts = []
+                    if isinstance(raw, (bytes, bytearray)) and raw:
+                        a = ConsumerProtocolAssignment.decode(bytes(raw), version=min(int.from_bytes(raw[:2], "big"), 3))
+                        parts = [(tp.topic, p) for tp in a.assigned_partitions for p in tp.partitions]
+                    elif isinstance(raw, dict):  # kafka-python decodes the consumer protocol for us
+                        parts = [(a["topic"], p) for a in raw.get("assigned_partitions", []) for p in a["partitions"]]
+                    for tp in parts:
+                        owner[tp] = m["member_id"]
+                    print(f"  MEMBER {m['member_id']}  client={m['client_id']}  host={m['client_host']}  "
+                          f"assignment={','.join(f'{t}-{p}' for t, p in sorted(parts))}")
+                offsets = admin.list_group_offsets(gid)[gid]
+                ends = consumer.end_offsets(list(offsets)) if offsets else {}
+                print(f"  {'TOPIC':<24}{'PARTITION':>10}{'CURRENT-OFFSET':>16}{'LOG-END-OFFSET':>16}{'LAG':>8}  MEMBER")
+                for tp, om in sorted(offsets.items()):
+                    end = ends.get(tp, -1)
+                    print(f"  {tp.topic:<24}{tp.partition:>10}{om.offset:>16}{end:>16}{max(0, end - om.offset):>8}  "
+                          f"{owner.get((tp.topic, tp.partition), '-')}")
+        finally:
+            consumer.close()
+    finally:
+        admin.close()
+    return 0
+
+
 def _cluster(args) -> int:
     admin = _admin(args.bootstrap_server)
     try:
@@ -129,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--replication-factor", type=int, default=1)
     t.add_argument("--config", action="append", metavar="KEY=VALUE")
     t.set_defaults(func=_topics)
+
+    g = sub.add_parser("groups", help="consumer groups: members, assignments, committed offsets, lag")
+    g.add_argument("action", choices=["list", "describe"])
+    g.add_argument("group", nargs="?")
+    g.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    g.set_defaults(func=_groups)
 
     c = sub.add_parser("cluster", help="describe a Kafka-compatible cluster")
     c.add_argument("action", choices=["describe"])

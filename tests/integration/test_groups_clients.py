@@ -114,3 +114,40 @@ def test_committed_offsets_and_groups_survive_kill9(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
+
+
+def test_groups_cli_and_kafka_python_admin_show_members_offsets_lag(broker):
+    import subprocess
+    import sys
+    from confluent_kafka import Consumer
+    from kafka.admin import KafkaAdminClient
+    bs = broker.bootstrap_servers
+    create(bs, "cli-gt", 1)
+    produce_batch(bs, "cli-gt", 0, 30)
+    c = Consumer({"bootstrap.servers": bs, "group.id": "cli-g", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe(["cli-gt"])
+    n = 0
+    while n < 10:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            n += 1
+    from confluent_kafka import TopicPartition
+    c.commit(offsets=[TopicPartition("cli-gt", 0, 10)], asynchronous=False)
+    try:
+        a = KafkaAdminClient(bootstrap_servers=bs)
+        d = a.describe_groups(["cli-g"])["cli-g"]
+        assert d["group_state"] == "Stable" and len(d["members"]) == 1
+        assert d["members"][0]["member_assignment"]["assigned_partitions"] == [{"topic": "cli-gt", "partitions": [0]}]
+        assert {tp.partition: om.offset for tp, om in a.list_group_offsets("cli-g")["cli-g"].items()} == {0: 10}
+        a.close()
+        out = subprocess.run([sys.executable, "-m", "kafkite.cli", "groups", "list", "--bootstrap-server", bs],
+                             capture_output=True, text=True, timeout=60).stdout
+        assert "cli-g\tStable\tconsumer" in out
+        out = subprocess.run([sys.executable, "-m", "kafkite.cli", "groups", "describe", "cli-g", "--bootstrap-server",
+                              bs], capture_output=True, text=True, timeout=60).stdout
+        row = next(line.split() for line in out.splitlines() if line.strip().startswith("cli-gt"))
+        assert row[:5] == ["cli-gt", "0", "10", "30", "20"]  # topic, partition, committed, end, lag
+        assert "assignment=cli-gt-0" in out
+    finally:
+        c.close()
