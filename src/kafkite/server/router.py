@@ -92,6 +92,8 @@ class Router:
                 if injected is not None:
                     return codec.encode_response(injected, req.api_version, req.correlation_id)
             response = await handler(ctx)
+            if faults is not None and faults.should_drop(ctx):
+                raise CloseConnection("fault injection: response dropped after processing")
         if response is None:  # e.g. Produce with acks=0
             return None
         return codec.encode_response(response, req.api_version, req.correlation_id)

@@ -176,5 +176,8 @@ class KafkiteCluster:
     def inject_error(self, api, error: int, count: int = 1, broker_id: int | None = None) -> None:
         self.faults.inject_error(api, int(error), count=count, broker_id=broker_id)
 
+    def drop_response(self, api, count: int = 1, broker_id: int | None = None, skip: int = 0) -> None:
+        self.faults.drop_response(api, count=count, broker_id=broker_id, skip=skip)
+
     def set_latency(self, broker_id: int, ms: int) -> None:
         self.faults.set_latency(broker_id, ms)

@@ -14,11 +14,31 @@ class Faults:
         self._lock = threading.Lock()
         self._errors: list[list] = []  # [api_key, error, remaining, broker_id]
         self._latency_ms: dict[int, int] = {}
+        self._drops: list[list] = []  # [api_key, remaining, broker_id, skip]
 
     def inject_error(self, api, error: int, *, count: int = 1, broker_id: int | None = None) -> None:
         key = ApiKey[api] if isinstance(api, str) else int(api)
         with self._lock:
             self._errors.append([int(key), int(error), count, broker_id])
+
+    def drop_response(self, api, *, count: int = 1, broker_id: int | None = None, skip: int = 0) -> None:
+        """Process the next `count` requests of `api` (after `skip` more), then cut the connection instead of
+        answering: the client cannot know the request took effect and retries it."""
+        key = ApiKey[api] if isinstance(api, str) else int(api)
+        with self._lock:
+            self._drops.append([int(key), count, broker_id, skip])
+
+    def should_drop(self, ctx) -> bool:
+        with self._lock:
+            for entry in self._drops:
+                api, remaining, broker_id, skip = entry
+                if api == ctx.request.api_key and remaining > 0 and broker_id in (None, ctx.broker.node_id):
+                    if skip > 0:
+                        entry[3] -= 1
+                        return False
+                    entry[1] -= 1
+                    return True
+        return False
 
     def set_latency(self, broker_id: int, ms: int) -> None:
         with self._lock:
