@@ -43,7 +43,8 @@ public class KafkiteDriver {
         String cmd = a[0], bs = a[1];
         switch (cmd) {
             case "admin": admin(bs, Arrays.copyOfRange(a, 2, a.length)); break;
-            case "produce": produce(bs, a[2], Integer.parseInt(a[3]), a[4], Boolean.parseBoolean(a[5])); break;
+            case "produce": produce(bs, a[2], Integer.parseInt(a[3]), a[4], Boolean.parseBoolean(a[5]),
+                                    a.length > 6 ? Integer.parseInt(a[6]) : 0); break;
             case "consume": consume(bs, a[2], Integer.parseInt(a[3])); break;
             case "group": group(bs, a[2], a[3], a.length > 4 ? a[4] : "range"); break;
             case "offsets-for-times": offsetsForTimes(bs, a[2], Long.parseLong(a[3])); break;
@@ -109,7 +110,9 @@ public class KafkiteDriver {
         }
     }
 
-    static void produce(String bs, String topic, int n, String compression, boolean idempotent) throws Exception {
+    // pauseMsPer1000: sleep this long after every 1000 sends (to spread a run over time for failover tests)
+    static void produce(String bs, String topic, int n, String compression, boolean idempotent, int pauseMsPer1000)
+            throws Exception {
         Properties p = base(bs);
         p.put("acks", "all");
         p.put("compression.type", compression);
@@ -130,6 +133,7 @@ public class KafkiteDriver {
                 ProducerRecord<byte[], byte[]> r = new ProducerRecord<>(topic, k, v.toString().getBytes(StandardCharsets.UTF_8));
                 r.headers().add("h", String.valueOf(i).getBytes(StandardCharsets.UTF_8));
                 r.headers().add("src", "java".getBytes(StandardCharsets.UTF_8));
+                if (pauseMsPer1000 > 0 && i > 0 && i % 1000 == 0) Thread.sleep(pauseMsPer1000);
                 prod.send(r, (md, e) -> {
                     synchronized (ranges) {
                         if (e != null) { errors.add(e.toString()); return; }

@@ -1,0 +1,78 @@
+"""Issue acceptance: a Java idempotent producer and a confluent-kafka consumer group keep working while the
+leader of partition 0 and then the controller's broker stop and come back."""
+from __future__ import annotations
+
+import subprocess
+import time
+
+from clients import drivers
+from clients.group_scenario import python_consumer, wait_for
+from kafkite.testing.cluster import KafkiteCluster
+
+N = 30_000
+
+
+def views_agree(cluster):
+    views = [cluster.metadata_view(b) for b in cluster.live_brokers]
+    strip = [{k: v for k, v in view.items() if k != "node_id"} for view in views]
+    return all(s == strip[0] for s in strip)
+
+
+def test_producer_and_group_survive_leader_and_controller_failover():
+    drivers.need("java")
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from helpers import ck_consume_all
+    with KafkiteCluster(brokers=3, overrides={"group.min.session.timeout.ms": "1000"}) as cluster:
+        bs = cluster.bootstrap_servers
+        a = KafkaAdminClient(bootstrap_servers=bs)
+        a.create_topics([NewTopic("fo", 6, 3)])
+        a.close()
+        consumers = [python_consumer("confluent", bs, "fo", "fo-group") for _ in range(2)]
+        producer = subprocess.Popen(drivers.java_argv("produce", bs, "fo", str(N), "lz4", "true", "300"),
+                                    stdout=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: sum(len(c.processed) for c in consumers) > 2000, 60, "consumption started")
+            epoch0 = cluster.controller_epoch
+            leader0 = cluster.leader("fo", 0)
+            cluster.stop_broker(leader0)
+            assert cluster.leader("fo", 0) not in (leader0, -1)
+            time.sleep(1.0)  # keep producing and consuming through the change
+            controller = cluster.controller_id
+            if controller == leader0:  # already moved with the first stop
+                assert cluster.controller_epoch == epoch0 + 1
+                epoch0 += 1
+                controller = cluster.controller_id
+            cluster.stop_broker(controller)
+            assert cluster.controller_id not in (-1, controller)
+            assert cluster.controller_epoch == epoch0 + 1
+            time.sleep(1.0)
+            cluster.start_broker(leader0)
+            cluster.start_broker(controller)
+            assert cluster.live_brokers == [1, 2, 3]
+            assert views_agree(cluster)
+            out, _ = producer.communicate(timeout=240)
+        finally:
+            if producer.poll() is None:
+                producer.kill()
+        import json
+        result = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
+        assert result["acked"] == N and result["errors"] == 0
+        # every acknowledged record is there exactly once
+        got = ck_consume_all(bs, "fo", N + 10, timeout=10)
+        values = [g[4] for g in got]
+        assert len(values) == N and len(set(values)) == N
+        # the group saw everything and its committed positions reach the end
+        produced = {(g[0], g[1]) for g in got}
+        wait_for(lambda: produced <= {r for c in consumers for r in c.processed}, 120, "group consumed everything")
+        from kafka import KafkaConsumer, TopicPartition
+        from kafka.admin import KafkaAdminClient as KA
+        kc = KafkaConsumer(bootstrap_servers=bs)
+        ends = kc.end_offsets([TopicPartition("fo", p) for p in range(6)])
+        kc.close()
+        ka = KA(bootstrap_servers=bs)
+        wait_for(lambda: {tp.partition: om.offset for tp, om in ka.list_group_offsets("fo-group")["fo-group"].items()}
+                 == {tp.partition: o for tp, o in ends.items()}, 60, "committed positions at the end")
+        ka.close()
+        for c in consumers:
+            c.leave()
+        assert views_agree(cluster)
