@@ -33,7 +33,8 @@ def _serve(args) -> int:
     data_dir = Path(args.data_dir or static.get("log.dirs", "./kafkite-data").split(",")[0])
     config = BrokerConfig(static=static)
     try:
-        trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory))
+        trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory,
+                               brokers=args.brokers))
     except KeyboardInterrupt:
         pass
     return 0
@@ -161,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--port", type=int, help="listen port (default from listeners: 9092; 0 = any free port)")
     s.add_argument("--data-dir", help="where logs and metadata live (default ./kafkite-data)")
     s.add_argument("--in-memory", action="store_true", help="keep everything in memory")
+    s.add_argument("--brokers", type=int, default=1, help="run an in-process cluster of N brokers")
     s.add_argument("--log-json", action="store_true", help="JSON log lines")
     s.add_argument("--log-level", default="INFO")
     s.set_defaults(func=_serve)

@@ -68,3 +68,25 @@ def test_serve_default_data_dir_is_local(tmp_path):
         proc.send_signal(signal.SIGINT)
         assert proc.wait(10) == 0
     assert (tmp_path / "kafkite-data").is_dir()
+
+
+def test_serve_three_brokers():
+    proc = subprocess.Popen(KAFKITE + ["serve", "--port", "0", "--in-memory", "--brokers", "3"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 30
+        while "ready" not in line and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+        bootstrap = re.search(r"bootstrap='([^']+)'", line).group(1)
+        assert len(bootstrap.split(",")) == 3
+        from kafka.admin import KafkaAdminClient, NewTopic
+        a = KafkaAdminClient(bootstrap_servers=bootstrap)
+        a.create_topics([NewTopic("three", 3, 3)])
+        assert len(a.describe_cluster()["brokers"]) == 3
+        leaders = {p["leader_id"] for p in a.describe_topics(["three"])[0]["partitions"]}
+        assert leaders == {1, 2, 3}
+        a.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0

@@ -10,3 +10,13 @@ def test_kafka_bootstrap_fixture(kafka_bootstrap):
                       consumer_timeout_ms=10_000)
     assert next(iter(c)).value == b"hello"
     c.close()
+
+
+def test_kafkite_cluster_fixture(kafkite_cluster):
+    from kafka.admin import KafkaAdminClient, NewTopic
+    a = KafkaAdminClient(bootstrap_servers=kafkite_cluster.bootstrap_servers)
+    a.create_topics([NewTopic("fx", 3, 3)])
+    a.close()
+    lead = kafkite_cluster.leader("fx", 0)
+    kafkite_cluster.stop_broker(lead)
+    assert kafkite_cluster.leader("fx", 0) not in (lead, -1)

@@ -3,6 +3,8 @@
 - `kafka_bootstrap`: a single in-memory broker on a random port, for one test;
   the value is its bootstrap string, e.g. "127.0.0.1:40123".
 - `kafkite_broker`: the same, as the `BrokerThread` object.
+- `kafkite_cluster`: a 3-broker in-process `KafkiteCluster` (stop/start brokers, move leaders,
+  inject errors and latency).
 """
 from __future__ import annotations
 
@@ -19,3 +21,10 @@ def kafkite_broker():
 @pytest.fixture
 def kafka_bootstrap(kafkite_broker) -> str:
     return kafkite_broker.bootstrap_servers
+
+
+@pytest.fixture
+def kafkite_cluster():
+    from .cluster import KafkiteCluster
+    with KafkiteCluster(brokers=3) as c:
+        yield c
