@@ -12,7 +12,7 @@ from kafkite.server.router import supported
 from kafkite.wire import codec
 from kafkite.wire.frame import FrameReader, FrameTooLarge
 
-from conftest import GOLDEN
+GOLDEN = Path(__file__).resolve().parents[2].parent / "shared" / "golden-requests"
 
 GOLDEN_FILES = sorted(GOLDEN.glob("*/*.bin")) if GOLDEN.exists() else []
 
