@@ -58,9 +58,9 @@ def test_confluent_roundtrip(broker, codec):
 def test_aiokafka_roundtrip(broker, codec):
     bs = broker.bootstrap_servers
     create_topic(bs, f"aio-{codec}")
-    recs = make_records(2_000, prefix=f"aio{codec}")
+    recs = make_records(N, prefix=f"aio{codec}")
     aio_produce(bs, f"aio-{codec}", recs, compression=None if codec == "none" else codec)
-    got = aio_consume_all(bs, f"aio-{codec}", 2_000)
+    got = aio_consume_all(bs, f"aio-{codec}", N)
     assert payloads(got) == expected_payloads(recs)
     check_order(got)
 
