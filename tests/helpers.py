@@ -161,3 +161,22 @@ def payloads(records):
 
 def expected_payloads(records):
     return sorted((k, v, tuple(h)) for k, v, h in records)
+
+
+def start_serve(*args: str, cwd=None):
+    """`kafkite serve --port 0 ARGS` as a process; returns (process, bootstrap) once it logged its ready line."""
+    import re
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "kafkite.cli", "serve", "--port", "0", *args],
+                            stderr=subprocess.PIPE, text=True, cwd=cwd)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        m = re.search(r"bootstrap='?([\d.]+:\d+)", line)
+        if m and "ready" in line:
+            return proc, m.group(1)
+    proc.kill()
+    raise AssertionError("broker never printed its ready line")

@@ -1,7 +1,6 @@
 """Background services attached to the shared state: partition logs, coordinator, timers."""
 from __future__ import annotations
 
-import math
 
 import trio
 

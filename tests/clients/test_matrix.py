@@ -2,7 +2,6 @@
 run them in tests/integration). Written so they would pass against Apache Kafka too."""
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -123,7 +122,6 @@ def test_kcat_produce_consume(broker, codec):
 
 
 def test_seek_by_timestamp_java(broker):
-    from helpers import kp_produce
     bs = broker.bootstrap_servers
     create(bs, "tsq", 1)
     from kafka import KafkaProducer

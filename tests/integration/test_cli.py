@@ -1,30 +1,16 @@
 """`kafkite serve` as a process: ready fast, signals, and the admin commands."""
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
 
-import pytest
+
+from helpers import start_serve
 
 KAFKITE = [sys.executable, "-m", "kafkite.cli"]
-
-
-def start_serve(*args, cwd=None):
-    proc = subprocess.Popen(KAFKITE + ["serve", "--port", "0", *args], stderr=subprocess.PIPE, text=True, cwd=cwd)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        m = re.search(r"bootstrap='?([\d.]+:\d+)", line)
-        if m and "ready" in line:
-            return proc, m.group(1)
-    proc.kill()
-    raise AssertionError("broker never printed its ready line")
 
 
 def test_serve_ready_under_one_second_and_sigterm():

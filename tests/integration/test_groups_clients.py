@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 
 from clients.group_scenario import python_consumer, run_group_scenario, produce_batch, wait_for
-from helpers import kp_consume_all  # noqa: F401
 
 
 def create(bs, name, partitions=6):
@@ -50,7 +49,7 @@ def test_two_groups_each_read_everything(group_broker):
 def test_static_member_restart_does_not_rebalance(group_broker):
     """KIP-345: a static member that comes back within the session timeout keeps its partitions,
     the generation does not move; a second live member with the same instance id is fenced."""
-    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import Consumer
     bs = group_broker.bootstrap_servers
     create(bs, "static", 4)
     produce_batch(bs, "static", 0, 100)

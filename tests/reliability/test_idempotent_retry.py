@@ -1,9 +1,7 @@
 """Idempotent producers whose connection is cut after the broker appended (so they retry): exactly one copy."""
 from __future__ import annotations
 
-import base64
 
-import pytest
 
 from clients import drivers
 from kafkite.testing.cluster import KafkiteCluster

@@ -2,28 +2,13 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
-import subprocess
-import sys
-import time
 
-from helpers import ck_consume_all, ck_produce, make_records
+from helpers import ck_consume_all, ck_produce, make_records, start_serve
 
 
-def start(data_dir, port=0):
-    proc = subprocess.Popen([sys.executable, "-m", "kafkite.cli", "serve", "--port", str(port), "--data-dir",
-                             str(data_dir)], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        m = re.search(r"bootstrap='?([\d.]+:\d+)", line)
-        if m and "ready" in line:
-            return proc, m.group(1)
-    proc.kill()
-    raise AssertionError("no ready line")
+def start(data_dir):
+    return start_serve("--data-dir", str(data_dir))
 
 
 def test_kill9_keeps_acknowledged_records(tmp_path):

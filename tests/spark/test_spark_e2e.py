@@ -1,9 +1,7 @@
 """Spark's own Kafka source and sink against Kafkite (needs KAFKITE_SPARK_JARS: the connector jars)."""
 from __future__ import annotations
 
-import time
 
-import pytest
 from pyspark.sql import functions as F
 
 

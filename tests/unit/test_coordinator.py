@@ -77,15 +77,6 @@ def test_initial_rebalance_delay_gathers_members():
     assert len(res[t1].members) + len(res[t2].members) == 2  # only the leader gets the member list
 
 
-def stable_group(c, n=2, now=0):
-    toks = [join(c, now) for _ in range(n)]
-    c.poll(now)
-    res = done(c)
-    members = [res[t].member_id for t in toks if t in res] or []
-    # with delay 0 the first join completes alone; rejoin everyone
-    return res
-
-
 def test_leave_triggers_rebalance_and_generation_bump():
     c, _ = make()
     t1 = join(c, 0)
@@ -140,8 +131,8 @@ def test_errors_unknown_member_illegal_generation_session_timeout():
 def test_protocol_selection_and_inconsistency():
     c, _ = make(delay=100)
     t1 = join(c, 0, protocols=[("sticky", b""), ("range", b"")])
-    t2 = join(c, 0, protocols=[("range", b""), ("sticky", b"")])
-    t3 = join(c, 0, protocols=[("sticky", b"")])
+    join(c, 0, protocols=[("range", b""), ("sticky", b"")])
+    join(c, 0, protocols=[("sticky", b"")])
     bad = join(c, 0, protocols=[("roundrobin", b"")])
     assert bad.error == E.INCONSISTENT_GROUP_PROTOCOL
     c.poll(200)

@@ -18,7 +18,7 @@ import trio
 from ..config import BrokerConfig, validate_topic_configs
 from ..controller.controller import Controller, MetadataCache, MetadataUpdate
 from ..controller.metadata import (BrokerInfo, ClusterMetadata, FileMetadataStore, MemoryMetadataStore,
-                                   MetadataError, TopicInfo)
+                                   TopicInfo)
 from ..controller.store import InProcessStore
 from ..wire.errors import E
 from .connection import serve_connection

@@ -17,7 +17,6 @@ import structlog
 import trio
 
 from ..config import TOPIC_CONFIGS
-from ..storage import batch as batchmod
 from ..storage.log import FileLog, LogConfig, MemoryLog
 from ..storage.validate import validate_produce
 from ..wire.errors import E

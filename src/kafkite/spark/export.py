@@ -1,7 +1,6 @@
 """Export a topic to Parquet with Spark's Kafka source (batch): key, value, headers, partition, offset, timestamp."""
 from __future__ import annotations
 
-import json
 
 from pyspark.sql import DataFrame, SparkSession
 

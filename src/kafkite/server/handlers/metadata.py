@@ -4,7 +4,6 @@ from __future__ import annotations
 import uuid
 
 from kafka.protocol.admin import DescribeClusterResponse
-from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.admin import DescribeTopicPartitionsResponse
 
