@@ -206,3 +206,37 @@ def test_build_batch_for_internal_writes():
     data = build_batch([(b"k", b"v", []), (b"k2", None, [])], timestamp_ms=5, base_offset=10)
     recs = decode_records(data)
     assert [(r.offset, r.key, r.value) for r in recs] == [(10, b"k", b"v"), (11, b"k2", None)]
+
+
+def read_all(lg):
+    out, off = [], lg.log_start_offset
+    while off < lg.log_end_offset:
+        recs = decode_records(lg.read(off, 1 << 20))
+        if not recs:
+            break
+        out.extend(recs)
+        off = recs[-1].offset + 1
+    return out
+
+
+def test_compaction_keeps_latest_per_key_and_expires_tombstones(make_log):
+    lg = make_log(segment_bytes=300, delete_retention_ms=1000)
+    from kafkite.storage.batch import build_batch
+    writes = [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1"), (b"b", None), (b"a", b"3"), (b"d", b"1"),
+              (b"e", b"1")]
+    for k, v in writes:
+        lg.append(bytearray(build_batch([(k, v, [])], timestamp_ms=0)), now_ms=0)
+    removed = lg.compact(now_ms=500)  # tombstone for b is younger than delete.retention.ms: kept
+    assert removed >= 3
+    got = [(r.offset, r.key, r.value) for r in read_all(lg)]
+    offsets = [o for o, _, _ in got]
+    assert offsets == sorted(offsets)
+    assert (0, b"a", b"1") not in got and (2, b"a", b"2") not in got
+    assert (5, b"a", b"3") in got and (3, b"c", b"1") in got and (4, b"b", None) in got
+    for k in (b"f", b"g", b"h", b"i", b"j"):  # roll past the tombstone's segment (the active one is never cleaned)
+        lg.append(bytearray(build_batch([(k, b"1", [])], timestamp_ms=0)), now_ms=0)
+    lg.compact(now_ms=10_000)  # now the tombstone goes too
+    got = [(r.offset, r.key, r.value) for r in read_all(lg)]
+    assert all(k != b"b" for _, k, _ in got)
+    assert lg.log_end_offset == 13
+    assert lg.append(bytearray(build_batch([(b"z", b"1", [])], timestamp_ms=0)), now_ms=0).base_offset == 13

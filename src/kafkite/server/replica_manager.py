@@ -111,6 +111,10 @@ class ReplicaManager:
     def enforce_retention(self, now_ms: int) -> int:
         deleted = 0
         for (topic, partition), lg in list(self.logs.items()):
+            if "compact" in lg.config.cleanup_policy:
+                n = lg.compact(now_ms)
+                if n:
+                    log.info("log.compacted", topic=topic, partition=partition, records_removed=n)
             if "delete" in lg.config.cleanup_policy:
                 n = lg.enforce_retention(now_ms)
                 if n:

@@ -163,3 +163,21 @@ def build_batch(records: list[tuple[bytes | None, bytes | None, list]], *, base_
 def record_timestamps(data) -> list[int]:
     """Timestamps of a batch's records (decompresses if needed)."""
     return [r.timestamp for r in DefaultRecordBatch(bytes(data))]
+
+
+def rebuild_batch(header: BatchHeader, records: list[Record]) -> bytes:
+    """A batch holding a subset of an existing batch's records, offsets and timestamps preserved
+    (the log cleaner's output). Compression and producer fields are kept."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=header.compression,
+                                  is_transactional=header.is_transactional, producer_id=header.producer_id,
+                                  producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                                  batch_size=1 << 31)
+    base = records[0].offset
+    for r in records:
+        b.append(r.offset - base, timestamp=r.timestamp, key=r.key, value=r.value, headers=r.headers)
+    data = bytearray(b.build())
+    patch_base_offset(data, 0, base)
+    patch_partition_leader_epoch(data, 0, header.partition_leader_epoch)
+    if header.log_append_time:
+        set_log_append_time(data, 0, header.max_timestamp)
+    return bytes(data)

@@ -179,6 +179,34 @@ class _LogBase:
                 best = (r.offset, r.timestamp)
         return best
 
+    @staticmethod
+    def _latest_offsets(batches) -> dict[bytes, int]:
+        """key -> offset of its newest record, over the given (header, bytes) batches in log order."""
+        latest: dict[bytes, int] = {}
+        for h, data in batches:
+            if h.is_control:
+                continue
+            for r in decode_batch(data):
+                if r.key is not None:
+                    latest[r.key] = r.offset
+        return latest
+
+    @staticmethod
+    def _clean_batch(h, data, latest: dict[bytes, int], now_ms: int, delete_retention_ms: int) -> bytes | None:
+        """The batch with superseded records removed (and tombstones past delete.retention.ms);
+        None when nothing is left; the same bytes when nothing changed."""
+        if h.is_control:
+            return data
+        recs = decode_batch(data)
+        keep = [r for r in recs
+                if r.key is not None and latest.get(r.key) == r.offset
+                and not (r.value is None and h.max_timestamp < now_ms - delete_retention_ms)]
+        if len(keep) == len(recs):
+            return data
+        if not keep:
+            return None
+        return rebuild_batch(h, keep)
+
     def _trim(self, data: memoryview, max_bytes: int, min_one: bool, max_offset: int | None) -> bytes:
         """Whole batches from the front of data: up to max_bytes (at least one if min_one), below max_offset."""
         end = 0
@@ -280,6 +308,31 @@ class MemoryLog(_LogBase):
             self._drop_first()
             n += 1
         return n
+
+    def compact(self, now_ms: int) -> int:
+        """Keep the newest record per key in all but the newest batch (the "active segment");
+        drop tombstones older than delete.retention.ms. Offsets are preserved. Returns records removed."""
+        if len(self.batches) < 2:
+            return 0
+        hs = [(read_header(b), b) for b in self.batches]
+        latest = self._latest_offsets(hs)
+        removed = 0
+        out = []
+        for i, (h, b) in enumerate(hs):
+            nb = b if i == len(hs) - 1 else self._clean_batch(h, b, latest, now_ms, self.config.delete_retention_ms)
+            if nb is None:
+                removed += h.record_count
+                continue
+            if nb is not b:
+                removed += h.record_count - read_header(nb).record_count
+            out.append(nb)
+        self.batches = out
+        hdrs = [read_header(b) for b in out]
+        self.bases = [h.base_offset for h in hdrs]
+        self.lasts = [h.last_offset for h in hdrs]
+        self.max_ts = [h.max_timestamp for h in hdrs]
+        self.size_bytes = sum(len(b) for b in out)
+        return removed
 
     def flush(self) -> None:
         pass
@@ -601,6 +654,48 @@ class FileLog(_LogBase):
         if n:
             self._save_log_start()
         return n
+
+    def _segment_batches(self, seg: Segment):
+        data = os.pread(seg.fd, seg.size, 0)
+        return [(h, data[pos:pos + h.size]) for pos, h in iter_batches(data)]
+
+    def compact(self, now_ms: int) -> int:
+        """The log cleaner for cleanup.policy=compact: every segment but the active one is rewritten with
+        only the newest record per key (tombstones dropped after delete.retention.ms); offsets and segment
+        base offsets are preserved, the new file replaces the old one atomically."""
+        if len(self.segments) < 2:
+            return 0
+        all_batches = []
+        for seg in self.segments:
+            all_batches.extend(self._segment_batches(seg))
+        latest = self._latest_offsets(all_batches)
+        removed = 0
+        for i, seg in enumerate(self.segments[:-1]):
+            new_parts, changed = [], False
+            for h, data in self._segment_batches(seg):
+                nb = self._clean_batch(h, data, latest, now_ms, self.config.delete_retention_ms)
+                if nb is None:
+                    removed += h.record_count
+                    changed = True
+                    continue
+                if nb is not data:
+                    removed += h.record_count - read_header(nb).record_count
+                    changed = True
+                new_parts.append(nb)
+            if not changed:
+                continue
+            tmp = seg.log_path.with_suffix(".cleaned")
+            with open(tmp, "wb") as f:
+                f.write(b"".join(new_parts))
+                f.flush()
+                os.fsync(f.fileno())
+            seg.close()
+            os.replace(tmp, seg.log_path)
+            fresh = Segment(self.dir, seg.base, seg.created_ms)
+            fresh.rebuild(scan_tail=False)
+            fresh.last_offset = self.segments[i + 1].base - 1
+            self.segments[i] = fresh
+        return removed
 
     def close(self) -> None:
         try:
