@@ -145,3 +145,16 @@ def test_inject_error_and_latency():
             t0 = time.monotonic()
             w.request(MR(topics=None), 12)
             assert time.monotonic() - t0 >= 0.19
+
+
+async def test_cluster_from_a_trio_test():
+    import trio
+    from kafka.protocol.metadata import MetadataRequest as MR
+    async with KafkiteCluster(brokers=2) as cluster:
+        def metadata():
+            with WireClient.connect(cluster.bootstrap_of(2)) as w:
+                return w.request(MR(topics=None), 12)
+        md = await trio.to_thread.run_sync(metadata)
+        assert {b.node_id for b in md.brokers} == {1, 2}
+        await trio.to_thread.run_sync(cluster.stop_broker, 1)
+        assert cluster.live_brokers == [2] and cluster.controller_id == 2

@@ -106,3 +106,25 @@ def test_lag_pipeline_end_to_end(spark_kafka, broker):
         c.close()
     got = {(r.group, r.partition): r.lag for r in run_lag(spark_kafka, bs).collect() if r.topic == "lag-e2e"}
     assert got == {(g, i): 30 - o for g, offs in known.items() for i, o in enumerate(offs)}
+
+
+def test_export_to_parquet_with_timestamps(spark_kafka, broker, tmp_path):
+    from kafka import KafkaProducer
+    from kafkite.spark.export import export
+    bs = broker.bootstrap_servers
+    create(bs, "spark-export", partitions=1)
+    p = KafkaProducer(bootstrap_servers=bs)
+    base = 1_700_000_000_000
+    for i in range(20):
+        p.send("spark-export", key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"%d" % i)],
+               timestamp_ms=base + i * 1000, partition=0)
+    p.flush()
+    p.close()
+    assert export(spark_kafka, bs, "spark-export", str(tmp_path / "all")) == 20
+    rows = spark_kafka.read.parquet(str(tmp_path / "all")).orderBy("offset").collect()
+    assert [r.offset for r in rows] == list(range(20))
+    assert rows[3].key == b"k3" and rows[3].value == b"v3" and rows[3].headers[0].value == b"3"
+    assert set(rows[0].asDict()) == {"key", "value", "headers", "partition", "offset", "timestamp"}
+    n = export(spark_kafka, bs, "spark-export", str(tmp_path / "window"), starting_timestamp=base + 5000,
+               ending_timestamp=base + 10000)
+    assert n == 5  # offsets 5..9

@@ -10,7 +10,9 @@ Every broker has its own node id, listener and metadata cache; one controller
 them. Replicas of a partition share the partition's log inside the process (the
 in-process mode: there is no replication traffic between brokers).
 Works from plain synchronous tests (the brokers run in a background thread) and
-from Trio tests (`async with KafkiteCluster(...)`... use `await cluster.astart()`).
+from Trio tests: `async with KafkiteCluster(brokers=3) as cluster:` starts and stops it
+without blocking the test's own Trio loop; the fault-injection methods are quick calls
+into the cluster's thread and may be used directly from async code.
 """
 from __future__ import annotations
 
@@ -114,6 +116,13 @@ class KafkiteCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    async def __aenter__(self) -> "KafkiteCluster":
+        await trio.to_thread.run_sync(self.start)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await trio.to_thread.run_sync(self.stop)
 
     @property
     def bootstrap_servers(self) -> str:
