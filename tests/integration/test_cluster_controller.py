@@ -158,3 +158,25 @@ async def test_cluster_from_a_trio_test():
         assert {b.node_id for b in md.brokers} == {1, 2}
         await trio.to_thread.run_sync(cluster.stop_broker, 1)
         assert cluster.live_brokers == [2] and cluster.controller_id == 2
+
+
+def test_acks_all_needs_min_insync_replicas():
+    from test_data_versions import batch, produce
+    with KafkiteCluster(brokers=3) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        admin.create_topics([NewTopic("isr", 1, 3, topic_configs={"min.insync.replicas": "2"})])
+        admin.close()
+        lead = cluster.leader("isr", 0)
+        others = [b for b in (1, 2, 3) if b != lead]
+        with WireClient.connect(cluster.bootstrap_of(lead)) as w:
+            assert produce(w, "isr", batch(1)).error_code == 0
+        cluster.stop_broker(others[0])
+        with WireClient.connect(cluster.bootstrap_of(lead)) as w:
+            assert produce(w, "isr", batch(1)).error_code == 0  # ISR 2 of 3: still enough
+        cluster.stop_broker(others[1])
+        with WireClient.connect(cluster.bootstrap_of(lead)) as w:
+            assert produce(w, "isr", batch(1)).error_code == E.NOT_ENOUGH_REPLICAS
+            assert produce(w, "isr", batch(1), acks=1).error_code == 0  # acks=1 does not wait for the ISR
+        cluster.start_broker(others[0])
+        with WireClient.connect(cluster.bootstrap_of(cluster.leader("isr", 0))) as w:
+            assert produce(w, "isr", batch(1)).error_code == 0

@@ -47,6 +47,7 @@ class LogConfig:
     cleanup_policy: tuple[str, ...] = ("delete",)
     delete_retention_ms: int = 86400000
     min_compaction_lag_ms: int = 0
+    min_insync_replicas: int = 1
 
     @classmethod
     def from_topic_configs(cls, c: dict[str, str]) -> "LogConfig":
@@ -66,6 +67,7 @@ class LogConfig:
             cleanup_policy=tuple(x.strip() for x in (c.get("cleanup.policy") or "delete").split(",") if x.strip()),
             delete_retention_ms=i("delete.retention.ms", cls.delete_retention_ms),
             min_compaction_lag_ms=i("min.compaction.lag.ms", 0),
+            min_insync_replicas=i("min.insync.replicas", 1),
         )
 
 

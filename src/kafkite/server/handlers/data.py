@@ -67,6 +67,16 @@ async def handle_produce(ctx: RequestContext):
                                log_start_offset=-1, record_errors=[]))
                 continue
             pinfo = b.metadata.partition(name, pd.index)
+            if acks == -1:
+                lg = rm.get(name, pd.index)
+                min_isr = lg.config.min_insync_replicas if lg is not None else 1
+                if len(pinfo.isr) < min_isr:
+                    # Kafka: acks=all needs min.insync.replicas in-sync replicas, checked before the append
+                    parts.append(P(index=pd.index, error_code=int(E.NOT_ENOUGH_REPLICAS), base_offset=-1,
+                                   log_append_time_ms=-1, log_start_offset=-1, record_errors=[],
+                                   error_message=f"The size of the current ISR {pinfo.isr} is insufficient to "
+                                                 f"satisfy the min.isr requirement of {min_isr}"))
+                    continue
             out = rm.append(name, pd.index, pd.records or b"", now, leader_epoch=pinfo.leader_epoch)
             if out.error:
                 ctx.log.info("produce.rejected", topic=name, partition=pd.index, error=E(out.error).name,
