@@ -155,7 +155,6 @@ def _read_fetch(b, body, v: int, max_bytes: int):
             except OffsetOutOfRange:
                 parts.append(empty(E.OFFSET_OUT_OF_RANGE, hw, hw, lg.log_start_offset))
                 continue
-            data = bytes(data)
             total += len(data)
             parts.append(P(partition_index=fp.partition, error_code=0, high_watermark=hw, last_stable_offset=hw,
                            log_start_offset=lg.log_start_offset, aborted_transactions=None,
