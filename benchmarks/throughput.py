@@ -142,18 +142,24 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds, brokers interleaved; medians are reported")
     args = ap.parse_args()
+    import statistics
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:
         n = args.records if size <= 100 else max(1, args.records // 4)
-        res = {}
-        for name, broker in (("kafkite", kafkite), ("kafkite-disk", kafkite_disk), ("tansu", tansu)):
-            with broker() as bs:
-                topic = f"bench-{size}"
-                create_topic(bs, topic)
-                res[name] = (produce(bs, topic, n, size), consume(bs, topic, n))
+        runs: dict[str, list[tuple[float, float]]] = {}
+        for rnd in range(args.repeat):
+            for name, broker in (("kafkite", kafkite), ("kafkite-disk", kafkite_disk), ("tansu", tansu)):
+                with broker() as bs:
+                    topic = f"bench-{size}-{rnd}"
+                    create_topic(bs, topic)
+                    runs.setdefault(name, []).append((produce(bs, topic, n, size), consume(bs, topic, n)))
+        res = {name: (statistics.median(p for p, _ in r), statistics.median(c for _, c in r))
+               for name, r in runs.items()}
         rows.append((size, n, res))
-    print("Tansu runs with its memory:// storage engine; Kafkite in memory and on disk (fsync per append).")
+    print(f"Medians of {args.repeat} interleaved rounds. Tansu runs with its memory:// storage engine; "
+          "Kafkite in memory and on disk (fsync per append).")
     print(f"{'size':>6} {'records':>8} {'kafkite mode':>13} | {'produce/s':>10} {'tansu':>10} {'ratio':>6} | "
           f"{'consume/s':>10} {'tansu':>10} {'ratio':>6}")
     for size, n, res in rows:
