@@ -180,3 +180,21 @@ def test_acks_all_needs_min_insync_replicas():
         cluster.start_broker(others[0])
         with WireClient.connect(cluster.bootstrap_of(cluster.leader("isr", 0))) as w:
             assert produce(w, "isr", batch(1)).error_code == 0
+
+
+def test_not_leader_and_fenced_leader_epoch():
+    from test_data_versions import batch, fetch, produce
+    with KafkiteCluster(brokers=2) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        admin.create_topics([NewTopic("fence", 1, 2)])
+        admin.close()
+        lead = cluster.leader("fence", 0)
+        follower = 1 if lead == 2 else 2
+        with WireClient.connect(cluster.bootstrap_of(follower)) as w:
+            assert produce(w, "fence", batch(1)).error_code == E.NOT_LEADER_OR_FOLLOWER
+            assert fetch(w, "fence", 0).error_code == E.NOT_LEADER_OR_FOLLOWER
+        cluster.move_leader("fence", 0, follower)  # leader epoch 0 -> 1
+        with WireClient.connect(cluster.bootstrap_of(follower)) as w:
+            assert fetch(w, "fence", 0, leader_epoch=0).error_code == E.FENCED_LEADER_EPOCH
+            assert fetch(w, "fence", 0, leader_epoch=1).error_code == 0
+            assert fetch(w, "fence", 0, leader_epoch=2).error_code == E.UNKNOWN_LEADER_EPOCH
