@@ -60,7 +60,7 @@ def test_failover_and_fencing():
         forged["topics"] = []
         cmd = MetadataUpdate(old_controller_id, old_controller.epoch, forged)
         assert old_controller.epoch < cluster.controller_epoch
-        answers = [cluster._call(lambda b=b: cluster.state.deliver(b, cmd)) for b in cluster.live_brokers]
+        answers = [cluster.call(lambda b=b: cluster.state.deliver(b, cmd)) for b in cluster.live_brokers]
         assert answers == [E.STALE_CONTROLLER_EPOCH] * len(cluster.live_brokers)
         assert cluster.metadata_view(cluster.controller_id) == before
         assert old_controller.active_controller() is None

@@ -240,3 +240,15 @@ def test_compaction_keeps_latest_per_key_and_expires_tombstones(make_log):
     assert all(k != b"b" for _, k, _ in got)
     assert lg.log_end_offset == 13
     assert lg.append(bytearray(build_batch([(b"z", b"1", [])], timestamp_ms=0)), now_ms=0).base_offset == 13
+
+
+def test_compaction_rewrites_partly_superseded_batches(make_log):
+    from kafkite.storage.batch import build_batch
+    lg = make_log(segment_bytes=200)
+    lg.append(bytearray(build_batch([(b"a", b"1", []), (b"b", b"1", []), (b"c", b"1", [])], timestamp_ms=0)),
+              now_ms=0)
+    lg.append(bytearray(build_batch([(b"b", b"2", [])], timestamp_ms=0)), now_ms=0)
+    lg.append(bytearray(build_batch([(b"z", b"1", [])], timestamp_ms=0)), now_ms=0)
+    assert lg.compact(now_ms=0) == 1
+    got = [(r.offset, r.key, r.value) for r in read_all(lg)]
+    assert got == [(0, b"a", b"1"), (2, b"c", b"1"), (3, b"b", b"2"), (4, b"z", b"1")]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .batch import (crc_ok, decode_batch, iter_batches, patch_base_offset, patch_partition_leader_epoch,
-                    read_header, set_log_append_time)
+                    read_header, rebuild_batch, set_log_append_time)
 from .producer_state import ProducerStateManager
 
 LONG_MAX = 9223372036854775807

@@ -16,7 +16,6 @@ into the cluster's thread and may be used directly from async code.
 """
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import trio
@@ -25,14 +24,18 @@ from ..app import build_state, state_services_run
 from ..config import BrokerConfig
 from ..server.broker import Broker, ClusterState
 from .faults import Faults
+from .trio_thread import TrioThread
 
 
-class KafkiteCluster:
+class KafkiteCluster(TrioThread):
+    thread_name = "kafkite-cluster"
+
     def __init__(self, brokers: int = 3, data_dir: str | Path | None = None,
                  overrides: dict[str, str] | None = None, host: str = "127.0.0.1"):
         static = {"listeners": f"PLAINTEXT://{host}:0", "group.initial.rebalance.delay.ms": "0",
                   "default.replication.factor": str(min(3, brokers)),
                   "offsets.topic.replication.factor": str(min(3, brokers))}
+        super().__init__()
         static.update(overrides or {})
         self.config = BrokerConfig(static=static)
         self.n = brokers
@@ -44,11 +47,6 @@ class KafkiteCluster:
         self.ports: dict[int, int] = {}
         self._scopes: dict[int, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
-        self._token = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._stop: trio.Event | None = None
-        self._error: BaseException | None = None
 
     # -- Trio side -----------------------------------------------------------
     async def _run_broker(self, node_id: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -63,66 +61,18 @@ class KafkiteCluster:
                 task_status.started(b)
         self._scopes.pop(node_id, None)
 
-    async def _main(self) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        self._stop = trio.Event()
+    async def _serve(self) -> None:
         self.state = build_state(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None)
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            await nursery.start(state_services_run, self.state)
-            for i in range(1, self.n + 1):
-                await nursery.start(self._run_broker, i)
-            self._ready.set()
-            await self._stop.wait()
-            nursery.cancel_scope.cancel()
-        from .. import services
-        services.close(self.state)
-
-    def _thread_main(self) -> None:
         try:
-            trio.run(self._main)
-        except BaseException as exc:
-            self._error = exc
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await nursery.start(state_services_run, self.state)
+                for i in range(1, self.n + 1):
+                    await nursery.start(self._run_broker, i)
+                await self._started()
         finally:
-            self._ready.set()
-
-    def _call(self, fn, *args):
-        async def runner():
-            r = fn(*args)
-            if hasattr(r, "__await__"):
-                r = await r
-            return r
-        return trio.from_thread.run(runner, trio_token=self._token)
-
-    # -- public API ------------------------------------------------------------
-    def start(self) -> "KafkiteCluster":
-        self._thread = threading.Thread(target=self._thread_main, name="kafkite-cluster", daemon=True)
-        self._thread.start()
-        self._ready.wait(60)
-        if self._error is not None:
-            raise RuntimeError("cluster failed to start") from self._error
-        return self
-
-    def stop(self) -> None:
-        if self._thread is None:
-            return
-        if self._thread.is_alive():
-            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-        self._thread.join(60)
-        self._thread = None
-
-    def __enter__(self) -> "KafkiteCluster":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> "KafkiteCluster":
-        await trio.to_thread.run_sync(self.start)
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await trio.to_thread.run_sync(self.stop)
+            from .. import services
+            services.close(self.state)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -139,8 +89,8 @@ class KafkiteCluster:
         """Stop a broker as if its process died: listener closed, connections dropped, session ended."""
         def do():
             self._scopes[broker_id].cancel()
-        self._call(do)
-        self._call(self._wait_gone, broker_id)
+        self.call(do)
+        self.call(self._wait_gone, broker_id)
 
     async def _wait_gone(self, broker_id: int) -> None:
         while broker_id in self.state.brokers:
@@ -149,7 +99,7 @@ class KafkiteCluster:
     def start_broker(self, broker_id: int) -> None:
         async def do():
             await self._nursery.start(self._run_broker, broker_id)
-        self._call(do)
+        self.call(do)
 
     @property
     def controller_id(self) -> int:
@@ -171,7 +121,7 @@ class KafkiteCluster:
         return self.state.metadata.partition(topic, partition).leader_epoch
 
     def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
-        self._call(lambda: self.state.active_controller().move_leader(topic, partition, broker_id))
+        self.call(lambda: self.state.active_controller().move_leader(topic, partition, broker_id))
 
     def coordinator(self, group_id: str) -> int:
         from ..coordinator.hashing import partition_for
@@ -180,7 +130,7 @@ class KafkiteCluster:
 
     def metadata_view(self, broker_id: int) -> dict:
         """A broker's own view of the cluster (to check every broker agrees)."""
-        return self._call(lambda: self.brokers[broker_id].cache.snapshot(include_brokers=True))
+        return self.call(lambda: self.brokers[broker_id].cache.snapshot(include_brokers=True))
 
     def inject_error(self, api, error: int, count: int = 1, broker_id: int | None = None) -> None:
         self.faults.inject_error(api, int(error), count=count, broker_id=broker_id)
