@@ -76,3 +76,28 @@ def test_serve_three_brokers():
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
+
+
+def test_serve_with_server_properties_and_overrides(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text("# Kafka-style config\nbroker.id=7\nnum.partitions=3\nlog.retention.hours=1\n"
+                     "auto.create.topics.enable=true\n")
+    proc, bootstrap = start_serve("--in-memory", "--config", str(props), "--override", "auto.create.topics.enable=false")
+    try:
+        from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+        from kafka.protocol.metadata import MetadataRequest
+        from kafkite.testing.wire_client import WireClient
+        a = KafkaAdminClient(bootstrap_servers=bootstrap)
+        assert [b["broker_id"] for b in a.describe_cluster()["brokers"]] == [7]
+        a.create_topics([NewTopic("props", -1, -1)])
+        assert len(a.describe_topics(["props"])[0]["partitions"]) == 3  # num.partitions from the file
+        cfg = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "props")], config_filter="all")
+        assert cfg["topic"]["props"]["retention.ms"]["value"] == "3600000"  # log.retention.hours=1
+        a.close()
+        with WireClient.connect(bootstrap) as w:  # the override wins over the file
+            r = w.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="auto-x")],
+                                          allow_auto_topic_creation=True), 9)
+            assert r.topics[0].error_code == 3
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
