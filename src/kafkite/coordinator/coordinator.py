@@ -114,7 +114,11 @@ class GroupCoordinator:
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.cfg.num_partitions)
 
-    def _check_owner(self, group_id: str) -> int:
+    def _check_owner(self, group_id: str | None, *, allow_empty: bool = False) -> int:
+        """Kafka's isValidGroupId, then ownership: a null group id is never valid; an empty one only for
+        the offset APIs (commit, fetch) and admin calls, not for group membership."""
+        if group_id is None or (not group_id and not allow_empty):
+            return E.INVALID_GROUP_ID
         p = self.partition_of(group_id)
         if p in self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS
@@ -538,7 +542,7 @@ class GroupCoordinator:
         """offsets: (topic, partition, offset, leader_epoch, metadata) -> [(topic, partition, error)]."""
         def all_(code):
             return [(t, p, int(code)) for t, p, *_ in offsets]
-        err = self._check_owner(group_id)
+        err = self._check_owner(group_id, allow_empty=True)
         if err:
             return all_(err)
         g = self.groups.get(group_id)
@@ -587,7 +591,7 @@ class GroupCoordinator:
 
     def fetch_offsets(self, *, group_id: str, partitions: list[tuple[str, int]] | None, now_ms: int,
                       require_stable: bool = False) -> tuple[int, list[tuple[str, int, OffsetEntry | None, int]]]:
-        err = self._check_owner(group_id)
+        err = self._check_owner(group_id, allow_empty=True)
         if err:
             return err, []
         g = self.groups.get(group_id)
@@ -626,7 +630,7 @@ class GroupCoordinator:
 
     # -- admin -----------------------------------------------------------------------------------------------
     def describe_group(self, group_id: str, now_ms: int = 0) -> GroupDescription:
-        err = self._check_owner(group_id)
+        err = self._check_owner(group_id, allow_empty=True)
         if err:
             return GroupDescription(err, group_id, "", "", "", [])
         g = self.groups.get(group_id)
@@ -651,7 +655,7 @@ class GroupCoordinator:
         return sorted(out)
 
     def delete_group(self, group_id: str, now_ms: int) -> int:
-        err = self._check_owner(group_id)
+        err = self._check_owner(group_id, allow_empty=True)
         if err:
             return err
         g = self.groups.get(group_id)
@@ -668,7 +672,7 @@ class GroupCoordinator:
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]], now_ms: int
                        ) -> tuple[int, list[tuple[str, int, int]]]:
-        err = self._check_owner(group_id)
+        err = self._check_owner(group_id, allow_empty=True)
         if err:
             return err, []
         g = self.groups.get(group_id)
