@@ -253,3 +253,15 @@ def test_record_formats_round_trip():
     gv = R.GroupValue("consumer", 5, "range", "m1", 99, [R.MemberValue("m1", "i1", "c", "/h", 300, 100, b"s", b"a")])
     key, val = R.decode_record(R.group_key("grp"), R.group_value(gv))
     assert key == R.GroupKey("grp") and val == gv
+
+
+def test_group_id_validity_like_kafka():
+    c, _ = make()
+    assert c.heartbeat(group_id=None, generation_id=1, member_id="m", group_instance_id=None,
+                       now_ms=0) == E.INVALID_GROUP_ID
+    assert c.heartbeat(group_id="", generation_id=1, member_id="m", group_instance_id=None,
+                       now_ms=0) == E.INVALID_GROUP_ID
+    assert c.fetch_offsets(group_id=None, partitions=None, now_ms=0)[0] == E.INVALID_GROUP_ID
+    # the offset APIs accept an empty group id, like Kafka's isValidGroupId
+    assert c.commit_offsets(group_id="", generation_id=-1, member_id="", group_instance_id=None,
+                            offsets=[("t", 0, 1, -1, "")], now_ms=0) == [("t", 0, 0)]
