@@ -1,17 +1,15 @@
-"""Partition logs: MemoryLog and FileLog behave alike; FileLog recovers from torn writes."""
+"""Partition logs: MemoryLog and FileLog behave alike; FileLog recovers from torn writes.
+
+The finer rules are in test_storage_{batch,log,producer_state,recovery,validate}.py."""
 from __future__ import annotations
 
 import os
 
 import pytest
-from hypothesis import given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafkite.storage.batch import build_batch, crc_ok, decode_records, iter_batches, read_header
 from kafkite.storage.log import FileLog, LogConfig, MemoryLog, OffsetOutOfRange
-from kafkite.storage.producer_state import ProducerStateManager
-from kafkite.storage.validate import validate_produce
-from kafkite.wire.errors import E
 
 
 def batch(n=3, ts=1000, size=10, codec=0, pid=-1, epoch=-1, seq=-1):
@@ -65,18 +63,6 @@ def test_max_bytes_at_least_one_batch(make_log):
     assert len(list(iter_batches(lg.read(0, 1200)))) == 2
 
 
-def test_many_segments_index_seek(make_log):
-    lg = make_log(segment_bytes=2000, index_interval_bytes=300)
-    for i in range(200):
-        lg.append(batch(2, ts=i * 10), now_ms=0)
-    if isinstance(lg, FileLog):
-        assert len(lg.segments) > 10
-        assert all(s.index for s in lg.segments)
-    for off in (0, 1, 57, 200, 399):
-        first = decode_records(lg.read(off, 1))[0]
-        assert first.offset <= off <= first.offset + 1
-
-
 def test_timestamp_lookup(make_log):
     lg = make_log(segment_bytes=1000)
     for i in range(50):
@@ -86,21 +72,6 @@ def test_timestamp_lookup(make_log):
     assert lg.offset_for_timestamp(1150)[:2] == (4, 1200)
     assert lg.offset_for_timestamp(10**9) is None
     assert lg.max_timestamp_entry()[:2] == (99, 1000 + 49 * 100 + 1)
-
-
-def test_retention_by_bytes_and_time(make_log):
-    lg = make_log(segment_bytes=600, retention_bytes=900, retention_ms=-1)
-    for i in range(20):
-        lg.append(batch(1, ts=i), now_ms=0)
-    lg.enforce_retention(10**12)
-    assert lg.log_start_offset > 0
-    with pytest.raises(OffsetOutOfRange):
-        lg.read(0, 100)
-    lg2 = make_log(segment_bytes=600, retention_ms=1000)
-    for i in range(10):
-        lg2.append(batch(1, ts=0 if i < 5 else 10_000), now_ms=0)
-    lg2.enforce_retention(5_000)
-    assert lg2.log_start_offset >= 1
 
 
 def test_delete_records(make_log):
@@ -161,45 +132,6 @@ def test_file_log_rebuilds_missing_index_and_restores_state(tmp_path):
     # producer state rebuilt from the log: a retry of the last batch is a duplicate
     chk = lg.producer_state.check(7, 0, 118, 119)
     assert chk.error == "duplicate" and chk.base_offset == 118
-
-
-def test_producer_state_rules():
-    ps = ProducerStateManager()
-    assert ps.check(1, 0, 0, 2).error is None
-    ps.update(1, 0, 0, 2, 0, 2)
-    assert ps.check(1, 0, 0, 2).error == "duplicate"
-    assert ps.check(1, 0, 5, 6).code == E.OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert ps.check(1, 0, 3, 4).error is None
-    assert ps.check(1, 1, 3, 4).code == E.OUT_OF_ORDER_SEQUENCE_NUMBER  # new epoch starts at 0
-    ps.update(1, 1, 0, 0, 5, 5)
-    assert ps.check(1, 0, 1, 1).code == E.INVALID_PRODUCER_EPOCH
-
-
-def test_validate_rejects_bad_batches():
-    kw = dict(max_message_bytes=10_000, timestamp_type="CreateTime", timestamp_before_max_ms=2**63 - 1,
-              timestamp_after_max_ms=3_600_000, now_ms=10_000)
-    good = bytes(batch(2, ts=9_000))
-    assert validate_produce(good, **kw).error == 0
-    assert validate_produce(good[:-5], **kw).error == E.CORRUPT_MESSAGE
-    bad = bytearray(good)
-    bad[-1] ^= 1
-    assert validate_produce(bytes(bad), **kw).error == E.CORRUPT_MESSAGE
-    assert validate_produce(bytes(batch(1, size=20_000)), **kw).error == E.MESSAGE_TOO_LARGE
-    future = validate_produce(bytes(batch(2, ts=10_000 + 4_000_000)), **kw)
-    assert future.error == E.INVALID_TIMESTAMP and [i for i, _ in future.record_errors] == [0, 1]
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.integers(min_value=1, max_value=5), min_size=1, max_size=30), st.integers(0, 4))
-def test_memory_and_file_agree(tmp_path_factory, sizes, codec):
-    d = tmp_path_factory.mktemp("agree")
-    a, b = MemoryLog(LogConfig(segment_bytes=700)), FileLog(d / "x-0", LogConfig(segment_bytes=700))
-    for n in sizes:
-        assert a.append(batch(n, codec=codec), now_ms=0).base_offset == b.append(batch(n, codec=codec),
-                                                                                   now_ms=0).base_offset
-    for off in range(0, a.log_end_offset, 3):
-        assert decode_records(a.read(off, 1))[0].offset == decode_records(b.read(off, 1))[0].offset
-    b.close()
 
 
 def test_build_batch_for_internal_writes():

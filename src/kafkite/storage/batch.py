@@ -1,11 +1,31 @@
 """Kafka v2 record batches as bytes: a header view, CRC32C, offset patching, record decoding.
 
 The broker never re-encodes producer batches. It reads the 61-byte header,
-checks the CRC32C (C-accelerated `crc32c`), patches baseOffset (and the
-partition leader epoch, both outside the CRC) and stores/serves the bytes.
+checks the CRC32C (C-accelerated `crc32c`), patches baseOffset and the
+partition leader epoch (both outside the CRC) and stores/serves the bytes.
 Record contents are decoded only where a feature needs them (timestamps of
-compressed batches, compaction, the coordinator reading __consumer_offsets),
-with kafka-python's record classes.
+out-of-range batches, compaction, ListOffsets by time, the coordinator reading
+__consumer_offsets), with kafka-python's `kafka.record` classes, which handle
+every compression codec (gzip, snappy, lz4, zstd).
+
+v2 batch header, big-endian (Kafka's DefaultRecordBatch)::
+
+    offset  size  field
+    0       8     baseOffset
+    8       4     batchLength            (bytes after this field)
+    12      4     partitionLeaderEpoch   \\ outside the CRC
+    16      1     magic (2)
+    17      4     crc (CRC32C of bytes 21..end)
+    21      2     attributes             bits 0-2 compression, 3 timestamp type,
+                                         4 transactional, 5 control
+    23      4     lastOffsetDelta
+    27      8     baseTimestamp
+    35      8     maxTimestamp
+    43      8     producerId
+    51      2     producerEpoch
+    53      4     baseSequence
+    57      4     recordsCount
+    61            records...
 """
 from __future__ import annotations
 
@@ -17,17 +37,24 @@ import crc32c
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength
-_HDR = struct.Struct(">qiiBIhiqqqhii")
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted in batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49: a batchLength below this cannot hold a header
+_HDR = struct.Struct(">qiibIhiqqqhii")
 CRC_START = 21  # attributes onward are covered by the CRC
 
+# positions of the fields the broker patches
+_PLE_POS, _MAGIC_POS, _CRC_POS, _ATTR_POS, _MAX_TS_POS = 12, 16, 17, 21, 35
+
 COMPRESSION_NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CREATE_TIME, LOG_APPEND_TIME = 0, 1
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+INT32_MAX = (1 << 31) - 1
 
 
 class BatchHeader(NamedTuple):
+    """The 61-byte v2 header, field names as in Kafka's DefaultRecordBatch."""
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -44,6 +71,7 @@ class BatchHeader(NamedTuple):
 
     @property
     def size(self) -> int:
+        """The whole batch on the wire/on disk: batchLength + 12."""
         return self.batch_length + LOG_OVERHEAD
 
     @property
@@ -59,6 +87,11 @@ class BatchHeader(NamedTuple):
         return self.attributes & 0x07
 
     @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return 1 if self.attributes & TIMESTAMP_TYPE_BIT else 0
+
+    @property
     def log_append_time(self) -> bool:
         return bool(self.attributes & TIMESTAMP_TYPE_BIT)
 
@@ -71,53 +104,73 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_BIT)
 
     @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+    @property
     def last_sequence(self) -> int:
+        """Sequence of the last record; sequences wrap from Int32 max to 0 (Kafka's incrementSequence)."""
         if self.base_sequence < 0:
             return -1
-        return (self.base_sequence + self.last_offset_delta) % (1 << 31)
+        return (self.base_sequence + self.last_offset_delta) % (INT32_MAX + 1)
 
 
 def read_header(buf, pos: int = 0) -> BatchHeader:
+    """The header at pos (buf must hold at least 61 bytes from pos)."""
     return BatchHeader(*_HDR.unpack_from(buf, pos))
 
 
 def peek_size(buf, pos: int) -> int | None:
-    """The whole batch size at pos, or None if not even the length is there."""
+    """The whole batch size at pos, or None if not even baseOffset+batchLength are there."""
     if len(buf) - pos < LOG_OVERHEAD:
         return None
     return struct.unpack_from(">i", buf, pos + 8)[0] + LOG_OVERHEAD
 
 
 def iter_batches(buf, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of each complete batch; stops at a partial one (check `valid_prefix`)."""
+    """(position, header) of each complete batch from start; stops silently at a partial or
+    impossible one (batchLength < 49). `valid_prefix` says where it stopped."""
     end = len(buf) if end is None else end
     pos = start
     while end - pos >= HEADER_SIZE:
         h = read_header(buf, pos)
-        if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + h.size > end:
+        if h.batch_length < MIN_BATCH_LENGTH or pos + h.size > end:
             return
         yield pos, h
         pos += h.size
 
 
+def valid_prefix(buf, start: int = 0, end: int | None = None) -> int:
+    """Position just past the last complete batch that iter_batches yields (== start if none)."""
+    pos = start
+    for p, h in iter_batches(buf, start, end):
+        pos = p + h.size
+    return pos
+
+
 def crc_ok(buf, pos: int, h: BatchHeader) -> bool:
+    """CRC32C over attributes..end of the batch matches the header's crc."""
     return crc32c.crc32c(memoryview(buf)[pos + CRC_START:pos + h.size]) == h.crc
 
 
 def patch_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
+    """Assign the batch's offsets (baseOffset is outside the CRC)."""
     struct.pack_into(">q", buf, pos, base_offset)
 
 
 def patch_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
-    struct.pack_into(">i", buf, pos + 12, epoch)
+    """Stamp the leader's epoch (outside the CRC)."""
+    struct.pack_into(">i", buf, pos + _PLE_POS, epoch)
 
 
 def set_log_append_time(buf: bytearray, pos: int, ts: int) -> None:
-    """LogAppendTime: the broker's time becomes max timestamp; type bit set; CRC recomputed."""
+    """LogAppendTime: the broker's time becomes the max timestamp, the timestamp-type bit is
+    set, and the CRC is recomputed (both fields are inside it). Records keep their deltas;
+    readers use maxTimestamp for every record of a LogAppendTime batch."""
     h = read_header(buf, pos)
-    struct.pack_into(">h", buf, pos + 21, h.attributes | TIMESTAMP_TYPE_BIT)
-    struct.pack_into(">q", buf, pos + 35, ts)
-    struct.pack_into(">I", buf, pos + 17, crc32c.crc32c(memoryview(buf)[pos + CRC_START:pos + h.size]))
+    struct.pack_into(">h", buf, pos + _ATTR_POS, h.attributes | TIMESTAMP_TYPE_BIT)
+    struct.pack_into(">q", buf, pos + _MAX_TS_POS, ts)
+    struct.pack_into(">I", buf, pos + _CRC_POS, crc32c.crc32c(memoryview(buf)[pos + CRC_START:pos + h.size]))
 
 
 @dataclass(slots=True)
@@ -130,12 +183,14 @@ class Record:
 
 
 def decode_batch(data) -> list[Record]:
+    """The records of one whole batch (decompressing as needed). Raises kafka.errors.CorruptRecordError
+    (or a codec error) on a malformed batch."""
     b = DefaultRecordBatch(bytes(data))
     return [Record(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in b]
 
 
 def decode_records(buf) -> list[Record]:
-    """Every record of every complete batch in buf (control batches skipped)."""
+    """Every record of every complete batch in buf, in offset order (control batches skipped)."""
     out: list[Record] = []
     mv = memoryview(buf)
     for pos, h in iter_batches(buf):
@@ -145,29 +200,34 @@ def decode_records(buf) -> list[Record]:
     return out
 
 
+def record_timestamps(data) -> list[int]:
+    """Timestamps of one batch's records (decompresses if needed)."""
+    return [r.timestamp for r in DefaultRecordBatch(bytes(data))]
+
+
 def build_batch(records: list[tuple[bytes | None, bytes | None, list]], *, base_offset: int = 0,
                 timestamp_ms: int, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-                compression: int = COMPRESSION_NONE) -> bytes:
-    """A v2 batch the broker writes itself (e.g. to __consumer_offsets)."""
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=False,
+                compression: int = COMPRESSION_NONE, is_transactional: bool = False,
+                partition_leader_epoch: int = -1) -> bytes:
+    """A v2 batch the broker writes itself (e.g. to __consumer_offsets): records are
+    (key, value, headers) with offset deltas 0..n-1, all with timestamp_ms."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=is_transactional,
                                   producer_id=producer_id, producer_epoch=producer_epoch,
                                   base_sequence=base_sequence, batch_size=1 << 31)
     for i, (k, v, h) in enumerate(records):
         b.append(i, timestamp=timestamp_ms, key=k, value=v, headers=h)
     data = bytearray(b.build())
-    if base_offset:
-        patch_base_offset(data, 0, base_offset)
+    patch_base_offset(data, 0, base_offset)
+    patch_partition_leader_epoch(data, 0, partition_leader_epoch)
     return bytes(data)
-
-
-def record_timestamps(data) -> list[int]:
-    """Timestamps of a batch's records (decompresses if needed)."""
-    return [r.timestamp for r in DefaultRecordBatch(bytes(data))]
 
 
 def rebuild_batch(header: BatchHeader, records: list[Record]) -> bytes:
     """A batch holding a subset of an existing batch's records, offsets and timestamps preserved
-    (the log cleaner's output). Compression and producer fields are kept."""
+    (the log cleaner's output). Compression, producer fields, leader epoch and the timestamp
+    type are kept. The offset range shrinks to the kept records, as Kafka's cleaner does."""
     b = DefaultRecordBatchBuilder(magic=2, compression_type=header.compression,
                                   is_transactional=header.is_transactional, producer_id=header.producer_id,
                                   producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,

@@ -1,46 +1,95 @@
 """Partition logs: Kafka's segment files, or memory, behind one interface.
 
-On disk a partition is a directory `<topic>-<partition>/` holding segments
-`<20-digit base offset>.log` (v2 record batches exactly as on the wire),
-`.index` (8-byte entries: relative last offset of an appended batch, file
-position of that batch, one every `index.interval.bytes`) and `.timeindex`
-(12-byte entries: max timestamp so far, relative offset), plus Kafka's
-`leader-epoch-checkpoint` text file and a `log-start-offset` checkpoint.
+A log is a list of segments, each holding the batches from its base offset up to the next
+segment's base. The last segment is the active one: appends go there, and it is rolled
+(a new segment started at the log end offset) when the next append would take it past
+`segment.bytes`, or when `segment.ms` has passed since its first batch. `FileLog` and
+`MemoryLog` share every rule (offset assignment, rolling, reads, retention, DeleteRecords,
+timestamp lookup, compaction, truncation, the leader epoch cache and producer state);
+only the segment storage differs, so the two behave alike to the offset.
 
-Recovery on open: every batch of the last segment is re-checked (length and
-CRC32C); a torn tail is truncated away and the indexes of that segment are
-rebuilt; the index of an older segment is rebuilt when missing or stale.
-Durability: the active segment is fsynced after every `flush.messages` records
+On disk (`FileLog`) a partition is a directory `<topic>-<partition>/` holding, per segment,
+Kafka's files:
+
+- `<20-digit base offset>.log`: v2 record batches exactly as on the wire;
+- `.index`: 8-byte big-endian entries (offset relative to the base: the last offset of a
+  batch, int32 file position of that batch), one every `index.interval.bytes` of log;
+- `.timeindex`: 12-byte entries (int64 max timestamp so far, int32 relative offset of the
+  batch holding it), monotonic in the timestamp, at the same interval, plus a final entry
+  when the segment stops being active;
+
+and for the partition `leader-epoch-checkpoint` (Kafka's text checkpoint: version 0, the
+entry count, then `epoch startOffset` lines), `partition.metadata` (`version: 0` /
+`topic_id: <base64 topic id>`) and `log-start-offset` (our one-number checkpoint; Kafka
+keeps log start offsets in a per-log-dir file the storage layer does not own).
+
+The indexes of the active segment live in memory and are written out when it rolls and
+on close. On open, the active segment is always recovered: each batch's length and CRC32C
+are checked, a torn tail (short batch or bad CRC) is truncated away and its indexes rebuilt.
+An older segment's indexes are loaded, or rebuilt from the .log when missing or stale.
+Durability: the active .log is fsynced once `flush.messages` records are unflushed
 (1 by default here: an acknowledged write is on disk).
+
+This module is sans-IO with respect to time: every operation that needs the clock takes
+`now_ms` from the caller.
 """
 from __future__ import annotations
 
+import base64
 import bisect
 import os
+import shutil
 import struct
-from dataclasses import dataclass
+import sys
+import uuid
+from array import array
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Iterator
 
-from .batch import (crc_ok, decode_batch, iter_batches, patch_base_offset, patch_partition_leader_epoch,
-                    read_header, rebuild_batch, set_log_append_time)
+from .batch import (HEADER_SIZE, BatchHeader, Record, crc_ok, decode_batch, iter_batches, patch_base_offset,
+                    patch_partition_leader_epoch, read_header, rebuild_batch, set_log_append_time, valid_prefix)
 from .producer_state import ProducerStateManager
 
 LONG_MAX = 9223372036854775807
+INT32_MAX = (1 << 31) - 1
 
 
 class OffsetOutOfRange(Exception):
-    pass
+    """An offset outside [log start offset, log end offset] (or above the high watermark for
+    DeleteRecords): Kafka's OFFSET_OUT_OF_RANGE."""
+
+
+# -- configuration ------------------------------------------------------------------------------
+_TOPIC_CONFIG_NAMES = {
+    # field -> Kafka topic config name
+    "segment_bytes": "segment.bytes",
+    "segment_ms": "segment.ms",
+    "index_interval_bytes": "index.interval.bytes",
+    "retention_ms": "retention.ms",
+    "retention_bytes": "retention.bytes",
+    "flush_interval_messages": "flush.messages",
+    "max_message_bytes": "max.message.bytes",
+    "message_timestamp_type": "message.timestamp.type",
+    "message_timestamp_before_max_ms": "message.timestamp.before.max.ms",
+    "message_timestamp_after_max_ms": "message.timestamp.after.max.ms",
+    "cleanup_policy": "cleanup.policy",
+    "delete_retention_ms": "delete.retention.ms",
+    "min_compaction_lag_ms": "min.compaction.lag.ms",
+    "min_insync_replicas": "min.insync.replicas",
+}
 
 
 @dataclass
 class LogConfig:
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    index_interval_bytes: int = 4096
-    retention_ms: int = 604800000
-    retention_bytes: int = -1
-    flush_interval_messages: int = 1
-    max_message_bytes: int = 1048588
+    """Per-topic log settings, Kafka's names and defaults (flush.messages: 1 here, see above)."""
+    segment_bytes: int = 1073741824          # segment.bytes / log.segment.bytes
+    segment_ms: int = 604800000              # segment.ms / log.roll.ms
+    index_interval_bytes: int = 4096         # index.interval.bytes
+    retention_ms: int = 604800000            # retention.ms, -1 = infinite
+    retention_bytes: int = -1                # retention.bytes, -1 = infinite
+    flush_interval_messages: int = 1         # flush.messages; Kafka's default Long.MAX = never
+    max_message_bytes: int = 1048588         # max.message.bytes
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = 3600000
@@ -49,292 +98,202 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     min_insync_replicas: int = 1
 
+    def __post_init__(self) -> None:
+        if isinstance(self.cleanup_policy, str):
+            self.cleanup_policy = _policy(self.cleanup_policy)
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
+
     @classmethod
-    def from_topic_configs(cls, c: dict[str, str]) -> "LogConfig":
-        def i(name, default):
-            return int(c[name]) if name in c and c[name] not in (None, "") else default
-        return cls(
-            segment_bytes=i("segment.bytes", cls.segment_bytes),
-            segment_ms=i("segment.ms", cls.segment_ms),
-            index_interval_bytes=i("index.interval.bytes", cls.index_interval_bytes),
-            retention_ms=i("retention.ms", cls.retention_ms),
-            retention_bytes=i("retention.bytes", cls.retention_bytes),
-            flush_interval_messages=i("flush.messages", cls.flush_interval_messages),
-            max_message_bytes=i("max.message.bytes", cls.max_message_bytes),
-            message_timestamp_type=c.get("message.timestamp.type") or "CreateTime",
-            message_timestamp_before_max_ms=i("message.timestamp.before.max.ms", LONG_MAX),
-            message_timestamp_after_max_ms=i("message.timestamp.after.max.ms", 3600000),
-            cleanup_policy=tuple(x.strip() for x in (c.get("cleanup.policy") or "delete").split(",") if x.strip()),
-            delete_retention_ms=i("delete.retention.ms", cls.delete_retention_ms),
-            min_compaction_lag_ms=i("min.compaction.lag.ms", 0),
-            min_insync_replicas=i("min.insync.replicas", 1),
-        )
+    def from_topic_configs(cls, c: dict[str, str | None]) -> "LogConfig":
+        """From Kafka topic config names (segment.bytes, retention.ms, cleanup.policy, ...);
+        missing or empty values keep the defaults, unknown names are ignored."""
+        kw = {}
+        types = {f.name: f.type for f in fields(cls)}
+        for attr, name in _TOPIC_CONFIG_NAMES.items():
+            v = c.get(name)
+            if v is None or v == "":
+                continue
+            if attr == "cleanup_policy":
+                kw[attr] = _policy(str(v))
+            elif types[attr] in ("str", str):
+                kw[attr] = str(v)
+            else:
+                kw[attr] = int(v)
+        return cls(**kw)
+
+
+def _policy(s: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in s.split(",") if x.strip()) or ("delete",)
 
 
 @dataclass
 class AppendResult:
     base_offset: int
     last_offset: int
-    log_append_time_ms: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
 
 
+# -- leader epoch cache ---------------------------------------------------------------------------
 class LeaderEpochCache:
-    """(leader epoch, start offset) pairs, Kafka's leader-epoch-checkpoint."""
+    """(leader epoch, start offset) pairs in increasing order: Kafka's LeaderEpochFileCache,
+    persisted as `leader-epoch-checkpoint` when a path is given."""
 
     def __init__(self, path: Path | None):
         self.path = path
         self.entries: list[tuple[int, int]] = []
         if path is not None and path.exists():
-            lines = path.read_text().split("\n")
             try:
+                lines = path.read_text().split("\n")
                 n = int(lines[1])
-                self.entries = [tuple(map(int, ln.split())) for ln in lines[2:2 + n]]  # type: ignore[misc]
+                self.entries = [(int(a), int(b)) for a, b in (ln.split() for ln in lines[2:2 + n])]
             except (ValueError, IndexError):
-                self.entries = []
+                self.entries = []  # unreadable: start empty, as Kafka rebuilds it from the log
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else -1
 
     def assign(self, epoch: int, start_offset: int) -> None:
-        if self.entries and epoch <= self.entries[-1][0]:
+        """Note that `epoch` starts at `start_offset` (only a newer epoch is recorded)."""
+        if epoch < 0 or (self.entries and (epoch <= self.entries[-1][0] or start_offset < self.entries[-1][1])):
             return
         self.entries.append((epoch, start_offset))
         self._save()
 
     def truncate_from_end(self, end_offset: int) -> None:
-        before = len(self.entries)
-        self.entries = [e for e in self.entries if e[1] < end_offset]
-        if len(self.entries) != before:
+        """Forget epochs starting at or after end_offset (log truncated to end_offset)."""
+        kept = [e for e in self.entries if e[1] < end_offset]
+        if kept != self.entries:
+            self.entries = kept
             self._save()
 
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Log start moved to start_offset: the epoch covering it now starts there."""
+        i = bisect.bisect_right([o for _, o in self.entries], start_offset) - 1
+        if i < 0:
+            return
+        kept = [(self.entries[i][0], max(self.entries[i][1], start_offset))] + self.entries[i + 1:]
+        if kept != self.entries:
+            self.entries = kept
+            self._save()
+
+    def epoch_for_offset(self, offset: int) -> int:
+        i = bisect.bisect_right([o for _, o in self.entries], offset) - 1
+        return self.entries[i][0] if i >= 0 else -1
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        if not self.entries:
+        """OffsetForLeaderEpoch: (largest epoch <= requested, end offset of that epoch), Kafka's
+        LeaderEpochFileCache.endOffsetFor: the latest epoch ends at the log end offset; a
+        requested epoch below every known one answers (requested, first start offset);
+        unknown/newer epochs answer (-1, -1)."""
+        if epoch < 0 or not self.entries:
             return -1, -1
-        if epoch >= self.entries[-1][0]:
-            return self.entries[-1][0], log_end_offset
-        if epoch < self.entries[0][0]:
+        if epoch == self.entries[-1][0]:
+            return epoch, log_end_offset
+        epochs = [e for e, _ in self.entries]
+        hi = bisect.bisect_right(epochs, epoch)  # first entry with a larger epoch
+        if hi >= len(self.entries):
             return -1, -1
-        for i, (e, _start) in enumerate(self.entries):
-            if e > epoch:
-                return self.entries[i - 1][0], self.entries[i][1]
-        return self.entries[-1][0], log_end_offset
+        if hi == 0:
+            return epoch, self.entries[0][1]
+        return self.entries[hi - 1][0], self.entries[hi][1]
+
+    def clear(self) -> None:
+        self.entries = []
+        self._save()
 
     def _save(self) -> None:
         if self.path is None:
             return
-        tmp = self.path.with_suffix(".tmp")
+        tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text("0\n%d\n%s" % (len(self.entries), "".join(f"{e} {o}\n" for e, o in self.entries)))
         os.replace(tmp, self.path)
 
 
-# -- the shared logic -------------------------------------------------------------------------
-class _LogBase:
-    config: LogConfig
-    log_start_offset: int
-    log_end_offset: int
+# -- segments ------------------------------------------------------------------------------------
+class _Segment:
+    """What the log needs of a segment; MemorySegment and FileSegment implement it."""
+    base: int
+    size: int            # bytes
+    next_offset: int     # last offset + 1 (base when empty)
+    max_ts: int          # largest batch max timestamp, -1 when none
+    max_ts_offset: int   # last offset of the first batch carrying max_ts
+    first_batch_ts: int  # max timestamp of the first batch (time-based rolling), -1 when none
+    created_ms: int
 
-    def __init__(self) -> None:
-        self.producer_state = ProducerStateManager()
-        self._hw: int | None = None
-
-    @property
-    def high_watermark(self) -> int:
-        return self.log_end_offset if self._hw is None else min(self._hw, self.log_end_offset)
-
-    @high_watermark.setter
-    def high_watermark(self, v: int) -> None:
-        self._hw = v
-
-    def _prepare(self, buf: bytearray, now_ms: int, leader_epoch: int) -> tuple[list, int, int]:
-        """Assign offsets (patch baseOffset), stamp the leader epoch and LogAppendTime."""
-        offset = self.log_end_offset
-        lat = -1
-        headers = []
-        for pos, h in list(iter_batches(buf)):
-            patch_base_offset(buf, pos, offset)
-            patch_partition_leader_epoch(buf, pos, leader_epoch)
-            if self.config.message_timestamp_type == "LogAppendTime":
-                set_log_append_time(buf, pos, now_ms)
-                lat = now_ms
-            h = read_header(buf, pos)
-            headers.append((pos, h))
-            offset = h.next_offset
-        return headers, offset, lat
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self.epochs.end_offset_for(epoch, self.log_end_offset)
-
-    def _check_range(self, offset: int) -> None:
-        if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRange(f"offset {offset} not in [{self.log_start_offset}, {self.log_end_offset}]")
-
-    @staticmethod
-    def _first_record_at_or_after(batch_bytes, ts: int) -> tuple[int, int] | None:
-        for r in decode_batch(batch_bytes):
-            if r.timestamp >= ts:
-                return r.offset, r.timestamp
-        return None
-
-    @staticmethod
-    def _max_record(batch_bytes) -> tuple[int, int]:
-        best = None
-        for r in decode_batch(batch_bytes):
-            if best is None or r.timestamp > best[1]:
-                best = (r.offset, r.timestamp)
-        return best
-
-    @staticmethod
-    def _latest_offsets(batches) -> dict[bytes, int]:
-        """key -> offset of its newest record, over the given (header, bytes) batches in log order."""
-        latest: dict[bytes, int] = {}
-        for h, data in batches:
-            if h.is_control:
-                continue
-            for r in decode_batch(data):
-                if r.key is not None:
-                    latest[r.key] = r.offset
-        return latest
-
-    @staticmethod
-    def _clean_batch(h, data, latest: dict[bytes, int], now_ms: int, delete_retention_ms: int) -> bytes | None:
-        """The batch with superseded records removed (and tombstones past delete.retention.ms);
-        None when nothing is left; the same bytes when nothing changed."""
-        if h.is_control:
-            return data
-        recs = decode_batch(data)
-        keep = [r for r in recs
-                if r.key is not None and latest.get(r.key) == r.offset
-                and not (r.value is None and h.max_timestamp < now_ms - delete_retention_ms)]
-        if len(keep) == len(recs):
-            return data
-        if not keep:
-            return None
-        return rebuild_batch(h, keep)
-
-    def _trim(self, data: memoryview, max_bytes: int, min_one: bool, max_offset: int | None) -> bytes:
-        """Whole batches from the front of data: up to max_bytes (at least one if min_one), below max_offset."""
-        end = 0
-        for pos, h in iter_batches(data):
-            if max_offset is not None and h.base_offset >= max_offset:
-                break
-            if pos + h.size > max_bytes and not (min_one and pos == 0):
-                break
-            end = pos + h.size
-        return bytes(data[:end])
+    def _note(self, h: BatchHeader) -> None:
+        if self.size == 0:
+            self.first_batch_ts = h.max_timestamp
+        if h.max_timestamp > self.max_ts:
+            self.max_ts, self.max_ts_offset = h.max_timestamp, h.last_offset
+        self.next_offset = h.next_offset
 
 
-class MemoryLog(_LogBase):
-    """Batches kept in memory: for --in-memory brokers and tests."""
-
-    def __init__(self, config: LogConfig, *, now_ms: int = 0):
-        super().__init__()
-        self.config = config
+class MemorySegment(_Segment):
+    def __init__(self, base: int, created_ms: int):
+        self.base, self.created_ms = base, created_ms
         self.batches: list[bytes] = []
-        self.bases: list[int] = []
-        self.lasts: list[int] = []
-        self.max_ts: list[int] = []
-        self.log_start_offset = 0
-        self.log_end_offset = 0
-        self.epochs = LeaderEpochCache(None)
-        self.size_bytes = 0
+        self.lasts: list[int] = []  # last offset of each batch, for bisect
+        self.size, self.next_offset = 0, base
+        self.max_ts, self.max_ts_offset, self.first_batch_ts = -1, -1, -1
 
-    def append(self, buf: bytearray, *, now_ms: int, leader_epoch: int = 0) -> AppendResult:
-        headers, next_offset, lat = self._prepare(buf, now_ms, leader_epoch)
-        base = self.log_end_offset
-        self.epochs.assign(leader_epoch, base)
+    def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int) -> None:
+        mv = memoryview(buf)
         for pos, h in headers:
-            self.batches.append(bytes(buf[pos:pos + h.size]))
-            self.bases.append(h.base_offset)
+            self._note(h)
+            self.batches.append(bytes(mv[pos:pos + h.size]))
             self.lasts.append(h.last_offset)
-            self.max_ts.append(h.max_timestamp)
-            self.size_bytes += h.size
-            self.producer_state.update_from_header(h)
-        self.log_end_offset = next_offset
-        return AppendResult(base, next_offset - 1, lat, self.log_start_offset)
+            self.size += h.size
 
-    def _index_of(self, offset: int) -> int:
-        return bisect.bisect_left(self.lasts, offset)
+    def iter_batches(self, from_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
+        i = 0 if from_offset is None else bisect.bisect_left(self.lasts, from_offset)
+        for b in self.batches[i:]:
+            yield read_header(b), b
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool = True, max_offset: int | None = None) -> bytes:
-        self._check_range(offset)
-        i = self._index_of(offset)
+    def iter_headers(self) -> Iterator[BatchHeader]:
+        return (read_header(b) for b in self.batches)
+
+    def read(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> bytes | None:
+        """Whole batches from the one containing offset; None when no batch reaches offset."""
         out, size = [], 0
-        while i < len(self.batches):
+        start = bisect.bisect_left(self.lasts, offset)
+        if start >= len(self.batches):
+            return None
+        for i in range(start, len(self.batches)):
             b = self.batches[i]
-            if max_offset is not None and self.bases[i] >= max_offset:
+            if max_offset is not None and self.lasts[i] - read_header(b).last_offset_delta >= max_offset:
                 break
             if size + len(b) > max_bytes and not (min_one and not out):
                 break
             out.append(b)
             size += len(b)
-            i += 1
         return b"".join(out)
 
-    def offset_for_timestamp(self, ts: int):
-        for i, b in enumerate(self.batches):
-            if self.lasts[i] < self.log_start_offset or self.max_ts[i] < ts:
-                continue
-            found = self._first_record_at_or_after(b, ts)
-            if found is not None:
-                return found[0], found[1], read_header(b).partition_leader_epoch
-        return None
+    def timestamp_search_start(self, ts: int) -> int:
+        return self.base
 
-    def max_timestamp_entry(self):
-        if not self.batches:
-            return None
-        i = max(range(len(self.batches)), key=lambda j: (self.max_ts[j], -j))
-        off, ts = self._max_record(self.batches[i])
-        return off, ts, read_header(self.batches[i]).partition_leader_epoch
+    def replace(self, batches: list[bytes]) -> None:
+        """The cleaner's output replaces the segment's batches (base and next offset kept)."""
+        nxt = self.next_offset
+        self.batches, self.lasts, self.size = [], [], 0
+        self.max_ts, self.max_ts_offset, self.first_batch_ts = -1, -1, -1
+        self.append(b"".join(batches), list(iter_batches(b"".join(batches))), 0)
+        self.next_offset = nxt
 
-    def delete_records_before(self, offset: int) -> int:
-        if offset > self.high_watermark:
-            raise OffsetOutOfRange(f"offset {offset} is above the high watermark {self.high_watermark}")
-        if offset > self.log_start_offset:
-            self.log_start_offset = offset
-            while self.batches and self.lasts[0] < offset:
-                self._drop_first()
-        return self.log_start_offset
+    def truncate_to(self, offset: int) -> None:
+        i = bisect.bisect_left(self.lasts, offset)  # first batch reaching offset: dropped whole
+        kept = self.batches[:i]
+        self.batches, self.lasts, self.size, self.next_offset = [], [], 0, self.base
+        self.max_ts, self.max_ts_offset, self.first_batch_ts = -1, -1, -1
+        data = b"".join(kept)
+        self.append(data, list(iter_batches(data)), 0)
 
-    def _drop_first(self) -> None:
-        self.size_bytes -= len(self.batches[0])
-        for lst in (self.batches, self.bases, self.lasts, self.max_ts):
-            lst.pop(0)
-
-    def enforce_retention(self, now_ms: int) -> int:
-        n = 0
-        cfg = self.config
-        while len(self.batches) > 1:
-            too_old = cfg.retention_ms >= 0 and self.max_ts[0] < now_ms - cfg.retention_ms
-            too_big = cfg.retention_bytes >= 0 and self.size_bytes - len(self.batches[0]) >= cfg.retention_bytes
-            if not (too_old or too_big):
-                break
-            self.log_start_offset = self.lasts[0] + 1
-            self._drop_first()
-            n += 1
-        return n
-
-    def compact(self, now_ms: int) -> int:
-        """Keep the newest record per key in all but the newest batch (the "active segment");
-        drop tombstones older than delete.retention.ms. Offsets are preserved. Returns records removed."""
-        if len(self.batches) < 2:
-            return 0
-        hs = [(read_header(b), b) for b in self.batches]
-        latest = self._latest_offsets(hs)
-        removed = 0
-        out = []
-        for i, (h, b) in enumerate(hs):
-            nb = b if i == len(hs) - 1 else self._clean_batch(h, b, latest, now_ms, self.config.delete_retention_ms)
-            if nb is None:
-                removed += h.record_count
-                continue
-            if nb is not b:
-                removed += h.record_count - read_header(nb).record_count
-            out.append(nb)
-        self.batches = out
-        hdrs = [read_header(b) for b in out]
-        self.bases = [h.base_offset for h in hdrs]
-        self.lasts = [h.last_offset for h in hdrs]
-        self.max_ts = [h.max_timestamp for h in hdrs]
-        self.size_bytes = sum(len(b) for b in out)
-        return removed
+    def on_roll(self) -> None:
+        pass
 
     def flush(self) -> None:
         pass
@@ -342,8 +301,10 @@ class MemoryLog(_LogBase):
     def close(self) -> None:
         pass
 
+    def delete(self) -> None:
+        self.batches, self.lasts = [], []
 
-# -- segments on disk -----------------------------------------------------------------------
+
 _IDX = struct.Struct(">ii")
 _TIDX = struct.Struct(">qi")
 
@@ -352,114 +313,223 @@ def _name(base: int) -> str:
     return f"{base:020d}"
 
 
-class Segment:
+def _be_array(code: str, raw: bytes) -> array:
+    a = array(code)
+    a.frombytes(raw)
+    if sys.byteorder == "little":
+        a.byteswap()
+    return a
+
+
+class FileSegment(_Segment):
+    """One segment's .log (read and written by position, never held in memory) and its
+    .index/.timeindex (held as compact arrays, written out when the segment rolls or closes)."""
+
     def __init__(self, directory: Path, base: int, created_ms: int):
-        self.base = base
+        self.base, self.created_ms = base, created_ms
         self.log_path = directory / (_name(base) + ".log")
         self.index_path = directory / (_name(base) + ".index")
         self.time_path = directory / (_name(base) + ".timeindex")
-        self.created_ms = created_ms
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
-        self.index: list[tuple[int, int]] = []  # (relative last offset, position)
-        self.timeindex: list[tuple[int, int]] = []  # (max timestamp so far, relative offset)
+        self.next_offset = base
+        self._reset_indexes()
+
+    def _reset_indexes(self) -> None:
+        self.idx_rel, self.idx_pos = array("i"), array("i")   # .index
+        self.tidx_ts, self.tidx_rel = array("q"), array("i")  # .timeindex
         self.bytes_since_index = 0
-        self.max_ts = -1
-        self.max_ts_batch_pos = -1
-        self.last_offset = base - 1
-        self._idx_f = None
-        self._tidx_f = None
+        self.max_ts, self.max_ts_offset, self.first_batch_ts = -1, -1, -1
 
-    # indexes
-    def open_index_writers(self) -> None:
-        self._idx_f = open(self.index_path, "ab")
-        self._tidx_f = open(self.time_path, "ab")
+    @property
+    def index(self) -> list[tuple[int, int]]:
+        """The .index entries (relative offset, position), for tests and tools."""
+        return list(zip(self.idx_rel, self.idx_pos))
 
-    def load_indexes(self) -> bool:
-        """Load .index/.timeindex; False if missing or stale (then rebuild)."""
-        if not self.index_path.exists() or not self.time_path.exists():
+    @property
+    def timeindex(self) -> list[tuple[int, int]]:
+        """The .timeindex entries (timestamp, relative offset)."""
+        return list(zip(self.tidx_ts, self.tidx_rel))
+
+    # -- indexes
+    def load_indexes(self, next_offset: int) -> bool:
+        """Load .index/.timeindex of an inactive segment; False when missing or stale."""
+        try:
+            raw, traw = self.index_path.read_bytes(), self.time_path.read_bytes()
+        except FileNotFoundError:
             return False
-        raw = self.index_path.read_bytes()
-        traw = self.time_path.read_bytes()
         if len(raw) % 8 or len(traw) % 12:
             return False
-        self.index = [_IDX.unpack_from(raw, i) for i in range(0, len(raw), 8)]
-        self.timeindex = [_TIDX.unpack_from(traw, i) for i in range(0, len(traw), 12)]
-        if self.index and self.index[-1][1] >= self.size:
-            return False
+        pairs = _be_array("i", raw)
+        tpairs_ts = _be_array("q", b"".join(traw[i:i + 8] for i in range(0, len(traw), 12)))
+        tpairs_rel = _be_array("i", b"".join(traw[i + 8:i + 12] for i in range(0, len(traw), 12)))
+        self.idx_rel, self.idx_pos = pairs[0::2], pairs[1::2]
+        if any(p >= self.size for p in self.idx_pos[-1:]) or (self.size > 0 and not tpairs_ts):
+            return False  # positions past the end, or no final time-index entry: rebuild
+        self.tidx_ts, self.tidx_rel = tpairs_ts, tpairs_rel
+        if self.tidx_ts:
+            self.max_ts, self.max_ts_offset = self.tidx_ts[-1], self.base + self.tidx_rel[-1]
+        self.next_offset = next_offset
         return True
 
-    def rebuild(self, scan_tail: bool) -> int:
-        """Scan the .log: rebuild indexes and stats; with scan_tail, check CRCs and return valid length."""
-        self.index, self.timeindex = [], []
-        self.bytes_since_index = 0
-        self.max_ts, self.max_ts_batch_pos, self.last_offset = -1, -1, self.base - 1
-        valid = 0
-        pos = 0
-        while True:
-            hdr = os.pread(self.fd, 61, pos)
-            if len(hdr) < 61:
+    def recover(self, check_crc: bool) -> int:
+        """Scan the .log from the start, rebuilding indexes and stats; return the length of the
+        valid prefix (complete batches, with a good CRC when check_crc)."""
+        self._reset_indexes()
+        self.next_offset = self.base
+        pos, size, interval = 0, self.size, self._interval
+        self.size = 0
+        while size - pos >= HEADER_SIZE:
+            h = read_header(os.pread(self.fd, HEADER_SIZE, pos))
+            if h.batch_length < HEADER_SIZE - 12 or pos + h.size > size or h.magic != 2 \
+                    or h.base_offset < self.base:
                 break
-            h = read_header(hdr)
-            if h.batch_length < 49 or pos + h.size > self.size or h.magic != 2:
+            if check_crc and not crc_ok(os.pread(self.fd, h.size, pos), 0, h):
                 break
-            if scan_tail:
-                data = os.pread(self.fd, h.size, pos)
-                if not crc_ok(data, 0, h):
-                    break
-            self._note_batch(h, pos)
+            self._index_batch(h, pos, interval)
             pos += h.size
-            valid = pos
-        self._write_indexes_whole()
-        return valid
+        return pos
 
-    def _write_indexes_whole(self) -> None:
-        with open(self.index_path, "wb") as f:
-            f.write(b"".join(_IDX.pack(*e) for e in self.index))
-        with open(self.time_path, "wb") as f:
-            f.write(b"".join(_TIDX.pack(*e) for e in self.timeindex))
+    _interval = 4096
 
-    def _note_batch(self, h, pos: int, interval: int = 4096, write: bool = False) -> None:
-        rel_last = h.last_offset - self.base
-        if not self.index or self.bytes_since_index >= interval:
-            entry = (rel_last, pos)
-            self.index.append(entry)
+    def _index_batch(self, h: BatchHeader, pos: int, interval: int) -> None:
+        """Kafka's LogSegment.append: an index entry once more than index.interval.bytes were
+        appended since the last one; stats updated."""
+        self._note(h)
+        self.size = pos + h.size
+        if self.bytes_since_index > interval:
+            self.idx_rel.append(h.last_offset - self.base)
+            self.idx_pos.append(pos)
+            self._maybe_time_entry()
             self.bytes_since_index = 0
-            if write:
-                self._idx_f.write(_IDX.pack(*entry))
         self.bytes_since_index += h.size
-        if h.max_timestamp > self.max_ts:
-            self.max_ts = h.max_timestamp
-            self.max_ts_batch_pos = pos
-            t = (h.max_timestamp, rel_last)
-            self.timeindex.append(t)
-            if write:
-                self._tidx_f.write(_TIDX.pack(*t))
-        self.last_offset = h.last_offset
+
+    def _maybe_time_entry(self) -> None:
+        if self.max_ts >= 0 and (not self.tidx_ts or self.max_ts > self.tidx_ts[-1]):
+            self.tidx_ts.append(self.max_ts)
+            self.tidx_rel.append(self.max_ts_offset - self.base)
+
+    def write_indexes(self, sync: bool = False) -> None:
+        pairs = array("i", [0]) * (2 * len(self.idx_rel))
+        pairs[0::2], pairs[1::2] = self.idx_rel, self.idx_pos
+        ts, rel = array("q", self.tidx_ts), array("i", self.tidx_rel)
+        if sys.byteorder == "little":
+            pairs.byteswap()
+            ts.byteswap()
+            rel.byteswap()
+        tb, rb = ts.tobytes(), rel.tobytes()
+        tdata = b"".join(tb[i * 8:i * 8 + 8] + rb[i * 4:i * 4 + 4] for i in range(len(ts)))
+        for path, data in ((self.index_path, pairs.tobytes()), (self.time_path, tdata)):
+            with open(path, "wb") as f:
+                f.write(data)
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+
+    def unlink_indexes(self) -> None:
+        self.index_path.unlink(missing_ok=True)
+        self.time_path.unlink(missing_ok=True)
+
+    # -- data
+    def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int) -> None:
+        start = self.size
+        data = bytes(buf) if not isinstance(buf, bytes) else buf
+        n = os.pwrite(self.fd, data, start)
+        if n != len(data):
+            raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
+        for pos, h in headers:
+            self._index_batch(h, start + pos, index_interval)
+
+    def _header_at(self, pos: int) -> BatchHeader:
+        return read_header(os.pread(self.fd, HEADER_SIZE, pos))
 
     def find_position(self, offset: int) -> int:
-        """Position of the batch containing offset: index lookup, then a short scan."""
-        rel = offset - self.base
-        i = bisect.bisect_right(self.index, (rel, 1 << 62)) - 1
-        pos = self.index[i][1] if i >= 0 else 0
+        """Position of the batch containing offset (or the first batch after it): the .index
+        gives the nearest indexed batch at or below, then a short header scan."""
+        i = bisect.bisect_right(self.idx_rel, offset - self.base) - 1
+        pos = self.idx_pos[i] if i >= 0 else 0
         while pos < self.size:
-            hdr = os.pread(self.fd, 61, pos)
-            h = read_header(hdr)
+            h = self._header_at(pos)
             if h.last_offset >= offset:
                 return pos
             pos += h.size
         return self.size
 
-    def flush_indexes(self) -> None:
-        if self._idx_f:
-            self._idx_f.flush()
-            self._tidx_f.flush()
+    def iter_batches(self, from_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
+        pos = 0 if from_offset is None else self.find_position(from_offset)
+        while pos < self.size:
+            h = self._header_at(pos)
+            yield h, os.pread(self.fd, h.size, pos)
+            pos += h.size
+
+    def iter_headers(self) -> Iterator[BatchHeader]:
+        pos = 0
+        while pos < self.size:
+            h = self._header_at(pos)
+            yield h
+            pos += h.size
+
+    def read(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> bytes | None:
+        """Whole batches from the one containing offset; None when no batch reaches offset."""
+        pos = self.find_position(offset)
+        if pos >= self.size:
+            return None
+        want = max(max_bytes, 0)
+        if min_one:
+            want = max(want, self._header_at(pos).size)
+        data = os.pread(self.fd, min(want, self.size - pos), pos)
+        end = 0
+        for p, h in iter_batches(data):  # whole batches only, below max_offset
+            if max_offset is not None and h.base_offset >= max_offset:
+                break
+            if p + h.size > max_bytes and not (min_one and p == 0):
+                break
+            end = p + h.size
+        return data[:end] if end < len(data) else data
+
+    def timestamp_search_start(self, ts: int) -> int:
+        """An offset from which scanning finds the first record with timestamp >= ts: after the
+        last time-index entry whose timestamp is below ts, everything earlier is below ts."""
+        i = bisect.bisect_left(self.tidx_ts, ts) - 1
+        return self.base + self.tidx_rel[i] if i >= 0 else self.base
+
+    def replace(self, batches: list[bytes]) -> None:
+        """Atomically swap in the cleaner's output (indexes removed first, so a crash in between
+        leaves a segment whose indexes are rebuilt on open)."""
+        directory = self.log_path.parent
+        tmp = directory / (_name(self.base) + ".log.cleaned")
+        with open(tmp, "wb") as f:
+            f.write(b"".join(batches))
+            f.flush()
+            os.fsync(f.fileno())
+        self.unlink_indexes()
+        os.close(self.fd)
+        os.replace(tmp, self.log_path)
+        self.fd = os.open(self.log_path, os.O_RDWR)
+        nxt = self.next_offset
+        self.size = os.fstat(self.fd).st_size
+        self.recover(check_crc=False)
+        self._maybe_time_entry()
+        self.next_offset = max(nxt, self.next_offset)
+        self.write_indexes(sync=True)
+
+    def truncate_to(self, offset: int) -> None:
+        pos = self.find_position(offset)  # the batch reaching offset is dropped whole
+        os.ftruncate(self.fd, pos)
+        os.fsync(self.fd)
+        self.size = pos
+        self.recover(check_crc=False)
+
+    def on_roll(self) -> None:
+        """No longer active: final time-index entry, indexes and .log on disk."""
+        self._maybe_time_entry()
+        os.fsync(self.fd)
+        self.write_indexes(sync=True)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
 
     def close(self) -> None:
-        if self._idx_f:
-            self._idx_f.close()
-            self._tidx_f.close()
-            self._idx_f = self._tidx_f = None
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -470,239 +540,405 @@ class Segment:
             p.unlink(missing_ok=True)
 
 
-class FileLog(_LogBase):
-    def __init__(self, directory: Path, config: LogConfig, *, now_ms: int = 0):
-        super().__init__()
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+Segment = FileSegment  # older name
+
+
+# -- the log ------------------------------------------------------------------------------------
+class _Log:
+    """The rules shared by FileLog and MemoryLog; subclasses provide `_new_segment`,
+    `_save_log_start` and `flush`."""
+
+    config: LogConfig
+    segments: list
+    epochs: LeaderEpochCache
+
+    def __init__(self, config: LogConfig) -> None:
         self.config = config
-        self.epochs = LeaderEpochCache(self.dir / "leader-epoch-checkpoint")
-        self._unflushed = 0
-        self.segments: list[Segment] = []
-        bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
-        for b in bases:
-            seg = Segment(self.dir, b, now_ms)
-            self.segments.append(seg)
-        for seg in self.segments[:-1]:
-            if not seg.load_indexes():
-                seg.rebuild(scan_tail=False)
-            else:
-                self._stats_from_index(seg)
-        if self.segments:
-            last = self.segments[-1]
-            valid = last.rebuild(scan_tail=True)
-            if valid < last.size:
-                os.ftruncate(last.fd, valid)
-                os.fsync(last.fd)
-                last.size = valid
-        else:
-            self.segments.append(Segment(self.dir, 0, now_ms))
-        self.segments[-1].open_index_writers()
-        self.log_end_offset = self.segments[-1].last_offset + 1 if self.segments[-1].size else self.segments[-1].base
-        if len(self.segments) > 1 and not self.segments[-1].size:
-            self.log_end_offset = self.segments[-1].base
-        lso_path = self.dir / "log-start-offset"
-        self.log_start_offset = self.segments[0].base
-        if lso_path.exists():
-            try:
-                self.log_start_offset = max(self.log_start_offset, int(lso_path.read_text().strip()))
-            except ValueError:
-                pass
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.epochs.truncate_from_end(self.log_end_offset)
-        self._rebuild_producer_state()
-
-    def _stats_from_index(self, seg: Segment) -> None:
-        # last offset of an older segment = base of the next one - 1
-        i = self.segments.index(seg)
-        seg.last_offset = self.segments[i + 1].base - 1
-        if seg.timeindex:
-            seg.max_ts = seg.timeindex[-1][0]
-            seg.max_ts_batch_pos = seg.find_position(seg.base + seg.timeindex[-1][1])
-
-    def _rebuild_producer_state(self) -> None:
         self.producer_state = ProducerStateManager()
-        for seg in self.segments:
-            pos = 0
-            while pos < seg.size:
-                h = read_header(os.pread(seg.fd, 61, pos))
-                self.producer_state.update_from_header(h)
-                pos += h.size
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self._hw: int | None = None
+        self._unflushed = 0
+
+    # -- offsets
+    @property
+    def high_watermark(self) -> int:
+        """Single broker: follows the log end offset unless set lower (never above it)."""
+        return self.log_end_offset if self._hw is None else min(self._hw, self.log_end_offset)
+
+    @high_watermark.setter
+    def high_watermark(self, v: int) -> None:
+        self._hw = None if v >= self.log_end_offset else max(v, self.log_start_offset)
 
     @property
-    def active(self) -> Segment:
+    def active(self):
         return self.segments[-1]
 
-    def _roll(self, now_ms: int) -> None:
-        old = self.active
-        old.flush_indexes()
-        os.fsync(old.fd)
-        seg = Segment(self.dir, self.log_end_offset, now_ms)
-        seg.open_index_writers()
-        self.segments.append(seg)
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
 
-    def append(self, buf: bytearray, *, now_ms: int, leader_epoch: int = 0) -> AppendResult:
-        headers, next_offset, lat = self._prepare(buf, now_ms, leader_epoch)
-        seg = self.active
-        if seg.size and (seg.size + len(buf) > self.config.segment_bytes or
-                         now_ms - seg.created_ms >= self.config.segment_ms):
+    def iter_headers(self) -> Iterator[BatchHeader]:
+        """Every batch header in offset order (producer state rebuild, tools)."""
+        for seg in self.segments:
+            yield from seg.iter_headers()
+
+    # -- append
+    def append(self, batches, *, now_ms: int, leader_epoch: int = 0) -> AppendResult:
+        """Append validated batches (a bytearray, patched in place): assign offsets from the log
+        end offset, stamp the leader epoch (and LogAppendTime when the topic uses it), roll the
+        active segment if needed, update indexes, producer state and the epoch cache, fsync per
+        flush.messages. Bytes after the last complete batch are ignored."""
+        buf = batches if isinstance(batches, bytearray) else bytearray(batches)
+        end = valid_prefix(buf)
+        if end == 0:
+            raise ValueError("no complete record batch to append")
+        if end < len(buf):
+            del buf[end:]
+        lat = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
+        offset = base = self.log_end_offset
+        headers = []
+        for pos, h in list(iter_batches(buf)):
+            patch_base_offset(buf, pos, offset)
+            patch_partition_leader_epoch(buf, pos, leader_epoch)
+            if lat >= 0:
+                set_log_append_time(buf, pos, now_ms)
+            h = read_header(buf, pos)
+            headers.append((pos, h))
+            offset = h.next_offset
+        if self._should_roll(len(buf), headers, now_ms, offset):
             self._roll(now_ms)
-            seg = self.active
-        base = self.log_end_offset
+        self.active.append(buf, headers, self.config.index_interval_bytes)
         self.epochs.assign(leader_epoch, base)
-        start = seg.size
-        written = os.pwrite(seg.fd, bytes(buf), start)
-        assert written == len(buf)
-        seg.size += len(buf)
-        for pos, h in headers:
-            seg._note_batch(h, start + pos, self.config.index_interval_bytes, write=True)
-            self.producer_state.update_from_header(h)
+        for _pos, h in headers:
+            self.producer_state.update(h)
             self._unflushed += h.record_count
-        self.log_end_offset = next_offset
+        self.log_end_offset = offset
         if self._unflushed >= self.config.flush_interval_messages:
             self.flush()
-        return AppendResult(base, next_offset - 1, lat, self.log_start_offset)
+        return AppendResult(base, offset - 1, lat, self.log_start_offset)
 
-    def flush(self) -> None:
-        self.active.flush_indexes()
-        os.fsync(self.active.fd)
-        self._unflushed = 0
+    def _should_roll(self, nbytes: int, headers, now_ms: int, next_offset: int) -> bool:
+        seg = self.active
+        if seg.size == 0:
+            return False
+        if seg.size + nbytes > self.config.segment_bytes:
+            return True
+        if next_offset - 1 - seg.base > INT32_MAX:  # relative offsets are int32 in the indexes
+            return True
+        # Kafka's LogSegment.shouldRoll: time since the first batch's timestamp (record time),
+        # or since the segment was created when batches carry no timestamp
+        if seg.first_batch_ts >= 0:
+            waited = max(h.max_timestamp for _, h in headers) - seg.first_batch_ts
+        else:
+            waited = now_ms - seg.created_ms
+        return waited > self.config.segment_ms
 
-    def _segment_for(self, offset: int) -> int:
-        return bisect.bisect_right([s.base for s in self.segments], offset) - 1
+    def _roll(self, now_ms: int) -> None:
+        self.active.on_roll()
+        self.segments.append(self._new_segment(self.log_end_offset, now_ms))
+
+    # -- read
+    def _check_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(f"offset {offset} not in [{self.log_start_offset}, {self.log_end_offset}]")
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect.bisect_right([s.base for s in self.segments], offset) - 1)
 
     def read(self, offset: int, max_bytes: int, *, min_one: bool = True, max_offset: int | None = None) -> bytes:
+        """Whole batches starting with the one containing `offset`, up to max_bytes, from one
+        segment; with min_one the first batch comes whole even if bigger than max_bytes (Kafka's
+        rule so a consumer always makes progress). Batches at or past max_offset (the high
+        watermark for consumers) are left out. At the log end offset: b''."""
         self._check_range(offset)
-        if offset == self.log_end_offset:
+        if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
             return b""
-        i = max(0, self._segment_for(offset))
-        seg = self.segments[i]
-        pos = seg.find_position(offset)
-        if pos >= seg.size:  # offset sits past this segment's last batch: next segment
-            if i + 1 >= len(self.segments):
-                return b""
-            seg = self.segments[i + 1]
-            pos = 0
-        want = max(max_bytes, 0)
-        if min_one:
-            first = read_header(os.pread(seg.fd, 61, pos))
-            want = max(want, first.size)
-        data = os.pread(seg.fd, min(want, seg.size - pos), pos)
-        return self._trim(memoryview(data), max_bytes, min_one, max_offset)
+        for seg in self.segments[self._segment_index(offset):]:
+            # a compacted segment may hold nothing at or after offset: go on to the next one
+            if seg.next_offset > offset and seg.size:
+                data = seg.read(offset, max_bytes, min_one, max_offset)
+                if data is not None:
+                    return data
+        return b""
 
-    def offset_for_timestamp(self, ts: int):
+    # -- ListOffsets
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int, int] | None:
+        """ListOffsets by time: (offset, timestamp, leader epoch) of the first record at or after
+        the log start offset whose timestamp >= ts; None when there is none (below the high
+        watermark)."""
         for seg in self.segments:
-            if seg.max_ts < ts or seg.last_offset < self.log_start_offset:
+            if seg.max_ts < ts or seg.next_offset <= self.log_start_offset:
                 continue
-            # last time-index entry whose max timestamp is below ts: everything up to it is earlier
-            start_off = seg.base
-            for t, rel in seg.timeindex:
-                if t < ts:
-                    start_off = seg.base + rel + 1
-                else:
-                    break
-            pos = seg.find_position(max(start_off, self.log_start_offset))
-            while pos < seg.size:
-                h = read_header(os.pread(seg.fd, 61, pos))
-                if h.max_timestamp >= ts and h.last_offset >= self.log_start_offset:
-                    found = self._first_record_at_or_after(os.pread(seg.fd, h.size, pos), ts)
-                    if found is not None and found[0] >= self.log_start_offset:
-                        return found[0], found[1], h.partition_leader_epoch
-                pos += h.size
+            start = max(seg.timestamp_search_start(ts), self.log_start_offset)
+            for h, data in seg.iter_batches(start):
+                if h.base_offset >= self.high_watermark:
+                    return None
+                if h.max_timestamp < ts or h.last_offset < self.log_start_offset:
+                    continue
+                for r in decode_batch(data):
+                    if r.timestamp >= ts and r.offset >= self.log_start_offset:
+                        if r.offset >= self.high_watermark:
+                            return None
+                        return r.offset, r.timestamp, h.partition_leader_epoch
         return None
 
-    def max_timestamp_entry(self):
+    def max_timestamp_entry(self) -> tuple[int, int, int] | None:
+        """ListOffsets MAX_TIMESTAMP (-3, KIP-734): (offset, timestamp, leader epoch) of the first
+        record carrying the largest timestamp; None for an empty log."""
         best = None
         for seg in self.segments:
-            if seg.max_ts_batch_pos >= 0 and (best is None or seg.max_ts > best.max_ts):
+            if seg.max_ts >= 0 and (best is None or seg.max_ts > best.max_ts):
                 best = seg
         if best is None:
             return None
-        h = read_header(os.pread(best.fd, 61, best.max_ts_batch_pos))
-        off, ts = self._max_record(os.pread(best.fd, h.size, best.max_ts_batch_pos))
-        return off, ts, h.partition_leader_epoch
+        for h, data in best.iter_batches(best.max_ts_offset):
+            top: Record | None = None
+            for r in decode_batch(data):
+                if top is None or r.timestamp > top.timestamp:
+                    top = r
+            return top.offset, top.timestamp, h.partition_leader_epoch
+        return None
 
-    def _save_log_start(self) -> None:
-        p = self.dir / "log-start-offset"
-        tmp = p.with_suffix(".tmp")
-        tmp.write_text(str(self.log_start_offset))
-        os.replace(tmp, p)
+    # -- OffsetForLeaderEpoch
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # -- removing the head
+    def _advance_log_start(self, offset: int) -> None:
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        self.epochs.truncate_from_start(offset)
+        self.producer_state.truncate_head(offset)
+        self._save_log_start()
 
     def delete_records_before(self, offset: int) -> int:
-        if offset > self.high_watermark:
-            raise OffsetOutOfRange(f"offset {offset} is above the high watermark {self.high_watermark}")
-        if offset > self.log_start_offset:
-            self.log_start_offset = offset
-            self._save_log_start()
-            while len(self.segments) > 1 and self.segments[1].base <= offset:
-                self.segments.pop(0).delete()
+        """DeleteRecords: move the log start offset up to `offset` (never down), deleting
+        segments wholly below it. OffsetOutOfRange above the high watermark."""
+        if offset > self.high_watermark or offset < 0:
+            raise OffsetOutOfRange(f"offset {offset} is not in [0, high watermark {self.high_watermark}]")
+        self._advance_log_start(offset)
+        while len(self.segments) > 1 and self.segments[1].base <= self.log_start_offset:
+            self.segments.pop(0).delete()
         return self.log_start_offset
 
     def enforce_retention(self, now_ms: int) -> int:
-        cfg = self.config
-        n = 0
-        total = sum(s.size for s in self.segments)
+        """cleanup.policy=delete: delete the oldest segments whose largest timestamp is older than
+        retention.ms, then while the log exceeds retention.bytes by at least a segment. The
+        active segment stays. Returns the number of segments deleted."""
+        cfg, n = self.config, 0
+        total = self.size_bytes
         while len(self.segments) > 1:
             seg = self.segments[0]
-            ts = seg.max_ts if seg.max_ts >= 0 else int(os.path.getmtime(seg.log_path) * 1000)
-            too_old = cfg.retention_ms >= 0 and ts < now_ms - cfg.retention_ms
+            too_old = cfg.retention_ms >= 0 and seg.max_ts >= 0 and now_ms - seg.max_ts > cfg.retention_ms
             too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
             if not (too_old or too_big):
                 break
             total -= seg.size
             self.segments.pop(0).delete()
-            self.log_start_offset = max(self.log_start_offset, self.segments[0].base)
             n += 1
         if n:
-            self._save_log_start()
+            self._advance_log_start(self.segments[0].base)
         return n
 
-    def _segment_batches(self, seg: Segment):
-        data = os.pread(seg.fd, seg.size, 0)
-        return [(h, data[pos:pos + h.size]) for pos, h in iter_batches(data)]
-
+    # -- compaction
     def compact(self, now_ms: int) -> int:
-        """The log cleaner for cleanup.policy=compact: every segment but the active one is rewritten with
-        only the newest record per key (tombstones dropped after delete.retention.ms); offsets and segment
-        base offsets are preserved, the new file replaces the old one atomically."""
-        if len(self.segments) < 2:
+        """The log cleaner for cleanup.policy=compact. In every segment but the active one (and
+        only segments older than min.compaction.lag.ms), keep for each key only its newest
+        record in the log; drop keyless records and tombstones whose batch is older than
+        delete.retention.ms. Offsets are preserved; control batches are kept. Returns the number
+        of records removed."""
+        lag = self.config.min_compaction_lag_ms
+        cleanable = []
+        for seg in self.segments[:-1]:
+            if lag > 0 and (seg.max_ts < 0 or now_ms - seg.max_ts < lag):
+                break
+            cleanable.append(seg)
+        if not cleanable:
             return 0
-        all_batches = []
+        latest: dict[bytes, int] = {}  # key -> offset of its newest record
         for seg in self.segments:
-            all_batches.extend(self._segment_batches(seg))
-        latest = self._latest_offsets(all_batches)
+            for h, data in seg.iter_batches():
+                if not h.is_control:
+                    for r in decode_batch(data):
+                        if r.key is not None:
+                            latest[r.key] = r.offset
         removed = 0
-        for i, seg in enumerate(self.segments[:-1]):
-            new_parts, changed = [], False
-            for h, data in self._segment_batches(seg):
-                nb = self._clean_batch(h, data, latest, now_ms, self.config.delete_retention_ms)
-                if nb is None:
-                    removed += h.record_count
-                    changed = True
+        horizon = now_ms - self.config.delete_retention_ms
+        for seg in cleanable:
+            out, changed = [], False
+            for h, data in seg.iter_batches():
+                if h.is_control:
+                    out.append(data)
                     continue
-                if nb is not data:
-                    removed += h.record_count - read_header(nb).record_count
+                recs = decode_batch(data)
+                keep = [r for r in recs if r.key is not None and latest.get(r.key) == r.offset
+                        and not (r.value is None and h.max_timestamp < horizon)]
+                removed += len(recs) - len(keep)
+                if len(keep) == len(recs):
+                    out.append(data)
+                else:
                     changed = True
-                new_parts.append(nb)
-            if not changed:
-                continue
-            tmp = seg.log_path.with_suffix(".cleaned")
-            with open(tmp, "wb") as f:
-                f.write(b"".join(new_parts))
-                f.flush()
-                os.fsync(f.fileno())
-            seg.close()
-            os.replace(tmp, seg.log_path)
-            fresh = Segment(self.dir, seg.base, seg.created_ms)
-            fresh.rebuild(scan_tail=False)
-            fresh.last_offset = self.segments[i + 1].base - 1
-            self.segments[i] = fresh
+                    if keep:
+                        out.append(rebuild_batch(h, keep))
+            if changed:
+                seg.replace(out)
         return removed
 
+    # -- truncation (followers, tests)
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at and after `offset`, at a batch boundary (a batch straddling offset
+        goes whole, so the log end offset may end up below offset)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.log_start_offset:
+            for seg in self.segments:
+                seg.delete()
+            self.segments = [self._new_segment(offset, self.active.created_ms)]
+            self.log_start_offset = offset
+            self._save_log_start()
+            self.epochs.clear()
+        else:
+            while len(self.segments) > 1 and self.active.base >= offset:
+                self.segments.pop().delete()
+            self.active.truncate_to(offset)
+            if self.active.size == 0 and len(self.segments) > 1 and self.active.base > offset:
+                self.segments.pop().delete()
+        self.log_end_offset = self.active.next_offset if self.active.size else self.active.base
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self.producer_state.rebuild(self)
+
+    def _save_log_start(self) -> None:
+        pass
+
+
+class MemoryLog(_Log):
+    """Batches kept in memory, in segments like FileLog's: for --in-memory brokers and tests."""
+
+    def __init__(self, config: LogConfig, *, now_ms: int = 0):
+        super().__init__(config)
+        self.epochs = LeaderEpochCache(None)
+        self.segments: list[MemorySegment] = [MemorySegment(0, now_ms)]
+
+    def _new_segment(self, base: int, now_ms: int) -> MemorySegment:
+        return MemorySegment(base, now_ms)
+
+    def flush(self) -> None:
+        self._unflushed = 0
+
     def close(self) -> None:
+        pass
+
+    def delete(self) -> None:
+        for seg in self.segments:
+            seg.delete()
+        self.segments = [MemorySegment(0, 0)]
+
+
+class FileLog(_Log):
+    """A partition directory of Kafka segment files (see the module comment)."""
+
+    def __init__(self, directory: Path, config: LogConfig, *, now_ms: int = 0,
+                 topic_id: uuid.UUID | None = None):
+        super().__init__(config)
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.epochs = LeaderEpochCache(self.dir / "leader-epoch-checkpoint")
+        if topic_id is not None:
+            self._write_partition_metadata(topic_id)
+        for leftover in self.dir.glob("*.cleaned"):  # an interrupted compaction: the old .log stands
+            leftover.unlink()
+        bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit() and len(p.stem) == 20)
+        self.segments: list[FileSegment] = [FileSegment(self.dir, b, now_ms) for b in bases]
+        for seg in self.segments:
+            seg._interval = config.index_interval_bytes
+        if not self.segments:
+            self.segments.append(FileSegment(self.dir, 0, now_ms))
+        self._recover()
+        self.producer_state.rebuild(self)
+
+    def _recover(self) -> None:
+        # older segments: indexes from disk, or rebuilt from the .log
+        for i, seg in enumerate(self.segments[:-1]):
+            if not seg.load_indexes(self.segments[i + 1].base):
+                seg.recover(check_crc=False)
+                seg._maybe_time_entry()
+                seg.next_offset = self.segments[i + 1].base
+                seg.write_indexes()
+        # the active segment: every batch re-checked, a torn tail truncated away
+        last = self.active
+        file_size = last.size
+        valid = last.recover(check_crc=True)
+        if valid < file_size:
+            os.ftruncate(last.fd, valid)
+            os.fsync(last.fd)
+            last.size = valid
+        last.unlink_indexes()  # rewritten on roll/close
+        self.log_end_offset = last.next_offset
+        self.log_start_offset = self.segments[0].base
         try:
-            self.flush()
+            self.log_start_offset = max(self.log_start_offset, int((self.dir / "log-start-offset").read_text()))
+        except (FileNotFoundError, ValueError):
+            pass
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
+
+    def _new_segment(self, base: int, now_ms: int) -> FileSegment:
+        seg = FileSegment(self.dir, base, now_ms)
+        seg._interval = self.config.index_interval_bytes
+        return seg
+
+    # -- partition.metadata (Kafka's PartitionMetadataFile)
+    def _write_partition_metadata(self, topic_id: uuid.UUID) -> None:
+        p = self.dir / "partition.metadata"
+        text = f"version: 0\ntopic_id: {topic_id_to_string(topic_id)}\n"
+        if not p.exists() or p.read_text() != text:
+            tmp = p.with_name(p.name + ".tmp")
+            tmp.write_text(text)
+            os.replace(tmp, p)
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        try:
+            for line in (self.dir / "partition.metadata").read_text().splitlines():
+                if line.startswith("topic_id:"):
+                    return topic_id_from_string(line.split(":", 1)[1].strip())
+        except (FileNotFoundError, ValueError):
+            pass
+        return None
+
+    def _save_log_start(self) -> None:
+        p = self.dir / "log-start-offset"
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(str(self.log_start_offset))
+        os.replace(tmp, p)
+
+    def flush(self) -> None:
+        self.active.flush()
+        self._unflushed = 0
+
+    def close(self) -> None:
+        """fsync and write the active segment's indexes; close every file."""
+        try:
+            if self.active.fd >= 0:
+                self.active.on_roll()
         except OSError:
             pass
         for s in self.segments:
             s.close()
+
+    def delete(self) -> None:
+        """Close and remove the partition directory."""
+        for s in self.segments:
+            s.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def topic_id_to_string(topic_id: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def topic_id_from_string(s: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))

@@ -1,28 +1,49 @@
-"""Idempotent producers: per-partition sequence and epoch state (Kafka's ProducerStateManager).
+"""Idempotent producers: per-partition sequence and epoch state (Kafka's ProducerStateManager
+and ProducerAppendInfo). Everything that decides whether a producer's batch may be appended
+lives here.
 
-For each producer id the partition keeps its epoch and the last five batches'
-(first sequence, last sequence, base offset, last offset). A retried batch
-(same epoch, same sequences) is a DUPLICATE: the broker acknowledges it with the
-original offsets and writes nothing. A sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER,
-an older epoch INVALID_PRODUCER_EPOCH, a new epoch must start at sequence 0.
+For each producer id the partition keeps its epoch and the metadata of its last five
+batches (first/last sequence, base/last offset). The rules, checked in this order, as Kafka
+(2.5+, KIP-360; 2.7+ for INVALID_PRODUCER_EPOCH) applies them to a client's batch:
+
+- unknown producer (no state, e.g. never seen or evicted with the log head): any sequence
+  is accepted; Kafka no longer answers UNKNOWN_PRODUCER_ID to produce;
+- epoch older than the producer's epoch: INVALID_PRODUCER_EPOCH (47);
+- same epoch, same (first, last) sequence as one of the last five batches: DUPLICATE; the
+  broker writes nothing and acknowledges with that batch's original base offset;
+- newer epoch: the batch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER (45);
+- same epoch: first sequence must follow the last one (Int32 max wraps to 0), else
+  OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+`update` records an appended batch. The state is not checkpointed: a log rebuilds it from
+its batch headers when opened (`rebuild`), and evicts producers whose batches all fall
+below a moved log start offset (`truncate_head`).
 """
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Iterable
 
-from ..wire.errors import E
+import kafka.errors as kerr
 
-MAX_BATCHES = 5
-INT_MAX = (1 << 31) - 1
+from .batch import INT32_MAX, BatchHeader
+
+MAX_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+NO_PRODUCER_EPOCH = -1
+OUT_OF_ORDER_SEQUENCE_NUMBER = kerr.OutOfOrderSequenceNumberError.errno  # 45
+INVALID_PRODUCER_EPOCH = kerr.InvalidProducerEpochError.errno  # 47
+
+OK, DUPLICATE, ERROR = "ok", "duplicate", "error"
 
 
-@dataclass
+@dataclass(slots=True)
 class BatchMeta:
     first_seq: int
     last_seq: int
     base_offset: int
     last_offset: int
+    timestamp: int = -1
 
 
 @dataclass
@@ -31,59 +52,129 @@ class ProducerEntry:
     batches: deque = field(default_factory=lambda: deque(maxlen=MAX_BATCHES))
     last_timestamp: int = -1
 
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
 
 @dataclass
 class CheckResult:
-    error: str | None = None  # None, "duplicate", or "error"
+    """status OK, DUPLICATE (base_offset/last_offset: the original batch's) or ERROR (code,
+    message). `error` is None / "duplicate" / "error" for callers that test truthiness."""
+    status: str = OK
     code: int = 0
     message: str | None = None
     base_offset: int = -1
     last_offset: int = -1
 
+    @property
+    def error(self) -> str | None:
+        return None if self.status == OK else self.status
 
-def _next_seq(seq: int) -> int:
-    return 0 if seq == INT_MAX else seq + 1
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def duplicate(self) -> bool:
+        return self.status == DUPLICATE
+
+
+_OK = CheckResult()
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
 
-    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, *, now_ms: int = 0) -> CheckResult:
-        e = self.producers.get(producer_id)
-        if e is None:
-            return CheckResult()  # unknown producer: any first sequence is accepted (KIP-360)
-        if epoch < e.epoch:
-            return CheckResult("error", int(E.INVALID_PRODUCER_EPOCH),
-                               f"Epoch {epoch} of producer {producer_id} is older than the current epoch {e.epoch}")
-        if epoch > e.epoch:
-            if first_seq != 0:
-                return CheckResult("error", int(E.OUT_OF_ORDER_SEQUENCE_NUMBER),
-                                   f"Invalid sequence number for new epoch {epoch} of producer {producer_id}: "
-                                   f"{first_seq} (request epoch), 0 (expected)")
-            return CheckResult()
-        for b in e.batches:
-            if b.first_seq == first_seq and b.last_seq == last_seq:
-                return CheckResult("duplicate", base_offset=b.base_offset, last_offset=b.last_offset)
-        if e.batches:
-            expected = _next_seq(e.batches[-1].last_seq)
-            if first_seq != expected:
-                return CheckResult("error", int(E.OUT_OF_ORDER_SEQUENCE_NUMBER),
-                                   f"Out of order sequence number for producer {producer_id} at offset: "
-                                   f"{first_seq} (incoming seq. number), {e.batches[-1].last_seq} "
-                                   "(current end sequence number)")
-        return CheckResult()
+    def __len__(self) -> int:
+        return len(self.producers)
 
-    def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, base_offset: int,
-               last_offset: int, timestamp: int = -1) -> None:
-        e = self.producers.get(producer_id)
-        if e is None or epoch != e.epoch:
-            e = ProducerEntry(epoch)
-            self.producers[producer_id] = e
-        e.batches.append(BatchMeta(first_seq, last_seq, base_offset, last_offset))
-        e.last_timestamp = timestamp
+    def last_entry(self, producer_id: int) -> ProducerEntry | None:
+        return self.producers.get(producer_id)
 
-    def update_from_header(self, h) -> None:
-        if h.producer_id >= 0 and h.base_sequence >= 0:
-            self.update(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset,
-                        h.last_offset, h.max_timestamp)
+    def check(self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int,
+              is_transactional: bool = False, *, now_ms: int = 0) -> CheckResult:
+        """May this producer's batch be appended? (Read-only; `update` after the append.)"""
+        if producer_id < 0:
+            return _OK  # not an idempotent producer
+        e = self.producers.get(producer_id)
+        if e is None or e.epoch == NO_PRODUCER_EPOCH:
+            return _OK  # unknown producer: any sequence (KIP-360)
+        if producer_epoch < e.epoch:
+            return CheckResult(ERROR, INVALID_PRODUCER_EPOCH,
+                               f"Epoch of producer {producer_id} is {producer_epoch}, which is smaller than "
+                               f"the last seen epoch {e.epoch}")
+        if producer_epoch == e.epoch:
+            for b in e.batches:
+                if b.first_seq == base_sequence and b.last_seq == last_sequence:
+                    return CheckResult(DUPLICATE, base_offset=b.base_offset, last_offset=b.last_offset)
+            if e.batches and not in_sequence(e.last_seq, base_sequence):
+                return CheckResult(ERROR, OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                   f"Out of order sequence number for producer {producer_id}: {base_sequence} "
+                                   f"(incoming seq. number), {e.last_seq} (current end sequence number)")
+            return _OK
+        if base_sequence != 0:  # a newer epoch starts again at 0
+            return CheckResult(ERROR, OUT_OF_ORDER_SEQUENCE_NUMBER,
+                               f"Invalid sequence number for new epoch of producer {producer_id}: "
+                               f"{producer_epoch} (request epoch), {base_sequence} (seq. number), "
+                               f"{e.epoch} (current producer epoch)")
+        return _OK
+
+    def check_header(self, h: BatchHeader, *, now_ms: int = 0) -> CheckResult:
+        return self.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
+                          h.is_transactional, now_ms=now_ms)
+
+    def update(self, h: BatchHeader, base_offset: int | None = None) -> None:
+        """Record an appended batch (h as written; base_offset overrides h.base_offset)."""
+        if h.producer_id < 0 or h.is_control:
+            return
+        base = h.base_offset if base_offset is None else base_offset
+        e = self.producers.get(h.producer_id)
+        if e is None or e.epoch != h.producer_epoch:
+            e = ProducerEntry(h.producer_epoch)  # a new epoch forgets the old epoch's batches
+            self.producers[h.producer_id] = e
+        if h.base_sequence >= 0:
+            e.batches.append(BatchMeta(h.base_sequence, h.last_sequence, base, base + h.last_offset_delta,
+                                       h.max_timestamp))
+        e.last_timestamp = h.max_timestamp
+
+    update_from_header = update  # older name
+
+    def truncate_head(self, log_start_offset: int) -> None:
+        """Forget producers whose every batch lies below the log start offset (Kafka evicts them
+        when retention or DeleteRecords moves the log start)."""
+        gone = [pid for pid, e in self.producers.items() if e.batches and e.last_offset < log_start_offset]
+        for pid in gone:
+            del self.producers[pid]
+        for e in self.producers.values():
+            while e.batches and e.batches[0].last_offset < log_start_offset:
+                e.batches.popleft()
+
+    def remove_expired(self, now_ms: int, expiration_ms: int = 86400000) -> int:
+        """producer.id.expiration.ms: drop producers idle for longer. Returns how many."""
+        gone = [pid for pid, e in self.producers.items() if e.last_timestamp >= 0
+                and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
+
+    def clear(self) -> None:
+        self.producers.clear()
+
+    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
+        """State from a log's batch headers in offset order (a log passes `log.iter_headers()`,
+        or the log itself)."""
+        self.producers.clear()
+        it = headers.iter_headers() if hasattr(headers, "iter_headers") else headers
+        for h in it:
+            if h.producer_id >= 0:
+                self.update(h)
