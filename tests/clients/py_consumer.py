@@ -4,7 +4,8 @@
 
 CLIENT: kafka-python | aiokafka | confluent. Prints JSON lines on stdout:
 {"rec": [partition, offset]} for each processed record, then {"commit": n} after
-each synchronous commit of everything processed so far; {"closed": true} on a
+each synchronous commit of everything processed so far ({"commit_failed": n} when that commit
+was refused: those records may be processed again by the partition's next owner); {"closed": true} on a
 clean close (LeaveGroup sent).
 """
 from __future__ import annotations
@@ -79,7 +80,7 @@ def run_aiokafka(bs, topic, group, strategy):
 
 
 def run_confluent(bs, topic, group, strategy):
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "session.timeout.ms": 3000, "heartbeat.interval.ms": 300,
                   "partition.assignment.strategy": strategy or "range"})
@@ -92,8 +93,16 @@ def run_confluent(bs, topic, group, strategy):
             out({"rec": [m.partition(), m.offset()]})
             n += 1
         if good:
-            c.commit(asynchronous=False)
-            out({"commit": n})
+            # explicit offsets: a partition revoked while this batch was handed out (cooperative
+            # rebalancing runs its callback inside consume()) is committed too, or reported
+            last = {}
+            for m in good:
+                last[m.partition()] = m.offset() + 1
+            try:
+                c.commit(offsets=[TopicPartition(topic, p, o) for p, o in last.items()], asynchronous=False)
+                out({"commit": n})
+            except KafkaException as e:
+                out({"commit_failed": n, "error": str(e)})
     c.close()
     out({"closed": True})
 
