@@ -1,5 +1,46 @@
-// A small CLI over the Java kafka-clients (3.9.1), for Kafkite's client matrix.
-// Every command prints JSON lines on stdout. Compiled by .ci/install-clients.sh.
+// A small CLI over the Java kafka-clients (3.9.1) for Kafkite's client tests. Single file, no
+// dependencies beyond kafka-clients (+ slf4j-api, lz4-java, snappy-java, zstd-jni on the class path).
+// Compiled by .ci/install-clients.sh into $KAFKITE_TOOLS/java/classes.
+//
+// Every command prints JSON objects, one a line, on stdout. Errors are {"error": "<Java exception
+// simple class name>", "message": "..."}: broker-side errors of admin commands exit 0, anything else
+// exits 1 (usage: exit 2). Bytes are base64 (standard alphabet, padded).
+//
+//   admin-create   BS TOPIC PARTITIONS RF [k=v ...]    -> {"ok":true,"topic_id":"<Uuid.toString>"}
+//   admin-list     BS [--internal]                     -> {"topics":[sorted names]}
+//   admin-describe BS TOPIC                            -> {"name","topic_id","internal","partitions":[{"partition",
+//                       "leader","replicas":[ids],"isr":[ids]}],"configs":{name:{"value","source"}}}
+//                       (configs is null plus "configs_error" when DescribeConfigs fails)
+//   admin-delete   BS TOPIC                            -> {"ok":true}
+//   admin-cluster  BS                                  -> {"cluster_id","controller","brokers":N,"nodes":[{"id","host","port","rack"}]}
+//   admin-alter-configs BS TOPIC k=v ... [k= (deletes)] -> {"ok":true}        (incrementalAlterConfigs)
+//   admin-create-partitions BS TOPIC TOTAL             -> {"ok":true}
+//   admin-groups   BS                                  -> {"groups":[{"group","state","simple"}]}
+//   admin-describe-group BS GROUP                      -> {"group","state","protocol","assignor","coordinator","members":[...]}
+//   admin-group-offsets  BS GROUP                      -> {"offsets":{"topic:partition":offset}}
+//   admin-delete-group   BS GROUP                      -> {"ok":true}
+//   produce BS TOPIC COUNT [--acks all|1|0|-1] [--compression none|gzip|snappy|lz4|zstd] [--idempotent true|false]
+//           [--key-prefix K] [--distinct-keys N] [--null-keys] [--headers] [--value-size N] [--partition P]
+//           [--timestamp-base MS [--timestamp-step MS]] [--linger-ms N] [--batch-size N] [--pause-ms-per-1000 N]
+//           [--transactional-id ID [--abort]] [--prop k=v ...]
+//        -> {"acked":N,"errors":N,"first_error":null|"...","partitions":{"<p>":[first,last,count]},"elapsed_ms":N}
+//        record i: key = K + (i % N) (K default "java-", N default 97), value = "value-<i>-" + "x"*(i%50)
+//        (or --value-size bytes), headers only with --headers: h=<i>, src=java
+//   consume-assign BS TOPIC EXPECTED [--timeout-ms N] [--isolation read_committed|read_uncommitted]
+//           [--partition P] [--prop k=v ...]
+//        -> one line a record {"p","o","ts","tt","k","v","h":[[key,b64]]}, then
+//           {"consumed":N,"expected":N,"timed_out":bool}
+//   consume-group BS TOPIC GROUP MAX [--timeout-ms N] [--commit] [--strategy range|roundrobin|sticky|cooperative-sticky]
+//           [--protocol classic|consumer] [--auto-offset-reset earliest|latest|none] [--isolation ...] [--prop k=v ...]
+//        -> record lines as above, then {"consumed":N,"timed_out":bool,"assignment":[partitions],
+//           "committed":{"<p>":offset}|null}   (committed = what the broker returns for the group after --commit)
+//   offsets-for-times BS TOPIC TS                      -> {"<p>":[offset,timestamp]|null}
+//   list-offsets BS TOPIC                              -> {"<p>":{"earliest":N,"latest":N}}
+//
+// Legacy forms kept for existing tests: `admin BS create|list|describe|delete|cluster ...`,
+// `produce BS TOPIC COUNT CODEC IDEMPOTENT [PAUSE_MS_PER_1000]` (acks=all, headers on),
+// `consume BS TOPIC COUNT` (= consume-assign, timeout 60 s),
+// `group BS TOPIC GROUP [STRATEGY]` (runs until SIGTERM: {"rec":[p,o]}, {"commit":n}, {"closed":true}).
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.*;
@@ -14,6 +55,7 @@ import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.*;
 
 public class KafkiteDriver {
+    // ---- JSON out ---------------------------------------------------------------------------------
     static String q(String s) {
         if (s == null) return "null";
         StringBuilder b = new StringBuilder("\"");
@@ -25,84 +67,251 @@ public class KafkiteDriver {
         return b.append('"').toString();
     }
     static String b64(byte[] v) { return v == null ? "null" : q(Base64.getEncoder().encodeToString(v)); }
-    static void out(String json) { System.out.println(json); System.out.flush(); }
+    static synchronized void out(String json) { System.out.println(json); System.out.flush(); }
+    static Throwable cause(Throwable e) {
+        while ((e instanceof ExecutionException || e instanceof KafkaException && e.getClass() == KafkaException.class)
+                && e.getCause() != null) e = e.getCause();
+        return e;
+    }
     static String err(Throwable e) {
-        Throwable c = (e instanceof ExecutionException && e.getCause() != null) ? e.getCause() : e;
+        Throwable c = cause(e);
         return "{\"error\":" + q(c.getClass().getSimpleName()) + ",\"message\":" + q(c.getMessage()) + "}";
     }
+    static String ids(Collection<Node> nodes) {
+        StringBuilder b = new StringBuilder("[");
+        for (Node n : nodes) b.append(b.length() > 1 ? "," : "").append(n.id());
+        return b.append("]").toString();
+    }
+    static String strList(Collection<String> xs) {
+        StringBuilder b = new StringBuilder("[");
+        for (String x : xs) b.append(b.length() > 1 ? "," : "").append(q(x));
+        return b.append("]").toString();
+    }
 
-    static Properties base(String bs) {
+    // ---- arguments --------------------------------------------------------------------------------
+    static final Set<String> BOOL_FLAGS = Set.of("--headers", "--no-headers", "--commit", "--null-keys", "--abort", "--internal");
+
+    static class Args {
+        final List<String> pos = new ArrayList<>();
+        final Map<String, String> opt = new HashMap<>();
+        final Map<String, String> props = new LinkedHashMap<>();
+        Args(String[] a, int from) {
+            for (int i = from; i < a.length; i++) {
+                String s = a[i];
+                if (s.startsWith("--") && s.length() > 2) {
+                    String k = s, v;
+                    int eq = s.indexOf('=');
+                    if (eq > 0) { k = s.substring(0, eq); v = s.substring(eq + 1); }
+                    else if (BOOL_FLAGS.contains(s)) v = "true";
+                    else if (i + 1 < a.length) v = a[++i];
+                    else throw new IllegalArgumentException("missing value for " + s);
+                    if (k.equals("--prop")) { String[] kv = v.split("=", 2); props.put(kv[0], kv.length > 1 ? kv[1] : ""); }
+                    else opt.put(k, v);
+                } else pos.add(s);
+            }
+        }
+        String pos(int i) {
+            if (i >= pos.size()) throw new IllegalArgumentException("missing argument " + (i + 1));
+            return pos.get(i);
+        }
+        String get(String k, String d) { return opt.getOrDefault(k, d); }
+        int getInt(String k, int d) { return opt.containsKey(k) ? Integer.parseInt(opt.get(k)) : d; }
+        long getLong(String k, long d) { return opt.containsKey(k) ? Long.parseLong(opt.get(k)) : d; }
+        boolean flag(String k) { return Boolean.parseBoolean(opt.getOrDefault(k, "false")); }
+    }
+
+    static Properties base(String bs, Args a) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bs);
+        p.put("client.id", "kafkite-java-driver");
         p.put("request.timeout.ms", "20000");
         p.put("default.api.timeout.ms", "30000");
+        if (a != null) p.putAll(a.props);
         return p;
     }
 
-    public static void main(String[] a) throws Exception {
-        String cmd = a[0], bs = a[1];
-        switch (cmd) {
-            case "admin": admin(bs, Arrays.copyOfRange(a, 2, a.length)); break;
-            case "produce": produce(bs, a[2], Integer.parseInt(a[3]), a[4], Boolean.parseBoolean(a[5]),
-                                    a.length > 6 ? Integer.parseInt(a[6]) : 0); break;
-            case "consume": consume(bs, a[2], Integer.parseInt(a[3])); break;
-            case "group": group(bs, a[2], a[3], a.length > 4 ? a[4] : "range"); break;
-            case "offsets-for-times": offsetsForTimes(bs, a[2], Long.parseLong(a[3])); break;
-            default: throw new IllegalArgumentException(cmd);
+    public static void main(String[] argv) {
+        if (argv.length < 2) {
+            System.err.println("usage: KafkiteDriver COMMAND BOOTSTRAP ... (see the head of KafkiteDriver.java)");
+            System.exit(2);
         }
+        String cmd = argv[0], bs = argv[1];
+        int code = 0;
+        try {
+            if (cmd.equals("admin")) {  // legacy: admin BS SUB ...
+                if (argv.length < 3) throw new IllegalArgumentException("admin needs a subcommand");
+                cmd = "admin-" + argv[2];
+                argv = concat(new String[]{cmd, bs}, Arrays.copyOfRange(argv, 3, argv.length));
+            }
+            Args a = new Args(argv, 2);
+            if (cmd.startsWith("admin-")) admin(cmd.substring(6), bs, a);
+            else switch (cmd) {
+                case "produce": {
+                    if (a.pos.size() >= 3) {  // legacy: produce BS TOPIC N CODEC [IDEMPOTENT [PAUSE]]
+                        a.opt.putIfAbsent("--compression", a.pos.get(2));
+                        a.opt.putIfAbsent("--idempotent", a.pos.size() > 3 ? a.pos.get(3) : "true");
+                        if (a.pos.size() > 4) a.opt.putIfAbsent("--pause-ms-per-1000", a.pos.get(4));
+                        a.opt.putIfAbsent("--headers", "true");
+                        a.opt.putIfAbsent("--acks", "all");
+                    }
+                    produce(bs, a);
+                    break;
+                }
+                case "consume": a.opt.putIfAbsent("--timeout-ms", "60000"); consumeAssign(bs, a); break;
+                case "consume-assign": consumeAssign(bs, a); break;
+                case "consume-group": consumeGroup(bs, a); break;
+                case "group": group(bs, a); break;
+                case "offsets-for-times": offsetsForTimes(bs, a); break;
+                case "list-offsets": listOffsets(bs, a); break;
+                default: throw new IllegalArgumentException("unknown command " + cmd);
+            }
+        } catch (IllegalArgumentException e) {
+            out(err(e));
+            code = 2;
+        } catch (Throwable e) {
+            out(err(e));
+            code = 1;
+        }
+        System.exit(code);
     }
 
-    static void admin(String bs, String[] a) throws Exception {
-        try (Admin admin = Admin.create(base(bs))) {
+    static String[] concat(String[] x, String[] y) {
+        String[] r = Arrays.copyOf(x, x.length + y.length);
+        System.arraycopy(y, 0, r, x.length, y.length);
+        return r;
+    }
+
+    // ---- admin -------------------------------------------------------------------------------------
+    static void admin(String sub, String bs, Args a) throws Exception {
+        try (Admin admin = Admin.create(base(bs, a))) {
             try {
-                switch (a[0]) {
+                switch (sub) {
                     case "create": {
+                        String topic = a.pos(0);
                         Map<String, String> cfg = new HashMap<>();
-                        for (int i = 4; i < a.length; i++) { String[] kv = a[i].split("=", 2); cfg.put(kv[0], kv[1]); }
-                        NewTopic t = new NewTopic(a[1], Integer.parseInt(a[2]), Short.parseShort(a[3])).configs(cfg);
+                        for (int i = 3; i < a.pos.size(); i++) { String[] kv = a.pos.get(i).split("=", 2); cfg.put(kv[0], kv.length > 1 ? kv[1] : ""); }
+                        NewTopic t = new NewTopic(topic, Integer.parseInt(a.pos(1)), Short.parseShort(a.pos(2))).configs(cfg);
                         CreateTopicsResult r = admin.createTopics(List.of(t));
                         r.all().get();
-                        out("{\"ok\":true,\"topic_id\":" + q(r.topicId(a[1]).get().toString()) + "}");
+                        String tid;
+                        try { tid = r.topicId(topic).get().toString(); } catch (ExecutionException e) { tid = null; }
+                        out("{\"ok\":true,\"topic_id\":" + q(tid) + "}");
                         break;
                     }
                     case "list": {
-                        StringBuilder b = new StringBuilder("{\"topics\":[");
-                        List<String> names = new ArrayList<>(admin.listTopics().names().get());
+                        List<String> names = new ArrayList<>(admin.listTopics(new ListTopicsOptions().listInternal(a.flag("--internal"))).names().get());
                         Collections.sort(names);
-                        for (int i = 0; i < names.size(); i++) b.append(i > 0 ? "," : "").append(q(names.get(i)));
-                        out(b.append("]}").toString());
+                        out("{\"topics\":" + strList(names) + "}");
                         break;
                     }
                     case "describe": {
-                        TopicDescription d = admin.describeTopics(List.of(a[1])).allTopicNames().get().get(a[1]);
-                        Config c = admin.describeConfigs(List.of(new ConfigResource(ConfigResource.Type.TOPIC, a[1])))
-                                .all().get().values().iterator().next();
-                        StringBuilder b = new StringBuilder("{\"name\":" + q(d.name()) + ",\"topic_id\":" + q(d.topicId().toString())
+                        String topic = a.pos(0);
+                        TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+                        StringBuilder b = new StringBuilder("{\"name\":" + q(d.name()) + ",\"topic_id\":" + q(d.topicId() == null ? null : d.topicId().toString())
                                 + ",\"internal\":" + d.isInternal() + ",\"partitions\":[");
                         for (int i = 0; i < d.partitions().size(); i++) {
                             TopicPartitionInfo p = d.partitions().get(i);
                             b.append(i > 0 ? "," : "").append("{\"partition\":").append(p.partition())
                              .append(",\"leader\":").append(p.leader() == null ? -1 : p.leader().id())
-                             .append(",\"replicas\":").append(p.replicas().size()).append("}");
+                             .append(",\"replicas\":").append(ids(p.replicas()))
+                             .append(",\"isr\":").append(ids(p.isr())).append("}");
                         }
-                        b.append("],\"configs\":{");
+                        b.append("],\"configs\":");
+                        try {
+                            Config c = admin.describeConfigs(List.of(new ConfigResource(ConfigResource.Type.TOPIC, topic)))
+                                    .all().get().values().iterator().next();
+                            b.append("{");
+                            boolean first = true;
+                            for (ConfigEntry e : c.entries()) {
+                                b.append(first ? "" : ",").append(q(e.name())).append(":{\"value\":").append(q(e.value()))
+                                 .append(",\"source\":").append(q(e.source().name())).append("}");
+                                first = false;
+                            }
+                            b.append("}");
+                        } catch (ExecutionException e) {
+                            Throwable c = cause(e);
+                            b.append("null,\"configs_error\":").append(q(c.getClass().getSimpleName() + ": " + c.getMessage()));
+                        }
+                        out(b.append("}").toString());
+                        break;
+                    }
+                    case "delete": admin.deleteTopics(List.of(a.pos(0))).all().get(); out("{\"ok\":true}"); break;
+                    case "cluster": {
+                        DescribeClusterResult r = admin.describeCluster();
+                        Collection<Node> nodes = r.nodes().get();
+                        Node ctl = r.controller().get();
+                        StringBuilder b = new StringBuilder("{\"cluster_id\":" + q(r.clusterId().get()) + ",\"controller\":"
+                                + (ctl == null ? -1 : ctl.id()) + ",\"brokers\":" + nodes.size() + ",\"nodes\":[");
                         boolean first = true;
-                        for (ConfigEntry e : c.entries()) {
-                            b.append(first ? "" : ",").append(q(e.name())).append(":{\"value\":").append(q(e.value()))
-                             .append(",\"source\":").append(q(e.source().name())).append("}");
+                        for (Node n : nodes) {
+                            b.append(first ? "" : ",").append("{\"id\":").append(n.id()).append(",\"host\":").append(q(n.host()))
+                             .append(",\"port\":").append(n.port()).append(",\"rack\":").append(q(n.rack())).append("}");
                             first = false;
+                        }
+                        out(b.append("]}").toString());
+                        break;
+                    }
+                    case "alter-configs": {
+                        List<AlterConfigOp> ops = new ArrayList<>();
+                        for (int i = 1; i < a.pos.size(); i++) {
+                            String[] kv = a.pos.get(i).split("=", 2);
+                            ops.add(kv.length < 2 || kv[1].isEmpty()
+                                    ? new AlterConfigOp(new ConfigEntry(kv[0], null), AlterConfigOp.OpType.DELETE)
+                                    : new AlterConfigOp(new ConfigEntry(kv[0], kv[1]), AlterConfigOp.OpType.SET));
+                        }
+                        admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.TOPIC, a.pos(0)), ops)).all().get();
+                        out("{\"ok\":true}");
+                        break;
+                    }
+                    case "create-partitions":
+                        admin.createPartitions(Map.of(a.pos(0), NewPartitions.increaseTo(Integer.parseInt(a.pos(1))))).all().get();
+                        out("{\"ok\":true}");
+                        break;
+                    case "groups": {
+                        List<ConsumerGroupListing> gs = new ArrayList<>(admin.listConsumerGroups().all().get());
+                        gs.sort(Comparator.comparing(ConsumerGroupListing::groupId));
+                        StringBuilder b = new StringBuilder("{\"groups\":[");
+                        for (int i = 0; i < gs.size(); i++) {
+                            ConsumerGroupListing g = gs.get(i);
+                            b.append(i > 0 ? "," : "").append("{\"group\":").append(q(g.groupId())).append(",\"state\":")
+                             .append(q(g.state().map(Enum::name).orElse(null))).append(",\"simple\":").append(g.isSimpleConsumerGroup()).append("}");
+                        }
+                        out(b.append("]}").toString());
+                        break;
+                    }
+                    case "describe-group": {
+                        String g = a.pos(0);
+                        ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(g)).all().get().get(g);
+                        StringBuilder b = new StringBuilder("{\"group\":" + q(d.groupId()) + ",\"state\":" + q(d.state().name())
+                                + ",\"protocol\":" + q(d.type().name()) + ",\"assignor\":" + q(d.partitionAssignor())
+                                + ",\"coordinator\":" + (d.coordinator() == null ? -1 : d.coordinator().id()) + ",\"members\":[");
+                        boolean first = true;
+                        for (MemberDescription m : d.members()) {
+                            StringBuilder parts = new StringBuilder("[");
+                            List<TopicPartition> tps = new ArrayList<>(m.assignment().topicPartitions());
+                            tps.sort(Comparator.comparing(TopicPartition::topic).thenComparingInt(TopicPartition::partition));
+                            for (TopicPartition tp : tps) parts.append(parts.length() > 1 ? "," : "").append(q(tp.topic() + ":" + tp.partition()));
+                            b.append(first ? "" : ",").append("{\"member_id\":").append(q(m.consumerId())).append(",\"client_id\":")
+                             .append(q(m.clientId())).append(",\"host\":").append(q(m.host())).append(",\"assignment\":").append(parts).append("]}");
+                            first = false;
+                        }
+                        out(b.append("]}").toString());
+                        break;
+                    }
+                    case "group-offsets": {
+                        Map<TopicPartition, OffsetAndMetadata> m = admin.listConsumerGroupOffsets(a.pos(0)).partitionsToOffsetAndMetadata().get();
+                        List<TopicPartition> tps = new ArrayList<>(m.keySet());
+                        tps.sort(Comparator.comparing(TopicPartition::topic).thenComparingInt(TopicPartition::partition));
+                        StringBuilder b = new StringBuilder("{\"offsets\":{");
+                        for (int i = 0; i < tps.size(); i++) {
+                            OffsetAndMetadata o = m.get(tps.get(i));
+                            b.append(i > 0 ? "," : "").append(q(tps.get(i).topic() + ":" + tps.get(i).partition())).append(":").append(o == null ? "null" : String.valueOf(o.offset()));
                         }
                         out(b.append("}}").toString());
                         break;
                     }
-                    case "delete": admin.deleteTopics(List.of(a[1])).all().get(); out("{\"ok\":true}"); break;
-                    case "cluster": {
-                        DescribeClusterResult r = admin.describeCluster();
-                        out("{\"cluster_id\":" + q(r.clusterId().get()) + ",\"controller\":" + r.controller().get().id()
-                                + ",\"brokers\":" + r.nodes().get().size() + "}");
-                        break;
-                    }
-                    default: throw new IllegalArgumentException(a[0]);
+                    case "delete-group": admin.deleteConsumerGroups(List.of(a.pos(0))).all().get(); out("{\"ok\":true}"); break;
+                    default: throw new IllegalArgumentException("unknown admin command " + sub);
                 }
             } catch (ExecutionException e) {
                 out(err(e));
@@ -110,33 +319,63 @@ public class KafkiteDriver {
         }
     }
 
-    // pauseMsPer1000: sleep this long after every 1000 sends (to spread a run over time for failover tests)
-    static void produce(String bs, String topic, int n, String compression, boolean idempotent, int pauseMsPer1000)
-            throws Exception {
-        Properties p = base(bs);
-        p.put("acks", "all");
-        p.put("compression.type", compression);
-        p.put("enable.idempotence", String.valueOf(idempotent));
-        p.put("linger.ms", "5");
+    // ---- produce -----------------------------------------------------------------------------------
+    static void produce(String bs, Args a) throws Exception {
+        String topic = a.pos(0);
+        int n = Integer.parseInt(a.pos(1));
+        Properties p = base(bs, null);
+        String acks = a.get("--acks", "all");
+        p.put("acks", acks);
+        p.put("compression.type", a.get("--compression", "none"));
+        boolean idem = Boolean.parseBoolean(a.get("--idempotent", acks.equals("all") || acks.equals("-1") ? "true" : "false"));
+        p.put("enable.idempotence", String.valueOf(idem));
+        p.put("linger.ms", a.get("--linger-ms", "5"));
+        if (a.opt.containsKey("--batch-size")) p.put("batch.size", a.get("--batch-size", null));
         p.put("delivery.timeout.ms", "120000");
+        p.put("max.block.ms", "30000");
         p.put("retries", String.valueOf(Integer.MAX_VALUE));
         p.put("key.serializer", ByteArraySerializer.class.getName());
         p.put("value.serializer", ByteArraySerializer.class.getName());
+        String txn = a.get("--transactional-id", null);
+        if (txn != null) p.put("transactional.id", txn);
+        p.putAll(a.props);
+        String keyPrefix = a.get("--key-prefix", "java-");
+        int distinct = a.getInt("--distinct-keys", 97);
+        boolean nullKeys = a.flag("--null-keys"), headers = a.flag("--headers") && !a.flag("--no-headers");
+        int valueSize = a.getInt("--value-size", -1), pause = a.getInt("--pause-ms-per-1000", 0);
+        Integer partition = a.opt.containsKey("--partition") ? Integer.valueOf(a.getInt("--partition", 0)) : null;
+        Long tsBase = a.opt.containsKey("--timestamp-base") ? Long.valueOf(a.getLong("--timestamp-base", 0)) : null;
+        long tsStep = a.getLong("--timestamp-step", 0);
+
         Map<Integer, long[]> ranges = new TreeMap<>();
         int[] acked = {0};
         List<String> errors = Collections.synchronizedList(new ArrayList<>());
+        long t0 = System.nanoTime();
         try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p)) {
+            if (txn != null) { prod.initTransactions(); prod.beginTransaction(); }
             for (int i = 0; i < n; i++) {
-                byte[] k = ("java-" + (i % 97)).getBytes(StandardCharsets.UTF_8);
-                StringBuilder v = new StringBuilder("value-" + i + "-");
-                for (int j = 0; j < i % 50; j++) v.append('x');
-                ProducerRecord<byte[], byte[]> r = new ProducerRecord<>(topic, k, v.toString().getBytes(StandardCharsets.UTF_8));
-                r.headers().add("h", String.valueOf(i).getBytes(StandardCharsets.UTF_8));
-                r.headers().add("src", "java".getBytes(StandardCharsets.UTF_8));
-                if (pauseMsPer1000 > 0 && i > 0 && i % 1000 == 0) Thread.sleep(pauseMsPer1000);
+                byte[] k = nullKeys ? null : (keyPrefix + (i % distinct)).getBytes(StandardCharsets.UTF_8);
+                byte[] v;
+                if (valueSize >= 0) {
+                    v = new byte[valueSize];
+                    byte[] tag = ("value-" + i + "-").getBytes(StandardCharsets.UTF_8);
+                    Arrays.fill(v, (byte) 'x');
+                    System.arraycopy(tag, 0, v, 0, Math.min(tag.length, valueSize));
+                } else {
+                    StringBuilder sb = new StringBuilder("value-" + i + "-");
+                    for (int j = 0; j < i % 50; j++) sb.append('x');
+                    v = sb.toString().getBytes(StandardCharsets.UTF_8);
+                }
+                ProducerRecord<byte[], byte[]> r = new ProducerRecord<>(topic, partition,
+                        tsBase == null ? null : Long.valueOf(tsBase + i * tsStep), k, v);
+                if (headers) {
+                    r.headers().add("h", String.valueOf(i).getBytes(StandardCharsets.UTF_8));
+                    r.headers().add("src", "java".getBytes(StandardCharsets.UTF_8));
+                }
+                if (pause > 0 && i > 0 && i % 1000 == 0) Thread.sleep(pause);
                 prod.send(r, (md, e) -> {
                     synchronized (ranges) {
-                        if (e != null) { errors.add(e.toString()); return; }
+                        if (e != null) { errors.add(e.getClass().getSimpleName() + ": " + e.getMessage()); return; }
                         acked[0]++;
                         long[] rg = ranges.computeIfAbsent(md.partition(), x -> new long[]{Long.MAX_VALUE, -1, 0});
                         rg[0] = Math.min(rg[0], md.offset()); rg[1] = Math.max(rg[1], md.offset()); rg[2]++;
@@ -144,56 +383,142 @@ public class KafkiteDriver {
                 });
             }
             prod.flush();
+            if (txn != null) { if (a.flag("--abort")) prod.abortTransaction(); else prod.commitTransaction(); }
         }
-        StringBuilder b = new StringBuilder("{\"acked\":" + acked[0] + ",\"errors\":" + errors.size() + ",\"partitions\":{");
-        boolean first = true;
-        for (Map.Entry<Integer, long[]> e : ranges.entrySet()) {
-            b.append(first ? "" : ",").append(q(String.valueOf(e.getKey()))).append(":[").append(e.getValue()[0]).append(",")
-             .append(e.getValue()[1]).append(",").append(e.getValue()[2]).append("]");
-            first = false;
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        StringBuilder b;
+        synchronized (ranges) {
+            b = new StringBuilder("{\"acked\":" + acked[0] + ",\"errors\":" + errors.size() + ",\"first_error\":"
+                    + q(errors.isEmpty() ? null : errors.get(0)) + ",\"partitions\":{");
+            boolean first = true;
+            for (Map.Entry<Integer, long[]> e : ranges.entrySet()) {
+                b.append(first ? "" : ",").append(q(String.valueOf(e.getKey()))).append(":[").append(e.getValue()[0]).append(",")
+                 .append(e.getValue()[1]).append(",").append(e.getValue()[2]).append("]");
+                first = false;
+            }
         }
-        out(b.append("}}").toString());
+        out(b.append("},\"elapsed_ms\":").append(ms).append("}").toString());
     }
 
+    // ---- consume -----------------------------------------------------------------------------------
     static String record(ConsumerRecord<byte[], byte[]> r) {
         StringBuilder h = new StringBuilder("[");
         boolean first = true;
         for (Header x : r.headers()) { h.append(first ? "" : ",").append("[").append(q(x.key())).append(",").append(b64(x.value())).append("]"); first = false; }
-        return "{\"p\":" + r.partition() + ",\"o\":" + r.offset() + ",\"ts\":" + r.timestamp() + ",\"k\":" + b64(r.key())
-                + ",\"v\":" + b64(r.value()) + ",\"h\":" + h + "]}";
+        return "{\"p\":" + r.partition() + ",\"o\":" + r.offset() + ",\"ts\":" + r.timestamp() + ",\"tt\":" + q(r.timestampType().name)
+                + ",\"k\":" + b64(r.key()) + ",\"v\":" + b64(r.value()) + ",\"h\":" + h + "]}";
     }
 
-    static Properties consumerProps(String bs) {
-        Properties p = base(bs);
+    static Properties consumerProps(String bs, Args a) {
+        Properties p = base(bs, null);
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
         p.put("enable.auto.commit", "false");
-        p.put("auto.offset.reset", "earliest");
+        p.put("auto.offset.reset", a.get("--auto-offset-reset", "earliest"));
+        p.put("isolation.level", a.get("--isolation", "read_uncommitted"));
         return p;
     }
 
-    static void consume(String bs, String topic, int n) {
-        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(bs))) {
-            List<TopicPartition> tps = new ArrayList<>();
-            for (PartitionInfo pi : c.partitionsFor(topic)) tps.add(new TopicPartition(topic, pi.partition()));
+    static List<TopicPartition> partitions(KafkaConsumer<?, ?> c, String topic, Args a) {
+        List<TopicPartition> tps = new ArrayList<>();
+        if (a.opt.containsKey("--partition")) { tps.add(new TopicPartition(topic, a.getInt("--partition", 0))); return tps; }
+        List<PartitionInfo> infos = c.partitionsFor(topic);
+        if (infos == null || infos.isEmpty()) throw new org.apache.kafka.common.errors.UnknownTopicOrPartitionException("no partitions for " + topic);
+        for (PartitionInfo pi : infos) tps.add(new TopicPartition(topic, pi.partition()));
+        tps.sort(Comparator.comparingInt(TopicPartition::partition));
+        return tps;
+    }
+
+    static void consumeAssign(String bs, Args a) {
+        String topic = a.pos(0);
+        int n = Integer.parseInt(a.pos(1));
+        long timeout = a.getLong("--timeout-ms", 30000);
+        Properties p = consumerProps(bs, a);
+        p.putAll(a.props);
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = partitions(c, topic, a);
             c.assign(tps);
             c.seekToBeginning(tps);
             int got = 0;
-            long deadline = System.currentTimeMillis() + 60000;
+            long deadline = System.currentTimeMillis() + timeout;
             while (got < n && System.currentTimeMillis() < deadline) {
-                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) { out(record(r)); got++; }
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(Math.max(1, Math.min(500, deadline - System.currentTimeMillis()))))) { out(record(r)); got++; }
             }
+            out("{\"consumed\":" + got + ",\"expected\":" + n + ",\"timed_out\":" + (got < n) + "}");
         }
     }
 
-    static void group(String bs, String topic, String group, String strategy) {
-        Properties p = consumerProps(bs);
+    static String assignor(String s) {
+        switch (s) {
+            case "roundrobin": return RoundRobinAssignor.class.getName();
+            case "sticky": return StickyAssignor.class.getName();
+            case "cooperative-sticky": return CooperativeStickyAssignor.class.getName();
+            case "range": return RangeAssignor.class.getName();
+            default: throw new IllegalArgumentException("unknown strategy " + s);
+        }
+    }
+
+    static void consumeGroup(String bs, Args a) {
+        String topic = a.pos(0), group = a.pos(1);
+        int max = Integer.parseInt(a.pos(2));
+        long timeout = a.getLong("--timeout-ms", 30000);
+        Properties p = consumerProps(bs, a);
+        p.put("group.id", group);
+        String protocol = a.get("--protocol", "classic");
+        p.put("group.protocol", protocol);
+        if (protocol.equals("classic")) {
+            p.put("partition.assignment.strategy", assignor(a.get("--strategy", "range")));
+            p.put("session.timeout.ms", a.get("--session-timeout-ms", "10000"));
+            p.put("heartbeat.interval.ms", "500");
+        }
+        p.putAll(a.props);
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.subscribe(List.of(topic));
+            int got = 0;
+            Set<TopicPartition> rewound = new HashSet<>();
+            long deadline = System.currentTimeMillis() + timeout;
+            while (got < max && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(Math.max(1, Math.min(500, deadline - System.currentTimeMillis()))))) {
+                    if (got >= max) {  // don't report (or commit) past MAX: rewind so the position is exact
+                        TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+                        if (rewound.add(tp)) c.seek(tp, r.offset());
+                        continue;
+                    }
+                    out(record(r));
+                    got++;
+                }
+            }
+            // every unreported record's partition was sought back, so position() is "next record to report"
+            List<TopicPartition> assigned = new ArrayList<>(c.assignment());
+            assigned.sort(Comparator.comparingInt(TopicPartition::partition));
+            StringBuilder b = new StringBuilder("{\"consumed\":" + got + ",\"timed_out\":" + (got < max) + ",\"assignment\":[");
+            for (int i = 0; i < assigned.size(); i++) b.append(i > 0 ? "," : "").append(assigned.get(i).partition());
+            b.append("],\"committed\":");
+            if (a.flag("--commit") && !assigned.isEmpty()) {
+                Map<TopicPartition, OffsetAndMetadata> offs = new HashMap<>();
+                for (TopicPartition tp : assigned) offs.put(tp, new OffsetAndMetadata(c.position(tp)));
+                c.commitSync(offs);
+                Map<TopicPartition, OffsetAndMetadata> got2 = c.committed(new HashSet<>(assigned));
+                b.append("{");
+                for (int i = 0; i < assigned.size(); i++) {
+                    OffsetAndMetadata o = got2.get(assigned.get(i));
+                    b.append(i > 0 ? "," : "").append(q(String.valueOf(assigned.get(i).partition()))).append(":").append(o == null ? "null" : String.valueOf(o.offset()));
+                }
+                b.append("}");
+            } else b.append("null");
+            out(b.append("}").toString());
+        }
+    }
+
+    // legacy long-running group member for tests/clients/group_scenario.py: stops on SIGTERM
+    static void group(String bs, Args a) {
+        String topic = a.pos(0), group = a.pos(1);
+        Properties p = consumerProps(bs, a);
         p.put("group.id", group);
         p.put("session.timeout.ms", "3000");
         p.put("heartbeat.interval.ms", "300");
-        String cls = strategy.equals("cooperative-sticky") ? CooperativeStickyAssignor.class.getName()
-                : strategy.equals("roundrobin") ? RoundRobinAssignor.class.getName() : RangeAssignor.class.getName();
-        p.put("partition.assignment.strategy", cls);
+        p.put("partition.assignment.strategy", assignor(a.pos.size() > 2 ? a.pos.get(2) : "range"));
+        p.putAll(a.props);
         KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p);
         AtomicBoolean stop = new AtomicBoolean(false);
         Thread main = Thread.currentThread();
@@ -217,17 +542,35 @@ public class KafkiteDriver {
         }
     }
 
-    static void offsetsForTimes(String bs, String topic, long ts) {
-        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(bs))) {
-            Map<TopicPartition, Long> q = new HashMap<>();
-            for (PartitionInfo pi : c.partitionsFor(topic)) q.put(new TopicPartition(topic, pi.partition()), ts);
+    static void offsetsForTimes(String bs, Args a) {
+        String topic = a.pos(0);
+        long ts = Long.parseLong(a.pos(1));
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(bs, a))) {
+            Map<TopicPartition, Long> req = new HashMap<>();
+            for (TopicPartition tp : partitions(c, topic, a)) req.put(tp, ts);
+            Map<TopicPartition, OffsetAndTimestamp> res = new TreeMap<>(Comparator.comparingInt(TopicPartition::partition));
+            res.putAll(c.offsetsForTimes(req));
             StringBuilder b = new StringBuilder("{");
             boolean first = true;
-            for (Map.Entry<TopicPartition, OffsetAndTimestamp> e : new TreeMap<TopicPartition, OffsetAndTimestamp>(
-                    Comparator.comparingInt(TopicPartition::partition)) {{ putAll(c.offsetsForTimes(q)); }}.entrySet()) {
+            for (Map.Entry<TopicPartition, OffsetAndTimestamp> e : res.entrySet()) {
                 b.append(first ? "" : ",").append(q(String.valueOf(e.getKey().partition()))).append(":")
                  .append(e.getValue() == null ? "null" : "[" + e.getValue().offset() + "," + e.getValue().timestamp() + "]");
                 first = false;
+            }
+            out(b.append("}").toString());
+        }
+    }
+
+    static void listOffsets(String bs, Args a) {
+        String topic = a.pos(0);
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(bs, a))) {
+            List<TopicPartition> tps = partitions(c, topic, a);
+            Map<TopicPartition, Long> begin = c.beginningOffsets(tps), end = c.endOffsets(tps);
+            StringBuilder b = new StringBuilder("{");
+            for (int i = 0; i < tps.size(); i++) {
+                TopicPartition tp = tps.get(i);
+                b.append(i > 0 ? "," : "").append(q(String.valueOf(tp.partition()))).append(":{\"earliest\":").append(begin.get(tp))
+                 .append(",\"latest\":").append(end.get(tp)).append("}");
             }
             out(b.append("}").toString());
         }

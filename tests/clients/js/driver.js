@@ -1,80 +1,286 @@
-// kafkajs driver for Kafkite's client matrix. JSON lines on stdout.
-//   node driver.js admin BS create TOPIC PARTS RF | list | describe TOPIC | delete TOPIC
-//   node driver.js produce BS TOPIC COUNT COMPRESSION(none|gzip)
-//   node driver.js consume BS TOPIC COUNT
-//   node driver.js group BS TOPIC GROUP
+// kafkajs driver for Kafkite's client tests. JSON objects on stdout, one a line. Modules come from
+// $KAFKITE_JS/node_modules (KAFKITE_JS defaults to this file's folder); see .ci/install-clients.sh.
+// Errors: {"error": "<kafkajs error type or name>", "message": "..."}; broker-side admin errors exit 0,
+// others exit 1 (usage: 2). Bytes are base64.
+//
+//   admin-create   BS TOPIC PARTITIONS RF [k=v ...]  -> {"ok":true}  ({"ok":false}: kafkajs says it already exists)
+//   admin-list     BS                                -> {"topics":[sorted names]}
+//   admin-describe BS TOPIC                          -> {"name","partitions":[{"partition","leader","replicas","isr"}],
+//                                                        "configs":{name:value}}  (null + "configs_error" on failure)
+//   admin-delete   BS TOPIC                          -> {"ok":true}
+//   admin-cluster  BS                                -> {"cluster_id","controller","brokers":N,"nodes":[{"id","host","port"}]}
+//   admin-groups   BS                                -> {"groups":[{"group","protocol_type"}]}
+//   admin-group-offsets BS GROUP TOPIC               -> {"offsets":{"topic:partition":offset}}  (-1: none committed)
+//   produce BS TOPIC COUNT [--acks all|1|0|-1] [--compression none|gzip|snappy|lz4|zstd] [--idempotent true|false]
+//           [--key-prefix K] [--distinct-keys N] [--null-keys] [--headers] [--value-size N] [--partition P] [--batch N]
+//        -> {"acked":N,"errors":N,"first_error":null|"...","partitions":{"<p>":[first,last,count]},"elapsed_ms":N}
+//        record i: key K+(i%N) (K default "js-", N 97), value "value-<i>-"+"x"*(i%50) (or --value-size bytes),
+//        headers only with --headers: h=<i>, src=js. Partitions are chosen by kafkajs' DefaultPartitioner
+//        (Java-compatible murmur2) in the driver so the per-partition offset ranges are exact.
+//   consume-assign BS TOPIC EXPECTED [--timeout-ms N]
+//        -> {"p","o","ts","k","v","h":[[key,b64]]} a record, then {"consumed":N,"expected":N,"timed_out":bool}
+//        (kafkajs has no assign(): a fresh group "kafkite-assign-<pid>-<time>" reading from the beginning)
+//   consume-group BS TOPIC GROUP MAX [--timeout-ms N] [--commit] [--from-beginning true|false]
+//        -> record lines, then {"consumed":N,"timed_out":bool,"assignment":[partitions],"committed":{"<p>":offset}|null}
+//   list-offsets BS TOPIC                             -> {"<p>":{"earliest":N,"latest":N}}
+//   offsets-for-times BS TOPIC TS                     -> {"<p>":offset}  (kafkajs gives the high watermark when none)
+// Legacy forms kept for existing tests: `admin BS create|list|describe|delete ...`, `produce BS TOPIC COUNT CODEC`
+// (headers on), `consume BS TOPIC COUNT` (timeout 60 s), `group BS TOPIC GROUP` (runs until SIGTERM).
+'use strict';
 const path = require('path');
-const { Kafka, CompressionTypes, logLevel } = require(path.join(process.env.KAFKITE_JS || __dirname, 'node_modules', 'kafkajs'));
+const { createRequire } = require('module');
+
+process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
+const jsDir = process.env.KAFKITE_JS || __dirname;
+const req = createRequire(path.join(jsDir, 'node_modules', '.kafkite-driver.js'));
+const { Kafka, CompressionTypes, CompressionCodecs, Partitioners, logLevel } = req('kafkajs');
+
+const codecs = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP };
+try { CompressionCodecs[CompressionTypes.Snappy] = req('kafkajs-snappy'); codecs.snappy = CompressionTypes.Snappy; } catch (e) { /* optional */ }
+try { const LZ4 = req('kafkajs-lz4'); CompressionCodecs[CompressionTypes.LZ4] = new LZ4().codec; codecs.lz4 = CompressionTypes.LZ4; } catch (e) { /* optional */ }
+try {
+  const zstd = req('@mongodb-js/zstd');
+  CompressionCodecs[CompressionTypes.ZSTD] = () => ({
+    compress: async (encoder) => zstd.compress(encoder.buffer, 3),
+    decompress: async (buffer) => zstd.decompress(buffer),
+  });
+  codecs.zstd = CompressionTypes.ZSTD;
+} catch (e) { /* optional */ }
 
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
-const [cmd, bs, ...args] = process.argv.slice(2);
-const kafka = new Kafka({ clientId: 'kafkite-kafkajs', brokers: bs.split(','), logLevel: logLevel.NOTHING,
-  retry: { retries: 10, initialRetryTime: 100 } });
+// process.exit() drops stdout still queued for a pipe: exit once everything written so far is flushed
+const exit = (code) => { process.exitCode = code; process.stdout.write('', () => process.exit(code)); };
+const errType = (e) => (e && (e.type || (e.errors && e.errors[0] && (e.errors[0].type || e.errors[0].name)) || e.name)) || String(e);
+const errOut = (e) => out({ error: errType(e), message: e && e.message });
 
-async function admin() {
-  const a = kafka.admin();
-  await a.connect();
-  try {
-    const [sub, topic] = args;
-    if (sub === 'create') {
-      try {
-        const ok = await a.createTopics({ topics: [{ topic, numPartitions: +args[2], replicationFactor: +args[3] }], waitForLeaders: true });
-        out({ ok });
-      } catch (e) { out({ error: e.type || e.name, message: e.message }); }
-    } else if (sub === 'list') {
-      out({ topics: (await a.listTopics()).sort() });
-    } else if (sub === 'describe') {
-      const md = await a.fetchTopicMetadata({ topics: [topic] });
-      const cfg = await a.describeConfigs({ resources: [{ type: 2, name: topic }], includeSynonyms: false });
-      const configs = {};
-      for (const e of cfg.resources[0].configEntries) configs[e.configName] = e.configValue;
-      out({ name: md.topics[0].name, partitions: md.topics[0].partitions.map((p) => ({ partition: p.partitionId, leader: p.leader })), configs });
-    } else if (sub === 'delete') {
-      try { await a.deleteTopics({ topics: [topic] }); out({ ok: true }); } catch (e) { out({ error: e.type || e.name, message: e.message }); }
-    }
-  } finally { await a.disconnect(); }
+class Usage extends Error { constructor(m) { super(m); this.name = 'Usage'; } }
+
+function parseArgs(argv) {
+  const pos = [];
+  const opt = {};
+  const bool = new Set(['--headers', '--no-headers', '--commit', '--null-keys']);
+  for (let i = 0; i < argv.length; i++) {
+    const s = argv[i];
+    if (s.startsWith('--') && s.length > 2) {
+      const eq = s.indexOf('=');
+      if (eq > 0) opt[s.slice(0, eq)] = s.slice(eq + 1);
+      else if (bool.has(s)) opt[s] = 'true';
+      else if (i + 1 < argv.length) opt[s] = argv[++i];
+      else throw new Usage(`missing value for ${s}`);
+    } else pos.push(s);
+  }
+  return { pos, opt, flag: (k) => opt[k] === 'true', need: (i) => { if (i >= pos.length) throw new Usage(`missing argument ${i + 1}`); return pos[i]; } };
 }
 
-async function produce() {
-  const [topic, count, compression] = args;
-  const p = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-  await p.connect();
-  const n = +count;
-  const codec = compression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
-  let acked = 0;
-  for (let start = 0; start < n; start += 500) {
-    const messages = [];
-    for (let i = start; i < Math.min(n, start + 500); i++) {
-      messages.push({ key: `js-${i % 97}`, value: `value-${i}-` + 'x'.repeat(i % 50), headers: { h: String(i), src: 'js' } });
+function client(bs) {
+  return new Kafka({ clientId: 'kafkite-kafkajs', brokers: bs.split(','), logLevel: logLevel.NOTHING,
+    connectionTimeout: 5000, requestTimeout: 30000, retry: { retries: 10, initialRetryTime: 100 } });
+}
+
+const b64 = (b) => (b == null ? null : Buffer.from(b).toString('base64'));
+function recordOut(partition, m) {
+  const h = [];
+  for (const [k, v] of Object.entries(m.headers || {})) {
+    for (const x of Array.isArray(v) ? v : [v]) h.push([k, b64(x)]);
+  }
+  out({ p: partition, o: +m.offset, ts: +m.timestamp, k: b64(m.key), v: b64(m.value), h });
+}
+
+// ---- admin ---------------------------------------------------------------------------------------
+async function admin(kafka, sub, a) {
+  const adm = kafka.admin();
+  await adm.connect();
+  try {
+    try {
+      if (sub === 'create') {
+        const topic = a.need(0);
+        const configEntries = a.pos.slice(3).map((kv) => { const i = kv.indexOf('='); return { name: kv.slice(0, i), value: kv.slice(i + 1) }; });
+        const ok = await adm.createTopics({ topics: [{ topic, numPartitions: +a.need(1), replicationFactor: +a.need(2), configEntries }], waitForLeaders: true });
+        out({ ok });
+      } else if (sub === 'list') {
+        out({ topics: (await adm.listTopics()).sort() });
+      } else if (sub === 'describe') {
+        const topic = a.need(0);
+        const md = await adm.fetchTopicMetadata({ topics: [topic] });
+        const t = md.topics[0];
+        const res = { name: t.name,
+          partitions: t.partitions.map((p) => ({ partition: p.partitionId, leader: p.leader, replicas: p.replicas, isr: p.isr }))
+            .sort((x, y) => x.partition - y.partition),
+          configs: null };
+        try {
+          const cfg = await adm.describeConfigs({ resources: [{ type: 2, name: topic }], includeSynonyms: false });
+          res.configs = {};
+          for (const e of cfg.resources[0].configEntries) res.configs[e.configName] = e.configValue;
+        } catch (e) { res.configs_error = `${errType(e)}: ${e.message}`; }
+        out(res);
+      } else if (sub === 'delete') {
+        await adm.deleteTopics({ topics: [a.need(0)] });
+        out({ ok: true });
+      } else if (sub === 'cluster') {
+        const c = await adm.describeCluster();
+        out({ cluster_id: c.clusterId, controller: c.controller, brokers: c.brokers.length,
+          nodes: c.brokers.map((b) => ({ id: b.nodeId, host: b.host, port: b.port })) });
+      } else if (sub === 'groups') {
+        const g = await adm.listGroups();
+        out({ groups: g.groups.map((x) => ({ group: x.groupId, protocol_type: x.protocolType })).sort((x, y) => (x.group < y.group ? -1 : 1)) });
+      } else if (sub === 'group-offsets') {
+        const res = await adm.fetchOffsets({ groupId: a.need(0), topics: [a.need(1)] });
+        const offsets = {};
+        for (const t of res) for (const p of t.partitions.sort((x, y) => x.partition - y.partition)) offsets[`${t.topic}:${p.partition}`] = +p.offset;
+        out({ offsets });
+      } else throw new Usage(`unknown admin command ${sub}`);
+    } catch (e) {
+      if (e instanceof Usage) throw e;
+      errOut(e);
     }
-    const res = await p.send({ topic, acks: -1, compression: codec, messages });
-    acked += messages.length;
+  } finally { await adm.disconnect(); }
+}
+
+// ---- produce -------------------------------------------------------------------------------------
+async function produce(kafka, a) {
+  const topic = a.need(0);
+  const n = +a.need(1);
+  const acksOpt = a.opt['--acks'] || 'all';
+  const acks = acksOpt === 'all' ? -1 : +acksOpt;
+  const compression = a.opt['--compression'] || 'none';
+  if (!(compression in codecs)) throw new Usage(`compression ${compression} not available in this kafkajs install`);
+  const idempotent = (a.opt['--idempotent'] || (acks === -1 ? 'true' : 'false')) === 'true';
+  const keyPrefix = a.opt['--key-prefix'] !== undefined ? a.opt['--key-prefix'] : 'js-';
+  const distinct = +(a.opt['--distinct-keys'] || 97);
+  const valueSize = a.opt['--value-size'] !== undefined ? +a.opt['--value-size'] : -1;
+  const headers = a.flag('--headers') && !a.flag('--no-headers');
+  const batch = +(a.opt['--batch'] || 500);
+  const fixedPartition = a.opt['--partition'] !== undefined ? +a.opt['--partition'] : null;
+
+  let partitionMetadata = null;
+  if (fixedPartition === null) {
+    const adm = kafka.admin();
+    await adm.connect();
+    try {
+      const deadline = Date.now() + 30000;
+      for (;;) {
+        try {
+          partitionMetadata = (await adm.fetchTopicMetadata({ topics: [topic] })).topics[0].partitions;
+          if (partitionMetadata.length) break;
+        } catch (e) { if (Date.now() > deadline) throw e; }
+        if (Date.now() > deadline) throw new Error(`no partitions for ${topic}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    } finally { await adm.disconnect(); }
+  }
+  const partitioner = Partitioners.DefaultPartitioner();
+
+  const p = kafka.producer({ idempotent, maxInFlightRequests: idempotent ? 1 : 5, allowAutoTopicCreation: true });
+  await p.connect();
+  const ranges = {};
+  let acked = 0;
+  let errors = 0;
+  let firstError = null;
+  const t0 = Date.now();
+  for (let start = 0; start < n; start += batch) {
+    const messages = [];
+    const perPartition = {};
+    for (let i = start; i < Math.min(n, start + batch); i++) {
+      const m = { key: a.flag('--null-keys') ? null : `${keyPrefix}${i % distinct}` };
+      if (valueSize >= 0) {
+        const v = Buffer.alloc(valueSize, 'x');
+        Buffer.from(`value-${i}-`).copy(v, 0, 0, Math.min(valueSize, `value-${i}-`.length));
+        m.value = v;
+      } else m.value = `value-${i}-` + 'x'.repeat(i % 50);
+      if (headers) m.headers = { h: String(i), src: 'js' };
+      m.partition = fixedPartition !== null ? fixedPartition : partitioner({ topic, partitionMetadata, message: m });
+      perPartition[m.partition] = (perPartition[m.partition] || 0) + 1;
+      messages.push(m);
+    }
+    try {
+      const res = await p.send({ topic, acks, compression: codecs[compression], messages });
+      for (const r of res) {
+        const cnt = perPartition[r.partition] || 0;
+        acked += cnt;
+        const base = r.baseOffset === undefined ? -1 : +r.baseOffset;
+        const rg = ranges[r.partition] || (ranges[r.partition] = [Number.MAX_SAFE_INTEGER, -1, 0]);
+        if (base >= 0) { rg[0] = Math.min(rg[0], base); rg[1] = Math.max(rg[1], base + cnt - 1); }
+        rg[2] += cnt;
+      }
+      if (acks === 0) acked = Math.min(n, start + messages.length);
+    } catch (e) {
+      errors += messages.length;
+      if (firstError === null) firstError = `${errType(e)}: ${e.message}`;
+    }
   }
   await p.disconnect();
-  out({ acked });
+  const partitions = {};
+  for (const k of Object.keys(ranges).sort((x, y) => x - y)) partitions[k] = ranges[k][1] < 0 ? [-1, -1, ranges[k][2]] : ranges[k];
+  out({ acked, errors, first_error: firstError, partitions, elapsed_ms: Date.now() - t0 });
 }
 
-async function consume() {
-  const [topic, count] = args;
-  const n = +count;
-  const c = kafka.consumer({ groupId: `kafkite-assign-${process.pid}-${Date.now()}` });
+// ---- consume -------------------------------------------------------------------------------------
+// Runs a group consumer until `want` records were reported or the deadline; returns what it saw.
+async function consumeWith(kafka, { topic, groupId, want, timeoutMs, fromBeginning, commit }) {
+  const c = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 500, rebalanceTimeout: 10000,
+    maxWaitTimeInMs: 200, allowAutoTopicCreation: false });
+  let assignment = [];
+  c.on(c.events.GROUP_JOIN, (e) => { assignment = (e.payload.memberAssignment[topic] || []).slice().sort((x, y) => x - y); });
   await c.connect();
-  await c.subscribe({ topics: [topic], fromBeginning: true });
+  await c.subscribe({ topics: [topic], fromBeginning });
   let got = 0;
-  await new Promise((resolve) => {
-    const timer = setTimeout(resolve, 60000);
-    c.run({ eachMessage: async ({ partition, message }) => {
-      const headers = Object.entries(message.headers || {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')]);
-      out({ p: partition, o: +message.offset, ts: +message.timestamp, k: message.key ? message.key.toString('base64') : null,
-            v: message.value ? message.value.toString('base64') : null, h: headers });
-      if (++got >= n) { clearTimeout(timer); resolve(); }
-    } });
-  });
+  const next = {};  // partition -> offset after the last reported record
+  let done;
+  const finished = new Promise((resolve) => { done = resolve; });
+  const timer = setTimeout(() => done(true), timeoutMs);
+  await c.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning }) => {
+    for (const m of batch.messages) {
+      if (got >= want || !isRunning()) break;
+      recordOut(batch.partition, m);
+      got++;
+      next[batch.partition] = +m.offset + 1;
+      resolveOffset(m.offset);
+    }
+    if (got >= want) { clearTimeout(timer); done(false); }
+    await heartbeat();
+  } });
+  if (want <= 0) { clearTimeout(timer); done(false); }
+  const timedOut = await finished;
+  let committed = null;
+  if (commit) {
+    const offs = Object.keys(next).map((p) => ({ topic, partition: +p, offset: String(next[p]) }));
+    if (offs.length) await c.commitOffsets(offs);
+  }
   await c.disconnect();
+  if (commit) {
+    const adm = kafka.admin();
+    await adm.connect();
+    try {
+      committed = {};
+      const res = await adm.fetchOffsets({ groupId, topics: [topic] });
+      for (const p of res[0].partitions.sort((x, y) => x.partition - y.partition)) {
+        if (assignment.includes(p.partition) || next[p.partition] !== undefined) committed[p.partition] = +p.offset;
+      }
+    } finally { await adm.disconnect(); }
+  }
+  return { got, timedOut, assignment, committed };
 }
 
-async function group() {
-  const [topic, groupId] = args;
+async function consumeAssign(kafka, a) {
+  const topic = a.need(0);
+  const want = +a.need(1);
+  const r = await consumeWith(kafka, { topic, groupId: `kafkite-assign-${process.pid}-${Date.now()}`, want,
+    timeoutMs: +(a.opt['--timeout-ms'] || 30000), fromBeginning: true, commit: false });
+  out({ consumed: r.got, expected: want, timed_out: r.timedOut });
+}
+
+async function consumeGroup(kafka, a) {
+  const topic = a.need(0);
+  const groupId = a.need(1);
+  const want = +a.need(2);
+  const r = await consumeWith(kafka, { topic, groupId, want, timeoutMs: +(a.opt['--timeout-ms'] || 30000),
+    fromBeginning: (a.opt['--from-beginning'] || 'true') === 'true', commit: a.flag('--commit') });
+  out({ consumed: r.got, timed_out: r.timedOut, assignment: r.assignment, committed: r.committed });
+}
+
+// legacy long-running group member for tests/clients/group_scenario.py: stops on SIGTERM
+async function group(kafka, a) {
+  const [topic, groupId] = [a.need(0), a.need(1)];
   const c = kafka.consumer({ groupId, sessionTimeout: 6000, heartbeatInterval: 300 });
   await c.connect();
   await c.subscribe({ topics: [topic], fromBeginning: true });
@@ -85,9 +291,9 @@ async function group() {
     stopping = true;
     await c.disconnect();
     out({ closed: true });
-    process.exit(0);
+    exit(0);
   });
-  await c.run({ autoCommit: false, eachBatch: async ({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary }) => {
+  await c.run({ autoCommit: false, eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
     for (const m of batch.messages) { out({ rec: [batch.partition, +m.offset] }); n++; resolveOffset(m.offset); }
     await c.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: String(+batch.lastOffset() + 1) }]);
     out({ commit: n });
@@ -95,4 +301,55 @@ async function group() {
   } });
 }
 
-({ admin, produce, consume, group })[cmd]().catch((e) => { out({ error: e.name, message: e.message }); process.exit(1); });
+async function listOffsets(kafka, a) {
+  const adm = kafka.admin();
+  await adm.connect();
+  try {
+    const res = await adm.fetchTopicOffsets(a.need(0));
+    const o = {};
+    for (const p of res.sort((x, y) => x.partition - y.partition)) o[p.partition] = { earliest: +p.low, latest: +p.high };
+    out(o);
+  } finally { await adm.disconnect(); }
+}
+
+async function offsetsForTimes(kafka, a) {
+  const adm = kafka.admin();
+  await adm.connect();
+  try {
+    const res = await adm.fetchTopicOffsetsByTimestamp(a.need(0), +a.need(1));
+    const o = {};
+    for (const p of res.sort((x, y) => x.partition - y.partition)) o[p.partition] = +p.offset;
+    out(o);
+  } finally { await adm.disconnect(); }
+}
+
+async function main() {
+  let [cmd, bs, ...rest] = process.argv.slice(2);
+  if (!cmd || !bs) throw new Usage('usage: node driver.js COMMAND BOOTSTRAP ... (see the head of driver.js)');
+  if (cmd === 'admin') { cmd = `admin-${rest[0]}`; rest = rest.slice(1); }
+  const a = parseArgs(rest);
+  const kafka = client(bs);
+  if (cmd.startsWith('admin-')) return admin(kafka, cmd.slice(6), a);
+  switch (cmd) {
+    case 'produce':
+      if (a.pos.length >= 3) {  // legacy: produce BS TOPIC COUNT CODEC
+        if (a.opt['--compression'] === undefined) a.opt['--compression'] = a.pos[2];
+        if (a.opt['--headers'] === undefined) a.opt['--headers'] = 'true';
+      }
+      return produce(kafka, a);
+    case 'consume': if (a.opt['--timeout-ms'] === undefined) a.opt['--timeout-ms'] = '60000'; return consumeAssign(kafka, a);
+    case 'consume-assign': return consumeAssign(kafka, a);
+    case 'consume-group': return consumeGroup(kafka, a);
+    case 'group': return group(kafka, a);
+    case 'list-offsets': return listOffsets(kafka, a);
+    case 'offsets-for-times': return offsetsForTimes(kafka, a);
+    default: throw new Usage(`unknown command ${cmd}`);
+  }
+}
+
+for (const ev of ['unhandledRejection', 'uncaughtException']) {
+  process.on(ev, (e) => { out({ error: errType(e), message: `${ev}: ${e && e.message}`, stack: e && e.stack }); exit(1); });
+}
+
+main().then(() => { if (process.argv[2] !== 'group') exit(0); })
+  .catch((e) => { errOut(e); exit(e instanceof Usage ? 2 : 1); });
