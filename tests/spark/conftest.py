@@ -1,18 +1,20 @@
+"""Spark fixtures. One SparkSession for the whole run: Spark allows one SparkContext per JVM, and
+starting one costs seconds on a small machine. Unit tests need only pyspark and Java; end-to-end
+tests also need Spark's Kafka connector jars in KAFKITE_SPARK_JARS.
+
+Test modules start with `pytest.importorskip("pyspark")`: a skip raised here, in a conftest,
+would abort `pytest tests/spark` instead of skipping."""
 import os
 import shutil
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed")
-
-if shutil.which("java") is None:
-    pytest.skip("no Java runtime for Spark", allow_module_level=True)
-
 
 @pytest.fixture(scope="session")
 def _spark():
-    """One SparkSession for the whole run (Spark allows one per JVM); with the Kafka connector
-    when KAFKITE_SPARK_JARS points at its jars."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed")
+    if shutil.which("java") is None:
+        pytest.skip("no Java runtime for Spark")
     from kafkite.spark import session
     s = session(app_name="kafkite-tests", with_connector=bool(os.environ.get("KAFKITE_SPARK_JARS")))
     yield s
@@ -26,7 +28,8 @@ def spark_local(_spark):
 
 
 @pytest.fixture
-def spark_kafka(_spark):
+def spark_kafka(request):
+    """With Spark's Kafka connector; skipped (before any JVM starts) when its jars are not given."""
     if not os.environ.get("KAFKITE_SPARK_JARS"):
-        pytest.skip("KAFKITE_SPARK_JARS not set: Spark's Kafka connector jars are not available")
-    return _spark
+        pytest.skip("KAFKITE_SPARK_JARS not set")
+    return request.getfixturevalue("_spark")

@@ -2,12 +2,12 @@
 and read back with kafka-python (no Spark connector needed)."""
 from __future__ import annotations
 
-from pyspark.sql import types as T
+import pytest
 
-from kafkite.spark.lag import compute_lag, decode_offsets_df, END_OFFSETS_SCHEMA, latest_commits, end_offsets
+pytest.importorskip("pyspark", reason="pyspark is not installed")
 
-RAW = T.StructType([T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
-                    T.StructField("partition", T.IntegerType()), T.StructField("offset", T.LongType())])
+from kafkite.spark.lag import (END_OFFSETS_SCHEMA, RAW_SCHEMA, compute_lag, decode_offsets_df,  # noqa: E402
+                               end_offsets, latest_commits)
 
 
 def read_offsets_topic(bs):
@@ -54,7 +54,7 @@ def test_lag_matches_list_offsets_and_offset_fetch(spark_local, broker):
     admin.delete_group_offsets("g3", [__import__("kafka").TopicPartition("lag-a", 0)])
 
     rows = read_offsets_topic(bs)
-    raw = spark_local.createDataFrame(rows, RAW)
+    raw = spark_local.createDataFrame(rows, RAW_SCHEMA)
     commits = latest_commits(decode_offsets_df(raw))
     parts = [(r["topic"], r["partition"]) for r in commits.select("topic", "partition").distinct().collect()]
     ends_df = spark_local.createDataFrame(end_offsets(bs, parts), END_OFFSETS_SCHEMA)
@@ -75,26 +75,3 @@ def test_lag_matches_list_offsets_and_offset_fetch(spark_local, broker):
     assert got == expected
     assert got[("g1", "lag-a", 0)] == (10, 100, 90)
     assert ("g3", "lag-a", 0) not in got
-
-
-def test_decode_handles_all_value_versions(spark_local):
-    import struct
-
-    def key(g, t, p, version=1):
-        g, t = g.encode(), t.encode()
-        return struct.pack(">h", version) + struct.pack(">h", len(g)) + g + struct.pack(">h", len(t)) + t + \
-            struct.pack(">i", p)
-
-    def value(version, offset):
-        body = struct.pack(">q", offset)
-        if version == 3:
-            body += struct.pack(">i", 4)
-        return struct.pack(">h", version) + body + b"\x00\x00" + struct.pack(">q", 0)
-
-    group_md = struct.pack(">h", 2) + struct.pack(">h", 1) + b"g"  # group metadata key: ignored
-    rows = [(key("g", "t", 0, 0), value(0, 11), 0, 0), (key("g", "t", 1), value(1, 2**40), 0, 1),
-            (key("g", "t", 2), value(3, 7), 0, 2), (key("g", "t", 2), None, 0, 3), (group_md, b"\x00", 0, 4),
-            (key("grüppe", "tö", 3), value(3, 5), 1, 0)]
-    out = {(r["group"], r["topic"], r["partition"]): r["committed_offset"]
-           for r in latest_commits(decode_offsets_df(spark_local.createDataFrame(rows, RAW))).collect()}
-    assert out == {("g", "t", 0): 11, ("g", "t", 1): 2**40, ("grüppe", "tö", 3): 5}

@@ -1,8 +1,11 @@
 """Spark's own Kafka source and sink against Kafkite (needs KAFKITE_SPARK_JARS: the connector jars)."""
 from __future__ import annotations
 
+import pytest
 
-from pyspark.sql import functions as F
+pytest.importorskip("pyspark", reason="pyspark is not installed")
+
+from pyspark.sql import functions as F  # noqa: E402
 
 
 def create(bs, *names, partitions=2):
@@ -90,10 +93,28 @@ def test_streaming_with_group_id_and_headers(spark_kafka, broker, tmp_path):
     assert all(r.headers[0].key == "h" and r.headers[0].value == r.key for r in rows)
 
 
-def test_lag_pipeline_end_to_end(spark_kafka, broker):
+def independent_lag(bs, groups):
+    """Lag from OffsetFetch (KafkaAdminClient.list_group_offsets) and ListOffsets (KafkaConsumer.end_offsets)."""
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    kc = KafkaConsumer(bootstrap_servers=bs)
+    try:
+        out = {}
+        for g in groups:
+            fetched = admin.list_group_offsets(g)[g]
+            ends = kc.end_offsets(list(fetched))
+            for tp, om in fetched.items():
+                out[(g, tp.topic, tp.partition)] = (om.offset, ends[tp], ends[tp] - om.offset)
+        return out
+    finally:
+        kc.close()
+        admin.close()
+
+
+def commit_known_positions(bs):
+    """Three groups with known positions on a 3-partition topic of 30 records per partition."""
     from confluent_kafka import Consumer, Producer, TopicPartition
-    from kafkite.spark.lag import run_lag
-    bs = broker.bootstrap_servers
     create(bs, "lag-e2e", partitions=3)
     p = Producer({"bootstrap.servers": bs})
     for i in range(90):
@@ -102,10 +123,56 @@ def test_lag_pipeline_end_to_end(spark_kafka, broker):
     known = {"ga": [5, 10, 30], "gb": [0, 29, 1], "gc": [30, 30, 30]}
     for g, offs in known.items():
         c = Consumer({"bootstrap.servers": bs, "group.id": g})
+        c.commit(offsets=[TopicPartition("lag-e2e", i, max(o - 2, 0)) for i, o in enumerate(offs)],
+                 asynchronous=False)
         c.commit(offsets=[TopicPartition("lag-e2e", i, o) for i, o in enumerate(offs)], asynchronous=False)
         c.close()
-    got = {(r.group, r.partition): r.lag for r in run_lag(spark_kafka, bs).collect() if r.topic == "lag-e2e"}
-    assert got == {(g, i): 30 - o for g, offs in known.items() for i, o in enumerate(offs)}
+    return known
+
+
+def test_lag_pipeline_end_to_end(spark_kafka, broker, tmp_path):
+    from kafkite.spark.lag import LAG_COLUMNS, run_lag
+    bs = broker.bootstrap_servers
+    known = commit_known_positions(bs)
+    df = run_lag(spark_kafka, bs, output=str(tmp_path / "lag"))
+    got = {(r.group, r.topic, r.partition): (r.committed_offset, r.end_offset, r.lag) for r in df.collect()}
+    assert got == independent_lag(bs, known)
+    assert {(g, p): v[2] for (g, _, p), v in got.items()} == \
+        {(g, i): 30 - o for g, offs in known.items() for i, o in enumerate(offs)}
+    written = spark_kafka.read.parquet(str(tmp_path / "lag"))
+    assert tuple(written.columns) == LAG_COLUMNS and written.count() == 9
+
+
+def test_lag_on_a_cluster_without_commits(spark_kafka, broker):
+    from kafkite.spark.lag import run_lag
+    assert run_lag(spark_kafka, broker.bootstrap_servers).collect() == []
+
+
+def test_cli_lag_and_export(spark_kafka, broker, tmp_path, capsys):
+    """`kafkite spark lag` / `kafkite spark export` in-process (they reuse the running session)."""
+    from kafka import KafkaProducer
+    from kafkite.cli import main
+    bs = broker.bootstrap_servers
+    known = commit_known_positions(bs)
+    assert main(["spark", "lag", "--bootstrap-servers", bs]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "COMMITTED-OFFSET", "END-OFFSET", "LAG"]
+    table = {(w[0], int(w[2])): (int(w[3]), int(w[4]), int(w[5])) for w in (ln.split() for ln in lines[1:])}
+    assert table == {(g, i): (o, 30, 30 - o) for g, offs in known.items() for i, o in enumerate(offs)}
+
+    assert main(["spark", "lag", "--bootstrap-servers", bs, "--output", str(tmp_path / "lag")]) == 0
+    assert "wrote lag for 9 partitions" in capsys.readouterr().out
+
+    p = KafkaProducer(bootstrap_servers=bs)
+    for i in range(7):
+        p.send("cli-export", key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"x")], timestamp_ms=1000 + i)
+    p.flush()
+    p.close()
+    assert main(["spark", "export", "--bootstrap-servers", bs, "--topic", "cli-export",
+                 "--output", str(tmp_path / "exp"), "--starting-timestamp", "1002", "--ending-timestamp", "1005"]) == 0
+    assert "exported 3 records" in capsys.readouterr().out
+    rows = spark_kafka.read.parquet(str(tmp_path / "exp")).orderBy("offset").collect()
+    assert [(r.key, r.offset, r.headers[0].key) for r in rows] == [(b"k2", 2, "h"), (b"k3", 3, "h"), (b"k4", 4, "h")]
 
 
 def test_export_to_parquet_with_timestamps(spark_kafka, broker, tmp_path):
@@ -128,3 +195,7 @@ def test_export_to_parquet_with_timestamps(spark_kafka, broker, tmp_path):
     n = export(spark_kafka, bs, "spark-export", str(tmp_path / "window"), starting_timestamp=base + 5000,
                ending_timestamp=base + 10000)
     assert n == 5  # offsets 5..9
+    # past the last record: an empty export, not a failed job; an end past the last record reads to the end
+    assert export(spark_kafka, bs, "spark-export", str(tmp_path / "none"), starting_timestamp=base + 10**9) == 0
+    assert export(spark_kafka, bs, "spark-export", str(tmp_path / "tail"), starting_timestamp=base + 15000,
+                  ending_timestamp=base + 10**9) == 5
