@@ -1,16 +1,23 @@
-"""One Trio task per client connection.
+"""One Trio task per client connection (and one that sends its responses).
 
-Requests are read as size-prefixed frames and answered strictly in request
-order, one at a time, as Kafka does (it mutes a channel while a request is in
-flight): a client may pipeline many requests, and the responses come back in
-the order the requests were sent. A frame over `socket.request.max.bytes`, a
-truncated frame at EOF, an undecodable request, or an unknown api (other than
-ApiVersions, which gets KIP-511's fallback answer) closes this connection with a
-log line; every other connection carries on.
+Requests are read as size-prefixed frames and answered strictly in request order.
+Kafka handles one request at a time per connection (it mutes the channel while a
+request is in flight); so does Kafkite, with one exception that clients cannot tell
+apart: while a Produce's response waits for its fsync (see ReplicaManager.wait_durable),
+the next request is read and handled if it is a Produce too. Appends still happen
+in request order, each response is sent only after its own records are durable, and
+responses leave in request order; any other request waits until every earlier
+response has been sent, exactly as before. This lets one fsync cover several
+pipelined produce requests (group commit).
+
+A frame over `socket.request.max.bytes`, a truncated frame at EOF, an undecodable
+request, or an unknown api (other than ApiVersions, which gets KIP-511's fallback
+answer) closes this connection with a log line; every other connection carries on.
 """
 from __future__ import annotations
 
 import itertools
+import math
 from typing import TYPE_CHECKING
 
 import structlog
@@ -25,6 +32,51 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kafkite.connection")
 _conn_ids = itertools.count(1)
 
+PRODUCE = 0
+_CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
+
+
+class _Outbox:
+    """Responses in request order; each is sent once its waits are over."""
+
+    def __init__(self, stream: trio.SocketStream, clog) -> None:
+        self.stream, self.clog = stream, clog
+        self.send_ch, self.recv_ch = trio.open_memory_channel(math.inf)
+        self.pending = 0        # queued, not yet sent
+        self.pending_other = 0  # of which not Produce
+        self.drained = trio.Event()
+        self.drained.set()
+
+    def put(self, out: bytes | None, waits: list, produce: bool) -> None:
+        if not self.pending:
+            self.drained = trio.Event()
+        self.pending += 1
+        self.pending_other += not produce
+        self.send_ch.send_nowait((out, waits, produce))
+
+    async def wait_turn(self, produce: bool) -> None:
+        """Before handling a request: a Produce may overtake pending Produce responses, nothing else
+        may overtake anything."""
+        while self.pending and (not produce or self.pending_other):
+            await self.drained.wait()
+
+    async def run(self, cancel_scope: trio.CancelScope) -> None:
+        try:
+            async for out, waits, produce in self.recv_ch:
+                for wait in waits:
+                    await wait()
+                if out:
+                    await self.stream.send_all(out)
+                self.pending -= 1
+                self.pending_other -= not produce
+                if not self.pending:
+                    self.drained.set()
+        except _CLOSED:
+            pass
+        except Exception:  # a bug must never take the broker down
+            self.clog.exception("connection.error")
+        cancel_scope.cancel()
+
 
 async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
     try:
@@ -32,8 +84,24 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
     except OSError:
         peer = "?"
     clog = log.bind(peer=peer, conn=next(_conn_ids), broker=broker.node_id)
-    reader = FrameReader(broker.config.get("socket.request.max.bytes"))
     broker.connections.add(stream)
+    try:
+        async with trio.open_nursery() as nursery:
+            outbox = _Outbox(stream, clog)
+            nursery.start_soon(outbox.run, nursery.cancel_scope)
+            await _read_requests(broker, stream, peer, clog, outbox)
+            # responses to requests handled before the end are sent first, as one-at-a-time would
+            with trio.move_on_after(30):
+                await outbox.wait_turn(False)
+            nursery.cancel_scope.cancel()
+    finally:
+        broker.connections.discard(stream)
+        with trio.move_on_after(1):
+            await stream.aclose()
+
+
+async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str, clog, outbox: _Outbox) -> None:
+    reader = FrameReader(broker.config.get("socket.request.max.bytes"))
     try:
         while True:
             try:
@@ -50,18 +118,16 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
                     return
                 reader.feed(data)
                 continue
+            produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
+            await outbox.wait_turn(produce)
             try:
-                out = await broker.router.dispatch(frame, peer, clog)
+                out, waits = await broker.router.dispatch_deferred(frame, peer, clog)
             except CloseConnection as exc:
                 clog.warning("connection.closed", reason=str(exc))
                 return
-            if out:
-                await stream.send_all(out)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            if out or waits:
+                outbox.put(out, waits, produce)
+    except _CLOSED:
         pass
     except Exception:  # a bug in a handler must never take the broker down
         clog.exception("connection.error")
-    finally:
-        broker.connections.discard(stream)
-        with trio.move_on_after(1):
-            await stream.aclose()

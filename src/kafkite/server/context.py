@@ -22,6 +22,9 @@ class RequestContext:
     peer: str = ""
     log: Any = None
     now_ms: int = field(default_factory=now_ms)
+    # Awaited before the response is sent; the connection may read and handle the next Produce
+    # meanwhile (see server/connection.py). Produce puts its wait for the fsync here.
+    before_send: list = field(default_factory=list)
 
     @property
     def version(self) -> int:

@@ -36,6 +36,7 @@ class AppendOutcome:
     log_start_offset: int = -1
     record_errors: list[tuple[int, str | None]] | None = None
     error_message: str | None = None
+    durable_wait: tuple[object, int] | None = None  # (log, last offset) still to be fsynced: see wait_durable
 
 
 class ReplicaManager:
@@ -44,6 +45,7 @@ class ReplicaManager:
         self.logs: dict[tuple[str, int], object] = {}
         self.data_arrived = trio.Event() if _in_trio() else None
         self._closed = False
+        self._flushing: dict[int, trio.Event] = {}  # id(log) -> set when its running fsync ends
 
     # -- lifecycle ------------------------------------------------------------
     def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
@@ -128,7 +130,10 @@ class ReplicaManager:
         return self.logs.get((topic, partition))
 
     def append(self, topic: str, partition: int, records: bytes, now_ms: int, *, leader_epoch: int = 0,
-               internal: bool = False) -> AppendOutcome:
+               internal: bool = False, defer_flush: bool = False) -> AppendOutcome:
+        """Validate and append one partition's records. With defer_flush the fsync that
+        flush.messages asks for is left to `wait_durable(*outcome.durable_wait)`, which the caller
+        must await before acknowledging (the records stay above the high watermark until then)."""
         lg = self.logs.get((topic, partition))
         if lg is None:
             return AppendOutcome(error=E.UNKNOWN_TOPIC_OR_PARTITION)
@@ -147,15 +152,38 @@ class ReplicaManager:
             if h.producer_id >= 0:
                 chk = ps.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, now_ms=now_ms)
                 if chk.error == "duplicate":
+                    # the original may still wait for its fsync: so does this acknowledgement
+                    wait = (lg, chk.last_offset) if lg.flush_pending(chk.last_offset) else None
                     return AppendOutcome(error=0, base_offset=chk.base_offset, log_append_time_ms=-1,
-                                         log_start_offset=lg.log_start_offset)
+                                         log_start_offset=lg.log_start_offset, durable_wait=wait)
                 if chk.error:
                     return AppendOutcome(error=chk.code, error_message=chk.message,
                                          log_start_offset=lg.log_start_offset)
-        res = lg.append(buf, now_ms=now_ms, leader_epoch=leader_epoch)
-        self.notify()
+        res = lg.append(buf, now_ms=now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush)
+        wait = (lg, res.last_offset) if lg.flush_pending(res.last_offset) else None
+        if wait is None:
+            self.notify()
         return AppendOutcome(error=0, base_offset=res.base_offset, log_append_time_ms=res.log_append_time_ms,
-                             log_start_offset=res.log_start_offset)
+                             log_start_offset=res.log_start_offset, durable_wait=wait)
+
+    async def wait_durable(self, lg, offset: int) -> None:
+        """Return once the record at `offset` of `lg` is fsynced. The fsync runs in a worker
+        thread, so the event loop serves other requests meanwhile; appends made while one runs are
+        covered by the next, which one waiter starts for all (group commit)."""
+        while lg.flush_pending(offset):
+            running = self._flushing.get(id(lg))
+            if running is not None:
+                await running.wait()
+                continue
+            done = self._flushing[id(lg)] = trio.Event()
+            try:
+                target, run = lg.deferred_flush()
+                await trio.to_thread.run_sync(run)
+                lg.mark_flushed(target)
+                self.notify()  # the high watermark moved: wake waiting fetches
+            finally:
+                del self._flushing[id(lg)]
+                done.set()
 
     def notify(self) -> None:
         ev = self.data_arrived

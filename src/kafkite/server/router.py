@@ -68,6 +68,15 @@ class Router:
         self.broker = broker
 
     async def dispatch(self, frame: bytes, peer: str, log) -> bytes | None:
+        """Handle one request frame; the response frame (None: no response, e.g. acks=0)."""
+        out, before_send = await self.dispatch_deferred(frame, peer, log)
+        for wait in before_send:
+            await wait()
+        return out
+
+    async def dispatch_deferred(self, frame: bytes, peer: str, log) -> tuple[bytes | None, list]:
+        """Like dispatch, but the waits that must end before the response may be sent (a
+        Produce's fsync) are returned, not awaited: the connection sends in request order."""
         try:
             req = codec.decode_request(frame, supported())
         except (codec.UnknownApi, codec.UnsupportedVersion) as exc:
@@ -75,7 +84,7 @@ class Router:
                 # KIP-511: answer an ApiVersions we can't parse with v0 + UNSUPPORTED_VERSION + our list.
                 log.info("request.unsupported_api_versions", version=exc.api_version)
                 return codec.encode_response(
-                    metadata.api_versions_response(0, E.UNSUPPORTED_VERSION), 0, exc.correlation_id)
+                    metadata.api_versions_response(0, E.UNSUPPORTED_VERSION), 0, exc.correlation_id), []
             raise CloseConnection(str(exc)) from None
         except codec.MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
@@ -90,10 +99,10 @@ class Router:
                 await faults.before(ctx)
                 injected = faults.injected_error(ctx)
                 if injected is not None:
-                    return codec.encode_response(injected, req.api_version, req.correlation_id)
+                    return codec.encode_response(injected, req.api_version, req.correlation_id), []
             response = await handler(ctx)
             if faults is not None and faults.should_drop(ctx):
                 raise CloseConnection("fault injection: response dropped after processing")
         if response is None:  # e.g. Produce with acks=0
-            return None
-        return codec.encode_response(response, req.api_version, req.correlation_id)
+            return None, ctx.before_send
+        return codec.encode_response(response, req.api_version, req.correlation_id), ctx.before_send

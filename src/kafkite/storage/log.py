@@ -28,7 +28,11 @@ on close. On open, the active segment is always recovered: each batch's length a
 are checked, a torn tail (short batch or bad CRC) is truncated away and its indexes rebuilt.
 An older segment's indexes are loaded, or rebuilt from the .log when missing or stale.
 Durability: the active .log is fsynced once `flush.messages` records are unflushed
-(1 by default here: an acknowledged write is on disk).
+(1 by default here: an acknowledged write is on disk). An append may leave that fsync to its
+caller (`defer_flush=True`: `deferred_flush()` gives a function to run off the event loop,
+`mark_flushed()` records it done); until then the appended records stay above the high
+watermark, so no consumer reads a record that a crash could still take away. One fsync
+covers every append made before it started (group commit).
 
 This module is sans-IO with respect to time: every operation that needs the clock takes
 `now_ms` from the caller.
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import errno
 import os
 import shutil
 import struct
@@ -45,7 +50,7 @@ import uuid
 from array import array
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .batch import (HEADER_SIZE, BatchHeader, Record, crc_ok, decode_batch, iter_batches, patch_base_offset,
                     patch_partition_leader_epoch, read_header, rebuild_batch, set_log_append_time, valid_prefix)
@@ -559,12 +564,15 @@ class _Log:
         self.log_end_offset = 0
         self._hw: int | None = None
         self._unflushed = 0
+        self._dirty_from: int | None = None  # first offset whose deferred fsync has not happened
 
     # -- offsets
     @property
     def high_watermark(self) -> int:
-        """Single broker: follows the log end offset unless set lower (never above it)."""
-        return self.log_end_offset if self._hw is None else min(self._hw, self.log_end_offset)
+        """Single broker: follows the log end offset unless set lower (never above it), and never
+        above records whose deferred fsync is still to come."""
+        hw = self.log_end_offset if self._hw is None else min(self._hw, self.log_end_offset)
+        return hw if self._dirty_from is None else min(hw, self._dirty_from)
 
     @high_watermark.setter
     def high_watermark(self, v: int) -> None:
@@ -584,11 +592,12 @@ class _Log:
             yield from seg.iter_headers()
 
     # -- append
-    def append(self, batches, *, now_ms: int, leader_epoch: int = 0) -> AppendResult:
+    def append(self, batches, *, now_ms: int, leader_epoch: int = 0, defer_flush: bool = False) -> AppendResult:
         """Append validated batches (a bytearray, patched in place): assign offsets from the log
         end offset, stamp the leader epoch (and LogAppendTime when the topic uses it), roll the
         active segment if needed, update indexes, producer state and the epoch cache, fsync per
-        flush.messages. Bytes after the last complete batch are ignored."""
+        flush.messages (or, with defer_flush, leave it to the caller: see the module comment).
+        Bytes after the last complete batch are ignored."""
         buf = batches if isinstance(batches, bytearray) else bytearray(batches)
         end = valid_prefix(buf)
         if end == 0:
@@ -615,8 +624,33 @@ class _Log:
             self._unflushed += h.record_count
         self.log_end_offset = offset
         if self._unflushed >= self.config.flush_interval_messages:
-            self.flush()
+            if defer_flush and self.durable:
+                if self._dirty_from is None:
+                    self._dirty_from = base
+                self._unflushed = 0
+            else:
+                self.flush()
         return AppendResult(base, offset - 1, lat, self.log_start_offset)
+
+    # -- deferred fsync (group commit)
+    durable = False  # True where flush() puts records on stable storage
+
+    def flush_pending(self, offset: int) -> bool:
+        """True while the record at `offset` waits for a deferred fsync."""
+        return self._dirty_from is not None and self._dirty_from <= offset
+
+    def deferred_flush(self) -> tuple[int, Callable[[], None]]:
+        """(target, run): `run()` -- safe to call in another thread -- makes every record below
+        `target` durable; then call `mark_flushed(target)` on the log's own thread."""
+        return self.log_end_offset, lambda: None
+
+    def mark_flushed(self, target: int) -> None:
+        if self._dirty_from is None:
+            return
+        if target >= self.log_end_offset:
+            self._dirty_from = None
+        elif target > self._dirty_from:
+            self._dirty_from = target
 
     def _should_roll(self, nbytes: int, headers, now_ms: int, next_offset: int) -> bool:
         seg = self.active
@@ -808,6 +842,8 @@ class _Log:
         self.log_end_offset = self.active.next_offset if self.active.size else self.active.base
         self.epochs.truncate_from_end(self.log_end_offset)
         self.producer_state.rebuild(self)
+        if self._dirty_from is not None and self._dirty_from >= self.log_end_offset:
+            self._dirty_from = None  # what waited for an fsync is gone
 
     def _save_log_start(self) -> None:
         pass
@@ -914,9 +950,24 @@ class FileLog(_Log):
         tmp.write_text(str(self.log_start_offset))
         os.replace(tmp, p)
 
+    durable = True
+
     def flush(self) -> None:
         self.active.flush()
         self._unflushed = 0
+        self._dirty_from = None
+
+    def deferred_flush(self) -> tuple[int, Callable[[], None]]:
+        # Segments that rolled were fsynced by on_roll: only the active one can hold unsynced data.
+        fd = self.active.fd
+
+        def run() -> None:
+            try:
+                os.fsync(fd)
+            except OSError as exc:  # the partition was deleted meanwhile: nothing left to sync
+                if exc.errno != errno.EBADF:
+                    raise
+        return self.log_end_offset, run
 
     def close(self) -> None:
         """fsync and write the active segment's indexes; close every file."""

@@ -42,6 +42,7 @@ async def handle_produce(ctx: RequestContext):
         ctx.log.warning("produce.transactional_unsupported", transactional_id=body.transactional_id)
     topics = []
     now = now_ms()
+    durable_waits = []
     for td in body.topic_data:
         name = td.name
         parts = []
@@ -77,7 +78,11 @@ async def handle_produce(ctx: RequestContext):
                                    error_message=f"The size of the current ISR {pinfo.isr} is insufficient to "
                                                  f"satisfy the min.isr requirement of {min_isr}"))
                     continue
-            out = rm.append(name, pd.index, pd.records or b"", now, leader_epoch=pinfo.leader_epoch)
+            # acks=0 has nobody to wait for the fsync: it is done inline
+            out = rm.append(name, pd.index, pd.records or b"", now, leader_epoch=pinfo.leader_epoch,
+                            defer_flush=acks != 0)
+            if out.durable_wait is not None:
+                durable_waits.append(out.durable_wait)
             if out.error:
                 ctx.log.info("produce.rejected", topic=name, partition=pd.index, error=E(out.error).name,
                              message=out.error_message)
@@ -89,6 +94,11 @@ async def handle_produce(ctx: RequestContext):
         topics.append(T(name=name, partition_responses=parts))
     if acks == 0:
         return None
+    if durable_waits:
+        async def fsynced():
+            for lg, offset in durable_waits:
+                await rm.wait_durable(lg, offset)
+        ctx.before_send.append(fsynced)
     return ProduceResponse(version=ctx.version, responses=topics, throttle_time_ms=0)
 
 
