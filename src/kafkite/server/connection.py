@@ -65,7 +65,11 @@ class _Outbox:
             async for out, waits, produce in self.recv_ch:
                 for wait in waits:
                     await wait()
-                if out:
+                if isinstance(out, list):  # a Fetch response: buffers written in order, not joined
+                    for part in out:
+                        if len(part):
+                            await self.stream.send_all(part)
+                elif out:
                     await self.stream.send_all(out)
                 self.pending -= 1
                 self.pending_other -= not produce

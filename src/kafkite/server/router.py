@@ -67,8 +67,9 @@ class Router:
     def __init__(self, broker):
         self.broker = broker
 
-    async def dispatch(self, frame: bytes, peer: str, log) -> bytes | None:
-        """Handle one request frame; the response frame (None: no response, e.g. acks=0)."""
+    async def dispatch(self, frame: bytes, peer: str, log):
+        """Handle one request frame; the response frame (None: no response, e.g. acks=0), as
+        bytes or, for Fetch, a list of buffers that concatenate to it."""
         out, before_send = await self.dispatch_deferred(frame, peer, log)
         for wait in before_send:
             await wait()
@@ -105,4 +106,6 @@ class Router:
                 raise CloseConnection("fault injection: response dropped after processing")
         if response is None:  # e.g. Produce with acks=0
             return None, ctx.before_send
+        if hasattr(response, "encode_frames"):  # Fetch: a list of buffers, records not copied
+            return response.encode_frames(req.api_version, req.correlation_id), ctx.before_send
         return codec.encode_response(response, req.api_version, req.correlation_id), ctx.before_send

@@ -264,6 +264,11 @@ class MemorySegment(_Segment):
 
     def read(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> bytes | None:
         """Whole batches from the one containing offset; None when no batch reaches offset."""
+        parts = self.read_parts(offset, max_bytes, min_one, max_offset)
+        return None if parts is None else b"".join(parts)
+
+    def read_parts(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> list | None:
+        """Like read, as the stored batch objects themselves (nothing copied)."""
         out, size = [], 0
         start = bisect.bisect_left(self.lasts, offset)
         if start >= len(self.batches):
@@ -276,7 +281,7 @@ class MemorySegment(_Segment):
                 break
             out.append(b)
             size += len(b)
-        return b"".join(out)
+        return out
 
     def timestamp_search_start(self, ts: int) -> int:
         return self.base
@@ -438,7 +443,7 @@ class FileSegment(_Segment):
     # -- data
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int) -> None:
         start = self.size
-        data = bytes(buf) if not isinstance(buf, bytes) else buf
+        data = buf  # any bytes-like: pwrite takes the bytearray as it is, no copy
         n = os.pwrite(self.fd, data, start)
         if n != len(data):
             raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
@@ -476,6 +481,11 @@ class FileSegment(_Segment):
 
     def read(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> bytes | None:
         """Whole batches from the one containing offset; None when no batch reaches offset."""
+        parts = self.read_parts(offset, max_bytes, min_one, max_offset)
+        return None if parts is None else bytes(parts[0])
+
+    def read_parts(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> list | None:
+        """Like read, as one buffer: the bytes read from the file (a view when trimmed, not a copy)."""
         pos = self.find_position(offset)
         if pos >= self.size:
             return None
@@ -490,7 +500,7 @@ class FileSegment(_Segment):
             if p + h.size > max_bytes and not (min_one and p == 0):
                 break
             end = p + h.size
-        return data[:end] if end < len(data) else data
+        return [memoryview(data)[:end] if end < len(data) else data]
 
     def timestamp_search_start(self, ts: int) -> int:
         """An offset from which scanning finds the first record with timestamp >= ts: after the
@@ -685,16 +695,22 @@ class _Log:
         segment; with min_one the first batch comes whole even if bigger than max_bytes (Kafka's
         rule so a consumer always makes progress). Batches at or past max_offset (the high
         watermark for consumers) are left out. At the log end offset: b''."""
+        return b"".join(self.read_parts(offset, max_bytes, min_one=min_one, max_offset=max_offset))
+
+    def read_parts(self, offset: int, max_bytes: int, *, min_one: bool = True,
+                   max_offset: int | None = None) -> list:
+        """What `read` returns, as a list of buffers that concatenate to it: the fetch path
+        writes them to the socket as they are (see wire/fetch_response.py)."""
         self._check_range(offset)
         if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
-            return b""
+            return []
         for seg in self.segments[self._segment_index(offset):]:
             # a compacted segment may hold nothing at or after offset: go on to the next one
             if seg.next_offset > offset and seg.size:
-                data = seg.read(offset, max_bytes, min_one, max_offset)
-                if data is not None:
-                    return data
-        return b""
+                parts = seg.read_parts(offset, max_bytes, min_one, max_offset)
+                if parts is not None:
+                    return parts
+        return []
 
     # -- ListOffsets
     def offset_for_timestamp(self, ts: int) -> tuple[int, int, int] | None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 import uuid
 
 import trio
-from kafka.protocol.consumer import (FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse)
+from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from ...storage.log import OffsetOutOfRange
 from ...wire.errors import E
+from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
 from ..context import RequestContext, now_ms
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -110,8 +111,7 @@ async def handle_fetch(ctx: RequestContext):
     rm = b.state.replicas
     if v >= 7 and body.session_id != 0:
         # Kafkite declines incremental fetch sessions (KIP-227 permits it): every fetch is a full fetch.
-        return FetchResponse(version=v, throttle_time_ms=0, error_code=int(E.FETCH_SESSION_ID_NOT_FOUND),
-                             session_id=0, responses=[])
+        return FetchResponseData(responses=[], error_code=int(E.FETCH_SESSION_ID_NOT_FOUND))
     max_wait = max(0, body.max_wait_ms)
     min_bytes = body.min_bytes
     max_bytes = body.max_bytes if v >= 3 else 2**31 - 1
@@ -127,13 +127,12 @@ async def handle_fetch(ctx: RequestContext):
         if trio.current_time() >= deadline:
             responses, total = _read_fetch(b, body, v, max_bytes)
             break
-    return FetchResponse(version=v, throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+    # encoded by wire/fetch_response.py: record batches go to the socket as the log holds them
+    return FetchResponseData(responses=responses)
 
 
 def _read_fetch(b, body, v: int, max_bytes: int):
     rm = b.state.replicas
-    T = FetchResponse.FetchableTopicResponse
-    P = T.PartitionData
     responses = []
     total = 0
     for ft in body.topics:
@@ -146,9 +145,7 @@ def _read_fetch(b, body, v: int, max_bytes: int):
         parts = []
         for fp in ft.partitions:
             def empty(err, hw=-1, lso=-1, ls=-1):
-                return P(partition_index=fp.partition, error_code=int(err), high_watermark=hw,
-                         last_stable_offset=lso, log_start_offset=ls, aborted_transactions=None,
-                         preferred_read_replica=-1, records=b"")
+                return PartitionData(fp.partition, int(err), hw, lso, ls)
             if meta is None:
                 parts.append(empty(E.UNKNOWN_TOPIC_ID if v >= 13 else E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
@@ -161,15 +158,14 @@ def _read_fetch(b, body, v: int, max_bytes: int):
             budget = min(fp.partition_max_bytes, max(0, max_bytes - total))
             min_one = total == 0  # Kafka: the first non-empty partition gets at least one whole batch
             try:
-                data = lg.read(fp.fetch_offset, budget if budget > 0 else 0, min_one=min_one, max_offset=hw)
+                data = lg.read_parts(fp.fetch_offset, budget if budget > 0 else 0, min_one=min_one, max_offset=hw)
             except OffsetOutOfRange:
                 parts.append(empty(E.OFFSET_OUT_OF_RANGE, hw, hw, lg.log_start_offset))
                 continue
-            total += len(data)
-            parts.append(P(partition_index=fp.partition, error_code=0, high_watermark=hw, last_stable_offset=hw,
-                           log_start_offset=lg.log_start_offset, aborted_transactions=None,
-                           preferred_read_replica=-1, records=data))
-        responses.append(T(topic=name, topic_id=ft.topic_id if v >= 13 else None, partitions=parts))
+            p = PartitionData(fp.partition, 0, hw, hw, lg.log_start_offset, records=data)
+            total += p.records_size
+            parts.append(p)
+        responses.append(TopicData(name, ft.topic_id if v >= 13 else None, parts))
     return responses, total
 
 
