@@ -1,0 +1,30 @@
+"""benchmarks/throughput.py still runs end to end (tiny sizes): every mode against Tansu, ratios printed.
+The figures themselves are not asserted here: speed targets live in benchmarks/, not in timed tests."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_throughput_benchmark_runs(tmp_path):
+    tools = Path(os.environ.get("KAFKITE_TOOLS", ROOT / ".tools"))
+    if not (tools / "bin" / "tansu").exists():
+        pytest.skip("Tansu is not installed (.ci/install-clients.sh installs it)")
+    env = {**os.environ, "KAFKITE_TOOLS": str(tools), "KAFKITE_BENCH_DIR": str(tmp_path)}
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--records", "4000",
+                        "--sizes", "100,1024", "--repeat", "1"], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = [line.split() for line in p.stdout.splitlines() if re.match(r"\s+(100|1024)\s+\d+\s+\w+\s+\|", line)]
+    assert sorted((r[0], r[2]) for r in rows) == sorted(
+        (size, mode) for size in ("100", "1024") for mode in ("memory", "disk", "pagecache"))
+    for r in rows:
+        ratios = [float(x) for x in (r[6], r[10], r[14])]
+        assert all(x > 0 for x in ratios), r
+    assert "MB/s with an fsync per 1 MB write" in p.stdout
