@@ -28,11 +28,14 @@ on close. On open, the active segment is always recovered: each batch's length a
 are checked, a torn tail (short batch or bad CRC) is truncated away and its indexes rebuilt.
 An older segment's indexes are loaded, or rebuilt from the .log when missing or stale.
 Durability: the active .log is fsynced once `flush.messages` records are unflushed
-(1 by default here: an acknowledged write is on disk). An append may leave that fsync to its
-caller (`defer_flush=True`: `deferred_flush()` gives a function to run off the event loop,
-`mark_flushed()` records it done); until then the appended records stay above the high
-watermark, so no consumer reads a record that a crash could still take away. One fsync
-covers every append made before it started (group commit).
+(1 by default here: an acknowledged write is on disk). An append may leave that fsync -- and
+the write itself -- to its caller (`defer_flush=True`: `deferred_flush()` gives a function to
+run in a worker thread that writes the pending bytes and fsyncs, `mark_flushed()` records it
+done); until then the appended records stay above the high watermark, so no consumer reads a
+record that a crash could still take away, and reads stop where the file's written bytes end.
+One run covers every append made before it started (group commit). Any other operation on the
+file (roll, close, truncation, compaction, full scans, an inline append) first waits for a
+running worker and writes what is still pending, so the .log always ends up in append order.
 
 This module is sans-IO with respect to time: every operation that needs the clock takes
 `now_ms` from the caller.
@@ -46,6 +49,7 @@ import os
 import shutil
 import struct
 import sys
+import threading
 import uuid
 from array import array
 from dataclasses import dataclass, fields
@@ -246,7 +250,8 @@ class MemorySegment(_Segment):
         self.size, self.next_offset = 0, base
         self.max_ts, self.max_ts_offset, self.first_batch_ts = -1, -1, -1
 
-    def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int) -> None:
+    def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
+               defer_write: bool = False) -> None:
         mv = memoryview(buf)
         for pos, h in headers:
             self._note(h)
@@ -344,6 +349,11 @@ class FileSegment(_Segment):
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base
         self._reset_indexes()
+        # deferred writes (see FileLog.deferred_flush): appended bytes a worker thread writes
+        self._io = threading.Condition()
+        self._pending: list[tuple[int, object]] = []  # (position, buffer), in position order
+        self._inflight = 0                            # worker runs under way
+        self._written_to = self.size                  # all bytes below are in the file, while dirty
 
     def _reset_indexes(self) -> None:
         self.idx_rel, self.idx_pos = array("i"), array("i")   # .index
@@ -441,31 +451,93 @@ class FileSegment(_Segment):
         self.time_path.unlink(missing_ok=True)
 
     # -- data
-    def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int) -> None:
+    def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
+               defer_write: bool = False) -> None:
+        """Write buf (any bytes-like: no copy) at the end; with defer_write the write is left to
+        `write_deferred` in a worker thread (the caller keeps the records invisible until then)."""
         start = self.size
-        data = buf  # any bytes-like: pwrite takes the bytearray as it is, no copy
-        n = os.pwrite(self.fd, data, start)
-        if n != len(data):
-            raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
+        if defer_write:
+            with self._io:
+                if not self._dirty:
+                    self._written_to = start
+                self._pending.append((start, buf))
+        else:
+            self.complete_writes()
+            self._pwrite(buf, start)
         for pos, h in headers:
             self._index_batch(h, start + pos, index_interval)
+
+    def _pwrite(self, data, pos: int) -> None:
+        n = os.pwrite(self.fd, data, pos)
+        if n != len(data):
+            raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
+
+    @property
+    def _dirty(self) -> bool:
+        return bool(self._pending) or self._inflight > 0
+
+    @property
+    def readable_size(self) -> int:
+        """Bytes of the .log that are in the file (deferred writes may still be on their way)."""
+        return self._written_to if self._dirty else self.size
+
+    def write_deferred(self) -> None:
+        """In a worker thread: write the deferred appends, then fsync. Appends made while this runs
+        wait for the next call. Every other file operation first waits for this to end."""
+        with self._io:
+            writes, self._pending = self._pending, []
+            self._inflight += 1
+            fd = self.fd
+        done = 0
+        try:
+            for pos, data in writes:
+                n = os.pwrite(fd, data, pos)
+                if n != len(data):
+                    raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
+                self._written_to = pos + n
+                done += 1
+            os.fsync(fd)
+        except OSError as exc:
+            if exc.errno == errno.EBADF:  # the partition was deleted meanwhile: nothing to write
+                return
+            with self._io:  # e.g. a full disk: the next run tries again, in order; nothing is acked
+                self._pending[0:0] = writes[done:]
+            raise
+        finally:
+            with self._io:
+                self._inflight -= 1
+                self._io.notify_all()
+
+    def complete_writes(self) -> None:
+        """Make the .log hold every appended byte: wait for a running worker, write what is left."""
+        if not self._dirty:
+            return
+        with self._io:
+            while self._inflight:
+                self._io.wait()
+            writes, self._pending = self._pending, []
+        for pos, data in writes:
+            self._pwrite(data, pos)
 
     def _header_at(self, pos: int) -> BatchHeader:
         return read_header(os.pread(self.fd, HEADER_SIZE, pos))
 
     def find_position(self, offset: int) -> int:
         """Position of the batch containing offset (or the first batch after it): the .index
-        gives the nearest indexed batch at or below, then a short header scan."""
+        gives the nearest indexed batch at or below, then a short header scan (never into bytes
+        a deferred write has not put in the file yet)."""
         i = bisect.bisect_right(self.idx_rel, offset - self.base) - 1
         pos = self.idx_pos[i] if i >= 0 else 0
-        while pos < self.size:
+        limit = self.readable_size
+        while pos < limit:
             h = self._header_at(pos)
             if h.last_offset >= offset:
                 return pos
             pos += h.size
-        return self.size
+        return limit if limit < self.size else self.size
 
     def iter_batches(self, from_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
+        self.complete_writes()
         pos = 0 if from_offset is None else self.find_position(from_offset)
         while pos < self.size:
             h = self._header_at(pos)
@@ -473,6 +545,7 @@ class FileSegment(_Segment):
             pos += h.size
 
     def iter_headers(self) -> Iterator[BatchHeader]:
+        self.complete_writes()
         pos = 0
         while pos < self.size:
             h = self._header_at(pos)
@@ -485,14 +558,17 @@ class FileSegment(_Segment):
         return None if parts is None else bytes(parts[0])
 
     def read_parts(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> list | None:
-        """Like read, as one buffer: the bytes read from the file (a view when trimmed, not a copy)."""
+        """Like read, as one buffer: the bytes read from the file (a view when trimmed, not a copy).
+        Only bytes already in the file are read: deferred writes hold records above the high
+        watermark, which no consumer asks for."""
         pos = self.find_position(offset)
-        if pos >= self.size:
+        limit = self.readable_size
+        if pos >= limit:
             return None
         want = max(max_bytes, 0)
         if min_one:
             want = max(want, self._header_at(pos).size)
-        data = os.pread(self.fd, min(want, self.size - pos), pos)
+        data = os.pread(self.fd, min(want, limit - pos), pos)
         end = 0
         for p, h in iter_batches(data):  # whole batches only, below max_offset
             if max_offset is not None and h.base_offset >= max_offset:
@@ -511,6 +587,7 @@ class FileSegment(_Segment):
     def replace(self, batches: list[bytes]) -> None:
         """Atomically swap in the cleaner's output (indexes removed first, so a crash in between
         leaves a segment whose indexes are rebuilt on open)."""
+        self.complete_writes()
         directory = self.log_path.parent
         tmp = directory / (_name(self.base) + ".log.cleaned")
         with open(tmp, "wb") as f:
@@ -529,6 +606,7 @@ class FileSegment(_Segment):
         self.write_indexes(sync=True)
 
     def truncate_to(self, offset: int) -> None:
+        self.complete_writes()
         pos = self.find_position(offset)  # the batch reaching offset is dropped whole
         os.ftruncate(self.fd, pos)
         os.fsync(self.fd)
@@ -537,15 +615,18 @@ class FileSegment(_Segment):
 
     def on_roll(self) -> None:
         """No longer active: final time-index entry, indexes and .log on disk."""
+        self.complete_writes()
         self._maybe_time_entry()
         os.fsync(self.fd)
         self.write_indexes(sync=True)
 
     def flush(self) -> None:
+        self.complete_writes()
         os.fsync(self.fd)
 
     def close(self) -> None:
         if self.fd >= 0:
+            self.complete_writes()
             os.close(self.fd)
             self.fd = -1
 
@@ -627,7 +708,11 @@ class _Log:
             offset = h.next_offset
         if self._should_roll(len(buf), headers, now_ms, offset):
             self._roll(now_ms)
-        self.active.append(buf, headers, self.config.index_interval_bytes)
+        # a deferred fsync also defers the write itself (FileLog.deferred_flush does both)
+        count = sum(h.record_count for _, h in headers)
+        deferring = defer_flush and self.durable and \
+            self._unflushed + count >= self.config.flush_interval_messages
+        self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring)
         self.epochs.assign(leader_epoch, base)
         for _pos, h in headers:
             self.producer_state.update(h)
@@ -974,16 +1059,9 @@ class FileLog(_Log):
         self._dirty_from = None
 
     def deferred_flush(self) -> tuple[int, Callable[[], None]]:
-        # Segments that rolled were fsynced by on_roll: only the active one can hold unsynced data.
-        fd = self.active.fd
-
-        def run() -> None:
-            try:
-                os.fsync(fd)
-            except OSError as exc:  # the partition was deleted meanwhile: nothing left to sync
-                if exc.errno != errno.EBADF:
-                    raise
-        return self.log_end_offset, run
+        # Segments that rolled wrote and fsynced everything in on_roll: only the active one can
+        # hold deferred writes or unsynced bytes.
+        return self.log_end_offset, self.active.write_deferred
 
     def close(self) -> None:
         """fsync and write the active segment's indexes; close every file."""
