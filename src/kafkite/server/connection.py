@@ -60,17 +60,20 @@ class _Outbox:
         while self.pending and (not produce or self.pending_other):
             await self.drained.wait()
 
+    async def send(self, out) -> None:
+        if isinstance(out, list):  # a Fetch response: buffers written in order, not joined
+            for part in out:
+                if len(part):
+                    await self.stream.send_all(part)
+        elif out:
+            await self.stream.send_all(out)
+
     async def run(self, cancel_scope: trio.CancelScope) -> None:
         try:
             async for out, waits, produce in self.recv_ch:
                 for wait in waits:
                     await wait()
-                if isinstance(out, list):  # a Fetch response: buffers written in order, not joined
-                    for part in out:
-                        if len(part):
-                            await self.stream.send_all(part)
-                elif out:
-                    await self.stream.send_all(out)
+                await self.send(out)
                 self.pending -= 1
                 self.pending_other -= not produce
                 if not self.pending:
@@ -129,7 +132,9 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
             except CloseConnection as exc:
                 clog.warning("connection.closed", reason=str(exc))
                 return
-            if out or waits:
+            if not waits and not outbox.pending:
+                await outbox.send(out)  # nothing queued before it: straight out, no task switch
+            elif out or waits:
                 outbox.put(out, waits, produce)
     except _CLOSED:
         pass
