@@ -47,7 +47,7 @@ class _Outbox:
         self.drained = trio.Event()
         self.drained.set()
 
-    def put(self, out: bytes | None, waits: list, produce: bool) -> None:
+    def put(self, out: bytes | list | None, waits: list, produce: bool) -> None:
         if not self.pending:
             self.drained = trio.Event()
         self.pending += 1
@@ -128,7 +128,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
             produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
             await outbox.wait_turn(produce)
             try:
-                out, waits = await broker.router.dispatch_deferred(frame, peer, clog)
+                out, waits = await broker.router.dispatch(frame, peer, clog)
             except CloseConnection as exc:
                 clog.warning("connection.closed", reason=str(exc))
                 return

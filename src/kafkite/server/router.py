@@ -67,17 +67,11 @@ class Router:
     def __init__(self, broker):
         self.broker = broker
 
-    async def dispatch(self, frame: bytes, peer: str, log):
-        """Handle one request frame; the response frame (None: no response, e.g. acks=0), as
-        bytes or, for Fetch, a list of buffers that concatenate to it."""
-        out, before_send = await self.dispatch_deferred(frame, peer, log)
-        for wait in before_send:
-            await wait()
-        return out
-
-    async def dispatch_deferred(self, frame: bytes, peer: str, log) -> tuple[bytes | None, list]:
-        """Like dispatch, but the waits that must end before the response may be sent (a
-        Produce's fsync) are returned, not awaited: the connection sends in request order."""
+    async def dispatch(self, frame: bytes, peer: str, log) -> tuple[bytes | list | None, list]:
+        """Handle one request frame: (the response frame -- bytes, or for Fetch a list of buffers
+        that concatenate to it; None when there is no response, e.g. acks=0 --, the waits that must
+        end before it may be sent, e.g. a Produce's fsync). The connection awaits those and sends
+        the responses in request order."""
         try:
             req = codec.decode_request(frame, supported())
         except (codec.UnknownApi, codec.UnsupportedVersion) as exc:
