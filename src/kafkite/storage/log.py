@@ -467,8 +467,8 @@ class FileSegment(_Segment):
         for pos, h in headers:
             self._index_batch(h, start + pos, index_interval)
 
-    def _pwrite(self, data, pos: int) -> None:
-        n = os.pwrite(self.fd, data, pos)
+    def _pwrite(self, data, pos: int, fd: int | None = None) -> None:
+        n = os.pwrite(self.fd if fd is None else fd, data, pos)
         if n != len(data):
             raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
 
@@ -491,10 +491,8 @@ class FileSegment(_Segment):
         done = 0
         try:
             for pos, data in writes:
-                n = os.pwrite(fd, data, pos)
-                if n != len(data):
-                    raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
-                self._written_to = pos + n
+                self._pwrite(data, pos, fd)
+                self._written_to = pos + len(data)
                 done += 1
             os.fsync(fd)
         except OSError as exc:
@@ -534,7 +532,7 @@ class FileSegment(_Segment):
             if h.last_offset >= offset:
                 return pos
             pos += h.size
-        return limit if limit < self.size else self.size
+        return limit
 
     def iter_batches(self, from_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
         self.complete_writes()
@@ -708,18 +706,17 @@ class _Log:
             offset = h.next_offset
         if self._should_roll(len(buf), headers, now_ms, offset):
             self._roll(now_ms)
+        flush_due = self._unflushed + sum(h.record_count for _, h in headers) >= self.config.flush_interval_messages
         # a deferred fsync also defers the write itself (FileLog.deferred_flush does both)
-        count = sum(h.record_count for _, h in headers)
-        deferring = defer_flush and self.durable and \
-            self._unflushed + count >= self.config.flush_interval_messages
+        deferring = flush_due and defer_flush and self.durable
         self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring)
         self.epochs.assign(leader_epoch, base)
         for _pos, h in headers:
             self.producer_state.update(h)
             self._unflushed += h.record_count
         self.log_end_offset = offset
-        if self._unflushed >= self.config.flush_interval_messages:
-            if defer_flush and self.durable:
+        if flush_due:
+            if deferring:
                 if self._dirty_from is None:
                     self._dirty_from = base
                 self._unflushed = 0
