@@ -89,13 +89,25 @@ def test_roll_and_close_write_what_is_pending(tmp_path):
     reopened.close()
 
 
-def test_page_cache_policy_writes_at_once(tmp_path):
-    """flush.messages above 1 (Kafka's default policy): nothing is deferred, records are visible
-    at once, there is no fsync to wait for."""
-    lg = FileLog(tmp_path / "t-0", LogConfig(flush_interval_messages=1 << 62))
+def test_page_cache_policy_defers_the_write_without_an_fsync(tmp_path, monkeypatch):
+    """flush.messages above 1 (Kafka's default policy): the worker writes the records, without an
+    fsync until flush.messages records have gathered; they are visible once written."""
+    lg = FileLog(tmp_path / "t-0", LogConfig(flush_interval_messages=5))
+    syncs = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: syncs.append(fd) or real_fsync(fd))
     lg.append(batch(0), now_ms=0, defer_flush=True)
-    assert lg.high_watermark == 2 and not lg.flush_pending(1)
-    assert log_file_size(lg) > 0
+    assert lg.high_watermark == 0 and log_file_size(lg) == 0
+    target, run = lg.deferred_flush()
+    run()
+    lg.mark_flushed(target)
+    assert lg.high_watermark == 2 and log_file_size(lg) > 0 and syncs == []
+    lg.append(batch(1), now_ms=0, defer_flush=True)
+    lg.append(batch(2), now_ms=0, defer_flush=True)  # 6 records since the last fsync: one is due
+    target, run = lg.deferred_flush()
+    run()
+    lg.mark_flushed(target)
+    assert lg.high_watermark == 6 and len(syncs) == 1
     lg.close()
 
 

@@ -36,7 +36,7 @@ class AppendOutcome:
     log_start_offset: int = -1
     record_errors: list[tuple[int, str | None]] | None = None
     error_message: str | None = None
-    durable_wait: tuple[object, int] | None = None  # (log, last offset) still to be fsynced: see wait_durable
+    durable_wait: tuple[object, int] | None = None  # (log, last offset) still to be written: see wait_durable
 
 
 class ReplicaManager:
@@ -131,9 +131,10 @@ class ReplicaManager:
 
     def append(self, topic: str, partition: int, records: bytes, now_ms: int, *, leader_epoch: int = 0,
                internal: bool = False, defer_flush: bool = False) -> AppendOutcome:
-        """Validate and append one partition's records. With defer_flush the fsync that
-        flush.messages asks for is left to `wait_durable(*outcome.durable_wait)`, which the caller
-        must await before acknowledging (the records stay above the high watermark until then)."""
+        """Validate and append one partition's records. With defer_flush a file log leaves the
+        write (and the fsync flush.messages asks for) to `wait_durable(*outcome.durable_wait)`,
+        which the caller must await before acknowledging (the records stay above the high
+        watermark until then)."""
         lg = self.logs.get((topic, partition))
         if lg is None:
             return AppendOutcome(error=E.UNKNOWN_TOPIC_OR_PARTITION)
@@ -167,9 +168,10 @@ class ReplicaManager:
                              log_start_offset=res.log_start_offset, durable_wait=wait)
 
     async def wait_durable(self, lg, offset: int) -> None:
-        """Return once the record at `offset` of `lg` is fsynced. The fsync runs in a worker
-        thread, so the event loop serves other requests meanwhile; appends made while one runs are
-        covered by the next, which one waiter starts for all (group commit)."""
+        """Return once the record at `offset` of `lg` is written (and fsynced, when flush.messages
+        asks for it). That runs in a worker thread, so the event loop serves other requests
+        meanwhile; appends made while one runs are covered by the next, which one waiter starts
+        for all (group commit)."""
         while lg.flush_pending(offset):
             running = self._flushing.get(id(lg))
             if running is not None:

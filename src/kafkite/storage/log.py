@@ -28,11 +28,12 @@ on close. On open, the active segment is always recovered: each batch's length a
 are checked, a torn tail (short batch or bad CRC) is truncated away and its indexes rebuilt.
 An older segment's indexes are loaded, or rebuilt from the .log when missing or stale.
 Durability: the active .log is fsynced once `flush.messages` records are unflushed
-(1 by default here: an acknowledged write is on disk). An append may leave that fsync -- and
-the write itself -- to its caller (`defer_flush=True`: `deferred_flush()` gives a function to
-run in a worker thread that writes the pending bytes and fsyncs, `mark_flushed()` records it
-done); until then the appended records stay above the high watermark, so no consumer reads a
-record that a crash could still take away, and reads stop where the file's written bytes end.
+(1 by default here: an acknowledged write is on disk). An append may leave the write -- and
+that fsync when one is due -- to its caller (`defer_flush=True`: `deferred_flush()` gives a
+function to run in a worker thread that writes the pending bytes and fsyncs if asked to,
+`mark_flushed()` records it done); until then the appended records stay above the high
+watermark, so no consumer reads a record that a crash could still take away, and reads stop
+where the file's written bytes end.
 One run covers every append made before it started (group commit). Any other operation on the
 file (roll, close, truncation, compaction, full scans, an inline append) first waits for a
 running worker and writes what is still pending, so the .log always ends up in append order.
@@ -251,7 +252,7 @@ class MemorySegment(_Segment):
         self.max_ts, self.max_ts_offset, self.first_batch_ts = -1, -1, -1
 
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
-               defer_write: bool = False) -> None:
+               defer_write: bool = False, sync: bool = False) -> None:
         mv = memoryview(buf)
         for pos, h in headers:
             self._note(h)
@@ -352,6 +353,7 @@ class FileSegment(_Segment):
         # deferred writes (see FileLog.deferred_flush): appended bytes a worker thread writes
         self._io = threading.Condition()
         self._pending: list[tuple[int, object]] = []  # (position, buffer), in position order
+        self._pending_sync = False                    # the next worker run must also fsync
         self._inflight = 0                            # worker runs under way
         self._written_to = self.size                  # all bytes below are in the file, while dirty
 
@@ -452,15 +454,17 @@ class FileSegment(_Segment):
 
     # -- data
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
-               defer_write: bool = False) -> None:
-        """Write buf (any bytes-like: no copy) at the end; with defer_write the write is left to
-        `write_deferred` in a worker thread (the caller keeps the records invisible until then)."""
+               defer_write: bool = False, sync: bool = False) -> None:
+        """Write buf (any bytes-like: no copy) at the end; with defer_write the write (and with
+        sync an fsync after it) is left to `write_deferred` in a worker thread (the caller keeps the
+        records invisible until then)."""
         start = self.size
         if defer_write:
             with self._io:
                 if not self._dirty:
                     self._written_to = start
                 self._pending.append((start, buf))
+                self._pending_sync = self._pending_sync or sync
         else:
             self.complete_writes()
             self._pwrite(buf, start)
@@ -482,10 +486,12 @@ class FileSegment(_Segment):
         return self._written_to if self._dirty else self.size
 
     def write_deferred(self) -> None:
-        """In a worker thread: write the deferred appends, then fsync. Appends made while this runs
-        wait for the next call. Every other file operation first waits for this to end."""
+        """In a worker thread: write the deferred appends, then fsync if one of them asked for it.
+        Appends made while this runs wait for the next call. Every other file operation first
+        waits for this to end."""
         with self._io:
             writes, self._pending = self._pending, []
+            sync, self._pending_sync = self._pending_sync, False
             self._inflight += 1
             fd = self.fd
         done = 0
@@ -494,12 +500,14 @@ class FileSegment(_Segment):
                 self._pwrite(data, pos, fd)
                 self._written_to = pos + len(data)
                 done += 1
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         except OSError as exc:
             if exc.errno == errno.EBADF:  # the partition was deleted meanwhile: nothing to write
                 return
             with self._io:  # e.g. a full disk: the next run tries again, in order; nothing is acked
                 self._pending[0:0] = writes[done:]
+                self._pending_sync = self._pending_sync or sync
             raise
         finally:
             with self._io:
@@ -707,21 +715,22 @@ class _Log:
         if self._should_roll(len(buf), headers, now_ms, offset):
             self._roll(now_ms)
         flush_due = self._unflushed + sum(h.record_count for _, h in headers) >= self.config.flush_interval_messages
-        # a deferred fsync also defers the write itself (FileLog.deferred_flush does both)
-        deferring = flush_due and defer_flush and self.durable
-        self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring)
+        # the write, and the fsync when flush.messages asks for one, go to the caller's worker
+        deferring = defer_flush and self.durable
+        self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
+                           sync=flush_due)
         self.epochs.assign(leader_epoch, base)
         for _pos, h in headers:
             self.producer_state.update(h)
             self._unflushed += h.record_count
         self.log_end_offset = offset
-        if flush_due:
-            if deferring:
-                if self._dirty_from is None:
-                    self._dirty_from = base
+        if deferring:
+            if self._dirty_from is None:
+                self._dirty_from = base
+            if flush_due:
                 self._unflushed = 0
-            else:
-                self.flush()
+        elif flush_due:
+            self.flush()
         return AppendResult(base, offset - 1, lat, self.log_start_offset)
 
     # -- deferred fsync (group commit)
