@@ -37,27 +37,26 @@ _CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
 
 
 class _Outbox:
-    """Responses in request order; each is sent once its waits are over."""
+    """Responses in request order; each is sent once its waits are over. Only Produce responses are
+    ever queued: any other request waits until the queue is empty, and its answer goes straight out."""
 
     def __init__(self, stream: trio.SocketStream, clog) -> None:
         self.stream, self.clog = stream, clog
         self.send_ch, self.recv_ch = trio.open_memory_channel(math.inf)
-        self.pending = 0        # queued, not yet sent
-        self.pending_other = 0  # of which not Produce
+        self.pending = 0  # queued, not yet sent
         self.drained = trio.Event()
         self.drained.set()
 
-    def put(self, out: bytes | list | None, waits: list, produce: bool) -> None:
+    def put(self, out: bytes | list | None, waits: list) -> None:
         if not self.pending:
             self.drained = trio.Event()
         self.pending += 1
-        self.pending_other += not produce
-        self.send_ch.send_nowait((out, waits, produce))
+        self.send_ch.send_nowait((out, waits))
 
     async def wait_turn(self, produce: bool) -> None:
-        """Before handling a request: a Produce may overtake pending Produce responses, nothing else
-        may overtake anything."""
-        while self.pending and (not produce or self.pending_other):
+        """Before handling a request: a Produce may be handled while earlier Produce responses wait
+        for their writes; anything else waits until every earlier response has been sent."""
+        while self.pending and not produce:
             await self.drained.wait()
 
     async def send(self, out) -> None:
@@ -70,12 +69,11 @@ class _Outbox:
 
     async def run(self, cancel_scope: trio.CancelScope) -> None:
         try:
-            async for out, waits, produce in self.recv_ch:
+            async for out, waits in self.recv_ch:
                 for wait in waits:
                     await wait()
                 await self.send(out)
                 self.pending -= 1
-                self.pending_other -= not produce
                 if not self.pending:
                     self.drained.set()
         except _CLOSED:
@@ -135,7 +133,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
             if not waits and not outbox.pending:
                 await outbox.send(out)  # nothing queued before it: straight out, no task switch
             elif out or waits:
-                outbox.put(out, waits, produce)
+                outbox.put(out, waits)
     except _CLOSED:
         pass
     except Exception:  # a bug in a handler must never take the broker down
