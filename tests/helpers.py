@@ -177,6 +177,9 @@ def start_serve(*args: str, cwd=None):
             break
         m = re.search(r"bootstrap='?([\d.]+:\d+)", line)
         if m and "ready" in line:
+            # keep reading its log: a full stderr pipe would stall the broker at its next log line
+            import threading
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
             return proc, m.group(1)
     proc.kill()
     raise AssertionError("broker never printed its ready line")

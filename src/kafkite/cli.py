@@ -36,7 +36,10 @@ def _serve(args) -> int:
         trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory,
                                brokers=args.brokers))
     except KeyboardInterrupt:
-        pass
+        pass  # Ctrl-C during start-up, before serve() took the signals over
+    except BaseExceptionGroup as group:
+        if group.split(KeyboardInterrupt)[1] is not None:
+            raise
     return 0
 
 
