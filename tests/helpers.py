@@ -165,21 +165,5 @@ def expected_payloads(records):
 
 def start_serve(*args: str, cwd=None):
     """`kafkite serve --port 0 ARGS` as a process; returns (process, bootstrap) once it logged its ready line."""
-    import re
-    import subprocess
-    import sys
-    proc = subprocess.Popen([sys.executable, "-m", "kafkite.cli", "serve", "--port", "0", *args],
-                            stderr=subprocess.PIPE, text=True, cwd=cwd)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        m = re.search(r"bootstrap='?([\d.]+:\d+)", line)
-        if m and "ready" in line:
-            # keep reading its log: a full stderr pipe would stall the broker at its next log line
-            import threading
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-            return proc, m.group(1)
-    proc.kill()
-    raise AssertionError("broker never printed its ready line")
+    from kafkite.testing.process import spawn_serve
+    return spawn_serve(list(args), cwd=cwd, timeout=30)

@@ -1,7 +1,6 @@
 """`kafkite serve` as a process: ready fast, signals, and the admin commands."""
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import sys
@@ -57,14 +56,8 @@ def test_serve_default_data_dir_is_local(tmp_path):
 
 
 def test_serve_three_brokers():
-    proc = subprocess.Popen(KAFKITE + ["serve", "--port", "0", "--in-memory", "--brokers", "3"],
-                            stderr=subprocess.PIPE, text=True)
+    proc, bootstrap = start_serve("--in-memory", "--brokers", "3")
     try:
-        line = ""
-        deadline = time.monotonic() + 30
-        while "ready" not in line and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-        bootstrap = re.search(r"bootstrap='([^']+)'", line).group(1)
         assert len(bootstrap.split(",")) == 3
         from kafka.admin import KafkaAdminClient, NewTopic
         a = KafkaAdminClient(bootstrap_servers=bootstrap)

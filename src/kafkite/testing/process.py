@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import os
-import queue
 import re
 import signal
 import subprocess
@@ -23,7 +22,38 @@ import sys
 import threading
 from pathlib import Path
 
-_READY = re.compile(r"bootstrap='?([\d.]+:\d+)")
+_READY = re.compile(r"bootstrap='?([\d.:,]+)")
+
+
+def spawn_serve(args: list[str], *, cwd: str | Path | None = None, timeout: float = 60.0,
+                log_tail: collections.deque[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """`kafkite serve --port 0 ARGS` as a child process; returns (process, bootstrap) once it logged its
+    ready line (bootstrap is comma-separated with `--brokers N`). Its stderr is read for its whole life
+    (a full pipe would stall the broker's logging, and so the broker), the last lines kept in `log_tail`."""
+    tail = log_tail if log_tail is not None else collections.deque(maxlen=200)
+    proc = subprocess.Popen([sys.executable, "-m", "kafkite.cli", "serve", "--port", "0", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    found: list[str] = []
+    settled = threading.Event()  # ready, or stderr closed
+
+    def drain() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            tail.append(line)
+            m = None if settled.is_set() else _READY.search(line)
+            if m and "ready" in line:
+                found.append(m.group(1))
+                settled.set()
+        settled.set()
+
+    threading.Thread(target=drain, daemon=True, name="kafkite-broker-stderr").start()
+    settled.wait(timeout)
+    if not found:
+        why = "exited before it was ready" if settled.is_set() else f"not ready within {timeout}s"
+        proc.kill()
+        proc.wait(10)
+        raise RuntimeError(f"broker process {why}:\n" + "".join(tail))
+    return proc, found[0]
 
 
 class BrokerProcess:
@@ -38,38 +68,11 @@ class BrokerProcess:
         self.log_tail: collections.deque[str] = collections.deque(maxlen=200)
 
     def start(self) -> "BrokerProcess":
-        argv = [sys.executable, "-m", "kafkite.cli", "serve", "--port", "0"]
-        argv += ["--data-dir", str(self.data_dir)] if self.data_dir is not None else ["--in-memory"]
+        args = ["--data-dir", str(self.data_dir)] if self.data_dir is not None else ["--in-memory"]
         for k, v in self.overrides.items():
-            argv += ["--override", f"{k}={v}"]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        lines: queue.Queue[str | None] = queue.Queue()
-        # stderr is read for the broker's whole life: a full pipe would stall its logging, and so the broker
-        threading.Thread(target=self._drain, args=(self.proc, lines), daemon=True,
-                         name="kafkite-broker-stderr").start()
-        try:
-            while True:
-                line = lines.get(timeout=self.start_timeout)
-                if line is None:
-                    raise RuntimeError("broker process exited before it was ready:\n" + "".join(self.log_tail))
-                m = _READY.search(line)
-                if m and "ready" in line:
-                    self._bootstrap = m.group(1)
-                    return self
-        except queue.Empty:
-            self.kill()
-            raise RuntimeError(f"broker process not ready within {self.start_timeout}s:\n" + "".join(self.log_tail))
-        except BaseException:
-            self.kill()
-            raise
-
-    def _drain(self, proc: subprocess.Popen, lines: queue.Queue) -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            self.log_tail.append(line)
-            if self._bootstrap is None:
-                lines.put(line)
-        lines.put(None)
+            args += ["--override", f"{k}={v}"]
+        self.proc, self._bootstrap = spawn_serve(args, timeout=self.start_timeout, log_tail=self.log_tail)
+        return self
 
     @property
     def bootstrap_servers(self) -> str:
