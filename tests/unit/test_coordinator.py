@@ -7,20 +7,67 @@ from kafkite.coordinator import records as R
 from kafkite.coordinator.coordinator import Config, GroupCoordinator, JoinResult, Pending
 from kafkite.coordinator.group import Group, GroupState, IllegalStateTransition
 from kafkite.coordinator.hashing import java_string_hashcode, partition_for
-from kafkite.coordinator.store import MemoryOffsetsStore
+from kafkite.coordinator.result import finish_write, start_write
 from kafkite.wire.errors import E
 
 PROTO = [("range", b"md")]
 
 
+class Runtime:
+    """The coordinator runtime's steps without Trio: a list per __consumer_offsets partition for a log,
+    every write durable at once (server/coordinator_runtime.py does the same with the ReplicaManager)."""
+
+    def __init__(self, cfg, logs=None):
+        self.coordinator = GroupCoordinator(cfg)
+        self.cfg = self.coordinator.cfg
+        self.logs = logs if logs is not None else {p: [] for p in range(cfg.num_partitions)}
+        self.fail = 0  # an error code every append answers
+
+    def load(self, p, now=0):
+        shard = self.coordinator.begin_loading(p, now)
+        for key, value in self.logs[p]:
+            shard.replay(key, value)
+        self.coordinator.finish_loading(p, now)
+
+    def _append(self, p):
+        def append(records):
+            if self.fail:
+                return self.fail
+            self.logs[p].extend(records)
+            return 0
+        return append
+
+    def run(self, shard_and_result):
+        shard, result = shard_and_result
+        err = start_write(result, shard.replay, self._append(shard.partition)) if shard is not None else 0
+        return finish_write(result, err)
+
+    def __getattr__(self, name):  # the coordinator's operations, each run as the runtime runs it
+        op = getattr(self.coordinator, name)
+        if name in ("join_group", "sync_group", "heartbeat", "leave_group", "commit_offsets", "delete_offsets",
+                    "delete_group"):
+            return lambda *a, now_ms=None, **kw: self.run(
+                op(*a, **kw) if name in ("delete_offsets", "delete_group") else op(*a, now_ms=now_ms, **kw))
+        return op
+
+    def fetch_offsets(self, *, group_id, partitions, now_ms=None):
+        return self.coordinator.fetch_offsets(group_id=group_id, partitions=partitions)
+
+    def poll(self, now):
+        for shard, result in self.coordinator.poll(now):
+            self.run((shard, result))
+
+    @property
+    def groups(self):
+        return {g: grp for s in self.coordinator.shards.values() for g, grp in s.groups.items()}
+
+
 def make(delay=0, n=1, **kw):
-    store = MemoryOffsetsStore()
     cfg = Config(initial_rebalance_delay_ms=delay, num_partitions=n, min_session_timeout_ms=1000, **kw)
-    c = GroupCoordinator(cfg, store, 0)
+    c = Runtime(cfg)
     for p in range(n):
-        c.begin_loading(p, 0)
-        assert c.load_step(p)
-    return c, store
+        c.load(p)
+    return c, c
 
 
 def join(c, now, member="", group="g", instance=None, protocols=PROTO, session=10000):
@@ -60,7 +107,7 @@ def test_single_member_join_sync():
                      protocol_type="consumer", protocol_name="range", assignments={res.member_id: b"A"}, now_ms=1)
     assert isinstance(s, Pending) and done(c)[s].assignment == b"A"
     assert c.groups["g"].state == GroupState.STABLE
-    keys = [R.decode_key(k) for _, k, _ in store.read(c.partition_of("g"))]
+    keys = [R.decode_key(k) for k, _ in store.logs[c.partition_of("g")]]
     assert R.GroupKey("g") in keys  # group metadata persisted
 
 
@@ -177,7 +224,7 @@ def test_commit_fetch_simple_consumer_and_metadata_limit():
 
 def test_failed_append_does_not_reach_the_cache():
     c, store = make()
-    store.fail = True
+    store.fail = E.NOT_ENOUGH_REPLICAS  # a failed append: Kafka's coordinator answers COORDINATOR_NOT_AVAILABLE
     out = c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
                            offsets=[("t", 0, 10, -1, "")], now_ms=0)
     assert out == [("t", 0, E.COORDINATOR_NOT_AVAILABLE)]
@@ -191,16 +238,18 @@ def test_load_in_progress_reload_and_unload():
                          offsets=[("t", i % 3, i, -1, "")], now_ms=i)
     c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
                      offsets=[("t", 0, 5, -1, "")], now_ms=9999)  # the newest commit for t-0 is an older offset
-    # a new coordinator (restart or leadership move) loads the partition in steps
-    c2 = GroupCoordinator(c.cfg, store, 0)
-    c2.begin_loading(0, 0)
-    assert not c2.load_step(0, 1000)
+    # a new coordinator (restart or leadership move) loads the partition by replaying it
+    c2 = Runtime(c.cfg, store.logs)
+    shard = c2.coordinator.begin_loading(0, 0)
+    for key, value in store.logs[0][:1000]:
+        shard.replay(key, value)
     assert c2.fetch_offsets(group_id="g", partitions=None, now_ms=0)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
     assert join(c2, 0).error == E.COORDINATOR_LOAD_IN_PROGRESS
     assert c2.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
                              offsets=[("t", 0, 1, -1, "")], now_ms=0) == [("t", 0, E.COORDINATOR_LOAD_IN_PROGRESS)]
-    while not c2.load_step(0, 1000):
-        pass
+    for key, value in store.logs[0][1000:]:
+        shard.replay(key, value)
+    c2.coordinator.finish_loading(0, 0)
     err, rows = c2.fetch_offsets(group_id="g", partitions=None, now_ms=0)
     assert {(t, p): e.offset for t, p, e, _ in rows} == {("t", 0): 5, ("t", 1): 2497, ("t", 2): 2498}
     c2.unload(0)
@@ -214,9 +263,8 @@ def test_group_metadata_survives_reload():
     r = done(c)[t]
     c.sync_group(group_id="g", generation_id=1, member_id=r.member_id, group_instance_id=None, protocol_type=None,
                  protocol_name=None, assignments={r.member_id: b"A"}, now_ms=0)
-    c2 = GroupCoordinator(c.cfg, store, 100)
-    c2.begin_loading(0, 100)
-    assert c2.load_step(0)
+    c2 = Runtime(c.cfg, store.logs)
+    c2.load(0, 100)
     g = c2.groups["g"]
     assert (g.generation, g.protocol_name, g.leader_id, g.state) == (1, "range", r.member_id, GroupState.STABLE)
     assert g.members[r.member_id].assignment == b"A"
@@ -230,7 +278,7 @@ def test_offsets_expire_after_retention_with_tombstones():
     assert c.fetch_offsets(group_id="g", partitions=[("t", 0)], now_ms=500)[1][0][2] is not None
     c.poll(1200)
     assert c.fetch_offsets(group_id="g", partitions=[("t", 0)], now_ms=1200)[1][0][2] is None
-    tombstones = [(R.decode_key(k), v) for _, k, v in store.read(0) if v is None]
+    tombstones = [(R.decode_key(k), v) for k, v in store.logs[0] if v is None]
     assert (R.OffsetKey("g", "t", 0), None) in tombstones
 
 
@@ -238,10 +286,10 @@ def test_delete_group_and_offsets():
     c, store = make()
     c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
                      offsets=[("t", 0, 1, -1, ""), ("t", 1, 2, -1, "")], now_ms=0)
-    err, out = c.delete_offsets("g", [("t", 0)], now_ms=1)
+    err, out = c.delete_offsets("g", [("t", 0)])
     assert out == [("t", 0, 0)]
-    assert c.delete_group("g", 2) == 0
-    assert c.delete_group("g", 3) == E.GROUP_ID_NOT_FOUND
+    assert c.delete_group("g") == 0
+    assert c.delete_group("g") == E.GROUP_ID_NOT_FOUND
 
 
 def test_record_formats_round_trip():
@@ -265,3 +313,73 @@ def test_group_id_validity_like_kafka():
     # the offset APIs accept an empty group id, like Kafka's isValidGroupId
     assert c.commit_offsets(group_id="", generation_id=-1, member_id="", group_instance_id=None,
                             offsets=[("t", 0, 1, -1, "")], now_ms=0) == [("t", 0, 0)]
+
+
+def test_operations_change_nothing_until_their_records_are_applied():
+    c, _ = make()
+    shard, result = c.coordinator.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                                                 offsets=[("t", 0, 7, -1, "")], now_ms=0)
+    assert result.response == [("t", 0, 0)] and len(result.records) == 1
+    assert c.fetch_offsets(group_id="g", partitions=[("t", 0)])[1][0][2] is None  # not applied yet
+    c.run((shard, result))
+    assert c.fetch_offsets(group_id="g", partitions=[("t", 0)])[1][0][2].offset == 7
+
+
+def test_sync_assignment_propagates_only_after_its_write():
+    c, store = make()
+    t = join(c, 0)
+    m = done(c)[t].member_id
+    shard, result = c.coordinator.sync_group(group_id="g", generation_id=1, member_id=m, group_instance_id=None,
+                                             protocol_type=None, protocol_name=None, assignments={m: b"A"}, now_ms=1)
+    assert result.records and not result.replay
+    assert c.groups["g"].state == GroupState.COMPLETING_REBALANCE and not done(c)
+    c.run((shard, result))
+    assert done(c)[result.response].assignment == b"A" and c.groups["g"].state == GroupState.STABLE
+
+
+def test_failed_sync_write_answers_every_member_and_rebalances():
+    c, store = make(delay=100)
+    join(c, 0), join(c, 0)
+    c.poll(100)
+    res = done(c)
+    leader = next(r for r in res.values() if r.members)
+    follower = next(r for r in res.values() if not r.members)
+    tf = c.sync_group(group_id="g", generation_id=1, member_id=follower.member_id, group_instance_id=None,
+                      protocol_type=None, protocol_name=None, assignments={}, now_ms=1)
+    store.fail = E.NOT_LEADER_OR_FOLLOWER
+    tl = c.sync_group(group_id="g", generation_id=1, member_id=leader.member_id, group_instance_id=None,
+                      protocol_type=None, protocol_name=None,
+                      assignments={leader.member_id: b"A", follower.member_id: b"B"}, now_ms=2)
+    out = done(c)
+    assert out[tl].error == out[tf].error == E.NOT_COORDINATOR  # Kafka: NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR
+    g = c.groups["g"]
+    assert g.state == GroupState.PREPARING_REBALANCE and all(x.assignment == b"" for x in g.members.values())
+    assert store.logs[0] == []  # nothing was written
+
+
+def test_live_state_equals_state_loaded_from_the_same_records():
+    c, store = make(offsets_retention_ms=1000, retention_check_interval_ms=100)
+    t = join(c, 0, group="members")
+    m = done(c)[t].member_id
+    c.sync_group(group_id="members", generation_id=1, member_id=m, group_instance_id=None, protocol_type=None,
+                 protocol_name=None, assignments={m: b"A"}, now_ms=1)
+    for i in range(20):
+        c.commit_offsets(group_id=f"g{i % 4}", generation_id=-1, member_id="", group_instance_id=None,
+                         offsets=[("t", i % 3, i, -1, f"m{i}")], now_ms=i)
+    c.commit_offsets(group_id="members", generation_id=1, member_id=m, group_instance_id=None,
+                     offsets=[("t", 0, 99, 2, "")], now_ms=30)
+    c.delete_offsets("g1", [("t", 1)])
+    c.delete_group("g2")
+    c.commit_offsets(group_id="short", generation_id=-1, member_id="", group_instance_id=None,
+                     offsets=[("t", 0, 1, -1, "")], now_ms=500, retention_ms=100)
+    c.poll(700)  # expires short's offset (tombstones, then the empty group)
+
+    def view(groups):
+        return {gid: (g.state, g.generation, g.protocol_name, g.leader_id,
+                      {mid: x.assignment for mid, x in g.members.items()},
+                      {k: (e.offset, e.leader_epoch, e.metadata) for k, e in g.offsets.items()})
+                for gid, g in groups.items()}
+    c2 = Runtime(c.cfg, store.logs)
+    c2.load(0, 700)
+    assert view(c2.groups) == view(c.groups)
+    assert "g2" not in c2.groups and "short" not in c2.groups and ("t", 1) not in c2.groups["g1"].offsets

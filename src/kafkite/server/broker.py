@@ -151,8 +151,8 @@ class Broker:
         self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver,
                                      auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"))
         self.router = Router(self)
-        from .group_service import GroupService
-        self.groups = GroupService(self)
+        from .group_coordinator_service import GroupCoordinatorService
+        self.groups = GroupCoordinatorService(self)
         self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
         self.connections: set[trio.abc.Stream] = set()
         self.faults = None  # testing.faults.Faults when fault injection is on

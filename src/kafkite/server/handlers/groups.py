@@ -12,7 +12,7 @@ from ...controller.metadata import MetadataError
 from ...coordinator.hashing import partition_for
 from ...wire.errors import E
 from ..context import RequestContext
-from ..group_service import OFFSETS_TOPIC
+from ..group_coordinator_service import OFFSETS_TOPIC
 
 GROUP_KEY, TXN_KEY = 0, 1
 
@@ -70,8 +70,8 @@ def _host(ctx) -> str:
 
 async def handle_join_group(ctx: RequestContext):
     body, v = ctx.body, ctx.version
-    r = await ctx.broker.groups.call(
-        "join_group", group_id=body.group_id, member_id=body.member_id or "",
+    r = await ctx.broker.groups.join_group(
+        group_id=body.group_id, member_id=body.member_id or "",
         group_instance_id=body.group_instance_id if v >= 5 else None, protocol_type=body.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in body.protocols], session_timeout_ms=body.session_timeout_ms,
         rebalance_timeout_ms=body.rebalance_timeout_ms if v >= 1 else body.session_timeout_ms,
@@ -87,8 +87,8 @@ async def handle_join_group(ctx: RequestContext):
 
 async def handle_sync_group(ctx: RequestContext):
     body, v = ctx.body, ctx.version
-    r = await ctx.broker.groups.call(
-        "sync_group", group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
+    r = await ctx.broker.groups.sync_group(
+        group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
         group_instance_id=body.group_instance_id if v >= 3 else None,
         protocol_type=body.protocol_type if v >= 5 else None, protocol_name=body.protocol_name if v >= 5 else None,
         assignments={a.member_id: bytes(a.assignment) for a in body.assignments})
@@ -98,9 +98,9 @@ async def handle_sync_group(ctx: RequestContext):
 
 async def handle_heartbeat(ctx: RequestContext):
     body, v = ctx.body, ctx.version
-    err = await ctx.broker.groups.call("heartbeat", group_id=body.group_id, generation_id=body.generation_id,
-                                       member_id=body.member_id,
-                                       group_instance_id=body.group_instance_id if v >= 3 else None)
+    err = await ctx.broker.groups.heartbeat(group_id=body.group_id, generation_id=body.generation_id,
+                                            member_id=body.member_id,
+                                            group_instance_id=body.group_instance_id if v >= 3 else None)
     return HeartbeatResponse(version=v, throttle_time_ms=0, error_code=int(err))
 
 
@@ -110,7 +110,7 @@ async def handle_leave_group(ctx: RequestContext):
         members = [(m.member_id or "", m.group_instance_id) for m in body.members]
     else:
         members = [(body.member_id, None)]
-    err, results = await ctx.broker.groups.call("leave_group", group_id=body.group_id, members=members)
+    err, results = await ctx.broker.groups.leave_group(group_id=body.group_id, members=members)
     if v < 3:
         code = err or (results[0][2] if results else 0)
         return LeaveGroupResponse(version=v, throttle_time_ms=0, error_code=int(code))
@@ -134,8 +134,8 @@ async def handle_offset_commit(ctx: RequestContext):
     gen = body.generation_id_or_member_epoch if v >= 1 else -1
     results = []
     if offsets:
-        results = await b.groups.call(
-            "commit_offsets", group_id=body.group_id, generation_id=gen, member_id=body.member_id if v >= 1 else "",
+        results = await b.groups.commit_offsets(
+            group_id=body.group_id, generation_id=gen, member_id=body.member_id if v >= 1 else "",
             group_instance_id=body.group_instance_id if v >= 7 else None, offsets=offsets,
             retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1)
     codes = {(t, p): c for t, p, c in results}
@@ -150,8 +150,8 @@ async def handle_offset_commit(ctx: RequestContext):
 
 async def _fetch_group(ctx, group_id, topics, require_stable):
     parts = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    return await ctx.broker.groups.call("fetch_offsets", group_id=group_id, partitions=parts,
-                                        require_stable=require_stable)
+    return await ctx.broker.groups.fetch_offsets(group_id=group_id, partitions=parts,
+                                                 require_stable=require_stable)
 
 
 def _by_topic(rows):
@@ -197,7 +197,7 @@ async def handle_describe_groups(ctx: RequestContext):
     M = G.DescribedGroupMember
     out = []
     for gid in body.groups:
-        d = await ctx.broker.groups.call("describe_group", group_id=gid)
+        d = await ctx.broker.groups.describe_group(group_id=gid)
         err = d.error
         if err == E.GROUP_ID_NOT_FOUND and v < 6:
             err = 0  # before v6 a missing group is described as Dead with no error
@@ -215,7 +215,7 @@ async def handle_describe_groups(ctx: RequestContext):
 async def handle_list_groups(ctx: RequestContext):
     body, v = ctx.body, ctx.version
     states = list(body.states_filter) if v >= 4 and body.states_filter else None
-    groups = await ctx.broker.groups.call("list_groups", states=states)
+    groups = await ctx.broker.groups.list_groups(states=states)
     L = ListGroupsResponse.ListedGroup
     return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0,
                               groups=[L(group_id=g, protocol_type=pt, group_state=st) for g, pt, st in groups])
@@ -226,7 +226,7 @@ async def handle_delete_groups(ctx: RequestContext):
     R = DeleteGroupsResponse.DeletableGroupResult
     out = []
     for gid in body.groups_names:
-        err = await ctx.broker.groups.call("delete_group", group_id=gid)
+        err = await ctx.broker.groups.delete_group(group_id=gid)
         out.append(R(group_id=gid, error_code=int(err)))
     return DeleteGroupsResponse(version=v, throttle_time_ms=0, results=out)
 
@@ -234,7 +234,7 @@ async def handle_delete_groups(ctx: RequestContext):
 async def handle_offset_delete(ctx: RequestContext):
     body, v = ctx.body, ctx.version
     parts = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    err, rows = await ctx.broker.groups.call("delete_offsets", group_id=body.group_id, partitions=parts)
+    err, rows = await ctx.broker.groups.delete_offsets(group_id=body.group_id, partitions=parts)
     T = OffsetDeleteResponse.OffsetDeleteResponseTopic
     P = T.OffsetDeleteResponsePartition
     codes = {(t, p): c for t, p, c in rows}

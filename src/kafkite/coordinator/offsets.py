@@ -1,0 +1,137 @@
+"""Committed offsets of one shard (Kafka's OffsetMetadataManager): commit, fetch, delete,
+expire. Sans-IO, and pure: each write returns a CoordinatorResult with the records and the
+response and changes nothing itself; the shard's `replay` applies the records once they are
+appended (coordinator/result.py), the same replay that loads the partition.
+"""
+from __future__ import annotations
+
+import structlog
+
+from ..wire.errors import E
+from . import records as R
+from .group import Group, GroupState, OffsetEntry
+from .result import CoordinatorResult
+
+S = GroupState
+log = structlog.get_logger("kafkite.coordinator")
+
+OffsetCommit = tuple[str, int, int, int, "str | None"]  # topic, partition, offset, leader epoch, metadata
+
+
+class OffsetMetadataManager:
+    def __init__(self, cfg, groups: dict[str, Group]):
+        self.cfg = cfg
+        self.groups = groups
+
+    # -- OffsetCommit ---------------------------------------------------------------------------
+    def commit(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+               offsets: list[OffsetCommit], now_ms: int, retention_ms: int = -1
+               ) -> CoordinatorResult[list[tuple[str, int, int]]]:
+        """-> response [(topic, partition, error)]."""
+        def all_(code) -> list[tuple[str, int, int]]:
+            return [(t, p, int(code)) for t, p, *_ in offsets]
+        err = self._validate_member(group_id, generation_id, member_id, group_instance_id, now_ms)
+        if err:
+            return CoordinatorResult(response=all_(err))
+        results, recs = [], []
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            md = metadata or ""
+            if len(md.encode()) > self.cfg.offset_metadata_max_bytes:
+                results.append((topic, partition, int(E.OFFSET_METADATA_TOO_LARGE)))
+                continue
+            expire = now_ms + retention_ms if retention_ms and retention_ms > 0 else -1
+            recs.append((R.offset_key(group_id, topic, partition),
+                         R.offset_value(R.OffsetValue(offset, leader_epoch, md, now_ms, expire))))
+            results.append((topic, partition, 0))
+        return CoordinatorResult(recs, results, on_failure=all_)
+
+    def _validate_member(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                         now_ms: int) -> int:
+        g = self.groups.get(group_id)
+        if g is None:
+            # a simple consumer (assign + commit) commits with generation -1; the replay of its first
+            # commit creates the group
+            return E.ILLEGAL_GENERATION if generation_id >= 0 else 0
+        if g.is_(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and g.is_(S.EMPTY):
+            return 0  # a simple consumer, or a group nobody is in
+        m = g.members.get(member_id)
+        if group_instance_id:
+            known = g.static_members.get(group_instance_id)
+            if known is not None and known != member_id:
+                return E.FENCED_INSTANCE_ID
+        if m is None:
+            return E.UNKNOWN_MEMBER_ID
+        if generation_id != g.generation:
+            return E.ILLEGAL_GENERATION
+        if g.is_(S.COMPLETING_REBALANCE):
+            return E.REBALANCE_IN_PROGRESS
+        m.heartbeat_deadline = now_ms + m.session_timeout_ms  # a commit counts as a heartbeat (timer only)
+        return 0
+
+    # -- OffsetFetch (a read) ---------------------------------------------------------------------
+    def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None
+              ) -> list[tuple[str, int, OffsetEntry | None, int]]:
+        g = self.groups.get(group_id)
+        if partitions is None:
+            items = sorted(g.offsets.items()) if g else []
+            return [(t, p, e, 0) for (t, p), e in items]
+        return [(t, p, g.offsets.get((t, p)) if g else None, 0) for t, p in partitions]
+
+    # -- OffsetDelete ------------------------------------------------------------------------------
+    def delete(self, group_id: str, partitions: list[tuple[str, int]]
+               ) -> CoordinatorResult[tuple[int, list[tuple[str, int, int]]]]:
+        g = self.groups.get(group_id)
+        if g is None:
+            return CoordinatorResult(response=(E.GROUP_ID_NOT_FOUND, []))
+        subscribed: set[str] = set()
+        if not g.is_(S.EMPTY, S.DEAD):
+            subs = g.subscribed_topics()
+            if subs is None:
+                return CoordinatorResult(response=(E.NON_EMPTY_GROUP, []))
+            subscribed = subs
+        out, recs = [], []
+        for t, p in partitions:
+            if t in subscribed:
+                out.append((t, p, int(E.GROUP_SUBSCRIBED_TO_TOPIC)))
+                continue
+            out.append((t, p, 0))
+            if (t, p) in g.offsets:
+                recs.append((R.offset_key(group_id, t, p), None))
+        return CoordinatorResult(recs, (0, out), on_failure=lambda err: (err, []))
+
+    # -- expiry (a timer) -------------------------------------------------------------------------
+    def expire(self, now_ms: int) -> CoordinatorResult[int]:
+        """Tombstones for offsets past retention, and for groups left with nothing (Kafka 2.1+ rules:
+        a group's offsets expire counted from when it became empty, a simple consumer's from the commit)."""
+        recs, n = [], 0
+        for g in self.groups.values():
+            expired = [k for k, e in g.offsets.items() if self._expired(g, e, now_ms)]
+            if expired:
+                recs.extend((R.offset_key(g.group_id, t, p), None) for t, p in expired)
+                n += len(expired)
+                log.info("offsets.expired", group=g.group_id, count=len(expired))
+            if g.is_(S.EMPTY) and len(expired) == len(g.offsets) and not g.members:
+                recs.append((R.group_key(g.group_id), None))
+        return CoordinatorResult(recs, n, on_failure=lambda err: 0)
+
+    def _expired(self, g: Group, e: OffsetEntry, now_ms: int) -> bool:
+        if e.expire_timestamp >= 0:
+            return now_ms >= e.expire_timestamp
+        if g.protocol_type is None:  # simple consumer: counted from the commit
+            return g.is_(S.EMPTY) and now_ms - e.commit_timestamp >= self.cfg.offsets_retention_ms
+        return g.is_(S.EMPTY) and now_ms - g.state_timestamp >= self.cfg.offsets_retention_ms
+
+    # -- replay ------------------------------------------------------------------------------------
+    def replay(self, key: R.OffsetKey, value: R.OffsetValue | None) -> None:
+        g = self.groups.get(key.group)
+        if value is None:
+            if g is not None:
+                g.offsets.pop((key.topic, key.partition), None)
+            return
+        if g is None:
+            # offsets of a group that does not use membership: an empty "simple" group (as Kafka's replay)
+            g = self.groups[key.group] = Group(key.group, state_timestamp=value.commit_timestamp)
+        g.offsets[(key.topic, key.partition)] = OffsetEntry(value.offset, value.leader_epoch, value.metadata,
+                                                            value.commit_timestamp, value.expire_timestamp)

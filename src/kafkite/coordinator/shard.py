@@ -1,0 +1,138 @@
+"""One partition of `__consumer_offsets` and the groups it holds (Kafka 4's GroupCoordinatorShard).
+
+The shard owns its groups and their offsets, applies records with `replay(key, value)` --
+for a load after a leadership change and for every live write alike -- and turns the
+operations of its managers (membership: group_metadata.py; offsets: offsets.py) into
+CoordinatorResults for the runtime. Sans-IO: callers pass `now_ms`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import structlog
+
+from ..wire.errors import E
+from . import records as R
+from .group import Group, GroupState, Member
+from .group_metadata import GroupMetadataManager
+from .offsets import OffsetMetadataManager
+from .result import CoordinatorResult, Pending
+
+S = GroupState
+log = structlog.get_logger("kafkite.coordinator")
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupDescription:
+    error: int
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+
+
+class GroupCoordinatorShard:
+    def __init__(self, partition: int, cfg, complete: Callable[[Pending, Any], None], now_ms: int):
+        self.partition = partition
+        self.cfg = cfg
+        self.groups: dict[str, Group] = {}
+        self.membership = GroupMetadataManager(cfg, self.groups, complete)
+        self.offsets = OffsetMetadataManager(cfg, self.groups)
+        self.next_expiry_check = now_ms + cfg.retention_check_interval_ms
+
+    # -- replay ------------------------------------------------------------------------------------
+    def replay(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        try:
+            k, v = R.decode_record(key, value)
+        except Exception:  # a record we can't read must not stop a load or a write
+            log.warning("offsets.undecodable_record", partition=self.partition)
+            return
+        if isinstance(k, R.OffsetKey):
+            self.offsets.replay(k, v)
+        elif isinstance(k, R.GroupKey):
+            self._replay_group(k.group, v)
+
+    def _replay_group(self, group_id: str, v: R.GroupValue | None) -> None:
+        if v is None:
+            g = self.groups.pop(group_id, None)
+            if g is not None and not g.is_(S.DEAD):
+                g.transition(S.DEAD, g.state_timestamp)
+            return
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = Group(group_id)
+        g.generation, g.protocol_type, g.protocol_name = v.generation, v.protocol_type or None, v.protocol
+        g.leader_id, g.state_timestamp = v.leader, v.current_state_timestamp
+        g.members.clear()
+        g.static_members.clear()
+        for mv in v.members:
+            m = Member(mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host, mv.session_timeout,
+                       mv.rebalance_timeout, v.protocol_type, [(v.protocol or "", mv.subscription)],
+                       assignment=mv.assignment)
+            g.members[m.member_id] = m
+            if m.group_instance_id:
+                g.static_members[m.group_instance_id] = m.member_id
+        g.state = S.STABLE if g.members else S.EMPTY  # restored as loaded, not a transition
+
+    def loaded(self, now_ms: int) -> None:
+        """The partition is replayed to its end: members' session timers start now."""
+        for g in self.groups.values():
+            for m in g.members.values():
+                m.heartbeat_deadline = now_ms + m.session_timeout_ms
+
+    # -- operations -----------------------------------------------------------------------------------
+    def membership_op(self, response: Any) -> CoordinatorResult:
+        """Wrap what a membership operation answered, with the records it emitted (replay=False)."""
+        if isinstance(response, CoordinatorResult):
+            return response
+        return CoordinatorResult(self.membership.take_emitted(), response, replay=False)
+
+    def delete_group(self, group_id: str) -> CoordinatorResult[int]:
+        g = self.groups.get(group_id)
+        if g is None:
+            return CoordinatorResult(response=E.GROUP_ID_NOT_FOUND)
+        if not g.is_(S.EMPTY, S.DEAD):
+            return CoordinatorResult(response=E.NON_EMPTY_GROUP)
+        recs = [(R.offset_key(group_id, t, p), None) for t, p in g.offsets]
+        recs.append((R.group_key(group_id), None))
+        return CoordinatorResult(recs, 0, on_failure=lambda err: err)
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        g = self.groups.get(group_id)
+        if g is None:
+            return GroupDescription(E.GROUP_ID_NOT_FOUND, group_id, S.DEAD.value, "", "", [])
+        members = []
+        active = g.is_(S.STABLE, S.COMPLETING_REBALANCE)
+        for m in g.members.values():
+            md = m.metadata_for(g.protocol_name) if g.protocol_name and active else b""
+            members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, md,
+                                             m.assignment if g.is_(S.STABLE) else b""))
+        proto = g.protocol_name or "" if active else ""
+        return GroupDescription(0, group_id, g.state.value, g.protocol_type or "", proto, members)
+
+    # -- timers ------------------------------------------------------------------------------------------
+    def next_deadline_ms(self) -> int:
+        d = self.membership.next_deadline_ms()
+        return self.next_expiry_check if d is None else min(d, self.next_expiry_check)
+
+    def poll(self, now_ms: int) -> list[CoordinatorResult]:
+        self.membership.poll(now_ms)
+        out = [self.membership_op(None)]
+        if now_ms >= self.next_expiry_check:
+            self.next_expiry_check = now_ms + self.cfg.retention_check_interval_ms
+            out.append(self.offsets.expire(now_ms))
+        return [r for r in out if r.records]

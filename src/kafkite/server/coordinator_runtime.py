@@ -1,0 +1,184 @@
+"""The Trio side of a coordinator (Kafka 4's CoordinatorRuntime): one per broker and internal topic.
+
+The coordinator itself is sans-IO (kafkite.coordinator): an operation returns a
+CoordinatorResult, records + response. This runtime
+
+- writes: appends the records to the shard's partition through the ReplicaManager with the
+  deferred write Produce uses (the fsync runs in a worker thread; one fsync covers every
+  append gathered before it), replays them into the shard, and answers once they are durable;
+  a failed append answers the coordinator's error and applies nothing (coordinator/result.py);
+- reads: answer from the shard once every record appended before the read is durable;
+- loads a partition when this broker becomes its leader (replaying it in chunks in the
+  background; COORDINATOR_LOAD_IN_PROGRESS meanwhile) and unloads it when it stops leading it
+  (NOT_COORDINATOR afterwards);
+- parks requests whose answers come later (`Pending` tokens: JoinGroup, SyncGroup) and runs the
+  coordinator's timers at its next deadline.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Callable
+
+import structlog
+import trio
+
+from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, start_write
+from ..storage.batch import build_batch, decode_records
+from ..wire.errors import E
+from .context import now_ms
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = structlog.get_logger("kafkite.coordinator_runtime")
+LOAD_CHUNK = 1000
+READ_BYTES = 1 << 20
+
+
+class CoordinatorRuntime:
+    def __init__(self, broker: "Broker", topic: str, coordinator: Any):
+        self.broker = broker
+        self.topic = topic
+        self.coordinator = coordinator  # begin/finish_loading, unload, poll, next_deadline_ms, drain_completions
+        self.leading: set[int] = set()
+        self._to_load: list[int] = []
+        self._parked: dict[Pending, list] = {}  # token -> [event, result]
+        self._last_write: dict[int, tuple[Any, int]] = {}  # partition -> (log, last offset appended)
+        self._wake = trio.Event()
+
+    # -- writes and reads ----------------------------------------------------------------------------
+    async def write(self, shard, result: CoordinatorResult) -> Any:
+        """Run an operation's result (the operation ran just before, with no await in between): append,
+        replay, wait until durable, answer -- a parked token's answer when the response is one."""
+        error = self._start(shard, result)
+        return await self._finish(shard, result, error, self.coordinator.drain_completions())
+
+    def _start(self, shard, result: CoordinatorResult) -> int:
+        if shard is None:
+            return 0
+        return start_write(result, shard.replay, lambda recs: self._append(shard.partition, recs))
+
+    async def _finish(self, shard, result: CoordinatorResult, error: int, completions: list) -> Any:
+        """Answers to the operation and to requests it completed go out once its records are durable."""
+        token = result.response if isinstance(result.response, Pending) else None
+        if token is not None:  # parked first: another request may complete it while we wait
+            slot = self._parked[token] = [trio.Event(), None]
+        try:
+            if shard is not None and result.records and not error:
+                # shielded: the follow-up (e.g. SyncGroup's propagation) must run even if the client left
+                with trio.CancelScope(shield=True):
+                    await self._durable(shard.partition)
+            response = finish_write(result, error)
+            self._deliver(completions + self.coordinator.drain_completions())
+            if token is None or response is not token:
+                return response
+            await slot[0].wait()
+            return slot[1]
+        finally:
+            if token is not None:
+                self._parked.pop(token, None)
+
+    async def read(self, partition: int, read: Callable[[], Any]) -> Any:
+        """Answer `read()` once every record appended before it is durable."""
+        await self._durable(partition)
+        return read()
+
+    def _append(self, partition: int, records: list[Record]) -> int:
+        b = self.broker
+        p = b.metadata.partition(self.topic, partition)
+        if p is None:
+            return int(E.UNKNOWN_TOPIC_OR_PARTITION)
+        if p.leader != b.node_id:
+            return int(E.NOT_LEADER_OR_FOLLOWER)
+        now = now_ms()
+        data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now)
+        out = b.state.replicas.append(self.topic, partition, data, now, leader_epoch=p.leader_epoch,
+                                      internal=True, defer_flush=True)
+        if out.error:
+            log.warning("coordinator.append_failed", topic=self.topic, partition=partition, error=E(out.error).name)
+            return out.error
+        lg = b.state.replicas.get(self.topic, partition)
+        self._last_write[partition] = (lg, out.base_offset + len(records) - 1)
+        return 0
+
+    async def _durable(self, partition: int) -> None:
+        last = self._last_write.get(partition)
+        if last is not None:
+            lg, offset = last
+            if lg.flush_pending(offset):
+                await self.broker.state.replicas.wait_durable(lg, offset)
+
+    # -- parked answers ------------------------------------------------------------------------------
+    def _deliver(self, completions: list[tuple[Pending, Any]]) -> None:
+        for token, result in completions:
+            slot = self._parked.get(token)
+            if slot is not None:  # else its request went away (connection closed)
+                slot[1] = result
+                slot[0].set()
+        if completions:
+            self._wake.set()
+
+    # -- leadership of the topic's partitions --------------------------------------------------------
+    def on_metadata(self, cache) -> None:
+        t = cache.topic(self.topic)
+        now_leading = set()
+        if t is not None and self.broker.node_id in cache.brokers:
+            now_leading = {p.index for p in t.partitions if p.leader == self.broker.node_id}
+        for p in sorted(self.leading - now_leading):
+            log.info("coordinator.unload", broker=self.broker.node_id, topic=self.topic, partition=p)
+            self.coordinator.unload(p)
+            self._last_write.pop(p, None)
+        self._deliver(self.coordinator.drain_completions())
+        for p in sorted(now_leading - self.leading):
+            log.info("coordinator.load_begin", broker=self.broker.node_id, topic=self.topic, partition=p)
+            self.coordinator.begin_loading(p, now_ms())
+            self._to_load.append(p)
+        self.leading = now_leading
+        self._wake.set()
+
+    async def _load(self, partition: int) -> None:
+        """Replay the partition from its start, a chunk at a time (requests in between get LOAD_IN_PROGRESS)."""
+        shard = self.coordinator.loading.get(partition)
+        lg = self.broker.state.replicas.get(self.topic, partition)
+        if lg is not None and shard is not None:
+            end = lg.log_end_offset
+            if end > 0 and lg.flush_pending(end - 1):  # the previous leader's last writes
+                await self.broker.state.replicas.wait_durable(lg, end - 1)
+            offset, n = lg.log_start_offset, 0
+            while offset < lg.log_end_offset and self.coordinator.loading.get(partition) is shard:
+                data = lg.read(offset, READ_BYTES, min_one=True)
+                if not data:
+                    break
+                for rec in decode_records(data):
+                    if rec.offset >= offset:
+                        shard.replay(rec.key, rec.value)
+                        offset = rec.offset + 1
+                        n += 1
+                if n >= LOAD_CHUNK:
+                    n = 0
+                    await trio.sleep(0)
+        if self.coordinator.loading.get(partition) is shard:
+            self.coordinator.finish_loading(partition, now_ms())
+            log.info("coordinator.load_done", broker=self.broker.node_id, topic=self.topic, partition=partition)
+
+    # -- the driver loop ------------------------------------------------------------------------------
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                while self._to_load:
+                    p = self._to_load.pop(0)
+                    if p in self.leading:
+                        await self._load(p)
+                results = self.coordinator.poll(now_ms())
+                completions = self.coordinator.drain_completions()
+                for shard, result in results:
+                    error = self._start(shard, result)  # applied now; answered once durable
+                    nursery.start_soon(self._finish, shard, result, error, completions)
+                    completions = []
+                self._deliver(completions)
+                deadline = self.coordinator.next_deadline_ms()
+                self._wake = trio.Event()
+                timeout = math.inf if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+                with trio.move_on_after(min(timeout, 1.0)):
+                    await self._wake.wait()

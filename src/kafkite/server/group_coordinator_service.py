@@ -1,0 +1,98 @@
+"""What handlers call for groups and offsets (Kafka 4's GroupCoordinatorService): one typed method
+per API, each running the sans-IO coordinator's operation on the coordinator runtime."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..coordinator.coordinator import GroupCoordinator, GroupDescription, JoinResult, SyncResult
+from ..coordinator.group import OffsetEntry
+from ..coordinator.offsets import OffsetCommit
+from .context import now_ms
+from .coordinator_runtime import CoordinatorRuntime
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_CONFIG_KEYS = ["group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
+                "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
+                "offset.metadata.max.bytes", "offsets.topic.num.partitions"]
+
+
+class GroupCoordinatorService:
+    def __init__(self, broker: "Broker"):
+        self.coordinator = GroupCoordinator({k: broker.config.get(k) for k in _CONFIG_KEYS})
+        self.runtime = CoordinatorRuntime(broker, OFFSETS_TOPIC, self.coordinator)
+
+    def on_metadata(self, cache) -> None:
+        self.runtime.on_metadata(cache)
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        await self.runtime.run(task_status=task_status)
+
+    # -- membership ---------------------------------------------------------------------------------
+    async def join_group(self, *, group_id: str | None, member_id: str, group_instance_id: str | None,
+                         protocol_type: str, protocols: list[tuple[str, bytes]], session_timeout_ms: int,
+                         rebalance_timeout_ms: int, client_id: str, client_host: str,
+                         require_known_member_id: bool, reason: str | None = None) -> JoinResult:
+        return await self.runtime.write(*self.coordinator.join_group(
+            group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
+            protocol_type=protocol_type, protocols=protocols, session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id, client_host=client_host,
+            require_known_member_id=require_known_member_id, reason=reason, now_ms=now_ms()))
+
+    async def sync_group(self, *, group_id: str | None, generation_id: int, member_id: str,
+                         group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        return await self.runtime.write(*self.coordinator.sync_group(
+            group_id=group_id, generation_id=generation_id, member_id=member_id,
+            group_instance_id=group_instance_id, protocol_type=protocol_type, protocol_name=protocol_name,
+            assignments=assignments, now_ms=now_ms()))
+
+    async def heartbeat(self, *, group_id: str | None, generation_id: int, member_id: str,
+                        group_instance_id: str | None) -> int:
+        return await self.runtime.write(*self.coordinator.heartbeat(
+            group_id=group_id, generation_id=generation_id, member_id=member_id,
+            group_instance_id=group_instance_id, now_ms=now_ms()))
+
+    async def leave_group(self, *, group_id: str | None, members: list[tuple[str, str | None]]
+                          ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        return await self.runtime.write(*self.coordinator.leave_group(group_id=group_id, members=members,
+                                                                      now_ms=now_ms()))
+
+    # -- offsets --------------------------------------------------------------------------------------
+    async def commit_offsets(self, *, group_id: str | None, generation_id: int, member_id: str,
+                             group_instance_id: str | None, offsets: list[OffsetCommit],
+                             retention_ms: int = -1) -> list[tuple[str, int, int]]:
+        return await self.runtime.write(*self.coordinator.commit_offsets(
+            group_id=group_id, generation_id=generation_id, member_id=member_id,
+            group_instance_id=group_instance_id, offsets=offsets, retention_ms=retention_ms, now_ms=now_ms()))
+
+    async def fetch_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]] | None,
+                            require_stable: bool = False
+                            ) -> tuple[int, list[tuple[str, int, OffsetEntry | None, int]]]:
+        # require_stable: no transactions yet, so no offset is ever pending (KIP-447)
+        err, shard = self.coordinator.shard_for(group_id, allow_empty=True)
+        if err:
+            return err, []
+        return await self.runtime.read(shard.partition, lambda: self.coordinator.fetch_offsets(
+            group_id=group_id, partitions=partitions))
+
+    async def delete_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]]
+                             ) -> tuple[int, list[tuple[str, int, int]]]:
+        return await self.runtime.write(*self.coordinator.delete_offsets(group_id, partitions))
+
+    # -- admin ------------------------------------------------------------------------------------------
+    async def describe_group(self, *, group_id: str | None) -> GroupDescription:
+        err, shard = self.coordinator.shard_for(group_id, allow_empty=True)
+        if err:
+            return self.coordinator.describe_group(group_id)
+        return await self.runtime.read(shard.partition, lambda: self.coordinator.describe_group(group_id))
+
+    async def list_groups(self, *, states: list[str] | None = None) -> list[tuple[str, str, str]]:
+        return self.coordinator.list_groups(states)
+
+    async def delete_group(self, *, group_id: str | None) -> int:
+        return await self.runtime.write(*self.coordinator.delete_group(group_id))
