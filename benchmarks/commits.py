@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import queue
 import statistics
 import sys
 import time
@@ -113,8 +114,17 @@ def run_commits(bootstrap: str, consumers: int, n: int, group: str, separate_gro
              for i in range(consumers)]
     for p in procs:
         p.start()
+    rows: list[tuple] = []
+    deadline = time.monotonic() + 300
     try:
-        rows = [results.get(timeout=300) for _ in procs]
+        while len(rows) < consumers:
+            try:
+                rows.append(results.get(timeout=1))
+            except queue.Empty:
+                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if dead or time.monotonic() > deadline:  # a consumer died without a word, or hangs
+                    raise RuntimeError(f"consumer processes: exit codes {[p.exitcode for p in procs]}, "
+                                       f"{len(rows)} of {consumers} reported") from None
     finally:
         for p in procs:
             p.join(30)
