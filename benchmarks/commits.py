@@ -126,10 +126,11 @@ def run_commits(bootstrap: str, consumers: int, n: int, group: str, separate_gro
                     raise RuntimeError(f"consumer processes: exit codes {[p.exitcode for p in procs]}, "
                                        f"{len(rows)} of {consumers} reported") from None
     finally:
-        for p in procs:
-            p.join(30)
+        for p in procs:  # they have all reported (or the run failed: then they go at once)
+            p.join(30 if len(rows) == consumers else 0)
             if p.is_alive():
                 p.kill()
+                p.join(5)
     errors = [f"partition {p}: {err}" for p, *_, err in rows if err]
     if errors:
         raise RuntimeError("; ".join(errors))
