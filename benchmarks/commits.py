@@ -1,0 +1,182 @@
+"""Offset commits, Kafkite vs Tansu, same client (confluent-kafka), same run.
+
+    python benchmarks/commits.py [--commits 2000] [--consumers 8] [--repeat 3] [--separate-groups]
+
+Starts `kafkite serve --in-memory`, `kafkite serve --data-dir` (default config: flush.messages=1,
+an fsync before every acknowledgement) and `tansu broker ... --storage-engine memory://` on free
+ports, one at a time, rounds interleaved. Against each it measures synchronous offset commits:
+
+  1 consumer   one consumer with a group.id and an assigned partition (assign(): no group
+               membership, so every OffsetCommit carries generation -1 and an empty member id)
+               calling commit(offsets=[TopicPartition(topic, p, n)], asynchronous=False) N times.
+  K consumers  K such consumers at once, each in its own process (multiprocessing, spawn), all
+               started together behind a barrier; commits/s = K*N over the wall time from the
+               barrier's release to the slowest consumer's last answer.
+
+By default the K consumers share one group.id and each commits its own partition of a K-partition
+topic: what the members of one consumer group do, and the case a broker cannot spread out (one
+group = one __consumer_offsets partition = one coordinator shard and one log to append to and
+fsync). --separate-groups gives each consumer its own group.id instead (spread over the
+coordinator's partitions, as many unrelated applications would be).
+
+Before the timed loop every consumer makes a few untimed commits (the coordinator lookup and
+connection set-up are not counted). After it, every consumer checks that committed() returns the
+last offset it committed, on every broker. The table shows medians of --repeat rounds and the
+ratio Kafkite/Tansu. This machine is noisy: read the ratio, not the absolute numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import queue
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# the same broker starters as throughput.py: kafkite serve --in-memory / --data-dir (default flush
+# policy) on a free port, and Tansu (memory engine, ready on an ApiVersions answer) from peer.py
+from throughput import confluent_version, kafkite, kafkite_disk  # noqa: E402
+from peer import tansu  # noqa: E402
+
+TOPIC = "commits"
+WARMUP = 5  # untimed commits per consumer before the barrier
+MODES = (("memory", kafkite), ("disk", kafkite_disk), ("tansu", tansu))
+
+
+def fsync_latency_us(writes: int = 500, size: int = 200) -> float:
+    """Microseconds per small append + fsync on this disk (where the disk mode's data directory goes):
+    with an fsync per acknowledgement and one commit at a time, 1e6 / this bounds one consumer's rate."""
+    import tempfile
+    with tempfile.TemporaryDirectory(dir=os.environ.get("KAFKITE_BENCH_DIR")) as d:
+        fd = os.open(os.path.join(d, "probe"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        data = os.urandom(size)
+        t0 = time.perf_counter()
+        for _ in range(writes):
+            os.write(fd, data)
+            os.fsync(fd)
+        dt = time.perf_counter() - t0
+        os.close(fd)
+    return dt / writes * 1e6
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    a = AdminClient({"bootstrap.servers": bootstrap, "log_level": 5})  # not its "purging events" notice
+    for f in a.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(30)
+
+
+def committer(bootstrap: str, group: str, partition: int, n: int, barrier, results) -> None:
+    """One consumer (a process of its own): WARMUP untimed commits, the barrier, N timed commits,
+    then committed() must return the last offset. Puts (partition, start, end, committed, error)."""
+    try:
+        from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                      "enable.auto.offset.store": False})
+        # fetching starts at the (empty) log's end: a long poll in the background, and no "offset out
+        # of range" reset as there would be from the committed offset, which lies past the end
+        c.assign([TopicPartition(TOPIC, partition, OFFSET_END)])
+        offset = 0
+
+        def commit_one() -> None:
+            nonlocal offset
+            offset += 1
+            out = c.commit(offsets=[TopicPartition(TOPIC, partition, offset)], asynchronous=False)
+            # commit() raises KafkaException on a request-level error; a partition error comes back here
+            if out is None or out[0].error is not None:
+                raise RuntimeError(f"commit of offset {offset} failed: {out}")
+
+        for _ in range(WARMUP):
+            commit_one()
+        barrier.wait(120)
+        t0 = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process on this machine
+        for _ in range(n):
+            commit_one()
+        t1 = time.monotonic()
+        got = c.committed([TopicPartition(TOPIC, partition)], timeout=30)[0]
+        c.close()
+        results.put((partition, t0, t1, got.offset, None if got.error is None else str(got.error)))
+    except BaseException as e:  # noqa: BLE001  (reported to the parent, which fails the run)
+        barrier.abort()
+        results.put((partition, 0.0, 0.0, -1, f"{type(e).__name__}: {e}"))
+
+
+def run_commits(bootstrap: str, consumers: int, n: int, group: str, separate_groups: bool) -> float:
+    """Total commits/s of `consumers` processes committing n offsets each (partitions 0..consumers-1)."""
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(consumers), ctx.Queue()
+    procs = [ctx.Process(target=committer, args=(bootstrap, f"{group}-{i}" if separate_groups else group, i, n,
+                                                 barrier, results), daemon=True)
+             for i in range(consumers)]
+    for p in procs:
+        p.start()
+    rows: list[tuple] = []
+    deadline = time.monotonic() + 300
+    try:
+        while len(rows) < consumers:
+            try:
+                rows.append(results.get(timeout=1))
+            except queue.Empty:
+                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if dead or time.monotonic() > deadline:  # a consumer died without a word, or hangs
+                    raise RuntimeError(f"consumer processes: exit codes {[p.exitcode for p in procs]}, "
+                                       f"{len(rows)} of {consumers} reported") from None
+    finally:
+        for p in procs:  # they have all reported (or the run failed: then they go at once)
+            p.join(30 if len(rows) == consumers else 0)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+    errors = [f"partition {p}: {err}" for p, *_, err in rows if err]
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    for p, _, _, got, _ in rows:  # WARMUP + n commits of offsets 1, 2, ...: the last one is WARMUP + n
+        if got != WARMUP + n:
+            raise AssertionError(f"committed() on partition {p} returned {got}, expected {WARMUP + n}")
+    start, end = min(r[1] for r in rows), max(r[2] for r in rows)
+    return consumers * n / (end - start)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--commits", type=int, default=2000, help="timed commits per consumer")
+    ap.add_argument("--consumers", type=int, default=8, help="consumers (processes) of the concurrent case")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds, brokers interleaved; medians are reported")
+    ap.add_argument("--separate-groups", action="store_true",
+                    help="one group.id per consumer (default: one group, a partition per consumer)")
+    args = ap.parse_args(argv)
+    cases = [1] + ([args.consumers] if args.consumers != 1 else [])
+    runs: dict[tuple[str, int], list[float]] = {}
+    for rnd in range(args.repeat):
+        for name, broker in MODES:
+            with broker() as bs:
+                create_topic(bs, TOPIC, max(cases))
+                for k in cases:
+                    rate = run_commits(bs, k, args.commits, f"bench-{rnd}-{k}", args.separate_groups)
+                    runs.setdefault((name, k), []).append(rate)
+                    print(f"round {rnd + 1}/{args.repeat} {name:>6} consumers={k}: {rate:,.0f} commits/s",
+                          file=sys.stderr, flush=True)
+    med = {key: statistics.median(v) for key, v in runs.items()}
+    how = "one group.id each" if args.separate_groups else "one group.id, a partition each"
+    print(f"Synchronous offset commits (assign(), generation -1), {args.commits} per consumer; medians of "
+          f"{args.repeat} interleaved rounds, confluent-kafka {confluent_version()}. Concurrent consumers: "
+          f"separate processes started behind a barrier, {how}; commits/s = all commits over the wall time "
+          "of the slowest. Tansu with its memory:// engine; Kafkite in memory and on disk with its default "
+          "fsync before every acknowledgement (disk). committed() returned the last offset on every broker.")
+    us = fsync_latency_us()
+    print(f"This disk takes {us:,.0f} us per 200-byte append + fsync: at most {1e6 / us:,.0f} fsyncs/s one after "
+          "another, the ceiling of one consumer's 'disk' rate when every commit waits for its own fsync.")
+    print(f"{'consumers':>9} {'mode':>7} | {'commits/s':>10} {'tansu':>10} {'ratio':>6}")
+    for k in cases:
+        t = med[("tansu", k)]
+        for mode in ("memory", "disk"):
+            v = med[(mode, k)]
+            print(f"{k:>9} {mode:>7} | {v:>10,.0f} {t:>10,.0f} {v / t:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
