@@ -185,8 +185,20 @@ class Broker:
     def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None:
         self.state.set_dynamic_broker_configs(configs)
 
-    def auto_create_topic(self, name: str) -> TopicInfo:
-        return self.state.auto_create_topic(name)
+    def maybe_auto_create_topic(self, name: str, allowed: bool = True) -> tuple[int, TopicInfo | None]:
+        """Kafka's AutoTopicCreationManager, for Metadata and Produce: an unknown topic is created when
+        auto.create.topics.enable (and the request) allow it -> (error, the topic)."""
+        from ..controller.metadata import INTERNAL_TOPICS, MetadataError, validate_topic_name
+        try:
+            validate_topic_name(name)
+        except MetadataError:
+            return int(E.INVALID_TOPIC_EXCEPTION), None
+        if not allowed or name in INTERNAL_TOPICS or not self.config.get("auto.create.topics.enable"):
+            return int(E.UNKNOWN_TOPIC_OR_PARTITION), None
+        try:
+            return 0, self.state.auto_create_topic(name)
+        except MetadataError as exc:
+            return int(exc.code), None
 
     # -- Trio ---------------------------------------------------------------
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -17,15 +17,18 @@ import structlog
 import trio
 
 from ..config import TOPIC_CONFIGS
-from ..storage.log import FileLog, LogConfig, MemoryLog
+from ..controller.metadata import INTERNAL_TOPICS
+from ..storage.log import FileLog, LogConfig, MemoryLog, OffsetOutOfRange
 from ..storage.validate import validate_produce
 from ..wire.errors import E
 
 if TYPE_CHECKING:
+    from ..controller.controller import MetadataCache
     from ..controller.metadata import TopicInfo
     from .broker import ClusterState
 
 log = structlog.get_logger("kafkite.replica_manager")
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
 
 @dataclass
@@ -37,6 +40,17 @@ class AppendOutcome:
     record_errors: list[tuple[int, str | None]] | None = None
     error_message: str | None = None
     durable_wait: tuple[object, int] | None = None  # (log, last offset) still to be written: see wait_durable
+
+
+@dataclass
+class LogReadResult:
+    """One partition of a Fetch (Kafka's LogReadResult)."""
+    partition: int
+    error: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: list | None = None  # the log's buffers, not copied
 
 
 class ReplicaManager:
@@ -124,6 +138,104 @@ class ReplicaManager:
                              log_start_offset=lg.log_start_offset)
                 deleted += n
         return deleted
+
+    # -- Kafka's ReplicaManager: what handlers call ----------------------------------------------
+    @staticmethod
+    def leader_check(cache: "MetadataCache", topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+        """Kafka's partition checks before a read or a write: it exists, this broker leads it, the
+        client's leader epoch is this one (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH)."""
+        p = cache.partition(topic, partition)
+        if p is None:
+            return E.UNKNOWN_TOPIC_OR_PARTITION
+        if p.leader != cache.node_id:
+            return E.NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch is not None and current_leader_epoch >= 0:
+            if current_leader_epoch < p.leader_epoch:
+                return E.FENCED_LEADER_EPOCH
+            if current_leader_epoch > p.leader_epoch:
+                return E.UNKNOWN_LEADER_EPOCH
+        return 0
+
+    def append_records(self, cache: "MetadataCache", topic: str, partition: int, records: bytes, *, acks: int,
+                       now_ms: int) -> AppendOutcome:
+        """A client's Produce to one partition (Kafka's appendRecords): acks, the leader check, no
+        client writes to internal topics, min.insync.replicas for acks=all (checked before the append),
+        then validation and the append. acks=0 has nobody to wait for the fsync: it is done inline;
+        otherwise the caller awaits `wait_durable(*outcome.durable_wait)` before answering."""
+        if acks not in (0, 1, -1):
+            return AppendOutcome(error=E.INVALID_REQUIRED_ACKS)
+        # internal topics are written by their coordinators only
+        err = E.INVALID_TOPIC_EXCEPTION if topic in INTERNAL_TOPICS else self.leader_check(cache, topic, partition)
+        if err:
+            return AppendOutcome(error=err)
+        pinfo = cache.partition(topic, partition)
+        lg = self.logs.get((topic, partition))
+        if acks == -1 and lg is not None and len(pinfo.isr) < lg.config.min_insync_replicas:
+            min_isr = lg.config.min_insync_replicas
+            return AppendOutcome(error=E.NOT_ENOUGH_REPLICAS,
+                                 error_message=f"The size of the current ISR {pinfo.isr} is insufficient to "
+                                               f"satisfy the min.isr requirement of {min_isr}")
+        return self.append(topic, partition, records, now_ms, leader_epoch=pinfo.leader_epoch,
+                           defer_flush=acks != 0)
+
+    def read(self, cache: "MetadataCache", topic: str, partition: int, fetch_offset: int, current_leader_epoch: int,
+             max_bytes: int, min_one: bool) -> LogReadResult:
+        """One partition of a consumer's Fetch: whole batches from fetch_offset below the high watermark."""
+        err = self.leader_check(cache, topic, partition, current_leader_epoch)
+        if err:
+            return LogReadResult(partition, err)
+        lg = self.logs[(topic, partition)]
+        hw = lg.high_watermark
+        try:
+            data = lg.read_parts(fetch_offset, max_bytes, min_one=min_one, max_offset=hw)
+        except OffsetOutOfRange:
+            return LogReadResult(partition, E.OFFSET_OUT_OF_RANGE, hw, hw, lg.log_start_offset)
+        return LogReadResult(partition, 0, hw, hw, lg.log_start_offset, data)
+
+    def fetch_offset_for_timestamp(self, cache: "MetadataCache", topic: str, partition: int, timestamp: int,
+                                   current_leader_epoch: int, *, max_timestamp: bool
+                                   ) -> tuple[int, int, int, int]:
+        """ListOffsets for one partition: (error, timestamp, offset, leader epoch). -2 earliest, -1 latest
+        (the high watermark), -3 the record with the largest timestamp (when the version has it)."""
+        err = self.leader_check(cache, topic, partition, current_leader_epoch)
+        if err:
+            return err, -1, -1, -1
+        lg = self.logs[(topic, partition)]
+        epoch = cache.partition(topic, partition).leader_epoch
+        if timestamp == EARLIEST:
+            return 0, -1, lg.log_start_offset, epoch
+        if timestamp == LATEST:
+            return 0, -1, lg.high_watermark, epoch
+        if timestamp == MAX_TIMESTAMP and max_timestamp:
+            found = lg.max_timestamp_entry()
+        elif timestamp < 0:
+            return (E.UNSUPPORTED_VERSION if timestamp == MAX_TIMESTAMP else E.INVALID_REQUEST), -1, -1, -1
+        else:
+            found = lg.offset_for_timestamp(timestamp)
+        return (0, -1, -1, -1) if found is None else (0, found[1], found[0], found[2])
+
+    def last_offset_for_leader_epoch(self, cache: "MetadataCache", topic: str, partition: int,
+                                     current_leader_epoch: int, leader_epoch: int) -> tuple[int, int, int]:
+        """OffsetForLeaderEpoch: (error, the largest epoch <= leader_epoch, its end offset)."""
+        err = self.leader_check(cache, topic, partition, current_leader_epoch)
+        if err:
+            return err, -1, -1
+        epoch, end = self.logs[(topic, partition)].end_offset_for_epoch(leader_epoch)
+        return 0, epoch, end
+
+    def delete_records(self, cache: "MetadataCache", topic: str, partition: int, offset: int) -> tuple[int, int]:
+        """DeleteRecords: (error, the new low watermark); offset -1 means up to the high watermark."""
+        err = self.leader_check(cache, topic, partition)
+        if err:
+            return err, -1
+        lg = self.logs[(topic, partition)]
+        target = lg.high_watermark if offset == -1 else offset
+        if target < 0:
+            return E.OFFSET_OUT_OF_RANGE, -1
+        try:
+            return 0, lg.delete_records_before(target)
+        except OffsetOutOfRange:
+            return E.OFFSET_OUT_OF_RANGE, -1
 
     # -- data path ------------------------------------------------------------
     def get(self, topic: str, partition: int):

@@ -7,28 +7,11 @@ import trio
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
-from ...storage.log import OffsetOutOfRange
 from ...wire.errors import E
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
 from ..context import RequestContext, now_ms
 
 ZERO_UUID = uuid.UUID(int=0)
-EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
-
-
-def _leader_check(b, topic: str, partition: int, current_leader_epoch: int = -1) -> int:
-    """Kafka's partition-level checks before reading or writing: exists, we lead it, epoch matches."""
-    p = b.metadata.partition(topic, partition)
-    if p is None:
-        return E.UNKNOWN_TOPIC_OR_PARTITION
-    if p.leader != b.node_id:
-        return E.NOT_LEADER_OR_FOLLOWER
-    if current_leader_epoch is not None and current_leader_epoch >= 0:
-        if current_leader_epoch < p.leader_epoch:
-            return E.FENCED_LEADER_EPOCH
-        if current_leader_epoch > p.leader_epoch:
-            return E.UNKNOWN_LEADER_EPOCH
-    return 0
 
 
 # -- Produce -------------------------------------------------------------------
@@ -47,41 +30,10 @@ async def handle_produce(ctx: RequestContext):
     for td in body.topic_data:
         name = td.name
         parts = []
-        meta = b.metadata.topic(name)
-        if meta is None and b.config.get("auto.create.topics.enable"):
-            from ...controller.metadata import MetadataError, validate_topic_name
-            try:
-                validate_topic_name(name)
-                meta = b.auto_create_topic(name)
-            except MetadataError:
-                meta = None
+        if b.metadata.topic(name) is None:
+            b.maybe_auto_create_topic(name)
         for pd in td.partition_data:
-            if acks not in (0, 1, -1):
-                parts.append(P(index=pd.index, error_code=int(E.INVALID_REQUIRED_ACKS), base_offset=-1,
-                               log_append_time_ms=-1, log_start_offset=-1, record_errors=[]))
-                continue
-            if meta is not None and meta.internal and name == "__consumer_offsets":
-                err = E.INVALID_TOPIC_EXCEPTION
-            else:
-                err = _leader_check(b, name, pd.index)
-            if err:
-                parts.append(P(index=pd.index, error_code=int(err), base_offset=-1, log_append_time_ms=-1,
-                               log_start_offset=-1, record_errors=[]))
-                continue
-            pinfo = b.metadata.partition(name, pd.index)
-            if acks == -1:
-                lg = rm.get(name, pd.index)
-                min_isr = lg.config.min_insync_replicas if lg is not None else 1
-                if len(pinfo.isr) < min_isr:
-                    # Kafka: acks=all needs min.insync.replicas in-sync replicas, checked before the append
-                    parts.append(P(index=pd.index, error_code=int(E.NOT_ENOUGH_REPLICAS), base_offset=-1,
-                                   log_append_time_ms=-1, log_start_offset=-1, record_errors=[],
-                                   error_message=f"The size of the current ISR {pinfo.isr} is insufficient to "
-                                                 f"satisfy the min.isr requirement of {min_isr}"))
-                    continue
-            # acks=0 has nobody to wait for the fsync: it is done inline
-            out = rm.append(name, pd.index, pd.records or b"", now, leader_epoch=pinfo.leader_epoch,
-                            defer_flush=acks != 0)
+            out = rm.append_records(b.metadata, name, pd.index, pd.records or b"", acks=acks, now_ms=now)
             if out.durable_wait is not None:
                 durable_waits.append(out.durable_wait)
             if out.error:
@@ -144,25 +96,16 @@ def _read_fetch(b, body, v: int, max_bytes: int):
             meta = b.metadata.topic(name)
         parts = []
         for fp in ft.partitions:
-            def empty(err, hw=-1, lso=-1, ls=-1):
-                return PartitionData(fp.partition, int(err), hw, lso, ls)
             if meta is None:
-                parts.append(empty(E.UNKNOWN_TOPIC_ID if v >= 13 else E.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(PartitionData(fp.partition, int(E.UNKNOWN_TOPIC_ID if v >= 13
+                                                              else E.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, -1))
                 continue
-            err = _leader_check(b, name, fp.partition, fp.current_leader_epoch if v >= 9 else -1)
-            if err:
-                parts.append(empty(err))
-                continue
-            lg = rm.get(name, fp.partition)
-            hw = lg.high_watermark
             budget = min(fp.partition_max_bytes, max(0, max_bytes - total))
-            min_one = total == 0  # Kafka: the first non-empty partition gets at least one whole batch
-            try:
-                data = lg.read_parts(fp.fetch_offset, budget if budget > 0 else 0, min_one=min_one, max_offset=hw)
-            except OffsetOutOfRange:
-                parts.append(empty(E.OFFSET_OUT_OF_RANGE, hw, hw, lg.log_start_offset))
-                continue
-            p = PartitionData(fp.partition, 0, hw, hw, lg.log_start_offset, records=data)
+            # Kafka: the first non-empty partition gets at least one whole batch
+            r = rm.read(b.metadata, name, fp.partition, fp.fetch_offset, fp.current_leader_epoch if v >= 9 else -1,
+                        budget, min_one=total == 0)
+            p = PartitionData(fp.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
+                              records=r.records)
             total += p.records_size
             parts.append(p)
         responses.append(TopicData(name, ft.topic_id if v >= 13 else None, parts))
@@ -181,35 +124,14 @@ async def handle_list_offsets(ctx: RequestContext):
     for lt in body.topics:
         parts = []
         for lp in lt.partitions:
-            err = _leader_check(b, lt.name, lp.partition_index, lp.current_leader_epoch if v >= 4 else -1)
-            if err:
-                parts.append(P(partition_index=lp.partition_index, error_code=int(err), old_style_offsets=[],
-                               timestamp=-1, offset=-1, leader_epoch=-1))
-                continue
-            lg = rm.get(lt.name, lp.partition_index)
-            epoch = b.metadata.partition(lt.name, lp.partition_index).leader_epoch
-            ts = lp.timestamp
-            if ts == EARLIEST:
-                r = (-1, lg.log_start_offset, epoch)
-            elif ts == LATEST:
-                r = (-1, lg.high_watermark, epoch)
-            elif ts == MAX_TIMESTAMP and v >= 7:
-                found = lg.max_timestamp_entry()
-                r = (-1, -1, -1) if found is None else (found[1], found[0], found[2])
-            elif ts < 0:
-                parts.append(P(partition_index=lp.partition_index, error_code=int(E.UNSUPPORTED_VERSION)
-                               if ts == MAX_TIMESTAMP else int(E.INVALID_REQUEST), old_style_offsets=[],
-                               timestamp=-1, offset=-1, leader_epoch=-1))
-                continue
-            else:
-                found = lg.offset_for_timestamp(ts)
-                r = (-1, -1, -1) if found is None else (found[1], found[0], found[2])
-            ts_out, off, le = r
+            err, ts_out, off, le = rm.fetch_offset_for_timestamp(
+                b.metadata, lt.name, lp.partition_index, lp.timestamp, lp.current_leader_epoch if v >= 4 else -1,
+                max_timestamp=v >= 7)
             if v == 0:
-                parts.append(P(partition_index=lp.partition_index, error_code=0,
+                parts.append(P(partition_index=lp.partition_index, error_code=int(err),
                                old_style_offsets=[off] if off >= 0 else []))
             else:
-                parts.append(P(partition_index=lp.partition_index, error_code=0, timestamp=ts_out, offset=off,
+                parts.append(P(partition_index=lp.partition_index, error_code=int(err), timestamp=ts_out, offset=off,
                                leader_epoch=le))
         topics.append(T(name=lt.name, partitions=parts))
     return ListOffsetsResponse(version=v, throttle_time_ms=0, topics=topics)
@@ -226,13 +148,9 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext):
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            err = _leader_check(b, t.topic, p.partition, p.current_leader_epoch)
-            if err:
-                parts.append(P(error_code=int(err), partition=p.partition, leader_epoch=-1, end_offset=-1))
-                continue
-            lg = rm.get(t.topic, p.partition)
-            epoch, end = lg.end_offset_for_epoch(p.leader_epoch)
-            parts.append(P(error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end))
+            err, epoch, end = rm.last_offset_for_leader_epoch(b.metadata, t.topic, p.partition, p.current_leader_epoch,
+                                                              p.leader_epoch)
+            parts.append(P(error_code=int(err), partition=p.partition, leader_epoch=epoch, end_offset=end))
         topics.append(T(topic=t.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(version=ctx.version, throttle_time_ms=0, topics=topics)
 
@@ -273,22 +191,7 @@ async def handle_delete_records(ctx: RequestContext):
     for t in ctx.body.topics:
         parts = []
         for p in t.partitions:
-            err = _leader_check(b, t.name, p.partition_index)
-            if err:
-                parts.append(P(partition_index=p.partition_index, low_watermark=-1, error_code=int(err)))
-                continue
-            lg = rm.get(t.name, p.partition_index)
-            target = lg.high_watermark if p.offset == -1 else p.offset  # -1: up to the high watermark
-            if target < 0:
-                parts.append(P(partition_index=p.partition_index, low_watermark=-1,
-                               error_code=int(E.OFFSET_OUT_OF_RANGE)))
-                continue
-            try:
-                low = lg.delete_records_before(target)
-            except OffsetOutOfRange:
-                parts.append(P(partition_index=p.partition_index, low_watermark=-1,
-                               error_code=int(E.OFFSET_OUT_OF_RANGE)))
-                continue
-            parts.append(P(partition_index=p.partition_index, low_watermark=low, error_code=0))
+            err, low = rm.delete_records(b.metadata, t.name, p.partition_index, p.offset)
+            parts.append(P(partition_index=p.partition_index, low_watermark=low, error_code=int(err)))
         topics.append(T(name=t.name, partitions=parts))
     return DeleteRecordsResponse(version=ctx.version, throttle_time_ms=0, topics=topics)

@@ -7,7 +7,7 @@ from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.admin import DescribeTopicPartitionsResponse
 
-from ...controller.metadata import INTERNAL_TOPICS, MetadataError, validate_topic_name
+from ...controller.metadata import MetadataError, validate_topic_name
 from ...wire.errors import E
 from ..context import RequestContext
 
@@ -99,21 +99,9 @@ async def handle_metadata(ctx: RequestContext):
                 continue
             t = md.topic(name)
             if t is None:
-                try:
-                    validate_topic_name(name)
-                except MetadataError:
-                    topics.append(T(error_code=int(E.INVALID_TOPIC_EXCEPTION), name=name, topic_id=ZERO_UUID,
-                                    partitions=[]))
-                    continue
-                if allow_auto and name not in INTERNAL_TOPICS and b.config.get("auto.create.topics.enable"):
-                    try:
-                        t = b.auto_create_topic(name)
-                    except MetadataError as exc:
-                        topics.append(T(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[]))
-                        continue
-                else:
-                    topics.append(T(error_code=int(E.UNKNOWN_TOPIC_OR_PARTITION), name=name, topic_id=ZERO_UUID,
-                                    partitions=[]))
+                err, t = b.maybe_auto_create_topic(name, allow_auto)
+                if err:
+                    topics.append(T(error_code=err, name=name, topic_id=ZERO_UUID, partitions=[]))
                     continue
             topics.append(topic_entry(t))
 
