@@ -16,7 +16,6 @@ def attach(state) -> None:
 async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Retention: every log.retention.check.interval.ms, delete segments past retention.ms / retention.bytes."""
     from .server.context import now_ms
-    state.replicas.event()  # bind the data-arrived event to this Trio run
     task_status.started()
     while True:
         await trio.sleep(state.config.get("log.retention.check.interval.ms") / 1000)

@@ -3,8 +3,9 @@
 Owns one log per (topic, partition) -- `FileLog` under `<data dir>/<topic>-<N>/`
 or `MemoryLog` for --in-memory -- created when the topic is created and removed
 when it is deleted. Produce validates and appends here (with the idempotent
-producer checks); Fetch reads here and waits on `data_arrived` (a Trio event
-replaced on every append) so a produce wakes waiting fetches at once.
+producer checks); a waiting Fetch watches the partitions it reads (`watch`), and an
+append (or a deferred write moving the high watermark) wakes the fetches watching
+that partition at once, and no others.
 """
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ class ReplicaManager:
     def __init__(self, state: "ClusterState"):
         self.state = state
         self.logs: dict[tuple[str, int], object] = {}
-        self.data_arrived = trio.Event() if _in_trio() else None
+        self._watchers: dict[tuple[str, int], list[trio.Event]] = {}  # partition -> fetches waiting on it
+        self._keys: dict[int, tuple[str, int]] = {}  # id(log) -> its partition
         self._closed = False
         self._flushing: dict[int, trio.Event] = {}  # id(log) -> set when its running fsync ends
 
@@ -82,6 +84,7 @@ class ReplicaManager:
         else:
             lg = FileLog(self._dir(topic.name, partition), cfg, now_ms=now_ms)
         self.logs[(topic.name, partition)] = lg
+        self._keys[id(lg)] = (topic.name, partition)
         return lg
 
     def open_all(self, now_ms: int) -> None:
@@ -105,6 +108,7 @@ class ReplicaManager:
         for p in topic.partitions:
             lg = self.logs.pop((topic.name, p.index), None)
             if lg is not None:
+                self._keys.pop(id(lg), None)
                 lg.close()
             if not self.state.in_memory:
                 shutil.rmtree(self._dir(topic.name, p.index), ignore_errors=True)
@@ -275,7 +279,7 @@ class ReplicaManager:
         res = lg.append(buf, now_ms=now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush)
         wait = (lg, res.last_offset) if lg.flush_pending(res.last_offset) else None
         if wait is None:
-            self.notify()
+            self.notify(topic, partition)
         return AppendOutcome(error=0, base_offset=res.base_offset, log_append_time_ms=res.log_append_time_ms,
                              log_start_offset=res.log_start_offset, durable_wait=wait)
 
@@ -294,26 +298,27 @@ class ReplicaManager:
                 target, run = lg.deferred_flush()
                 await trio.to_thread.run_sync(run)
                 lg.mark_flushed(target)
-                self.notify()  # the high watermark moved: wake waiting fetches
+                self.notify(*self._keys.get(id(lg), ("", -1)))  # the high watermark moved
             finally:
                 del self._flushing[id(lg)]
                 done.set()
 
-    def notify(self) -> None:
-        ev = self.data_arrived
-        if ev is not None:
-            self.data_arrived = trio.Event()
+    # -- fetches waiting for data ---------------------------------------------------------------
+    def watch(self, partitions: list[tuple[str, int]]) -> trio.Event:
+        """An event set by the next append to any of these partitions; `unwatch` it when done."""
+        ev = trio.Event()
+        for key in partitions:
+            self._watchers.setdefault(key, []).append(ev)
+        return ev
+
+    def unwatch(self, partitions: list[tuple[str, int]], ev: trio.Event) -> None:
+        for key in partitions:
+            waiting = self._watchers.get(key)
+            if waiting is not None and ev in waiting:
+                waiting.remove(ev)
+                if not waiting:
+                    del self._watchers[key]
+
+    def notify(self, topic: str, partition: int) -> None:
+        for ev in self._watchers.pop((topic, partition), ()):
             ev.set()
-
-    def event(self) -> trio.Event:
-        if self.data_arrived is None:
-            self.data_arrived = trio.Event()
-        return self.data_arrived
-
-
-def _in_trio() -> bool:
-    try:
-        trio.lowlevel.current_task()
-        return True
-    except RuntimeError:
-        return False

@@ -68,14 +68,24 @@ async def handle_fetch(ctx: RequestContext):
     min_bytes = body.min_bytes
     max_bytes = body.max_bytes if v >= 3 else 2**31 - 1
     deadline = trio.current_time() + max_wait / 1000.0
+    # the partitions this fetch reads: an append to any of them ends the wait (Kafka's DelayedFetch)
+    watched = []
+    for ft in body.topics:
+        meta = b.metadata.topic_by_id(ft.topic_id) if v >= 13 and ft.topic_id is not None else (
+            b.metadata.topic(ft.topic) if v < 13 else None)
+        if meta is not None:
+            watched.extend((meta.name, fp.partition) for fp in ft.partitions)
     while True:
-        event = rm.event()
-        responses, total = _read_fetch(b, body, v, max_bytes)
-        if total >= min_bytes or max_wait == 0 or any(
-                p.error_code for t in responses for p in t.partitions):
-            break
-        with trio.move_on_at(deadline):
-            await event.wait()
+        event = rm.watch(watched)
+        try:
+            responses, total = _read_fetch(b, body, v, max_bytes)
+            if total >= min_bytes or max_wait == 0 or any(
+                    p.error_code for t in responses for p in t.partitions):
+                break
+            with trio.move_on_at(deadline):
+                await event.wait()
+        finally:
+            rm.unwatch(watched, event)
         if trio.current_time() >= deadline:
             responses, total = _read_fetch(b, body, v, max_bytes)
             break
