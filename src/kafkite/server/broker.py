@@ -22,6 +22,7 @@ from ..controller.metadata import (BrokerInfo, ClusterMetadata, FileMetadataStor
 from ..controller.store import InProcessStore
 from ..wire.errors import E
 from .connection import serve_connection
+from .group_coordinator_service import GroupCoordinatorService
 from .router import Router
 
 log = structlog.get_logger("kafkite.broker")
@@ -151,7 +152,6 @@ class Broker:
         self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver,
                                      auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"))
         self.router = Router(self)
-        from .group_coordinator_service import GroupCoordinatorService
         self.groups = GroupCoordinatorService(self)
         self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
         self.connections: set[trio.abc.Stream] = set()

@@ -22,6 +22,7 @@ from ..controller.metadata import INTERNAL_TOPICS
 from ..storage.log import FileLog, LogConfig, MemoryLog, OffsetOutOfRange
 from ..storage.validate import validate_produce
 from ..wire.errors import E
+from .context import now_ms
 
 if TYPE_CHECKING:
     from ..controller.controller import MetadataCache
@@ -94,12 +95,10 @@ class ReplicaManager:
                 self._open(t, p.index, now_ms)
 
     def on_topic_created(self, topic: "TopicInfo") -> None:
-        from .context import now_ms
         for p in topic.partitions:
             self._open(topic, p.index, now_ms())
 
     def on_partitions_added(self, topic: "TopicInfo") -> None:
-        from .context import now_ms
         for p in topic.partitions:
             if (topic.name, p.index) not in self.logs:
                 self._open(topic, p.index, now_ms())

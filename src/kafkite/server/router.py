@@ -50,13 +50,11 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
 }
 
 
-def register(api_key: int, lo: int, hi: int, handler: Handler) -> None:
-    """Used by the data-path and coordinator modules to add their APIs."""
-    ROUTES[api_key] = (lo, hi, handler)
+_SUPPORTED = {k: (lo, hi) for k, (lo, hi, _) in ROUTES.items()}
 
 
 def supported() -> dict[int, tuple[int, int]]:
-    return {k: (lo, hi) for k, (lo, hi, _) in ROUTES.items()}
+    return _SUPPORTED
 
 
 class CloseConnection(Exception):
@@ -66,6 +64,10 @@ class CloseConnection(Exception):
 class Router:
     def __init__(self, broker):
         self.broker = broker
+
+    @staticmethod
+    def supported() -> dict[int, tuple[int, int]]:
+        return _SUPPORTED
 
     async def dispatch(self, frame: bytes, peer: str, log) -> tuple[bytes | list | None, list]:
         """Handle one request frame: (the response frame -- bytes, or for Fetch a list of buffers
@@ -79,7 +81,7 @@ class Router:
                 # KIP-511: answer an ApiVersions we can't parse with v0 + UNSUPPORTED_VERSION + our list.
                 log.info("request.unsupported_api_versions", version=exc.api_version)
                 return codec.encode_response(
-                    metadata.api_versions_response(0, E.UNSUPPORTED_VERSION), 0, exc.correlation_id), []
+                    metadata.api_versions_response(0, supported(), E.UNSUPPORTED_VERSION), 0, exc.correlation_id), []
             raise CloseConnection(str(exc)) from None
         except codec.MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None

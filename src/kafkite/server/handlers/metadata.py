@@ -31,10 +31,10 @@ TOPIC_OPS = _bits(*TOPIC_OP_SET)  # for int32 fields
 CLUSTER_OPS = _bits(*CLUSTER_OP_SET)
 
 
-def api_versions_response(version: int, error: int = 0) -> ApiVersionsResponse:
-    from ..router import supported
+def api_versions_response(version: int, supported: dict[int, tuple[int, int]], error: int = 0
+                          ) -> ApiVersionsResponse:
     AV = ApiVersionsResponse.ApiVersion
-    keys = [AV(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(supported().items())]
+    keys = [AV(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(supported.items())]
     return ApiVersionsResponse(version=version, error_code=int(error), api_keys=keys, throttle_time_ms=0)
 
 
@@ -47,7 +47,7 @@ async def handle_api_versions(ctx: RequestContext):
             return ApiVersionsResponse(version=ctx.version, error_code=int(E.INVALID_REQUEST), api_keys=[],
                                        throttle_time_ms=0)
         ctx.log.debug("client.software", name=body.client_software_name, version=body.client_software_version)
-    return api_versions_response(ctx.version)
+    return api_versions_response(ctx.version, ctx.broker.router.supported())
 
 
 def broker_entries(broker):
