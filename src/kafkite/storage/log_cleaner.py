@@ -64,7 +64,18 @@ class CleanJob:
     delete_horizon_ms: int = 0                     # tombstones in batches older than this go
 
     def run(self) -> CleanResult:
-        """The cleaning itself: safe in a worker thread (see the module comment)."""
+        """The cleaning itself: safe in a worker thread (see the module comment). On an error the
+        replacements prepared so far are dropped."""
+        result = CleanResult([])
+        try:
+            self._clean(self._offset_map(), result)
+        except BaseException:
+            LogCleaner.discard(result)
+            raise
+        return result
+
+    def _offset_map(self) -> dict[bytes, int]:
+        """Kafka's OffsetMap: each key of the dirty records below the high watermark -> its latest offset."""
         latest: dict[bytes, int] = {}
         for source in self.map_sources:
             for h, data in source():
@@ -73,7 +84,9 @@ class CleanJob:
                 for r in self._records(h, data) or ():
                     if r.key is not None and self.first_dirty <= r.offset < self.map_end:
                         latest[r.key] = r.offset
-        result = CleanResult([])
+        return latest
+
+    def _clean(self, latest: dict[bytes, int], result: CleanResult) -> None:
         for seg, source in self.to_clean:
             out, changed = [], False
             for h, data in source():
@@ -93,7 +106,6 @@ class CleanJob:
                         out.append(rebuild_batch(h, keep))
             if changed:
                 result.replacements.append((seg, seg.prepare(out)))
-        return result
 
     def _records(self, h, data):
         try:
