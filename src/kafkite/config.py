@@ -188,6 +188,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("compression.type", ConfigType.STRING, "producer", True),
     BrokerConfigDef("log.cleanup.policy", ConfigType.LIST, "delete", True),
     BrokerConfigDef("log.cleaner.delete.retention.ms", ConfigType.LONG, "86400000", True),
+    BrokerConfigDef("log.cleaner.backoff.ms", ConfigType.LONG, "15000", True),
+    BrokerConfigDef("log.flush.scheduler.interval.ms", ConfigType.LONG, str(LONG_MAX)),
     BrokerConfigDef("log.segment.delete.delay.ms", ConfigType.LONG, "60000", True),
     BrokerConfigDef("log.flush.interval.messages", ConfigType.LONG, "1", True),
     BrokerConfigDef("log.flush.interval.ms", ConfigType.LONG, str(LONG_MAX), True),

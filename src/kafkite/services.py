@@ -1,8 +1,23 @@
-"""Background services attached to the shared state: partition logs, coordinator, timers."""
+"""Background services attached to the shared state: partition logs, coordinator, timers.
+
+Kafka's LogManager schedules, each a loop here:
+- retention: every log.retention.check.interval.ms, delete segments past retention.ms /
+  retention.bytes (cleanup.policy=delete);
+- the log cleaner (cleanup.policy=compact): continuously, the dirtiest log first
+  (storage/log_cleaner.py); the cleaning runs in a worker thread and its result is swapped in
+  here, on the event loop; log.cleaner.backoff.ms between checks when nothing is to clean;
+- the flush scheduler: fsync (in a worker thread) the logs whose flush.ms has passed since their
+  last flush, checked every log.flush.scheduler.interval.ms -- at least every second here
+  (Kafka's default, Long.MAX, never runs it), so flush.ms holds without further appends.
+"""
 from __future__ import annotations
 
-
+import structlog
 import trio
+
+from .storage.log_cleaner import LogCleaner
+
+log = structlog.get_logger("kafkite.services")
 
 
 def attach(state) -> None:
@@ -11,15 +26,64 @@ def attach(state) -> None:
     state.replicas = ReplicaManager(state)
     state.hooks.append(state.replicas)
     state.replicas.open_all(now_ms())
+    state.log_cleaner = LogCleaner()
+
+
+def _logs(state):
+    return [(f"{topic}-{partition}", lg) for (topic, partition), lg in list(state.replicas.logs.items())]
 
 
 async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Retention: every log.retention.check.interval.ms, delete segments past retention.ms / retention.bytes."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(retention, state)
+        nursery.start_soon(clean_logs, state)
+        nursery.start_soon(flush_logs, state)
+        task_status.started()
+
+
+async def retention(state) -> None:
     from .server.context import now_ms
-    task_status.started()
     while True:
         await trio.sleep(state.config.get("log.retention.check.interval.ms") / 1000)
-        state.replicas.enforce_retention(now_ms())
+        for name, lg in _logs(state):
+            if "delete" in lg.config.cleanup_policy:
+                n = lg.enforce_retention(now_ms())
+                if n:
+                    log.info("log.retention", log=name, segments_deleted=n, log_start_offset=lg.log_start_offset)
+
+
+async def clean_logs(state) -> None:
+    from .server.context import now_ms
+    cleaner: LogCleaner = state.log_cleaner
+    while True:
+        job = cleaner.grab_filthiest_log(_logs(state), now_ms())
+        if job is None:
+            await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
+            continue
+        try:
+            result = await trio.to_thread.run_sync(job.run, abandon_on_cancel=True)
+        except Exception:  # e.g. a disk error: the live log is untouched; try again after the backoff
+            log.exception("log_cleaner.failed", log=job.name)
+            await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
+            continue
+        if cleaner.swap_in(job, result) and result.replacements:
+            log.info("log.compacted", log=job.name, records_removed=result.records_removed,
+                     segments_rewritten=len(result.replacements), dirty_ratio=round(job.dirty_ratio, 3))
+            state.replicas.notify()
+        await trio.sleep(0)
+
+
+async def flush_logs(state) -> None:
+    from .server.context import now_ms
+    while True:
+        await trio.sleep(min(state.config.get("log.flush.scheduler.interval.ms"), 1000) / 1000)
+        for name, lg in _logs(state):
+            job = lg.scheduled_flush(now_ms())
+            if job is not None:
+                target, run = job
+                await trio.to_thread.run_sync(run)
+                lg.mark_flushed(target)
+                state.replicas.notify()
 
 
 def close(state) -> None:

@@ -8,7 +8,7 @@ import pytest
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
-from kafkite.storage.log import FileLog
+from kafkite.storage.unified_log import FileLog
 from kafkite.testing.wire_client import WireClient
 from test_data_versions import batch, create, fetch, produce, records_of
 from helpers import wait_until

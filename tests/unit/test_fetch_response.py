@@ -81,7 +81,8 @@ def _big_batch(n=40, size=4000):
 def test_memory_log_serves_its_stored_batches(tmp_path):
     """The fetch path gets the memory log's batch objects themselves, and a file log's read buffer
     without a trimming copy; both concatenate to what read() returns."""
-    from kafkite.storage.log import FileLog, LogConfig, MemoryLog
+    from kafkite.storage.log_config import LogConfig
+    from kafkite.storage.unified_log import FileLog, MemoryLog
     mem, disk = MemoryLog(LogConfig()), FileLog(tmp_path / "t-0", LogConfig())
     for lg in (mem, disk):
         for _ in range(3):

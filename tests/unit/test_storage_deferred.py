@@ -7,7 +7,8 @@ import os
 import threading
 
 from kafkite.storage.batch import build_batch, decode_records
-from kafkite.storage.log import FileLog, LogConfig, MemoryLog
+from kafkite.storage.log_config import LogConfig
+from kafkite.storage.unified_log import FileLog, MemoryLog
 
 
 def batch(i: int, n: int = 2) -> bytes:

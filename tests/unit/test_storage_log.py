@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafkite.storage.batch import build_batch, crc_ok, decode_records, iter_batches, read_header
-from kafkite.storage.log import FileLog, LogConfig, MemoryLog, OffsetOutOfRange
+from kafkite.storage.log_config import LogConfig
+from kafkite.storage.unified_log import FileLog, MemoryLog, OffsetOutOfRange
 
 
 def batch(n=2, ts=1000, size=10, codec=0, pid=-1, epoch=-1, seq=-1, keys=None, values=None):

@@ -6,7 +6,8 @@ import struct
 import uuid
 
 from kafkite.storage.batch import decode_records, iter_batches, read_header
-from kafkite.storage.log import FileLog, LogConfig
+from kafkite.storage.log_config import LogConfig
+from kafkite.storage.unified_log import FileLog
 
 from test_storage_log import batch, offsets
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafkite.storage.batch import read_header
-from kafkite.storage.validate import validate_produce
+from kafkite.storage.log_validator import validate_produce
 
 CORRUPT = kerr.CorruptRecordError.errno
 TOO_LARGE = kerr.MessageSizeTooLargeError.errno

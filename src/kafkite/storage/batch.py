@@ -224,11 +224,12 @@ def build_batch(records: list[tuple[bytes | None, bytes | None, list]], *, base_
     return bytes(data)
 
 
-def rebuild_batch(header: BatchHeader, records: list[Record]) -> bytes:
+def rebuild_batch(header: BatchHeader, records: list[Record], compression: int | None = None) -> bytes:
     """A batch holding a subset of an existing batch's records, offsets and timestamps preserved
-    (the log cleaner's output). Compression, producer fields, leader epoch and the timestamp
-    type are kept. The offset range shrinks to the kept records, as Kafka's cleaner does."""
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=header.compression,
+    (the log cleaner's output, or a recompressed batch). Compression (unless `compression` names
+    another codec), producer fields, leader epoch and the timestamp type are kept. The offset
+    range shrinks to the kept records, as Kafka's cleaner does."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=header.compression if compression is None else compression,
                                   is_transactional=header.is_transactional, producer_id=header.producer_id,
                                   producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
                                   batch_size=1 << 31)

@@ -1,0 +1,200 @@
+"""Kafka's LogCleaner (with its LogCleanerManager): compaction of cleanup.policy=compact logs.
+
+A compacted log has a clean head (already compacted, below the log's first dirty offset) and a
+dirty tail. Kafka's rules, sans-IO (callers pass now_ms; nothing here touches trio):
+
+- Cleanable range: closed (non-active) segments from the log start, up to the first
+  uncleanable offset: the active segment's base, the first segment holding a record newer than
+  `min.compaction.lag.ms`, and the high watermark, whichever is first.
+- Scheduling (`grab_filthiest_log`): the log with the highest dirty ratio (dirty bytes / bytes
+  of the cleanable range) among those at or above `min.cleanable.dirty.ratio`, or whose first
+  dirty segment holds a record older than `max.compaction.lag.ms` (then regardless of ratio).
+  The same check rolls a compacted log's active segment older than segment.ms, so its records
+  become cleanable without waiting for the next append.
+- Cleaning (`CleanJob.run`, in a worker thread: it reads segment files itself, or a snapshot of
+  memory segments, and never touches the live log): an offset map (key -> latest offset) is
+  built over the dirty records below the high watermark -- unlike Kafka, including the active
+  segment's, so an older version is dropped as soon as a newer one is committed; then every
+  cleanable segment is rewritten keeping, per key, only records no later record supersedes,
+  dropping keyless records and tombstones whose batch is older than `delete.retention.ms`.
+  Offsets are preserved (a batch keeps its records' offsets; a batch left empty is dropped); the
+  log end offset never moves. Control batches and batches that cannot be decoded (logged as a
+  warning) are kept as they are. A changed segment's replacement is prepared as `.cleaned`
+  files (log_segment.py).
+- Swap-in (`LogCleaner.swap_in`, on the log's own thread): only if the log did not change
+  underneath (its `version`: retention, DeleteRecords, truncation); else the result is
+  discarded. The first dirty offset then moves to the end of the cleaned range.
+
+The first dirty offsets are kept in memory, per log (Kafka's `cleaner-offset-checkpoint` file
+is not written): after a restart each compacted log is cleaned once more from its start.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+from weakref import WeakKeyDictionary
+
+import structlog
+
+from .batch import decode_batch, rebuild_batch
+from .log_segment import BatchSource, LogSegment
+
+log = structlog.get_logger("kafkite.log_cleaner")
+
+
+@dataclass
+class CleanResult:
+    replacements: list[tuple[LogSegment, LogSegment]]  # (live segment, prepared replacement)
+    records_removed: int = 0
+    batches_kept_undecodable: int = 0
+
+
+@dataclass
+class CleanJob:
+    """One log's cleaning (Kafka's LogToClean): what `run` needs, captured on the log's thread."""
+    log: object
+    name: str
+    version: int
+    first_dirty: int
+    first_uncleanable: int
+    dirty_ratio: float
+    map_end: int                                   # records at or above are not in the offset map
+    map_sources: list[BatchSource]                 # segments holding dirty records
+    to_clean: list[tuple[LogSegment, BatchSource]] = field(default_factory=list)
+    delete_horizon_ms: int = 0                     # tombstones in batches older than this go
+
+    def run(self) -> CleanResult:
+        """The cleaning itself: safe in a worker thread (see the module comment). On an error the
+        replacements prepared so far are dropped."""
+        result = CleanResult([])
+        try:
+            self._clean(self._offset_map(), result)
+        except BaseException:
+            LogCleaner.discard(result)
+            raise
+        return result
+
+    def _offset_map(self) -> dict[bytes, int]:
+        """Kafka's OffsetMap: each key of the dirty records below the high watermark -> its latest offset."""
+        latest: dict[bytes, int] = {}
+        for source in self.map_sources:
+            for h, data in source():
+                if h.is_control or h.last_offset < self.first_dirty or h.base_offset >= self.map_end:
+                    continue
+                for r in self._records(h, data) or ():
+                    if r.key is not None and self.first_dirty <= r.offset < self.map_end:
+                        latest[r.key] = r.offset
+        return latest
+
+    def _clean(self, latest: dict[bytes, int], result: CleanResult) -> None:
+        for seg, source in self.to_clean:
+            out, changed = [], False
+            for h, data in source():
+                recs = None if h.is_control else self._records(h, data)
+                if recs is None:
+                    result.batches_kept_undecodable += not h.is_control
+                    out.append(data)
+                    continue
+                keep = [r for r in recs if r.key is not None and latest.get(r.key, r.offset) <= r.offset
+                        and not (r.value is None and h.max_timestamp < self.delete_horizon_ms)]
+                result.records_removed += len(recs) - len(keep)
+                if len(keep) == len(recs):
+                    out.append(data)
+                else:
+                    changed = True
+                    if keep:
+                        out.append(rebuild_batch(h, keep))
+            if changed:
+                result.replacements.append((seg, seg.prepare(out)))
+
+    def _records(self, h, data):
+        try:
+            return decode_batch(data)
+        except Exception as exc:  # a batch we cannot read is kept as it is
+            log.warning("log_cleaner.undecodable_batch", log=self.name, base_offset=h.base_offset,
+                        last_offset=h.last_offset, error=repr(exc))
+            return None
+
+
+class LogCleaner:
+    """The cleaner's state across logs: each log's first dirty offset (see the module comment)."""
+
+    def __init__(self) -> None:
+        self.first_dirty: WeakKeyDictionary = WeakKeyDictionary()
+
+    def _first_dirty(self, lg) -> int:
+        cp = self.first_dirty.get(lg, lg.log_start_offset)
+        return cp if lg.log_start_offset <= cp <= lg.log_end_offset else lg.log_start_offset
+
+    def plan(self, lg, now_ms: int, *, name: str = "", force: bool = False) -> CleanJob | None:
+        """A job cleaning `lg` when it is due (see the module comment), or from its start whenever
+        anything is cleanable with force; None otherwise."""
+        cfg = lg.config
+        hw = lg.high_watermark
+        cleanable: list[LogSegment] = []
+        for seg in lg.segments[:-1]:
+            if seg.next_offset > hw:
+                break
+            if cfg.min_compaction_lag_ms > 0 and (seg.max_ts < 0 or now_ms - seg.max_ts < cfg.min_compaction_lag_ms):
+                break
+            cleanable.append(seg)
+        if not cleanable:
+            return None
+        first_uncleanable = cleanable[-1].next_offset
+        first_dirty = lg.log_start_offset if force else self._first_dirty(lg)
+        dirty = [s for s in cleanable if s.next_offset > first_dirty]
+        dirty_bytes = sum(s.size for s in dirty)
+        total = sum(s.size for s in cleanable)
+        ratio = dirty_bytes / total if total else 0.0
+        if not force:
+            if not dirty_bytes:
+                return None
+            oldest = dirty[0].first_batch_ts if dirty[0].first_batch_ts >= 0 else dirty[0].max_ts
+            overdue = oldest >= 0 and now_ms - oldest > cfg.max_compaction_lag_ms
+            if ratio < cfg.min_cleanable_dirty_ratio and not overdue:
+                return None
+        sources = [s for s in lg.segments if s.next_offset > first_dirty and s.base < hw]
+        return CleanJob(lg, name, lg.version, first_dirty, first_uncleanable, ratio, hw,
+                        [s.batch_source() for s in sources], [(s, s.batch_source()) for s in cleanable],
+                        now_ms - cfg.delete_retention_ms)
+
+    def grab_filthiest_log(self, logs: Iterable[tuple[str, object]], now_ms: int) -> CleanJob | None:
+        """Roll compacted logs' active segments past segment.ms, then plan the dirtiest due log."""
+        best = None
+        for name, lg in logs:
+            if not lg.config.compacted:
+                continue
+            lg.roll_if_due(now_ms)
+            job = self.plan(lg, now_ms, name=name)
+            if job is not None and (best is None or job.dirty_ratio > best.dirty_ratio):
+                best = job
+        return best
+
+    def swap_in(self, job: CleanJob, result: CleanResult) -> bool:
+        """On the log's thread: put the result in place unless the log changed underneath (then
+        the prepared files are dropped). True when swapped in."""
+        lg = job.log
+        if lg.version != job.version or any(seg not in lg.segments for seg, _ in result.replacements):
+            self.discard(result)
+            log.info("log_cleaner.result_discarded", log=job.name, reason="log changed while cleaning")
+            return False
+        for seg, prepared in result.replacements:
+            seg.swap_in(prepared)
+        if result.replacements:
+            lg.version += 1
+        self.first_dirty[lg] = job.first_uncleanable
+        return True
+
+    @staticmethod
+    def discard(result: CleanResult) -> None:
+        for _seg, prepared in result.replacements:
+            prepared.discard()
+
+    def clean_now(self, lg, now_ms: int) -> int:
+        """Clean `lg` from its start on this thread; the number of records removed."""
+        job = self.plan(lg, now_ms, force=True)
+        if job is None:
+            return 0
+        result = job.run()
+        self.swap_in(job, result)
+        return result.records_removed

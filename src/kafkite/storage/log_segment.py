@@ -1,0 +1,410 @@
+"""Kafka's LogSegment: the batches of a log from a base offset up to the next segment's base.
+
+`LogSegment` holds what every segment keeps (size, next offset, largest timestamp); its two
+variants are `FileLogSegment` (Kafka's files, below) and `MemoryLogSegment` (memory_log_segment.py,
+for --in-memory brokers and tests).
+
+On disk a segment is `<20-digit base offset>.log` -- v2 record batches exactly as on the wire,
+read and written by position, never held in memory -- with its `.index` (OffsetIndex) and
+`.timeindex` (TimeIndex). The indexes of the active segment live in memory and are written out
+when it rolls and on close.
+
+Deferred writes: an append may leave the write -- and an fsync when one is due -- to a worker
+thread (`write_deferred`); until then reads stop where the file's written bytes end
+(`readable_size`). Any other operation on the file first waits for a running worker and writes
+what is still pending (`complete_writes`), so the .log always ends up in append order.
+
+The cleaner: `batch_source()` gives a function that reads the segment's batches in another
+thread (by path, up to the bytes written when it was called); `prepare(batches)`, also in a
+worker, writes a replacement as `.cleaned` files; `swap_in(prepared)` on the log's own thread
+puts it in place (renames only) and `discard()` drops it.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .batch import HEADER_SIZE, BatchHeader, crc_ok, iter_batches, read_header
+from .offset_index import OffsetIndex
+from .time_index import TimeIndex
+
+BatchSource = Callable[[], Iterator[tuple[BatchHeader, bytes]]]
+
+
+def segment_name(base: int) -> str:
+    return f"{base:020d}"
+
+
+class LogSegment:
+    """What the log needs of a segment; the file and memory variants implement it."""
+    base: int
+    size: int            # bytes
+    next_offset: int     # last offset + 1 (base when empty)
+    max_ts: int          # largest batch max timestamp, -1 when none
+    max_ts_offset: int   # last offset of the first batch carrying max_ts
+    first_batch_ts: int  # max timestamp of the first batch (time-based rolling), -1 when none
+    created_ms: int
+
+    def _reset_stats(self) -> None:
+        self.max_ts, self.max_ts_offset, self.first_batch_ts = -1, -1, -1
+
+    def _note(self, h: BatchHeader) -> None:
+        if self.size == 0:
+            self.first_batch_ts = h.max_timestamp
+        if h.max_timestamp > self.max_ts:
+            self.max_ts, self.max_ts_offset = h.max_timestamp, h.last_offset
+        self.next_offset = h.next_offset
+
+    def read_parts(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> list | None:
+        raise NotImplementedError
+
+    def read(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> bytes | None:
+        """Whole batches from the one containing offset; None when no batch reaches offset."""
+        parts = self.read_parts(offset, max_bytes, min_one, max_offset)
+        return None if parts is None else b"".join(parts)
+
+    def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
+               defer_write: bool = False, sync: bool = False) -> None:
+        raise NotImplementedError
+
+    def scratch(self) -> "LogSegment":
+        raise NotImplementedError
+
+    def on_roll(self) -> None:
+        pass
+
+    def write_deferred(self, force_sync: bool = False) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def prepare(self, batches: list[bytes]) -> "LogSegment":
+        """A replacement holding `batches` (safe in a worker thread: the live segment is untouched)."""
+        s = self.scratch()
+        data = b"".join(batches)
+        s.append(data, list(iter_batches(data)), self.index_interval)
+        s.on_roll()
+        return s
+
+    def _adopt(self, prepared: "LogSegment") -> None:
+        nxt = self.next_offset
+        self.size = prepared.size
+        self.max_ts, self.max_ts_offset, self.first_batch_ts = \
+            prepared.max_ts, prepared.max_ts_offset, prepared.first_batch_ts
+        self.next_offset = max(nxt, prepared.next_offset)  # offsets are kept: the end stays
+
+    def replace(self, batches: list[bytes]) -> None:
+        """The cleaner's output replaces the segment's batches (base and next offset kept)."""
+        self.swap_in(self.prepare(batches))
+
+    def swap_in(self, prepared: "LogSegment") -> None:
+        raise NotImplementedError
+
+    def discard(self) -> None:
+        """Drop a prepared replacement that will not be swapped in."""
+        self.delete()
+
+    def delete(self) -> None:
+        raise NotImplementedError
+
+
+class FileLogSegment(LogSegment):
+    """One segment's files (see the module comment)."""
+
+    def __init__(self, directory: Path, base: int, created_ms: int, *, index_interval: int = 4096,
+                 suffix: str = ""):
+        self.base, self.created_ms, self.index_interval = base, created_ms, index_interval
+        name = segment_name(base)
+        self.log_path = directory / (name + ".log" + suffix)
+        self.offset_index = OffsetIndex(directory / (name + ".index" + suffix), base)
+        self.time_index = TimeIndex(directory / (name + ".timeindex" + suffix), base)
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | (os.O_TRUNC if suffix else 0), 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base
+        self._reset_indexes()
+        # deferred writes (see UnifiedLog.deferred_flush): appended bytes a worker thread writes
+        self._io = threading.Condition()
+        self._pending: list[tuple[int, object]] = []  # (position, buffer), in position order
+        self._pending_sync = False                    # the next worker run must also fsync
+        self._inflight = 0                            # worker runs under way (or waiting for _writer)
+        self._writer = threading.Lock()
+        self._written_to = self.size                  # all bytes below are in the file, while dirty
+
+    def _reset_indexes(self) -> None:
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.bytes_since_index = 0
+        self._reset_stats()
+
+    @property
+    def index(self) -> list[tuple[int, int]]:
+        """The .index entries (relative offset, position), for tests and tools."""
+        return self.offset_index.entries
+
+    @property
+    def timeindex(self) -> list[tuple[int, int]]:
+        """The .timeindex entries (timestamp, relative offset)."""
+        return self.time_index.entries
+
+    # -- indexes
+    def load_indexes(self, next_offset: int) -> bool:
+        """Load .index/.timeindex of an inactive segment; False when missing or stale."""
+        if not (self.offset_index.load(self.size) and self.time_index.load()):
+            return False
+        last = self.time_index.last
+        if self.size > 0 and last is None:
+            return False  # no final time-index entry: rebuild
+        if last is not None:
+            self.max_ts, self.max_ts_offset = last
+        self.next_offset = next_offset
+        return True
+
+    def recover(self, check_crc: bool) -> int:
+        """Scan the .log from the start, rebuilding indexes and stats; return the length of the
+        valid prefix (complete batches, with a good CRC when check_crc)."""
+        self._reset_indexes()
+        self.next_offset = self.base
+        pos, size = 0, self.size
+        self.size = 0
+        while size - pos >= HEADER_SIZE:
+            h = read_header(os.pread(self.fd, HEADER_SIZE, pos))
+            if h.batch_length < HEADER_SIZE - 12 or pos + h.size > size or h.magic != 2 \
+                    or h.base_offset < self.base:
+                break
+            if check_crc and not crc_ok(os.pread(self.fd, h.size, pos), 0, h):
+                break
+            self._index_batch(h, pos, self.index_interval)
+            pos += h.size
+        return pos
+
+    def _index_batch(self, h: BatchHeader, pos: int, interval: int) -> None:
+        """Kafka's LogSegment.append: an index entry once more than index.interval.bytes were
+        appended since the last one; stats updated."""
+        self._note(h)
+        self.size = pos + h.size
+        if self.bytes_since_index > interval:
+            self.offset_index.append(h.last_offset, pos)
+            self.final_time_entry()
+            self.bytes_since_index = 0
+        self.bytes_since_index += h.size
+
+    def final_time_entry(self) -> None:
+        self.time_index.maybe_append(self.max_ts, self.max_ts_offset)
+
+    def write_indexes(self, sync: bool = False) -> None:
+        self.offset_index.write(sync)
+        self.time_index.write(sync)
+
+    def unlink_indexes(self) -> None:
+        self.offset_index.path.unlink(missing_ok=True)
+        self.time_index.path.unlink(missing_ok=True)
+
+    # -- data
+    def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
+               defer_write: bool = False, sync: bool = False) -> None:
+        """Write buf (any bytes-like: no copy) at the end; with defer_write the write (and with
+        sync an fsync after it) is left to `write_deferred` in a worker thread (the caller keeps the
+        records invisible until then)."""
+        start = self.size
+        if defer_write:
+            with self._io:
+                if not self._dirty:
+                    self._written_to = start
+                self._pending.append((start, buf))
+                self._pending_sync = self._pending_sync or sync
+        else:
+            self.complete_writes()
+            self._pwrite(buf, start)
+        for pos, h in headers:
+            self._index_batch(h, start + pos, index_interval)
+
+    def _pwrite(self, data, pos: int, fd: int | None = None) -> None:
+        n = os.pwrite(self.fd if fd is None else fd, data, pos)
+        if n != len(data):
+            raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
+
+    @property
+    def _dirty(self) -> bool:
+        return bool(self._pending) or self._inflight > 0
+
+    @property
+    def readable_size(self) -> int:
+        """Bytes of the .log that are in the file (deferred writes may still be on their way)."""
+        return self._written_to if self._dirty else self.size
+
+    def write_deferred(self, force_sync: bool = False) -> None:
+        """In a worker thread: write the deferred appends, then fsync if one of them asked for it
+        (or force_sync). Appends made while this runs wait for the next call. Every other file
+        operation first waits for this to end."""
+        with self._io:
+            self._inflight += 1
+        try:
+            with self._writer:  # one worker at a time: bytes land in append order
+                self._write_pending(force_sync)
+        finally:
+            with self._io:
+                self._inflight -= 1
+                self._io.notify_all()
+
+    def _write_pending(self, force_sync: bool) -> None:
+        with self._io:
+            writes, self._pending = self._pending, []
+            sync, self._pending_sync = self._pending_sync or force_sync, False
+            fd = self.fd
+        done = 0
+        try:
+            for pos, data in writes:
+                self._pwrite(data, pos, fd)
+                self._written_to = pos + len(data)
+                done += 1
+            if sync:
+                os.fsync(fd)
+        except OSError as exc:
+            if exc.errno == errno.EBADF:  # the partition was deleted meanwhile: nothing to write
+                return
+            with self._io:  # e.g. a full disk: the next run tries again, in order; nothing is acked
+                self._pending[0:0] = writes[done:]
+                self._pending_sync = self._pending_sync or sync
+            raise
+
+    def complete_writes(self) -> None:
+        """Make the .log hold every appended byte: wait for a running worker, write what is left."""
+        if not self._dirty:
+            return
+        with self._io:
+            while self._inflight:
+                self._io.wait()
+            writes, self._pending = self._pending, []
+        for pos, data in writes:
+            self._pwrite(data, pos)
+
+    def _header_at(self, pos: int) -> BatchHeader:
+        return read_header(os.pread(self.fd, HEADER_SIZE, pos))
+
+    def find_position(self, offset: int) -> int:
+        """Position of the batch containing offset (or the first batch after it): the .index
+        gives the nearest indexed batch at or below, then a short header scan (never into bytes
+        a deferred write has not put in the file yet)."""
+        pos = self.offset_index.lookup(offset)
+        limit = self.readable_size
+        while pos < limit:
+            h = self._header_at(pos)
+            if h.last_offset >= offset:
+                return pos
+            pos += h.size
+        return limit
+
+    def iter_batches(self, from_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
+        self.complete_writes()
+        pos = 0 if from_offset is None else self.find_position(from_offset)
+        while pos < self.size:
+            h = self._header_at(pos)
+            yield h, os.pread(self.fd, h.size, pos)
+            pos += h.size
+
+    def iter_headers(self) -> Iterator[BatchHeader]:
+        self.complete_writes()
+        pos = 0
+        while pos < self.size:
+            h = self._header_at(pos)
+            yield h
+            pos += h.size
+
+    def read_parts(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> list | None:
+        """Whole batches from the one containing offset, as one buffer: the bytes read from the file
+        (a view when trimmed, not a copy). Only bytes already in the file are read: deferred writes
+        hold records above the high watermark, which no consumer asks for."""
+        pos = self.find_position(offset)
+        limit = self.readable_size
+        if pos >= limit:
+            return None
+        want = max(max_bytes, 0)
+        if min_one:
+            want = max(want, self._header_at(pos).size)
+        data = os.pread(self.fd, min(want, limit - pos), pos)
+        end = 0
+        for p, h in iter_batches(data):  # whole batches only, below max_offset
+            if max_offset is not None and h.base_offset >= max_offset:
+                break
+            if p + h.size > max_bytes and not (min_one and p == 0):
+                break
+            end = p + h.size
+        return [memoryview(data)[:end] if end < len(data) else data]
+
+    def timestamp_search_start(self, ts: int) -> int:
+        return self.time_index.search_start(ts)
+
+    def batch_source(self) -> BatchSource:
+        path, limit = self.log_path, self.readable_size
+
+        def read() -> Iterator[tuple[BatchHeader, bytes]]:
+            with open(path, "rb", buffering=1 << 20) as f:
+                pos = 0
+                while limit - pos >= HEADER_SIZE:
+                    head = f.read(HEADER_SIZE)
+                    h = read_header(head)
+                    if pos + h.size > limit:
+                        return
+                    yield h, head + f.read(h.size - HEADER_SIZE)
+                    pos += h.size
+        return read
+
+    # -- replacement (the cleaner)
+    def scratch(self) -> "FileLogSegment":
+        return FileLogSegment(self.log_path.parent, self.base, self.created_ms, index_interval=self.index_interval,
+                              suffix=".cleaned")
+
+    def swap_in(self, prepared: "FileLogSegment") -> None:
+        """Put a prepared replacement in place: indexes removed first, then each file renamed over
+        the old one, so a crash in between leaves a .log whose indexes are rebuilt on open."""
+        self.complete_writes()
+        self.unlink_indexes()
+        os.close(self.fd)
+        os.replace(prepared.log_path, self.log_path)
+        for mine, theirs in ((self.offset_index, prepared.offset_index), (self.time_index, prepared.time_index)):
+            os.replace(theirs.path, mine.path)
+            theirs.path = mine.path
+        self.fd, prepared.fd = prepared.fd, -1
+        self.offset_index, self.time_index = prepared.offset_index, prepared.time_index
+        self.bytes_since_index = prepared.bytes_since_index
+        self._adopt(prepared)
+
+    def truncate_to(self, offset: int) -> None:
+        self.complete_writes()
+        pos = self.find_position(offset)  # the batch reaching offset is dropped whole
+        os.ftruncate(self.fd, pos)
+        os.fsync(self.fd)
+        self.size = pos
+        self.recover(check_crc=False)
+
+    def on_roll(self) -> None:
+        """No longer active: final time-index entry, indexes and .log on disk."""
+        self.complete_writes()
+        self.final_time_entry()
+        os.fsync(self.fd)
+        self.write_indexes(sync=True)
+
+    def flush(self) -> None:
+        self.complete_writes()
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.complete_writes()
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+            p.unlink(missing_ok=True)
+
+
+FileSegment = Segment = FileLogSegment  # older names

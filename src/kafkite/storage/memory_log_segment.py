@@ -1,0 +1,83 @@
+"""The memory variant of LogSegment (--in-memory brokers and tests): the segment's batches as a
+list of bytes objects, found by bisecting their last offsets."""
+from __future__ import annotations
+
+import bisect
+from typing import Iterator
+
+from .batch import BatchHeader, iter_batches, read_header
+from .log_segment import BatchSource, LogSegment
+
+
+class MemoryLogSegment(LogSegment):
+    index_interval = 0
+
+    def __init__(self, base: int, created_ms: int):
+        self.base, self.created_ms = base, created_ms
+        self._clear()
+
+    def _clear(self) -> None:
+        self.batches: list[bytes] = []
+        self.lasts: list[int] = []  # last offset of each batch, for bisect
+        self.size, self.next_offset = 0, self.base
+        self._reset_stats()
+
+    def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
+               defer_write: bool = False, sync: bool = False) -> None:
+        mv = memoryview(buf)
+        for pos, h in headers:
+            self._note(h)
+            self.batches.append(bytes(mv[pos:pos + h.size]))
+            self.lasts.append(h.last_offset)
+            self.size += h.size
+
+    def iter_batches(self, from_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
+        i = 0 if from_offset is None else bisect.bisect_left(self.lasts, from_offset)
+        for b in self.batches[i:]:
+            yield read_header(b), b
+
+    def iter_headers(self) -> Iterator[BatchHeader]:
+        return (read_header(b) for b in self.batches)
+
+    def read_parts(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> list | None:
+        """Whole batches from the one containing offset, as the stored batch objects themselves
+        (nothing copied); None when no batch reaches offset."""
+        out, size = [], 0
+        start = bisect.bisect_left(self.lasts, offset)
+        if start >= len(self.batches):
+            return None
+        for i in range(start, len(self.batches)):
+            b = self.batches[i]
+            if max_offset is not None and self.lasts[i] - read_header(b).last_offset_delta >= max_offset:
+                break
+            if size + len(b) > max_bytes and not (min_one and not out):
+                break
+            out.append(b)
+            size += len(b)
+        return out
+
+    def timestamp_search_start(self, ts: int) -> int:
+        return self.base
+
+    def batch_source(self) -> BatchSource:
+        batches = list(self.batches)
+        return lambda: ((read_header(b), b) for b in batches)
+
+    def scratch(self) -> "MemoryLogSegment":
+        return MemoryLogSegment(self.base, self.created_ms)
+
+    def swap_in(self, prepared: "MemoryLogSegment") -> None:
+        self.batches, self.lasts = prepared.batches, prepared.lasts
+        self._adopt(prepared)
+
+    def truncate_to(self, offset: int) -> None:
+        i = bisect.bisect_left(self.lasts, offset)  # first batch reaching offset: dropped whole
+        data = b"".join(self.batches[:i])
+        self._clear()
+        self.append(data, list(iter_batches(data)), 0)
+
+    def delete(self) -> None:
+        self.batches, self.lasts = [], []
+
+
+MemorySegment = MemoryLogSegment  # older name

@@ -1,0 +1,49 @@
+"""Kafka's TimeIndex: a segment's `.timeindex` file.
+
+12-byte big-endian entries (int64 largest timestamp so far, int32 offset relative to the base of
+the batch holding it), monotonic in the timestamp, added with the offset index's entries plus a
+final one when the segment stops being active.
+"""
+from __future__ import annotations
+
+import bisect
+from array import array
+
+from .offset_index import IndexFile, be_array, be_bytes
+
+
+class TimeIndex(IndexFile):
+    entry_size = 12
+    columns = ("ts", "rel")
+    codes = ("q", "i")
+    ts: array
+    rel: array
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add (timestamp, offset) if the timestamp is larger than the last entry's."""
+        if timestamp >= 0 and (not self.ts or timestamp > self.ts[-1]):
+            self.ts.append(timestamp)
+            self.rel.append(offset - self.base)
+
+    @property
+    def last(self) -> tuple[int, int] | None:
+        """(timestamp, absolute offset) of the last entry."""
+        return (self.ts[-1], self.base + self.rel[-1]) if self.ts else None
+
+    def search_start(self, timestamp: int) -> int:
+        """An offset from which scanning finds the first record with a timestamp >= `timestamp`:
+        after the last entry below it, everything earlier is below it."""
+        i = bisect.bisect_left(self.ts, timestamp) - 1
+        return self.base + self.rel[i] if i >= 0 else self.base
+
+    def load(self) -> bool:
+        raw = self._read()
+        if raw is None:
+            return False
+        self.ts = be_array("q", b"".join(raw[i:i + 8] for i in range(0, len(raw), 12)))
+        self.rel = be_array("i", b"".join(raw[i + 8:i + 12] for i in range(0, len(raw), 12)))
+        return True
+
+    def to_bytes(self) -> bytes:
+        tb, rb = be_bytes(self.ts), be_bytes(self.rel)
+        return b"".join(tb[i * 8:i * 8 + 8] + rb[i * 4:i * 4 + 4] for i in range(len(self.ts)))

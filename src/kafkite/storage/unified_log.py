@@ -1,0 +1,426 @@
+"""Kafka's UnifiedLog: one partition's log, over file or memory segments.
+
+A log is a list of segments (log_segment.py), each holding the batches from its base offset up
+to the next segment's base. The last segment is the active one: appends go there, and it is
+rolled (a new segment started at the log end offset) when the next append would take it past
+`segment.bytes`, or when `segment.ms` has passed since its first batch (`roll_if_due` also
+rolls a compacted log's active segment from the cleaner's periodic check). Every rule --
+offset assignment, rolling, reads, the high watermark, retention, DeleteRecords, timestamp
+lookup, truncation, the leader epoch cache and producer state -- is the same for both kinds of
+segment, so file and memory logs behave alike to the offset. Directory loading and recovery
+are LogLoader's (log_loader.py); compaction is LogCleaner's (log_cleaner.py).
+
+Durability: the active .log is fsynced once `flush.messages` records are unflushed (1 by
+default here: an acknowledged write is on disk), or on an append `flush.ms` after the last
+flush; `scheduled_flush` is Kafka's flush scheduler's check, for a periodic task. An append
+may leave the write -- and that fsync when one is due -- to its caller (`defer_flush=True`:
+`deferred_flush()` gives a function to run in a worker thread that writes the pending bytes
+and fsyncs if asked to, `mark_flushed()` records it done); until then the appended records stay
+above the high watermark, so no consumer reads a record that a crash could still take away,
+and reads stop where the file's written bytes end. One run covers every append made before it
+started (group commit).
+
+Sans-IO with respect to time: every operation that needs the clock takes `now_ms`.
+"""
+from __future__ import annotations
+
+import bisect
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .batch import BatchHeader, Record, decode_batch, valid_prefix
+from .leader_epoch_file_cache import LeaderEpochFileCache
+from .log_config import LogConfig
+from .log_loader import LogLoader, read_topic_id, write_atomically, write_partition_metadata
+from .log_segment import LogSegment
+from .log_validator import assign_offsets_and_compress
+from .memory_log_segment import MemoryLogSegment
+from .producer_state import ProducerStateManager
+
+INT32_MAX = (1 << 31) - 1
+
+
+class OffsetOutOfRange(Exception):
+    """An offset outside [log start offset, log end offset] (or above the high watermark for
+    DeleteRecords): Kafka's OFFSET_OUT_OF_RANGE."""
+
+
+@dataclass
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+class UnifiedLog:
+    """One partition's log (see the module comment). `new_segment(base, now_ms)` makes a segment
+    of the log's kind; `directory` is None for a memory log."""
+
+    def __init__(self, config: LogConfig, segments: list[LogSegment], *, epochs: LeaderEpochFileCache,
+                 new_segment: Callable[[int, int], LogSegment], log_start_offset: int = 0,
+                 directory: Path | None = None, now_ms: int = 0) -> None:
+        self.config = config
+        self.segments = segments
+        self.epochs = epochs
+        self.dir = directory
+        self._new_segment = new_segment
+        self.producer_state = ProducerStateManager()
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = self.active.next_offset if self.active.size else self.active.base
+        self._hw: int | None = None
+        self._unflushed = 0
+        self._last_flush_ms = now_ms
+        self._dirty_from: int | None = None  # first offset whose deferred fsync has not happened
+        self.version = 0  # bumped by every change other than an append or a roll (the cleaner checks it)
+        self.producer_state.rebuild(self)
+
+    # -- offsets
+    @property
+    def high_watermark(self) -> int:
+        """Single broker: follows the log end offset unless set lower (never above it), and never
+        above records whose deferred fsync is still to come."""
+        hw = self.log_end_offset if self._hw is None else min(self._hw, self.log_end_offset)
+        return hw if self._dirty_from is None else min(hw, self._dirty_from)
+
+    @high_watermark.setter
+    def high_watermark(self, v: int) -> None:
+        self._hw = None if v >= self.log_end_offset else max(v, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """No transactions yet: every record below the high watermark is stable."""
+        return self.high_watermark
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def durable(self) -> bool:
+        """True where flush() puts records on stable storage."""
+        return self.dir is not None
+
+    def iter_headers(self) -> Iterator[BatchHeader]:
+        """Every batch header in offset order (producer state rebuild, tools)."""
+        for seg in self.segments:
+            yield from seg.iter_headers()
+
+    # -- append
+    def append(self, batches, *, now_ms: int, leader_epoch: int = 0, defer_flush: bool = False) -> AppendResult:
+        """Append validated batches (a bytearray, patched in place): recompress per the topic's
+        compression.type, assign offsets from the log end offset, stamp the leader epoch (and
+        LogAppendTime when the topic uses it), roll the active segment if needed, update indexes,
+        producer state and the epoch cache, fsync per flush.messages / flush.ms (or, with
+        defer_flush, leave it to the caller: see the module comment). Bytes after the last
+        complete batch are ignored."""
+        buf = batches if isinstance(batches, bytearray) else bytearray(batches)
+        end = valid_prefix(buf)
+        if end == 0:
+            raise ValueError("no complete record batch to append")
+        if end < len(buf):
+            del buf[end:]
+        lat = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
+        base = self.log_end_offset
+        buf, headers = assign_offsets_and_compress(buf, base, leader_epoch, lat, self.config.compression_type)
+        offset = headers[-1][1].next_offset
+        if self._should_roll(len(buf), headers, now_ms, offset):
+            self._roll(now_ms)
+        flush_due = (self._unflushed + sum(h.record_count for _, h in headers) >= self.config.flush_messages
+                     or now_ms - self._last_flush_ms >= self.config.flush_ms)
+        # the write, and the fsync when one is due, go to the caller's worker
+        deferring = defer_flush and self.durable
+        self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
+                           sync=flush_due)
+        self.epochs.assign(leader_epoch, base)
+        for _pos, h in headers:
+            self.producer_state.update(h)
+            self._unflushed += h.record_count
+        self.log_end_offset = offset
+        if deferring:
+            if self._dirty_from is None:
+                self._dirty_from = base
+            if flush_due:
+                self._unflushed, self._last_flush_ms = 0, now_ms
+        elif flush_due:
+            self.flush(now_ms)
+        return AppendResult(base, offset - 1, lat, self.log_start_offset)
+
+    # -- flushing
+    def flush(self, now_ms: int | None = None) -> None:
+        """Write and fsync everything appended."""
+        self.active.flush()
+        self._unflushed = 0
+        self._dirty_from = None
+        if now_ms is not None:
+            self._last_flush_ms = now_ms
+
+    def flush_pending(self, offset: int) -> bool:
+        """True while the record at `offset` waits for a deferred fsync."""
+        return self._dirty_from is not None and self._dirty_from <= offset
+
+    def deferred_flush(self) -> tuple[int, Callable[[], None]]:
+        """(target, run): `run()` -- safe to call in another thread -- makes every record below
+        `target` durable; then call `mark_flushed(target)` on the log's own thread. Segments that
+        rolled wrote and fsynced everything in on_roll: only the active one can hold deferred
+        writes or unsynced bytes."""
+        return self.log_end_offset, self.active.write_deferred
+
+    def scheduled_flush(self, now_ms: int) -> tuple[int, Callable[[], None]] | None:
+        """Kafka's flush scheduler: when records are unflushed and flush.ms has passed since the
+        last flush, (target, run) as deferred_flush's, the run fsyncing; else None."""
+        if not self._unflushed or now_ms - self._last_flush_ms < self.config.flush_ms:
+            return None
+        self._unflushed, self._last_flush_ms = 0, now_ms
+        seg = self.active
+        return self.log_end_offset, lambda: seg.write_deferred(force_sync=True)
+
+    def mark_flushed(self, target: int) -> None:
+        if self._dirty_from is None:
+            return
+        if target >= self.log_end_offset:
+            self._dirty_from = None
+        elif target > self._dirty_from:
+            self._dirty_from = target
+
+    # -- rolling
+    def _should_roll(self, nbytes: int, headers, now_ms: int, next_offset: int) -> bool:
+        seg = self.active
+        if seg.size == 0:
+            return False
+        if seg.size + nbytes > self.config.segment_bytes:
+            return True
+        if next_offset - 1 - seg.base > INT32_MAX:  # relative offsets are int32 in the indexes
+            return True
+        return self._waited(max(h.max_timestamp for _, h in headers), now_ms) > self.config.segment_ms
+
+    def _waited(self, ts: int, now_ms: int) -> int:
+        """Kafka's LogSegment.shouldRoll: time since the first batch's timestamp (record time), or
+        since the segment was created when batches carry no timestamp."""
+        seg = self.active
+        return ts - seg.first_batch_ts if seg.first_batch_ts >= 0 else now_ms - seg.created_ms
+
+    def roll_if_due(self, now_ms: int) -> bool:
+        """Roll a non-empty active segment older than segment.ms (the cleaner's periodic check,
+        so a compacted topic's records become cleanable without waiting for an append)."""
+        if self.active.size == 0 or self._waited(now_ms, now_ms) <= self.config.segment_ms:
+            return False
+        self._roll(now_ms)
+        return True
+
+    def _roll(self, now_ms: int) -> None:
+        self.active.on_roll()
+        self.segments.append(self._new_segment(self.log_end_offset, now_ms))
+
+    # -- read
+    def _check_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(f"offset {offset} not in [{self.log_start_offset}, {self.log_end_offset}]")
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect.bisect_right([s.base for s in self.segments], offset) - 1)
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True, max_offset: int | None = None) -> bytes:
+        """Whole batches starting with the one containing `offset`, up to max_bytes, from one
+        segment; with min_one the first batch comes whole even if bigger than max_bytes (Kafka's
+        rule so a consumer always makes progress). Batches at or past max_offset (the high
+        watermark for consumers) are left out. At the log end offset: b''."""
+        return b"".join(self.read_parts(offset, max_bytes, min_one=min_one, max_offset=max_offset))
+
+    def read_parts(self, offset: int, max_bytes: int, *, min_one: bool = True,
+                   max_offset: int | None = None) -> list:
+        """What `read` returns, as a list of buffers that concatenate to it: the fetch path
+        writes them to the socket as they are (see wire/fetch_response.py)."""
+        self._check_range(offset)
+        if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
+            return []
+        for seg in self.segments[self._segment_index(offset):]:
+            # a compacted segment may hold nothing at or after offset: go on to the next one
+            if seg.next_offset > offset and seg.size:
+                parts = seg.read_parts(offset, max_bytes, min_one, max_offset)
+                if parts is not None:
+                    return parts
+        return []
+
+    # -- ListOffsets
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int, int] | None:
+        """ListOffsets by time: (offset, timestamp, leader epoch) of the first record at or after
+        the log start offset whose timestamp >= ts; None when there is none (below the high
+        watermark)."""
+        for seg in self.segments:
+            if seg.max_ts < ts or seg.next_offset <= self.log_start_offset:
+                continue
+            start = max(seg.timestamp_search_start(ts), self.log_start_offset)
+            for h, data in seg.iter_batches(start):
+                if h.base_offset >= self.high_watermark:
+                    return None
+                if h.max_timestamp < ts or h.last_offset < self.log_start_offset:
+                    continue
+                for r in decode_batch(data):
+                    if r.timestamp >= ts and r.offset >= self.log_start_offset:
+                        if r.offset >= self.high_watermark:
+                            return None
+                        return r.offset, r.timestamp, h.partition_leader_epoch
+        return None
+
+    def max_timestamp_entry(self) -> tuple[int, int, int] | None:
+        """ListOffsets MAX_TIMESTAMP (-3, KIP-734): (offset, timestamp, leader epoch) of the first
+        record carrying the largest timestamp; None for an empty log."""
+        best = None
+        for seg in self.segments:
+            if seg.max_ts >= 0 and (best is None or seg.max_ts > best.max_ts):
+                best = seg
+        if best is None:
+            return None
+        for h, data in best.iter_batches(best.max_ts_offset):
+            top: Record | None = None
+            for r in decode_batch(data):
+                if top is None or r.timestamp > top.timestamp:
+                    top = r
+            return top.offset, top.timestamp, h.partition_leader_epoch
+        return None
+
+    # -- OffsetForLeaderEpoch
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # -- removing the head
+    def _advance_log_start(self, offset: int) -> None:
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        self.epochs.truncate_from_start(offset)
+        self.producer_state.truncate_head(offset)
+        self._save_log_start()
+
+    def _delete_oldest(self) -> LogSegment:
+        self.version += 1
+        seg = self.segments.pop(0)
+        seg.delete()
+        return seg
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (never down), deleting
+        segments wholly below it. OffsetOutOfRange above the high watermark."""
+        if offset > self.high_watermark or offset < 0:
+            raise OffsetOutOfRange(f"offset {offset} is not in [0, high watermark {self.high_watermark}]")
+        self._advance_log_start(offset)
+        self.version += 1
+        while len(self.segments) > 1 and self.segments[1].base <= self.log_start_offset:
+            self._delete_oldest()
+        return self.log_start_offset
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """cleanup.policy=delete: delete the oldest segments whose largest timestamp is older than
+        retention.ms, then while the log exceeds retention.bytes by at least a segment. The
+        active segment stays. Returns the number of segments deleted."""
+        cfg, n = self.config, 0
+        total = self.size_bytes
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            too_old = cfg.retention_ms >= 0 and seg.max_ts >= 0 and now_ms - seg.max_ts > cfg.retention_ms
+            too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+            if not (too_old or too_big):
+                break
+            total -= self._delete_oldest().size
+            n += 1
+        if n:
+            self._advance_log_start(self.segments[0].base)
+        return n
+
+    # -- compaction
+    def compact(self, now_ms: int) -> int:
+        """Clean the whole log now, on this thread (LogCleaner.clean_now): returns the number of
+        records removed. The broker's cleaner runs in a worker thread instead (services.py)."""
+        from .log_cleaner import LogCleaner
+        return LogCleaner().clean_now(self, now_ms)
+
+    # -- truncation (followers, tests)
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at and after `offset`, at a batch boundary (a batch straddling offset
+        goes whole, so the log end offset may end up below offset)."""
+        if offset >= self.log_end_offset:
+            return
+        self.version += 1
+        if offset <= self.log_start_offset:
+            for seg in self.segments:
+                seg.delete()
+            self.segments = [self._new_segment(offset, self.active.created_ms)]
+            self.log_start_offset = offset
+            self._save_log_start()
+            self.epochs.clear()
+        else:
+            while len(self.segments) > 1 and self.active.base >= offset:
+                self.segments.pop().delete()
+            self.active.truncate_to(offset)
+            if self.active.size == 0 and len(self.segments) > 1 and self.active.base > offset:
+                self.segments.pop().delete()
+        self.log_end_offset = self.active.next_offset if self.active.size else self.active.base
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self.producer_state.rebuild(self)
+        if self._dirty_from is not None and self._dirty_from >= self.log_end_offset:
+            self._dirty_from = None  # what waited for an fsync is gone
+
+    # -- files of the partition
+    def _save_log_start(self) -> None:
+        """`log-start-offset`: our one-number checkpoint (Kafka keeps log start offsets in a
+        per-log-dir file the storage layer does not own)."""
+        if self.dir is None:
+            return
+        write_atomically(self.dir / "log-start-offset", str(self.log_start_offset))
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        return None if self.dir is None else read_topic_id(self.dir)
+
+    def close(self) -> None:
+        """fsync and write the active segment's indexes; close every file."""
+        try:
+            self.active.on_roll()
+        except OSError:
+            pass
+        for s in self.segments:
+            s.close()
+
+    def delete(self) -> None:
+        """Close and remove the partition (its directory, for a file log)."""
+        for s in self.segments:
+            if self.dir is not None:
+                s.close()
+            else:
+                s.delete()
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            self.segments = [self._new_segment(0, 0)]
+
+
+class MemoryLog(UnifiedLog):
+    """A log of memory segments: for --in-memory brokers and tests."""
+
+    def __init__(self, config: LogConfig, *, now_ms: int = 0):
+        super().__init__(config, [MemoryLogSegment(0, now_ms)], epochs=LeaderEpochFileCache(None),
+                         new_segment=MemoryLogSegment, now_ms=now_ms)
+
+
+class FileLog(UnifiedLog):
+    """A partition directory of Kafka segment files, loaded and recovered by LogLoader."""
+
+    def __init__(self, directory: Path, config: LogConfig, *, now_ms: int = 0,
+                 topic_id: uuid.UUID | None = None):
+        directory = Path(directory)
+        loader = LogLoader(directory, config.index_interval_bytes, now_ms)
+        loaded = loader.load()
+        if topic_id is not None:
+            write_partition_metadata(directory, topic_id)
+        epochs = LeaderEpochFileCache(directory / "leader-epoch-checkpoint")
+        epochs.truncate_from_end(loaded.log_end_offset)
+        super().__init__(config, loaded.segments, epochs=epochs, new_segment=loader.new_segment,
+                         log_start_offset=loaded.log_start_offset, directory=directory, now_ms=now_ms)

@@ -1,0 +1,164 @@
+"""storage.log_cleaner: Kafka's LogCleaner scheduling (dirty ratio, compaction lags, the first dirty
+offset), cleaning in another thread without touching the live log, and the swap-in check."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from kafkite.storage.batch import decode_records, read_header
+from kafkite.storage.log_cleaner import LogCleaner
+from kafkite.storage.log_config import LogConfig
+from kafkite.storage.unified_log import FileLog, MemoryLog
+
+
+def kv(key, value, ts=0):
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    b.append(0, timestamp=ts, key=key, value=value, headers=[])
+    return bytearray(b.build())
+
+
+@pytest.fixture(params=["memory", "file"])
+def make_log(request, tmp_path):
+    def make(**cfg):
+        config = LogConfig(cleanup_policy="compact", **cfg)
+        if request.param == "memory":
+            return MemoryLog(config)
+        return FileLog(tmp_path / "t-0", config)
+    return make
+
+
+def everything(lg):
+    return [(r.offset, r.key, r.value) for r in decode_records(b"".join(
+        lg.read(s.base, 1 << 24) or b"" for s in lg.segments if s.size and s.base >= lg.log_start_offset))]
+
+
+def fill(lg, n, keys=3, ts=0):
+    for i in range(n):
+        lg.append(kv(b"k%d" % (i % keys), b"v%d" % i, ts), now_ms=ts)
+
+
+def test_dirty_ratio_and_first_dirty_offset(make_log):
+    lg = make_log(segment_bytes=300, min_cleanable_dirty_ratio=0.5)
+    fill(lg, 20, keys=20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    assert job is not None and job.dirty_ratio == 1.0 and job.first_dirty == 0
+    assert job.first_uncleanable == lg.active.base  # the active segment is never cleaned
+    assert cleaner.swap_in(job, job.run())
+    assert cleaner.first_dirty[lg] == job.first_uncleanable
+    # nothing new: not due (the same bytes are not recompacted forever)
+    assert cleaner.plan(lg, 0) is None
+    # a little more: below the ratio; much more: due again, from the first dirty offset
+    fill(lg, 5, keys=20)
+    assert cleaner.plan(lg, 0) is None
+    fill(lg, 20, keys=20)
+    job = cleaner.plan(lg, 0)
+    assert job is not None and job.first_dirty == cleaner.first_dirty[lg] and 0.5 <= job.dirty_ratio < 1
+    result = job.run()
+    assert cleaner.swap_in(job, result) and result.records_removed > 0
+    latest = {}
+    for off, k, v in everything(lg):
+        latest[k] = v
+    expected = {}
+    for i, n in enumerate([20, 5, 20]):
+        for j in range(n):
+            expected[b"k%d" % j] = b"v%d" % j
+    assert latest == expected and len(everything(lg)) < 45
+    assert lg.log_end_offset == 45
+
+
+def test_max_compaction_lag_cleans_regardless_of_ratio(make_log):
+    lg = make_log(segment_bytes=300, min_cleanable_dirty_ratio=1.0, max_compaction_lag_ms=1000)
+    fill(lg, 10, ts=100)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 200)  # ratio 1.0 is >= 1.0: due anyway
+    cleaner.swap_in(job, job.run())
+    fill(lg, 10, ts=100)
+    assert cleaner.plan(lg, 500) is None      # dirty ratio below 1.0 and not overdue
+    assert cleaner.plan(lg, 1200) is not None  # a dirty record is older than max.compaction.lag.ms
+
+
+def test_min_compaction_lag_keeps_recent_segments(make_log):
+    lg = make_log(segment_bytes=300, min_compaction_lag_ms=1000)
+    fill(lg, 10, ts=500)
+    assert LogCleaner().plan(lg, 1000) is None
+    assert LogCleaner().plan(lg, 1600) is not None
+
+
+def test_run_leaves_the_live_log_alone_and_swap_in_checks_for_changes(make_log):
+    lg = make_log(segment_bytes=300)
+    fill(lg, 20)
+    before = everything(lg)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    result = []
+    t = threading.Thread(target=lambda: result.append(job.run()))
+    t.start()
+    t.join()
+    assert everything(lg) == before  # nothing swapped in yet
+    lg.truncate_to(lg.log_end_offset - 1)
+    assert not cleaner.swap_in(job, result[0])  # the log changed underneath: result discarded
+    assert everything(lg) == before[:-1]
+    assert lg not in cleaner.first_dirty
+    if lg.dir is not None:
+        assert not list(lg.dir.glob("*.cleaned"))
+
+
+def test_appends_while_cleaning_do_not_stop_the_swap_in(make_log):
+    lg = make_log(segment_bytes=300)
+    fill(lg, 20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    result = job.run()
+    fill(lg, 3)
+    assert cleaner.swap_in(job, result)
+    assert lg.log_end_offset == 23 and [o for o, _, _ in everything(lg)][-3:] == [20, 21, 22]
+
+
+def test_undecodable_batch_is_kept_and_logged(make_log, monkeypatch):
+    import kafkite.storage.log_cleaner as lc
+    lg = make_log(segment_bytes=300)
+    fill(lg, 20)
+    real = lc.decode_batch
+
+    def decode(data):  # the first batch cannot be read
+        if read_header(data).base_offset == 0:
+            raise ValueError("corrupt")
+        return real(data)
+    monkeypatch.setattr(lc, "decode_batch", decode)
+    warnings = []
+    monkeypatch.setattr(lc.log, "warning", lambda event, **kw: warnings.append(event))
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    result = job.run()
+    assert cleaner.swap_in(job, result) and result.batches_kept_undecodable >= 1
+    assert warnings and warnings[0] == "log_cleaner.undecodable_batch"
+    assert everything(lg)[0] == (0, b"k0", b"v0")  # superseded, but kept as it was
+
+
+def test_periodic_check_rolls_an_old_active_segment(make_log):
+    lg = make_log(segment_ms=100)
+    lg.append(kv(b"a", b"1", ts=0), now_ms=0)
+    lg.append(kv(b"a", b"2", ts=10), now_ms=10)
+    cleaner = LogCleaner()
+    assert cleaner.grab_filthiest_log([("t-0", lg)], 50) is None  # nothing closed yet
+    job = cleaner.grab_filthiest_log([("t-0", lg)], 200)  # rolled, then due
+    assert job is not None and len(lg.segments) == 2 and lg.active.size == 0
+    cleaner.swap_in(job, job.run())
+    assert everything(lg) == [(1, b"a", b"2")]
+
+
+def test_dirtiest_log_first():
+    a, b = MemoryLog(LogConfig(cleanup_policy="compact", segment_bytes=300)), \
+        MemoryLog(LogConfig(cleanup_policy="compact", segment_bytes=300))
+    fill(a, 20, keys=20)
+    fill(b, 20, keys=20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(a, 0)
+    cleaner.swap_in(job, job.run())
+    fill(a, 20, keys=20)
+    assert 0.5 <= cleaner.plan(a, 0).dirty_ratio < 1
+    assert cleaner.grab_filthiest_log([("a", a), ("b", b)], 0).log is b
