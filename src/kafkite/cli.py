@@ -12,7 +12,7 @@ def _serve(args) -> int:
 
     from . import log as klog
     from .app import serve
-    from .config import BrokerConfig, read_properties
+    from .config import BrokerConfig, ConfigError, read_properties
 
     klog.configure(json=args.log_json, level=args.log_level)
     static: dict[str, str] = {}
@@ -31,7 +31,11 @@ def _serve(args) -> int:
         port = args.port if args.port is not None else port
         static["listeners"] = f"PLAINTEXT://{host}:{port}"
     data_dir = Path(args.data_dir or static.get("log.dirs", "./kafkite-data").split(",")[0])
-    config = BrokerConfig(static=static)
+    try:
+        config = BrokerConfig(static=static)
+    except ConfigError as exc:  # Kafka's wording: "Invalid value x for configuration num.partitions"
+        klog.get("kafkite").error("config.invalid", message=str(exc))
+        return 1
     try:
         trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory,
                                brokers=args.brokers))

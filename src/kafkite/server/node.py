@@ -16,11 +16,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator, Iterable
 
+import structlog
 import trio
 
 from .. import services
 from ..config import BrokerConfig
 from .broker import Broker, ClusterState, parse_listener
+
+log = structlog.get_logger("kafkite.node")
 
 
 class Node:
@@ -98,6 +101,9 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
     close the logs. With `data_dir=None` (or `in_memory`) nothing touches the disk."""
     if brokers < 1:
         raise ValueError(f"brokers must be at least 1, got {brokers}")
+    for key, message in config.unused_keys():  # one warning line per key Kafkite takes no notice of
+        log.warning("config.unknown" if "isn't a known config" in message else "config.unused", key=key,
+                    message=message)
     state = ClusterState(config, data_dir=None if data_dir is None else Path(data_dir), in_memory=in_memory)
     services.attach(state)
     try:
