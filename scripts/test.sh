@@ -9,8 +9,17 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q -e '.[test]'
+export KAFKITE_TOOLS=${KAFKITE_TOOLS:-$PWD/.tools}
 if [ -f .ci/install-clients.sh ]; then
   PYTHON=.venv/bin/python bash .ci/install-clients.sh
 fi
-export KAFKITE_TOOLS=${KAFKITE_TOOLS:-$PWD/.tools}
+# Spark's Kafka connector for tests/spark: the jars CI provides in ../shared/spark-jars plus kafka-clients
+# (elsewhere, set KAFKITE_SPARK_JARS yourself; kafkite.spark.session falls back to spark.jars.packages)
+if [ -z "${KAFKITE_SPARK_JARS:-}" ] && [ -f .ci/spark-jars.sh ]; then
+  SPARK_JARS=$(bash .ci/spark-jars.sh || true)
+  if [ -n "$SPARK_JARS" ]; then
+    export KAFKITE_SPARK_JARS=$SPARK_JARS
+    echo "spark-jars: KAFKITE_SPARK_JARS=$SPARK_JARS"
+  fi
+fi
 exec .venv/bin/python -m pytest -p no:cacheprovider "$@"

@@ -12,7 +12,7 @@ def _serve(args) -> int:
 
     from . import log as klog
     from .app import serve
-    from .config import BrokerConfig, read_properties
+    from .config import BrokerConfig, ConfigError, read_properties
 
     klog.configure(json=args.log_json, level=args.log_level)
     static: dict[str, str] = {}
@@ -31,7 +31,11 @@ def _serve(args) -> int:
         port = args.port if args.port is not None else port
         static["listeners"] = f"PLAINTEXT://{host}:{port}"
     data_dir = Path(args.data_dir or static.get("log.dirs", "./kafkite-data").split(",")[0])
-    config = BrokerConfig(static=static)
+    try:
+        config = BrokerConfig(static=static)
+    except ConfigError as exc:  # Kafka's wording: "Invalid value x for configuration num.partitions"
+        klog.get("kafkite").error("config.invalid", message=str(exc))
+        return 1
     try:
         trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory,
                                brokers=args.brokers))
@@ -154,8 +158,24 @@ def _cluster(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="kafkite", description="A Kafka-wire-compatible broker on Trio.")
+class KafkiteArgumentParser(argparse.ArgumentParser):
+    """One name for the bootstrap flag on every sub-command, Kafka tools' `--bootstrap-server`, with
+    `--bootstrap-servers` kept as an alias (whichever spelling a sub-command declares, it gets both, and keeps
+    its own `dest`). Sub-parsers (also those of `kafkite spark`) inherit this class."""
+
+    BOOTSTRAP = ("--bootstrap-server", "--bootstrap-servers")
+
+    def add_argument(self, *names, **kwargs):
+        if names and set(names) <= set(self.BOOTSTRAP):
+            kwargs.setdefault("dest", names[0].lstrip("-").replace("-", "_"))
+            kwargs.setdefault("metavar", "HOST:PORT,...")
+            kwargs.setdefault("help", "brokers to connect to (alias: --bootstrap-servers)")
+            names = self.BOOTSTRAP
+        return super().add_argument(*names, **kwargs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = KafkiteArgumentParser(prog="kafkite", description="A Kafka-wire-compatible broker on Trio.")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("serve", help="run a broker")
@@ -193,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     from .spark.cli import add_subparser
     add_subparser(sub)
 
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     if args.cmd == "topics" and args.action in ("create", "delete") and not args.topic:
         p.error(f"topics {args.action} needs a topic name")

@@ -89,6 +89,40 @@ def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
     return lambda v: None if lo <= v <= hi else f"Value must be between {lo} and {hi}"
 
 
+# Kafka's MetadataVersion names (inter.broker.protocol.version, and the deprecated message.format.version),
+# as Kafka 3.9 knows them: release -> its IV suffixes ("" for the releases before 0.10).
+_METADATA_VERSIONS = {
+    "0.8.0": "", "0.8.1": "", "0.8.2": "", "0.9.0": "", "0.10.0": "01", "0.10.1": "012", "0.10.2": "0",
+    "0.11.0": "012", "1.0": "0", "1.1": "0", "2.0": "01", "2.1": "012", "2.2": "01", "2.3": "01", "2.4": "01",
+    "2.5": "0", "2.6": "0", "2.7": "012", "2.8": "01", "3.0": "01", "3.1": "0", "3.2": "0", "3.3": "0123",
+    "3.4": "0", "3.5": "012", "3.6": "012", "3.7": "01234", "3.8": "0", "3.9": "0",
+}
+
+
+def metadata_version_release(value: str) -> str | None:
+    """The release of a MetadataVersion string as Kafka's MetadataVersion.fromVersionString reads it ("2.8",
+    "2.8-IV1", "2.8.2", "0.10.2.1", ...), or None when Kafka would refuse it."""
+    parts = value.split(".")
+    n = 3 if value.startswith("0.") else 2
+    key = value if len(parts) <= n else ".".join(parts[:n])
+    release, _, iv = key.partition("-")
+    if release not in _METADATA_VERSIONS:
+        return None
+    if iv and not (iv[:2] == "IV" and iv[2:] in tuple(_METADATA_VERSIONS[release])):
+        return None
+    return release
+
+
+def _metadata_version(v: Any) -> str | None:
+    return None if metadata_version_release(v) is not None else f"Version {v} is not a valid version"
+
+
+def message_format_below_v2(value: str) -> bool:
+    """A message.format.version older than record format v2 (before 0.11.0): Kafka 3.x warns that it is ignored."""
+    release = metadata_version_release(value)
+    return release is not None and release.startswith(("0.8.", "0.9.", "0.10."))
+
+
 @dataclass(frozen=True)
 class TopicConfigDef:
     name: str
@@ -119,6 +153,14 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
                    ("log.cleaner.max.compaction.lag.ms",), _at_least(1), "Maximum time a message stays uncompacted."),
     TopicConfigDef("max.message.bytes", ConfigType.INT, "1048588", ("message.max.bytes",), _at_least(0),
                    "Largest record batch size allowed."),
+    TopicConfigDef("message.downconversion.enable", ConfigType.BOOLEAN, "true",
+                   ("log.message.downconversion.enable",), None,
+                   "Whether Fetch may down-convert to an older record format (Kafka 3.x; every Fetch version "
+                   "Kafkite serves reads record format v2, so nothing is ever down-converted)."),
+    TopicConfigDef("message.format.version", ConfigType.STRING, "3.0-IV1", ("log.message.format.version",),
+                   _metadata_version,
+                   "Deprecated since Kafka 3.0 and ignored, as by Kafka 3.x with an inter-broker protocol version "
+                   ">= 3.0: records are stored in format v2."),
     TopicConfigDef("message.timestamp.after.max.ms", ConfigType.LONG, "3600000",
                    ("log.message.timestamp.after.max.ms",), _at_least(0),
                    "How far in the future a record's timestamp may be (CreateTime)."),
@@ -240,10 +282,20 @@ class BrokerConfig:
     dynamic: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        synonyms = _topic_synonyms()
         for k, v in self.static.items():
             d = BROKER_CONFIGS.get(k)
             if d is not None and v != "":
                 _parse(d.type, k, v)
+            elif d is None and k in synonyms:  # the broker default of a topic config: the topic config's checks
+                try:
+                    validate_topic_configs({synonyms[k]: v})
+                except ConfigError as exc:
+                    raise ConfigError(str(exc).replace(synonyms[k], k)) from None
+
+    def unused_keys(self) -> list[tuple[str, str]]:
+        """(key, warning) for each static key Kafkite does not use (see check_broker_keys)."""
+        return check_broker_keys(self.static)
 
     def raw(self, name: str) -> tuple[str | None, ConfigSource]:
         if name in self.dynamic:
@@ -304,6 +356,100 @@ def validate_topic_configs(configs: dict[str, str | None]) -> None:
             msg = d.check(parsed)
             if msg:
                 raise ConfigError(f"Invalid value {value} for configuration {name}: {msg}")
+        if name in NOT_IMPLEMENTED_TOPIC_CONFIGS and parsed != _parse(d.type, name, d.default):
+            raise ConfigError(f"Invalid value {value} for configuration {name}: {not_implemented(name)}")
+
+
+# Topic configs of Kafka's table that Kafkite does not implement: each accepts only its default (what Kafkite
+# does), any other value is INVALID_CONFIG. (The broker-level synonyms get a warning at start instead.)
+NOT_IMPLEMENTED_TOPIC_CONFIGS = {
+    "file.delete.delay.ms": "segment files are deleted without a delay",
+    "preallocate": "segment files are not preallocated",
+    "segment.index.bytes": "segments are not rolled on a full index",
+    "segment.jitter.ms": "segments roll at segment.ms without jitter",
+    "unclean.leader.election.enable": "only in-sync replicas become leaders",
+}
+
+
+def not_implemented(topic_key: str) -> str:
+    d = TOPIC_CONFIGS[topic_key]
+    return (f"Kafkite does not implement {topic_key} ({NOT_IMPLEMENTED_TOPIC_CONFIGS[topic_key]}); "
+            f"only its default {d.default} is accepted")
+
+
+# -- keys of server.properties / --override that Kafkite does not use ------------------------------------------
+_TUNING = "a tuning knob of Kafka's threads, queues and sockets (Kafkite serves from one Trio event loop)"
+_REPLICATION = "replicas of a partition share its log inside the process: there are no replica fetchers"
+_SECURITY = "only PLAINTEXT listeners are served"
+_KRAFT = "the controller is elected through an in-process coordination store (no KRaft quorum)"
+UNUSED_BROKER_CONFIGS: dict[str, str] = {
+    **dict.fromkeys(["num.network.threads", "num.io.threads", "background.threads", "queued.max.requests",
+                     "queued.max.request.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+                     "socket.listen.backlog.size", "num.recovery.threads.per.data.dir",
+                     "log.flush.scheduler.interval.ms", "log.flush.offset.checkpoint.interval.ms",
+                     "log.flush.start.offset.checkpoint.interval.ms", "log.cleaner.threads",
+                     "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+                     "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
+                     "offsets.load.buffer.size", "offsets.commit.timeout.ms", "offsets.commit.required.acks",
+                     "max.connections", "max.connections.per.ip", "max.connection.creation.rate",
+                     "controlled.shutdown.enable", "controlled.shutdown.max.retries",
+                     "controlled.shutdown.retry.backoff.ms"], _TUNING),
+    **dict.fromkeys(["num.replica.fetchers", "replica.fetch.max.bytes", "replica.fetch.min.bytes",
+                     "replica.fetch.wait.max.ms", "replica.fetch.backoff.ms", "replica.fetch.response.max.bytes",
+                     "replica.lag.time.max.ms", "replica.socket.timeout.ms", "replica.socket.receive.buffer.bytes",
+                     "replica.high.watermark.checkpoint.interval.ms", "replica.selector.class",
+                     "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage"],
+                    _REPLICATION),
+    **dict.fromkeys(["listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
+                     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"], _SECURITY),
+    **dict.fromkeys(["process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+                     "controller.listener.names", "metadata.log.dir", "inter.broker.protocol.version",
+                     "broker.id.generation.enable", "reserved.broker.max.id"], _KRAFT),
+    **dict.fromkeys(["transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+                     "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
+                     "transactional.id.expiration.ms"], "transactions are not implemented yet"),
+    "connections.max.idle.ms": "not implemented yet: idle connections are not closed",
+    "broker.rack": "rack-aware replica placement is not implemented",
+    "log.dir": "the data directory is log.dirs (or --data-dir)",
+}
+_UNUSED_PREFIXES = {
+    "zookeeper.": "ZooKeeper is not implemented yet: " + _KRAFT,
+    "ssl.": _SECURITY, "sasl.": _SECURITY, "listener.name.": _SECURITY,
+    "metric.": "Kafkite has no metrics reporters", "metrics.": "Kafkite has no metrics reporters",
+    "kafka.metrics.": "Kafkite has no metrics reporters", "remote.log.": "tiered storage is not implemented",
+    "confluent.": "a Confluent Platform setting",
+}
+
+
+def _topic_synonyms() -> dict[str, str]:
+    """Broker keys that are the broker-level default of a topic config -> that topic config."""
+    return {syn: d.name for d in TOPIC_CONFIGS.values() for syn in d.synonyms}
+
+
+def check_broker_keys(static: dict[str, str]) -> list[tuple[str, str]]:
+    """(key, message) for each supplied key Kafkite takes no notice of: a Kafka key it does not use ("... is not
+    used by Kafkite: why"), a key no Kafka broker knows (Kafka's own wording), or a not-implemented topic config's
+    broker-level default set to another value. (Bad values of known keys are refused by BrokerConfig.)"""
+    out = []
+    synonyms = _topic_synonyms()
+    for key, value in static.items():
+        if key in BROKER_CONFIGS:
+            topic_key = synonyms.get(key)
+            if topic_key in NOT_IMPLEMENTED_TOPIC_CONFIGS and value != "":
+                d = BROKER_CONFIGS[key]
+                if _parse(d.type, key, value) != _parse(d.type, key, d.default or TOPIC_CONFIGS[topic_key].default):
+                    out.append((key, f"The configuration '{key}' is not used by Kafkite: "
+                                     f"{NOT_IMPLEMENTED_TOPIC_CONFIGS[topic_key]}"))
+            continue
+        if key in synonyms:  # a topic config's broker default with no entry of its own (log.message.format.version)
+            continue
+        why = UNUSED_BROKER_CONFIGS.get(key) or next(
+            (w for prefix, w in _UNUSED_PREFIXES.items() if key.startswith(prefix)), None)
+        if why is not None:
+            out.append((key, f"The configuration '{key}' is not used by Kafkite: {why}"))
+        else:
+            out.append((key, f"The configuration '{key}' was supplied but isn't a known config."))
+    return out
 
 
 def parse_topic_value(name: str, value: str) -> Any:

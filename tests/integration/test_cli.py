@@ -6,8 +6,10 @@ import subprocess
 import sys
 import time
 
+import pytest
 
 from helpers import start_serve
+from kafkite.cli import build_parser
 
 KAFKITE = [sys.executable, "-m", "kafkite.cli"]
 
@@ -25,7 +27,7 @@ def test_serve_ready_under_one_second_and_sigterm():
         out = subprocess.run(KAFKITE + ["topics", "create", "clitopic", "--bootstrap-server", bootstrap],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 1 and "TopicAlreadyExists" in out.stderr
-        out = subprocess.run(KAFKITE + ["topics", "list", "--bootstrap-server", bootstrap],
+        out = subprocess.run(KAFKITE + ["topics", "list", "--bootstrap-servers", bootstrap],  # the alias
                              capture_output=True, text=True, timeout=60)
         assert "clitopic" in out.stdout.split()
         out = subprocess.run(KAFKITE + ["topics", "describe", "clitopic", "--bootstrap-server", bootstrap],
@@ -94,3 +96,25 @@ def test_serve_with_server_properties_and_overrides(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
+
+
+@pytest.mark.parametrize("argv, dest", [
+    (["topics", "list"], "bootstrap_server"),
+    (["topics", "create", "t"], "bootstrap_server"),
+    (["groups", "describe", "g"], "bootstrap_server"),
+    (["cluster", "describe"], "bootstrap_server"),
+    (["spark", "lag"], "bootstrap_servers"),
+    (["spark", "export", "--topic", "t", "--output", "o"], "bootstrap_servers"),
+])
+@pytest.mark.parametrize("flag", ["--bootstrap-server", "--bootstrap-servers"])
+def test_every_subcommand_takes_bootstrap_server_and_its_alias(argv, dest, flag):
+    args = build_parser().parse_args([*argv, flag, "h:1,h:2"])
+    assert getattr(args, dest) == "h:1,h:2"
+
+
+@pytest.mark.parametrize("argv", [["topics"], ["groups"], ["cluster"], ["spark", "lag"], ["spark", "export"]])
+def test_help_names_bootstrap_server(argv, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*argv, "--help"])
+    usage = capsys.readouterr().out.split("options:")[0]
+    assert "--bootstrap-server HOST:PORT,..." in usage and "--bootstrap-servers" not in usage

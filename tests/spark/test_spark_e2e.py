@@ -154,7 +154,7 @@ def test_cli_lag_and_export(spark_kafka, broker, tmp_path, capsys):
     from kafkite.cli import main
     bs = broker.bootstrap_servers
     known = commit_known_positions(bs)
-    assert main(["spark", "lag", "--bootstrap-servers", bs]) == 0
+    assert main(["spark", "lag", "--bootstrap-server", bs]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "COMMITTED-OFFSET", "END-OFFSET", "LAG"]
     table = {(w[0], int(w[2])): (int(w[3]), int(w[4]), int(w[5])) for w in (ln.split() for ln in lines[1:])}

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import trio
 
-from ..app import build_state, state_services_run
 from ..config import BrokerConfig
 from ..server.broker import Broker, ClusterState
+from ..server.node import Node, open_node
 from .faults import Faults
 from .trio_thread import TrioThread
 
@@ -42,37 +42,26 @@ class KafkiteCluster(TrioThread):
         self.host = host
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.state: ClusterState | None = None
+        self.node: Node | None = None
         self.faults = Faults()
-        self.brokers: dict[int, Broker] = {}
-        self.ports: dict[int, int] = {}
-        self._scopes: dict[int, trio.CancelScope] = {}
-        self._nursery: trio.Nursery | None = None
 
     # -- Trio side -----------------------------------------------------------
-    async def _run_broker(self, node_id: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        b = Broker(self.state, node_id=node_id, host=self.host, port=self.ports.get(node_id, 0))
-        b.faults = self.faults
-        with trio.CancelScope() as cs:
-            self._scopes[node_id] = cs
-            self.brokers[node_id] = b
-            async with trio.open_nursery() as n:
-                await n.start(b.serve)
-                self.ports[node_id] = b.bound_port
-                task_status.started(b)
-        self._scopes.pop(node_id, None)
-
     async def _serve(self) -> None:
-        self.state = build_state(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None)
-        try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                await nursery.start(state_services_run, self.state)
-                for i in range(1, self.n + 1):
-                    await nursery.start(self._run_broker, i)
-                await self._started()
-        finally:
-            from .. import services
-            services.close(self.state)
+        async with open_node(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None,
+                             node_ids=range(1, self.n + 1), faults=self.faults) as node:
+            self.node = node
+            self.state = node.state
+            await self._started()
+            await trio.sleep_forever()
+
+    @property
+    def brokers(self) -> dict[int, Broker]:
+        """Every broker started, by node id (a stopped one stays, with its last state)."""
+        return self.node.brokers
+
+    @property
+    def ports(self) -> dict[int, int]:
+        return self.node.ports
 
     @property
     def bootstrap_servers(self) -> str:
@@ -87,19 +76,12 @@ class KafkiteCluster(TrioThread):
 
     def stop_broker(self, broker_id: int) -> None:
         """Stop a broker as if its process died: listener closed, connections dropped, session ended."""
-        def do():
-            self._scopes[broker_id].cancel()
-        self.call(do)
-        self.call(self._wait_gone, broker_id)
-
-    async def _wait_gone(self, broker_id: int) -> None:
-        while broker_id in self.state.brokers:
-            await trio.sleep(0.01)
+        self.call(self.node.stop_broker, broker_id)
+        self.call(self.node.wait_stopped, broker_id)
 
     def start_broker(self, broker_id: int) -> None:
-        async def do():
-            await self._nursery.start(self._run_broker, broker_id)
-        self.call(do)
+        """Start a stopped broker again, on the port it had."""
+        self.call(self.node.start_broker, broker_id)
 
     @property
     def controller_id(self) -> int:

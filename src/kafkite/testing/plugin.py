@@ -8,10 +8,28 @@
   kafkite.testing.process); `.bootstrap_servers` as above.
 - `kafkite_cluster`: a 3-broker in-process `KafkiteCluster` (stop/start brokers, move leaders,
   inject errors and latency).
+
+In-process brokers speak the protocol through kafka-python's message classes, which load their
+JSON schemas with `importlib.resources.read_text` (deprecated on Python 3.11/3.12): one
+DeprecationWarning per schema, plus the `open_text` one `read_text` raises inside importlib.
+Those are kafka-python's, not the user's, so the plugin ignores DeprecationWarnings raised in
+kafka's own modules and that nested `open_text` one (raised in importlib's legacy module, always on
+behalf of a `read_text` call that is reported, or ignored, on its own); a user's own deprecated
+calls still show. Filters given with `-W` or `@pytest.mark.filterwarnings` take precedence.
 """
 from __future__ import annotations
 
 import pytest
+
+WARNING_FILTERS = (
+    r"ignore::DeprecationWarning:kafka(\..*)?$",
+    r"ignore:open_text is deprecated:DeprecationWarning:importlib\.resources\._legacy$",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in WARNING_FILTERS:
+        config.addinivalue_line("filterwarnings", line)
 
 
 @pytest.fixture

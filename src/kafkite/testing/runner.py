@@ -5,9 +5,9 @@ from pathlib import Path
 
 import trio
 
-from ..app import build_state, state_services_run
 from ..config import BrokerConfig
 from ..server.broker import Broker, ClusterState
+from ..server.node import open_node
 from .trio_thread import TrioThread
 
 
@@ -30,16 +30,11 @@ class BrokerThread(TrioThread):
         self.broker: Broker | None = None
 
     async def _serve(self) -> None:
-        self.state = build_state(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None)
-        self.broker = Broker(self.state)
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(state_services_run, self.state)
-                await nursery.start(self.broker.serve)
-                await self._started()
-        finally:
-            from .. import services
-            services.close(self.state)
+        async with open_node(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None) as node:
+            self.state = node.state
+            self.broker = node.brokers[self.config.node_id]
+            await self._started()
+            await trio.sleep_forever()
 
     @property
     def bootstrap_servers(self) -> str:

@@ -4,10 +4,14 @@ from __future__ import annotations
 from kafka.protocol.admin import (AlterConfigsResponse, DescribeConfigsResponse,
                                   IncrementalAlterConfigsResponse)
 
-from ...config import (BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigSource, ConfigType,
-                       validate_topic_configs, _parse)
+import structlog
+
+from ...config import (BROKER_CONFIGS, NOT_IMPLEMENTED_TOPIC_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigSource,
+                       ConfigType, message_format_below_v2, validate_topic_configs, _parse)
 from ...wire.errors import E
 from ..context import RequestContext
+
+log = structlog.get_logger("kafkite.configs")
 
 TOPIC = 2
 BROKER = 4
@@ -116,7 +120,19 @@ def _apply_topic(b, name: str, new_configs: dict[str, str], validate_only: bool)
     except ConfigError as exc:
         raise _Reject(E.INVALID_CONFIG, str(exc)) from None
     if not validate_only:
+        before = dict(t.configs)
         b.set_topic_configs(name, new_configs)
+        mfv = new_configs.get("message.format.version")
+        if mfv is not None and mfv != before.get("message.format.version") and message_format_below_v2(mfv):
+            # Kafka 3.x's warning (LogConfig.MessageFormatVersion.topicWarningMessage): stored, shown, ignored
+            log.warning("config.ignored", topic=name, key="message.format.version", value=mfv,
+                        message=f"Topic configuration message.format.version with value `{mfv}` is ignored for "
+                                f"`{name}`: records are always written in format v2 (the configuration is "
+                                "deprecated since Kafka 3.0).")
+
+
+# broker-level defaults of the topic configs Kafkite does not implement (log.preallocate, ...)
+_NOT_IMPLEMENTED_SYNONYMS = {syn: name for name in NOT_IMPLEMENTED_TOPIC_CONFIGS for syn in TOPIC_CONFIGS[name].synonyms}
 
 
 def _apply_broker(b, name: str, new_dynamic: dict[str, str], validate_only: bool) -> None:
@@ -128,9 +144,13 @@ def _apply_broker(b, name: str, new_dynamic: dict[str, str], validate_only: bool
         if d is None or not d.dynamic:
             raise _Reject(E.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({k})")
         try:
-            _parse(d.type, k, val)
+            parsed = _parse(d.type, k, val)
         except ConfigError as exc:
             raise _Reject(E.INVALID_CONFIG, str(exc)) from None
+        topic_key = _NOT_IMPLEMENTED_SYNONYMS.get(k)
+        if topic_key is not None and parsed != _parse(d.type, k, d.default or TOPIC_CONFIGS[topic_key].default):
+            raise _Reject(E.INVALID_CONFIG, f"Invalid value {val} for configuration {k}: Kafkite does not implement "
+                                            f"{k} ({NOT_IMPLEMENTED_TOPIC_CONFIGS[topic_key]})")
     if not validate_only:
         b.set_dynamic_broker_configs(new_dynamic)
 

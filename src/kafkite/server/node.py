@@ -1,0 +1,118 @@
+"""The node lifecycle: the one way to start brokers, used by every entry point.
+
+    async with open_node(config, data_dir=None, in_memory=True, brokers=3) as node:
+        node.bootstrap_servers          # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
+        node.stop_broker(2); await node.wait_stopped(2); await node.start_broker(2)
+
+`open_node` builds the state the brokers of this process share (`ClusterState`: cluster
+metadata, partition logs, coordinator), starts its background services, starts the brokers in
+one nursery, and on exit cancels them and closes the services (the logs). `kafkite serve`
+(app.serve), `BrokerThread`, `KafkiteCluster` and, through `kafkite serve`, `BrokerProcess`
+all start brokers through it.
+"""
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator, Iterable
+
+import structlog
+import trio
+
+from .. import services
+from ..config import BrokerConfig
+from .broker import Broker, ClusterState, parse_listener
+
+log = structlog.get_logger("kafkite.node")
+
+
+class Node:
+    """The brokers of this process over their shared state (yielded by `open_node`)."""
+
+    def __init__(self, state: ClusterState, nursery: trio.Nursery, *, faults=None):
+        self.state = state
+        self.config = state.config
+        self.faults = faults
+        self.brokers: dict[int, Broker] = {}  # the last broker started under each node id (kept when stopped)
+        self.ports: dict[int, int] = {}  # each node id's port: a restarted broker listens where it did
+        self._nursery = nursery
+        self._scopes: dict[int, trio.CancelScope] = {}
+
+    @property
+    def live_brokers(self) -> list[int]:
+        """Node ids of the brokers serving now."""
+        return sorted(self.state.brokers)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every broker started (stopped ones included: clients skip them), in node id order."""
+        return ",".join(self.brokers[i].bootstrap for i in sorted(self.brokers))
+
+    async def start_broker(self, node_id: int, *, port: int | None = None) -> Broker:
+        """Start a broker (again) under `node_id`; returns once it listens and is registered."""
+        if node_id in self._scopes:
+            raise RuntimeError(f"broker {node_id} is running")
+        if port is None:
+            port = self.ports.get(node_id)
+        return await self._nursery.start(self._run_broker, node_id, port)
+
+    def stop_broker(self, node_id: int) -> None:
+        """Stop a broker as if its process died: listener closed, connections dropped, session ended
+        (the remaining brokers elect a controller and move leadership). Returns at once: see wait_stopped."""
+        self._scopes[node_id].cancel()
+
+    async def wait_stopped(self, node_id: int) -> None:
+        while node_id in self.state.brokers or node_id in self._scopes:
+            await trio.sleep(0.01)
+
+    async def _run_broker(self, node_id: int, port: int | None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        b = Broker(self.state, node_id=node_id, port=port)
+        b.faults = self.faults
+        with trio.CancelScope() as cs:
+            self._scopes[node_id] = cs
+            try:
+                async with trio.open_nursery() as n:
+                    await n.start(b.serve)
+                    self.brokers[node_id] = b
+                    self.ports[node_id] = b.bound_port
+                    task_status.started(b)
+            finally:
+                self._scopes.pop(node_id, None)
+
+
+def broker_plan(config: BrokerConfig, brokers: int, node_ids: Iterable[int] | None = None) -> list[tuple[int, int]]:
+    """(node id, port) of each broker to start. One broker: the configured node id (`node.id`/`broker.id`) on
+    the listener's port. N brokers: node ids 1..N (or `node_ids`) on ports P, P+1, ... (all free ports when
+    the listener's port P is 0)."""
+    _, port = parse_listener(config.get("listeners"))
+    if node_ids is not None:
+        ids = list(node_ids)
+    else:
+        ids = [config.node_id] if brokers == 1 else list(range(1, brokers + 1))
+    return [(node_id, 0 if port == 0 else port + i) for i, node_id in enumerate(ids)]
+
+
+@asynccontextmanager
+async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None, in_memory: bool = False,
+                    brokers: int = 1, node_ids: Iterable[int] | None = None,
+                    faults=None) -> AsyncIterator[Node]:
+    """Build the shared state, start its services and `brokers` brokers (or one per id of `node_ids`) on
+    the listener's host (see broker_plan), yield the `Node` once every broker listens; on exit stop everything and
+    close the logs. With `data_dir=None` (or `in_memory`) nothing touches the disk."""
+    if brokers < 1:
+        raise ValueError(f"brokers must be at least 1, got {brokers}")
+    for key, message in config.unused_keys():  # one warning line per key Kafkite takes no notice of
+        log.warning("config.unknown" if "isn't a known config" in message else "config.unused", key=key,
+                    message=message)
+    state = ClusterState(config, data_dir=None if data_dir is None else Path(data_dir), in_memory=in_memory)
+    services.attach(state)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(services.run, state)
+            node = Node(state, nursery, faults=faults)
+            for node_id, port in broker_plan(config, brokers, node_ids):
+                await node.start_broker(node_id, port=port)
+            yield node
+            nursery.cancel_scope.cancel()
+    finally:
+        services.close(state)

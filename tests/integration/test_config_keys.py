@@ -1,0 +1,140 @@
+"""Configuration keys Kafkite does not implement are warned about or refused, never silently taken; deprecated
+topic keys that Kafka 3.x still accepts are accepted the same way."""
+from __future__ import annotations
+
+import collections
+import signal
+import subprocess
+import sys
+
+import pytest
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+from kafka.protocol.admin import CreateTopicsRequest
+
+from kafkite.config import (NOT_IMPLEMENTED_TOPIC_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigError,
+                            check_broker_keys, metadata_version_release, validate_topic_configs)
+from kafkite.testing.process import spawn_serve
+from kafkite.wire.errors import E
+
+# Apache Kafka 3.x's config/server.properties (ZooKeeper mode), its comments left out
+STOCK_SERVER_PROPERTIES = """
+broker.id=0
+listeners=PLAINTEXT://127.0.0.1:0
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kafka-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.retention.check.interval.ms=300000
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+"""
+UNUSED = ["num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+          "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
+          "transaction.state.log.min.isr", "zookeeper.connect", "zookeeper.connection.timeout.ms"]
+
+
+def test_stock_server_properties_warns_once_per_unused_key(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text(STOCK_SERVER_PROPERTIES + "connections.max.idle.ms=600000\nno.such.key=1\n")
+    tail: collections.deque[str] = collections.deque(maxlen=500)
+    proc, _ = spawn_serve(["--in-memory", "--config", str(props)], timeout=30, log_tail=tail)
+    try:
+        lines = [line for line in tail if "level='warning'" in line]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    for key in UNUSED + ["connections.max.idle.ms"]:
+        mine = [line for line in lines if f"key='{key}'" in line]
+        assert len(mine) == 1 and "is not used by Kafkite" in mine[0], (key, lines)
+    unknown = [line for line in lines if "key='no.such.key'" in line]
+    assert len(unknown) == 1 and "The configuration 'no.such.key' was supplied but isn't a known config." in unknown[0]
+    assert len(lines) == len(UNUSED) + 2, lines  # the keys Kafkite implements are not warned about
+
+
+def test_a_bad_value_is_refused_at_start():
+    out = subprocess.run([sys.executable, "-m", "kafkite.cli", "serve", "--in-memory", "--port", "0",
+                          "--override", "num.partitions=many"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "Invalid value many for configuration num.partitions" in out.stderr
+    with pytest.raises(ConfigError, match="Invalid value 9.9 for configuration log.message.format.version"):
+        BrokerConfig(static={"log.message.format.version": "9.9"})
+
+
+def test_check_broker_keys():
+    assert check_broker_keys({"num.partitions": "3", "log.retention.hours": "1", "node.id": "2",
+                              "log.message.format.version": "2.8", "log.message.downconversion.enable": "false",
+                              "log.preallocate": "false"}) == []
+    warned = dict(check_broker_keys({"log.preallocate": "true", "zookeeper.ssl.client.enable": "true",
+                                     "ssl.keystore.location": "/k", "what.is.this": "x"}))
+    assert "is not used by Kafkite" in warned["log.preallocate"]
+    assert "ZooKeeper" in warned["zookeeper.ssl.client.enable"]
+    assert "PLAINTEXT" in warned["ssl.keystore.location"]
+    assert warned["what.is.this"] == "The configuration 'what.is.this' was supplied but isn't a known config."
+
+
+@pytest.mark.parametrize("value, release", [("3.0", "3.0"), ("3.0-IV1", "3.0"), ("2.8.2", "2.8"),
+                                            ("0.10.2.1", "0.10.2"), ("0.10.0-IV1", "0.10.0"), ("3.9-IV0", "3.9"),
+                                            ("3.0-IV2", None), ("4.0", None), ("latest", None)])
+def test_message_format_version_values_as_kafka_reads_them(value, release):
+    assert metadata_version_release(value) == release
+
+
+def test_not_implemented_topic_configs_accept_only_their_default():
+    for name in NOT_IMPLEMENTED_TOPIC_CONFIGS:
+        validate_topic_configs({name: TOPIC_CONFIGS[name].default})
+    with pytest.raises(ConfigError, match="Kafkite does not implement segment.jitter.ms"):
+        validate_topic_configs({"segment.jitter.ms": "1000"})
+
+
+def _alter(admin, kind, name, configs, incremental=True):
+    """The error text of one resource's (Incremental)AlterConfigs answer, None when it succeeded."""
+    out = admin.alter_configs([ConfigResource(kind, name, configs=configs)], incremental=incremental)
+    text = next(iter(next(iter(out.values())).values()))
+    return None if text == "OK" else text
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_topic_keys_over_the_wire(broker, incremental):
+    bs = broker.bootstrap_servers
+    topic = f"legacy-{incremental}"
+    a = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        a.create_topics([NewTopic(topic, 1, 1, topic_configs={"message.format.version": "2.8",
+                                                               "message.downconversion.enable": "false"})])
+        # the deprecated keys are accepted, stored and described as Kafka 3.x does
+        assert _alter(a, ConfigResourceType.TOPIC, topic, {"message.format.version": "0.10.2", "retention.ms": "1000",
+                                                           "message.downconversion.enable": "false"},
+                      incremental) is None
+        cfg = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+        assert cfg["message.format.version"]["value"] == "0.10.2"
+        assert cfg["message.downconversion.enable"]["value"] == "false"
+        assert cfg["retention.ms"]["value"] == "1000"
+        err = _alter(a, ConfigResourceType.TOPIC, topic, {"message.format.version": "9.9"}, incremental)
+        assert "Invalid value 9.9 for configuration message.format.version: Version 9.9 is not a valid version" in err
+        # a key of the table Kafkite does not implement: its default only
+        err = _alter(a, ConfigResourceType.TOPIC, topic, {"preallocate": "true"}, incremental)
+        assert "InvalidConfiguration" in err and "Kafkite does not implement preallocate" in err
+        assert _alter(a, ConfigResourceType.TOPIC, topic, {"preallocate": "false"}, incremental) is None
+        err = _alter(a, ConfigResourceType.BROKER, "1", {"log.preallocate": "true"}, incremental)
+        assert "InvalidConfiguration" in err and "Kafkite does not implement log.preallocate" in err
+    finally:
+        a.close()
+
+
+def test_create_topics_refuses_a_not_implemented_value(wire):
+    T = CreateTopicsRequest.CreatableTopic
+    r = wire.request(CreateTopicsRequest(topics=[T(name="unclean", num_partitions=1, replication_factor=1,
+                                                   assignments=[], configs=[T.CreatableTopicConfig(
+                                                       name="unclean.leader.election.enable", value="true")])],
+                                         timeout_ms=10000, validate_only=False), 5)
+    assert r.topics[0].error_code == E.INVALID_CONFIG
+    assert "Kafkite does not implement unclean.leader.election.enable" in r.topics[0].error_message
