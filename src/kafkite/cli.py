@@ -15,6 +15,9 @@ def _serve(args) -> int:
     from .config import BrokerConfig, ConfigError, read_properties
 
     klog.configure(json=args.log_json, level=args.log_level)
+    if args.brokers < 1:
+        print(f"--brokers must be at least 1, got {args.brokers}", file=sys.stderr)
+        return 2
     static: dict[str, str] = {}
     if args.config:
         static.update(read_properties(Path(args.config)))

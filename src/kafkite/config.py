@@ -386,7 +386,7 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["num.network.threads", "num.io.threads", "background.threads", "queued.max.requests",
                      "queued.max.request.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
                      "socket.listen.backlog.size", "num.recovery.threads.per.data.dir",
-                     "log.flush.scheduler.interval.ms", "log.flush.offset.checkpoint.interval.ms",
+                     "log.flush.offset.checkpoint.interval.ms",
                      "log.flush.start.offset.checkpoint.interval.ms", "log.cleaner.threads",
                      "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
                      "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",

@@ -57,11 +57,11 @@ class KafkiteCluster(TrioThread):
     @property
     def brokers(self) -> dict[int, Broker]:
         """Every broker started, by node id (a stopped one stays, with its last state)."""
-        return self.node.brokers
+        return {} if self.node is None else self.node.brokers
 
     @property
     def ports(self) -> dict[int, int]:
-        return self.node.ports
+        return {} if self.node is None else self.node.ports
 
     @property
     def bootstrap_servers(self) -> str:
