@@ -13,6 +13,15 @@ def test_restart_keeps_topics_ids_configs(broker_factory, tmp_path):
     admin.close()
     b.stop()
     assert (tmp_path / "data" / "meta.properties").exists()
+    # Kafka's partition.metadata: the topic id in Kafka's base64 form, in every partition directory
+    import base64
+    import uuid
+    for p in range(4):
+        text = (tmp_path / "data" / f"keep-{p}" / "partition.metadata").read_text()
+        lines = dict(line.split(": ", 1) for line in text.splitlines())
+        assert lines["version"] == "0"
+        raw = base64.urlsafe_b64decode(lines["topic_id"] + "==")
+        assert str(uuid.UUID(bytes=raw)) == str(before["keep"])
 
     b2 = broker_factory(data_dir=tmp_path / "data")
     admin = KafkaAdminClient(bootstrap_servers=b2.bootstrap_servers)

@@ -83,7 +83,7 @@ class ReplicaManager:
         if self.state.in_memory:
             lg = MemoryLog(cfg, now_ms=now_ms)
         else:
-            lg = FileLog(self._dir(topic.name, partition), cfg, now_ms=now_ms)
+            lg = FileLog(self._dir(topic.name, partition), cfg, now_ms=now_ms, topic_id=topic.topic_id)
         self.logs[(topic.name, partition)] = lg
         self._keys[id(lg)] = (topic.name, partition)
         return lg
