@@ -26,7 +26,7 @@ def attach(state) -> None:
     state.replicas = ReplicaManager(state)
     state.hooks.append(state.replicas)
     state.replicas.open_all(now_ms())
-    state.log_cleaner = LogCleaner()
+    state.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"))
 
 
 def _logs(state):

@@ -8,7 +8,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafkite.storage.batch import decode_records, read_header
-from kafkite.storage.log_cleaner import LogCleaner
+from kafkite.storage.log_cleaner import MAP_ENTRY_BYTES, LogCleaner
 from kafkite.storage.log_config import LogConfig
 from kafkite.storage.unified_log import FileLog, MemoryLog
 
@@ -162,3 +162,22 @@ def test_dirtiest_log_first():
     fill(a, 20, keys=20)
     assert 0.5 <= cleaner.plan(a, 0).dirty_ratio < 1
     assert cleaner.grab_filthiest_log([("a", a), ("b", b)], 0).log is b
+
+
+def test_a_full_offset_map_ends_the_dirty_section_there(make_log):
+    lg = make_log(segment_bytes=300, min_cleanable_dirty_ratio=0.01)
+    for i in range(30):
+        lg.append(kv(b"k%d" % (i // 2), b"v%d" % i), now_ms=0)  # k0 k0 k1 k1 ... k14 k14
+    cleaner = LogCleaner(dedupe_buffer_size=4 * MAP_ENTRY_BYTES)  # room for 4 keys
+    rounds = 0
+    while (job := cleaner.plan(lg, 0)) is not None:
+        result = job.run()
+        assert result.dirty_end <= job.first_uncleanable
+        assert cleaner.swap_in(job, result) and cleaner.first_dirty[lg] == result.dirty_end
+        rounds += 1
+        assert rounds < 20
+    assert rounds > 2  # several passes, each over as much as the map holds
+    got = everything(lg)
+    old = [k for o, k, v in got if o < lg.active.base]
+    assert len(old) == len(set(old))  # every key once in the closed segments
+    assert {k: v for _, k, v in got} == {b"k%d" % j: b"v%d" % (2 * j + 1) for j in range(15)}
