@@ -181,3 +181,40 @@ def test_a_full_offset_map_ends_the_dirty_section_there(make_log):
     old = [k for o, k, v in got if o < lg.active.base]
     assert len(old) == len(set(old))  # every key once in the closed segments
     assert {k: v for _, k, v in got} == {b"k%d" % j: b"v%d" % (2 * j + 1) for j in range(15)}
+
+
+def test_cleaner_offset_checkpoint_survives_a_restart(tmp_path):
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=300)
+    lg = FileLog(tmp_path / "my-topic-3", cfg)
+    fill(lg, 20, keys=20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    cleaner.swap_in(job, job.run())
+    text = (tmp_path / "cleaner-offset-checkpoint").read_text()
+    assert text == f"0\n1\nmy-topic 3 {job.first_uncleanable}\n"  # Kafka's OffsetCheckpointFile
+    lg.close()
+    lg = FileLog(tmp_path / "my-topic-3", cfg)
+    assert LogCleaner().plan(lg, 0) is None  # nothing dirty: not cleaned again
+    fill(lg, 20, keys=20)
+    job = LogCleaner().plan(lg, 0)
+    assert job.first_dirty == int(text.split()[-1])
+
+
+def test_checkpoint_drops_deleted_partitions_and_ignores_out_of_range(tmp_path):
+    import shutil
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=300)
+    (tmp_path / "cleaner-offset-checkpoint").write_text("0\n2\ngone 0 5\nt 0 999\n")
+    lg = FileLog(tmp_path / "t-0", cfg)
+    fill(lg, 20, keys=20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    assert job.first_dirty == 0  # 999 is past the log end: ignored
+    cleaner.swap_in(job, job.run())
+    assert (tmp_path / "cleaner-offset-checkpoint").read_text() == f"0\n1\nt 0 {job.first_uncleanable}\n"
+    shutil.rmtree(tmp_path / "t-0")
+
+
+def test_a_log_directory_without_a_partition_number_has_no_checkpoint(tmp_path):
+    lg = FileLog(tmp_path / "scratch", LogConfig(cleanup_policy="compact", segment_bytes=300))
+    fill(lg, 20)
+    assert lg.compact(0) > 0 and not (tmp_path / "cleaner-offset-checkpoint").exists()

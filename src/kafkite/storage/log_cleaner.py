@@ -26,19 +26,24 @@ dirty tail. Kafka's rules, sans-IO (callers pass now_ms; nothing here touches tr
   underneath (its `version`: retention, DeleteRecords, truncation); else the result is
   discarded. The first dirty offset then moves to the end of the cleaned range (or of the map).
 
-The first dirty offsets are kept in memory, per log (Kafka's `cleaner-offset-checkpoint` file
-is not written): after a restart each compacted log is cleaned once more from its start.
+Each log's first dirty offset is kept in memory and, for file logs, in Kafka's
+`cleaner-offset-checkpoint` file of its log directory (version 0, the entry count, then
+`topic partition offset` lines; entries of partitions whose directory is gone are dropped when
+it is rewritten), so a restarted broker does not clean the same bytes again. The file is
+replaced atomically but not fsynced: a lost checkpoint only means one more cleaning.
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable
 from weakref import WeakKeyDictionary
 
 import structlog
 
 from .batch import decode_batch, rebuild_batch
+from .log_loader import write_atomically
 from .log_segment import BatchSource, LogSegment
 
 log = structlog.get_logger("kafkite.log_cleaner")
@@ -49,8 +54,34 @@ MAP_ENTRY_BYTES = 144
 DEDUPE_BUFFER_SIZE = 134217728  # log.cleaner.dedupe.buffer.size, Kafka's default
 
 
+CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+
+
 def _key_hash(key: bytes) -> bytes:
     return hashlib.md5(key).digest()
+
+
+def topic_partition(lg) -> tuple[str, int] | None:
+    """A file log's (topic, partition) from its directory name `<topic>-<partition>`, as Kafka
+    parses it; None for a memory log or another name."""
+    if lg.dir is None:
+        return None
+    topic, _, partition = lg.dir.name.rpartition("-")
+    return (topic, int(partition)) if topic and partition.isdigit() else None
+
+
+def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Kafka's OffsetCheckpointFile; empty when missing or unreadable."""
+    try:
+        lines = path.read_text().split("\n")
+        n = int(lines[1])
+        return {(t, int(p)): int(o) for t, p, o in (ln.split() for ln in lines[2:2 + n])}
+    except (FileNotFoundError, ValueError, IndexError):
+        return {}
+
+
+def write_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
+    write_atomically(path, "0\n%d\n%s" % (len(entries), "".join(f"{t} {p} {o}\n" for (t, p), o in entries.items())))
 
 
 @dataclass
@@ -141,10 +172,32 @@ class LogCleaner:
     def __init__(self, dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE) -> None:
         self.first_dirty: WeakKeyDictionary = WeakKeyDictionary()
         self.max_map_entries = max(1, dedupe_buffer_size // MAP_ENTRY_BYTES)
+        self._checkpoints: dict[Path, dict[tuple[str, int], int]] = {}  # log dir -> its checkpoint file
+
+    def _dir_checkpoints(self, log_dir: Path) -> dict[tuple[str, int], int]:
+        if log_dir not in self._checkpoints:
+            self._checkpoints[log_dir] = read_checkpoint(log_dir / CHECKPOINT_FILE)
+        return self._checkpoints[log_dir]
 
     def _first_dirty(self, lg) -> int:
-        cp = self.first_dirty.get(lg, lg.log_start_offset)
-        return cp if lg.log_start_offset <= cp <= lg.log_end_offset else lg.log_start_offset
+        cp, tp = self.first_dirty.get(lg), topic_partition(lg)
+        if cp is None and tp is not None:
+            cp = self._dir_checkpoints(lg.dir.parent).get(tp)
+        if cp is None or not lg.log_start_offset <= cp <= lg.log_end_offset:
+            return lg.log_start_offset
+        return cp
+
+    def _checkpoint(self, lg, offset: int) -> None:
+        self.first_dirty[lg] = offset
+        tp = topic_partition(lg)
+        if tp is None:
+            return
+        log_dir = lg.dir.parent
+        entries = self._dir_checkpoints(log_dir)
+        entries[tp] = offset
+        for t, p in [tp for tp in entries if not (log_dir / f"{tp[0]}-{tp[1]}").is_dir()]:
+            del entries[(t, p)]  # deleted partitions
+        write_checkpoint(log_dir / CHECKPOINT_FILE, entries)
 
     def plan(self, lg, now_ms: int, *, name: str = "", force: bool = False) -> CleanJob | None:
         """A job cleaning `lg` when it is due (see the module comment), or from its start whenever
@@ -202,7 +255,7 @@ class LogCleaner:
             seg.swap_in(prepared)
         if result.replacements:
             lg.version += 1
-        self.first_dirty[lg] = result.dirty_end
+        self._checkpoint(lg, result.dirty_end)
         return True
 
     @staticmethod
