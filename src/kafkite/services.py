@@ -58,20 +58,25 @@ async def clean_logs(state) -> None:
     cleaner: LogCleaner = state.log_cleaner
     while True:
         job = cleaner.grab_filthiest_log(_logs(state), now_ms())
-        if job is None:
+        if job is None or not await _clean(state, cleaner, job):
             await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
-            continue
-        try:
-            result = await trio.to_thread.run_sync(job.run, abandon_on_cancel=True)
-        except Exception:  # e.g. a disk error: the live log is untouched; try again after the backoff
-            log.exception("log_cleaner.failed", log=job.name)
-            await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
-            continue
-        if cleaner.swap_in(job, result) and result.replacements:
-            log.info("log.compacted", log=job.name, records_removed=result.records_removed,
-                     segments_rewritten=len(result.replacements), dirty_ratio=round(job.dirty_ratio, 3))
-            state.replicas.notify()
         await trio.sleep(0)
+
+
+async def _clean(state, cleaner: LogCleaner, job) -> bool:
+    """Run one cleaning in a worker thread and swap its result in; False when nothing changed."""
+    try:
+        result = await trio.to_thread.run_sync(job.run, abandon_on_cancel=True)
+        if not cleaner.swap_in(job, result):
+            return False
+    except Exception:  # e.g. a disk error, or the partition deleted meanwhile: try again after the backoff
+        log.exception("log_cleaner.failed", log=job.name)
+        return False
+    if result.replacements:
+        log.info("log.compacted", log=job.name, records_removed=result.records_removed,
+                 segments_rewritten=len(result.replacements), dirty_ratio=round(job.dirty_ratio, 3))
+        state.replicas.notify()
+    return True
 
 
 async def flush_logs(state) -> None:

@@ -218,3 +218,14 @@ def test_a_log_directory_without_a_partition_number_has_no_checkpoint(tmp_path):
     lg = FileLog(tmp_path / "scratch", LogConfig(cleanup_policy="compact", segment_bytes=300))
     fill(lg, 20)
     assert lg.compact(0) > 0 and not (tmp_path / "cleaner-offset-checkpoint").exists()
+
+
+def test_a_log_closed_while_cleaning_is_not_swapped_into(tmp_path):
+    lg = FileLog(tmp_path / "t-0", LogConfig(cleanup_policy="compact", segment_bytes=300))
+    fill(lg, 20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    result = job.run()
+    lg.close()  # the topic was deleted meanwhile
+    assert not cleaner.swap_in(job, result)
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))

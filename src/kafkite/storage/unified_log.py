@@ -382,6 +382,7 @@ class UnifiedLog:
 
     def close(self) -> None:
         """fsync and write the active segment's indexes; close every file."""
+        self.version += 1  # a cleaning under way is not swapped in
         try:
             self.active.on_roll()
         except OSError:
@@ -391,6 +392,7 @@ class UnifiedLog:
 
     def delete(self) -> None:
         """Close and remove the partition (its directory, for a file log)."""
+        self.version += 1
         for s in self.segments:
             if self.dir is not None:
                 s.close()
