@@ -43,7 +43,7 @@ from weakref import WeakKeyDictionary
 import structlog
 
 from .batch import decode_batch, rebuild_batch
-from .log_loader import write_atomically
+from .checkpoint_file import read_checkpoint, write_checkpoint
 from .log_segment import BatchSource, LogSegment
 
 log = structlog.get_logger("kafkite.log_cleaner")
@@ -70,18 +70,12 @@ def topic_partition(lg) -> tuple[str, int] | None:
     return (topic, int(partition)) if topic and partition.isdigit() else None
 
 
-def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """Kafka's OffsetCheckpointFile; empty when missing or unreadable."""
+def read_cleaner_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> first dirty offset; empty when missing or unreadable."""
     try:
-        lines = path.read_text().split("\n")
-        n = int(lines[1])
-        return {(t, int(p)): int(o) for t, p, o in (ln.split() for ln in lines[2:2 + n])}
-    except (FileNotFoundError, ValueError, IndexError):
+        return {(t, int(p)): int(o) for t, p, o in read_checkpoint(path) or []}
+    except ValueError:
         return {}
-
-
-def write_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
-    write_atomically(path, "0\n%d\n%s" % (len(entries), "".join(f"{t} {p} {o}\n" for (t, p), o in entries.items())))
 
 
 @dataclass
@@ -176,7 +170,7 @@ class LogCleaner:
 
     def _dir_checkpoints(self, log_dir: Path) -> dict[tuple[str, int], int]:
         if log_dir not in self._checkpoints:
-            self._checkpoints[log_dir] = read_checkpoint(log_dir / CHECKPOINT_FILE)
+            self._checkpoints[log_dir] = read_cleaner_checkpoint(log_dir / CHECKPOINT_FILE)
         return self._checkpoints[log_dir]
 
     def _first_dirty(self, lg) -> int:
@@ -197,7 +191,7 @@ class LogCleaner:
         entries[tp] = offset
         for t, p in [tp for tp in entries if not (log_dir / f"{tp[0]}-{tp[1]}").is_dir()]:
             del entries[(t, p)]  # deleted partitions
-        write_checkpoint(log_dir / CHECKPOINT_FILE, entries)
+        write_checkpoint(log_dir / CHECKPOINT_FILE, [(t, p, o) for (t, p), o in entries.items()])
 
     def plan(self, lg, now_ms: int, *, name: str = "", force: bool = False) -> CleanJob | None:
         """A job cleaning `lg` when it is due (see the module comment), or from its start whenever

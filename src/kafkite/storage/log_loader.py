@@ -18,13 +18,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from .checkpoint_file import write_atomically
 from .log_segment import FileLogSegment
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def topic_id_to_string(topic_id: uuid.UUID) -> str:

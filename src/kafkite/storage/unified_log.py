@@ -34,7 +34,8 @@ from typing import Callable, Iterator
 from .batch import BatchHeader, Record, decode_batch, valid_prefix
 from .leader_epoch_file_cache import LeaderEpochFileCache
 from .log_config import LogConfig
-from .log_loader import LogLoader, read_topic_id, write_atomically, write_partition_metadata
+from .checkpoint_file import write_atomically
+from .log_loader import LogLoader, read_topic_id, write_partition_metadata
 from .log_segment import LogSegment
 from .log_validator import assign_offsets_and_compress
 from .memory_log_segment import MemoryLogSegment
