@@ -3,9 +3,9 @@
 A compacted log has a clean head (already compacted, below the log's first dirty offset) and a
 dirty tail. Kafka's rules, sans-IO (callers pass now_ms; nothing here touches trio):
 
-- Cleanable range: closed (non-active) segments from the log start, up to the first
-  uncleanable offset: the active segment's base, the first segment holding a record newer than
-  `min.compaction.lag.ms`, and the high watermark, whichever is first.
+- Cleanable range: closed (non-active, roll finished) segments from the log start, up to the
+  first uncleanable offset: the active segment's base, the first segment holding a record newer
+  than `min.compaction.lag.ms`, and the high watermark, whichever is first.
 - Scheduling (`grab_filthiest_log`): the log with the highest dirty ratio (dirty bytes / bytes
   of the cleanable range) among those at or above `min.cleanable.dirty.ratio`, or whose first
   dirty segment holds a record older than `max.compaction.lag.ms` (then regardless of ratio).
@@ -200,7 +200,7 @@ class LogCleaner:
         hw = lg.high_watermark
         cleanable: list[LogSegment] = []
         for seg in lg.segments[:-1]:
-            if seg.next_offset > hw:
+            if seg.closing or seg.next_offset > hw:  # a roll not finished: bytes may still be on their way
                 break
             if cfg.min_compaction_lag_ms > 0 and (seg.max_ts < 0 or now_ms - seg.max_ts < cfg.min_compaction_lag_ms):
                 break
