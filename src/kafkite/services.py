@@ -12,6 +12,8 @@ Kafka's LogManager schedules, each a loop here:
 """
 from __future__ import annotations
 
+import inspect
+
 import structlog
 import trio
 
@@ -31,6 +33,16 @@ def attach(state) -> None:
 
 def _logs(state):
     return [(f"{topic}-{partition}", lg) for (topic, partition), lg in list(state.replicas.logs.items())]
+
+
+def _high_watermark_moved(state, topic: str, partition: int) -> None:
+    """Wake the fetches waiting for this partition's data. (ReplicaManager.notify takes the
+    partition where fetches wait per partition, nothing where all share one event.)"""
+    notify = state.replicas.notify
+    if inspect.signature(notify).parameters:
+        notify(topic, partition)
+    else:
+        notify()
 
 
 async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -58,12 +70,12 @@ async def clean_logs(state) -> None:
     cleaner: LogCleaner = state.log_cleaner
     while True:
         job = cleaner.grab_filthiest_log(_logs(state), now_ms())
-        if job is None or not await _clean(state, cleaner, job):
+        if job is None or not await _clean(cleaner, job):
             await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
         await trio.sleep(0)
 
 
-async def _clean(state, cleaner: LogCleaner, job) -> bool:
+async def _clean(cleaner: LogCleaner, job) -> bool:
     """Run one cleaning in a worker thread and swap its result in; False when nothing changed."""
     try:
         result = await trio.to_thread.run_sync(job.run, abandon_on_cancel=True)
@@ -75,7 +87,6 @@ async def _clean(state, cleaner: LogCleaner, job) -> bool:
     if result.replacements:
         log.info("log.compacted", log=job.name, records_removed=result.records_removed,
                  segments_rewritten=len(result.replacements), dirty_ratio=round(job.dirty_ratio, 3))
-        state.replicas.notify()
     return True
 
 
@@ -83,13 +94,13 @@ async def flush_logs(state) -> None:
     from .server.context import now_ms
     while True:
         await trio.sleep(min(state.config.get("log.flush.scheduler.interval.ms"), 1000) / 1000)
-        for name, lg in _logs(state):
+        for (topic, partition), lg in list(state.replicas.logs.items()):
             job = lg.scheduled_flush(now_ms())
             if job is not None:
                 target, run = job
                 await trio.to_thread.run_sync(run)
                 lg.mark_flushed(target)
-                state.replicas.notify()
+                _high_watermark_moved(state, topic, partition)
 
 
 def close(state) -> None:
