@@ -231,6 +231,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("log.cleanup.policy", ConfigType.LIST, "delete", True),
     BrokerConfigDef("log.cleaner.delete.retention.ms", ConfigType.LONG, "86400000", True),
     BrokerConfigDef("log.cleaner.backoff.ms", ConfigType.LONG, "15000", True),
+    BrokerConfigDef("log.cleaner.dedupe.buffer.size", ConfigType.LONG, "134217728"),
     BrokerConfigDef("log.flush.scheduler.interval.ms", ConfigType.LONG, str(LONG_MAX)),
     BrokerConfigDef("log.segment.delete.delay.ms", ConfigType.LONG, "60000", True),
     BrokerConfigDef("log.flush.interval.messages", ConfigType.LONG, "1", True),

@@ -12,6 +12,8 @@ Kafka's LogManager schedules, each a loop here:
 """
 from __future__ import annotations
 
+import inspect
+
 import structlog
 import trio
 
@@ -26,11 +28,21 @@ def attach(state) -> None:
     state.replicas = ReplicaManager(state)
     state.hooks.append(state.replicas)
     state.replicas.open_all(now_ms())
-    state.log_cleaner = LogCleaner()
+    state.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"))
 
 
 def _logs(state):
     return [(f"{topic}-{partition}", lg) for (topic, partition), lg in list(state.replicas.logs.items())]
+
+
+def _high_watermark_moved(state, topic: str, partition: int) -> None:
+    """Wake the fetches waiting for this partition's data. (ReplicaManager.notify takes the
+    partition where fetches wait per partition, nothing where all share one event.)"""
+    notify = state.replicas.notify
+    if inspect.signature(notify).parameters:
+        notify(topic, partition)
+    else:
+        notify()
 
 
 async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -57,33 +69,37 @@ async def clean_logs(state) -> None:
     cleaner: LogCleaner = state.log_cleaner
     while True:
         job = cleaner.grab_filthiest_log(_logs(state), now_ms())
-        if job is None:
+        if job is None or not await _clean(cleaner, job):
             await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
-            continue
-        try:
-            result = await trio.to_thread.run_sync(job.run, abandon_on_cancel=True)
-        except Exception:  # e.g. a disk error: the live log is untouched; try again after the backoff
-            log.exception("log_cleaner.failed", log=job.name)
-            await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
-            continue
-        if cleaner.swap_in(job, result) and result.replacements:
-            log.info("log.compacted", log=job.name, records_removed=result.records_removed,
-                     segments_rewritten=len(result.replacements), dirty_ratio=round(job.dirty_ratio, 3))
-            state.replicas.notify()
         await trio.sleep(0)
+
+
+async def _clean(cleaner: LogCleaner, job) -> bool:
+    """Run one cleaning in a worker thread and swap its result in; False when nothing changed."""
+    try:
+        result = await trio.to_thread.run_sync(job.run, abandon_on_cancel=True)
+        if not cleaner.swap_in(job, result):
+            return False
+    except Exception:  # e.g. a disk error, or the partition deleted meanwhile: try again after the backoff
+        log.exception("log_cleaner.failed", log=job.name)
+        return False
+    if result.replacements:
+        log.info("log.compacted", log=job.name, records_removed=result.records_removed,
+                 segments_rewritten=len(result.replacements), dirty_ratio=round(job.dirty_ratio, 3))
+    return True
 
 
 async def flush_logs(state) -> None:
     from .server.context import now_ms
     while True:
         await trio.sleep(min(state.config.get("log.flush.scheduler.interval.ms"), 1000) / 1000)
-        for name, lg in _logs(state):
+        for (topic, partition), lg in list(state.replicas.logs.items()):
             job = lg.scheduled_flush(now_ms())
             if job is not None:
                 target, run = job
                 await trio.to_thread.run_sync(run)
                 lg.mark_flushed(target)
-                state.replicas.notify()
+                _high_watermark_moved(state, topic, partition)
 
 
 def close(state) -> None:

@@ -88,3 +88,19 @@ def test_broker_compression_type_and_producer(tmp_path):
             data = b.call(lambda: lg.read(0, 1 << 20))
             assert {h.compression for _, h in iter_batches(data)} == {attr}
             assert [v for _, _, v in read_from_start(bs, topic)] == [b"v" * 100] * 10
+
+
+def test_flush_ms_fsyncs_without_further_appends(disk_broker, monkeypatch):
+    import os
+    bs = disk_broker.bootstrap_servers
+    create_topic(bs, "lazy", {"flush.messages": "1000000", "flush.ms": "3000"})
+    lg = disk_broker.state.replicas.get("lazy", 0)
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    kp_produce(bs, "lazy", [(b"k", b"v", [])] * 5)
+    fd = lg.active.fd
+    assert lg.high_watermark == 5  # written: visible without waiting for an fsync (flush.messages)
+    assert fd not in synced  # not yet 3 s since the log was opened: no fsync on append
+    wait_until(lambda: fd in synced, timeout=15, what="the flush scheduler's fsync")
+    assert lg.scheduled_flush(10**15) is None

@@ -8,7 +8,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafkite.storage.batch import decode_records, read_header
-from kafkite.storage.log_cleaner import LogCleaner
+from kafkite.storage.log_cleaner import MAP_ENTRY_BYTES, LogCleaner
 from kafkite.storage.log_config import LogConfig
 from kafkite.storage.unified_log import FileLog, MemoryLog
 
@@ -145,8 +145,13 @@ def test_periodic_check_rolls_an_old_active_segment(make_log):
     lg.append(kv(b"a", b"2", ts=10), now_ms=10)
     cleaner = LogCleaner()
     assert cleaner.grab_filthiest_log([("t-0", lg)], 50) is None  # nothing closed yet
-    job = cleaner.grab_filthiest_log([("t-0", lg)], 200)  # rolled, then due
-    assert job is not None and len(lg.segments) == 2 and lg.active.size == 0
+    job = cleaner.grab_filthiest_log([("t-0", lg)], 200)  # rolled
+    assert len(lg.segments) == 2 and lg.active.size == 0
+    if job is None:  # a file segment: cleanable once the flush scheduler finished its roll
+        target, run = lg.scheduled_flush(200)
+        run()
+        job = cleaner.grab_filthiest_log([("t-0", lg)], 200)
+    assert job is not None
     cleaner.swap_in(job, job.run())
     assert everything(lg) == [(1, b"a", b"2")]
 
@@ -162,3 +167,70 @@ def test_dirtiest_log_first():
     fill(a, 20, keys=20)
     assert 0.5 <= cleaner.plan(a, 0).dirty_ratio < 1
     assert cleaner.grab_filthiest_log([("a", a), ("b", b)], 0).log is b
+
+
+def test_a_full_offset_map_ends_the_dirty_section_there(make_log):
+    lg = make_log(segment_bytes=300, min_cleanable_dirty_ratio=0.01)
+    for i in range(30):
+        lg.append(kv(b"k%d" % (i // 2), b"v%d" % i), now_ms=0)  # k0 k0 k1 k1 ... k14 k14
+    cleaner = LogCleaner(dedupe_buffer_size=4 * MAP_ENTRY_BYTES)  # room for 4 keys
+    rounds = 0
+    while (job := cleaner.plan(lg, 0)) is not None:
+        result = job.run()
+        assert result.dirty_end <= job.first_uncleanable
+        assert cleaner.swap_in(job, result) and cleaner.first_dirty[lg] == result.dirty_end
+        rounds += 1
+        assert rounds < 20
+    assert rounds > 2  # several passes, each over as much as the map holds
+    got = everything(lg)
+    old = [k for o, k, v in got if o < lg.active.base]
+    assert len(old) == len(set(old))  # every key once in the closed segments
+    assert {k: v for _, k, v in got} == {b"k%d" % j: b"v%d" % (2 * j + 1) for j in range(15)}
+
+
+def test_cleaner_offset_checkpoint_survives_a_restart(tmp_path):
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=300)
+    lg = FileLog(tmp_path / "my-topic-3", cfg)
+    fill(lg, 20, keys=20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    cleaner.swap_in(job, job.run())
+    text = (tmp_path / "cleaner-offset-checkpoint").read_text()
+    assert text == f"0\n1\nmy-topic 3 {job.first_uncleanable}\n"  # Kafka's OffsetCheckpointFile
+    lg.close()
+    lg = FileLog(tmp_path / "my-topic-3", cfg)
+    assert LogCleaner().plan(lg, 0) is None  # nothing dirty: not cleaned again
+    fill(lg, 20, keys=20)
+    job = LogCleaner().plan(lg, 0)
+    assert job.first_dirty == int(text.split()[-1])
+
+
+def test_checkpoint_drops_deleted_partitions_and_ignores_out_of_range(tmp_path):
+    import shutil
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=300)
+    (tmp_path / "cleaner-offset-checkpoint").write_text("0\n2\ngone 0 5\nt 0 999\n")
+    lg = FileLog(tmp_path / "t-0", cfg)
+    fill(lg, 20, keys=20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    assert job.first_dirty == 0  # 999 is past the log end: ignored
+    cleaner.swap_in(job, job.run())
+    assert (tmp_path / "cleaner-offset-checkpoint").read_text() == f"0\n1\nt 0 {job.first_uncleanable}\n"
+    shutil.rmtree(tmp_path / "t-0")
+
+
+def test_a_log_directory_without_a_partition_number_has_no_checkpoint(tmp_path):
+    lg = FileLog(tmp_path / "scratch", LogConfig(cleanup_policy="compact", segment_bytes=300))
+    fill(lg, 20)
+    assert lg.compact(0) > 0 and not (tmp_path / "cleaner-offset-checkpoint").exists()
+
+
+def test_a_log_closed_while_cleaning_is_not_swapped_into(tmp_path):
+    lg = FileLog(tmp_path / "t-0", LogConfig(cleanup_policy="compact", segment_bytes=300))
+    fill(lg, 20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    result = job.run()
+    lg.close()  # the topic was deleted meanwhile
+    assert not cleaner.swap_in(job, result)
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))

@@ -4,21 +4,19 @@ the entry count, then `epoch startOffset` lines) when a path is given."""
 from __future__ import annotations
 
 import bisect
-import os
 from pathlib import Path
+
+from .checkpoint_file import read_checkpoint, write_checkpoint
 
 
 class LeaderEpochFileCache:
     def __init__(self, path: Path | None):
         self.path = path
-        self.entries: list[tuple[int, int]] = []
-        if path is not None and path.exists():
-            try:
-                lines = path.read_text().split("\n")
-                n = int(lines[1])
-                self.entries = [(int(a), int(b)) for a, b in (ln.split() for ln in lines[2:2 + n])]
-            except (ValueError, IndexError):
-                self.entries = []  # unreadable: start empty, as Kafka rebuilds it from the log
+        rows = read_checkpoint(path) if path is not None else None
+        try:
+            self.entries: list[tuple[int, int]] = [(int(a), int(b)) for a, b in rows or []]
+        except ValueError:  # unreadable: start empty, as Kafka rebuilds it from the log
+            self.entries = []
 
     @property
     def latest_epoch(self) -> int:
@@ -74,11 +72,8 @@ class LeaderEpochFileCache:
         self._save()
 
     def _save(self) -> None:
-        if self.path is None:
-            return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("0\n%d\n%s" % (len(self.entries), "".join(f"{e} {o}\n" for e, o in self.entries)))
-        os.replace(tmp, self.path)
+        if self.path is not None:
+            write_checkpoint(self.path, self.entries)
 
 
 LeaderEpochCache = LeaderEpochFileCache  # older name

@@ -3,18 +3,19 @@
 A compacted log has a clean head (already compacted, below the log's first dirty offset) and a
 dirty tail. Kafka's rules, sans-IO (callers pass now_ms; nothing here touches trio):
 
-- Cleanable range: closed (non-active) segments from the log start, up to the first
-  uncleanable offset: the active segment's base, the first segment holding a record newer than
-  `min.compaction.lag.ms`, and the high watermark, whichever is first.
+- Cleanable range: closed (non-active, roll finished) segments from the log start, up to the
+  first uncleanable offset: the active segment's base, the first segment holding a record newer
+  than `min.compaction.lag.ms`, and the high watermark, whichever is first.
 - Scheduling (`grab_filthiest_log`): the log with the highest dirty ratio (dirty bytes / bytes
   of the cleanable range) among those at or above `min.cleanable.dirty.ratio`, or whose first
   dirty segment holds a record older than `max.compaction.lag.ms` (then regardless of ratio).
   The same check rolls a compacted log's active segment older than segment.ms, so its records
   become cleanable without waiting for the next append.
 - Cleaning (`CleanJob.run`, in a worker thread: it reads segment files itself, or a snapshot of
-  memory segments, and never touches the live log): an offset map (key -> latest offset) is
-  built over the dirty records below the high watermark -- unlike Kafka, including the active
-  segment's, so an older version is dropped as soon as a newer one is committed; then every
+  memory segments, and never touches the live log): an offset map (key hash -> latest offset,
+  bounded by `log.cleaner.dedupe.buffer.size`: when full, this cleaning's dirty section ends
+  there) is built over the dirty records below the high watermark -- unlike Kafka, including the
+  active segment's, so an older version is dropped as soon as a newer one is committed; then every
   cleanable segment is rewritten keeping, per key, only records no later record supersedes,
   dropping keyless records and tombstones whose batch is older than `delete.retention.ms`.
   Offsets are preserved (a batch keeps its records' offsets; a batch left empty is dropped); the
@@ -23,28 +24,64 @@ dirty tail. Kafka's rules, sans-IO (callers pass now_ms; nothing here touches tr
   files (log_segment.py).
 - Swap-in (`LogCleaner.swap_in`, on the log's own thread): only if the log did not change
   underneath (its `version`: retention, DeleteRecords, truncation); else the result is
-  discarded. The first dirty offset then moves to the end of the cleaned range.
+  discarded. The first dirty offset then moves to the end of the cleaned range (or of the map).
 
-The first dirty offsets are kept in memory, per log (Kafka's `cleaner-offset-checkpoint` file
-is not written): after a restart each compacted log is cleaned once more from its start.
+Each log's first dirty offset is kept in memory and, for file logs, in Kafka's
+`cleaner-offset-checkpoint` file of its log directory (version 0, the entry count, then
+`topic partition offset` lines; entries of partitions whose directory is gone are dropped when
+it is rewritten), so a restarted broker does not clean the same bytes again. The file is
+replaced atomically but not fsynced: a lost checkpoint only means one more cleaning.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable
 from weakref import WeakKeyDictionary
 
 import structlog
 
 from .batch import decode_batch, rebuild_batch
+from .checkpoint_file import read_checkpoint, write_checkpoint
 from .log_segment import BatchSource, LogSegment
 
 log = structlog.get_logger("kafkite.log_cleaner")
+
+# Memory of one offset map entry (16-byte MD5 of the key -> offset) in a Python dict, measured:
+# Kafka's SkimpyOffsetMap needs 24 bytes an entry, here a dict needs about 140.
+MAP_ENTRY_BYTES = 144
+DEDUPE_BUFFER_SIZE = 134217728  # log.cleaner.dedupe.buffer.size, Kafka's default
+
+
+CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+
+
+def _key_hash(key: bytes) -> bytes:
+    return hashlib.md5(key).digest()
+
+
+def topic_partition(lg) -> tuple[str, int] | None:
+    """A file log's (topic, partition) from its directory name `<topic>-<partition>`, as Kafka
+    parses it; None for a memory log or another name."""
+    if lg.dir is None:
+        return None
+    topic, _, partition = lg.dir.name.rpartition("-")
+    return (topic, int(partition)) if topic and partition.isdigit() else None
+
+
+def read_cleaner_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> first dirty offset; empty when missing or unreadable."""
+    try:
+        return {(t, int(p)): int(o) for t, p, o in read_checkpoint(path) or []}
+    except ValueError:
+        return {}
 
 
 @dataclass
 class CleanResult:
     replacements: list[tuple[LogSegment, LogSegment]]  # (live segment, prepared replacement)
+    dirty_end: int = 0  # the map covered the dirty records below this: the next first dirty offset
     records_removed: int = 0
     batches_kept_undecodable: int = 0
 
@@ -62,28 +99,35 @@ class CleanJob:
     map_sources: list[BatchSource]                 # segments holding dirty records
     to_clean: list[tuple[LogSegment, BatchSource]] = field(default_factory=list)
     delete_horizon_ms: int = 0                     # tombstones in batches older than this go
+    max_map_entries: int = DEDUPE_BUFFER_SIZE // MAP_ENTRY_BYTES
 
     def run(self) -> CleanResult:
         """The cleaning itself: safe in a worker thread (see the module comment). On an error the
         replacements prepared so far are dropped."""
-        result = CleanResult([])
+        result = CleanResult([], dirty_end=self.first_uncleanable)
         try:
-            self._clean(self._offset_map(), result)
+            self._clean(self._offset_map(result), result)
         except BaseException:
             LogCleaner.discard(result)
             raise
         return result
 
-    def _offset_map(self) -> dict[bytes, int]:
-        """Kafka's OffsetMap: each key of the dirty records below the high watermark -> its latest offset."""
+    def _offset_map(self, result: CleanResult) -> dict[bytes, int]:
+        """Kafka's OffsetMap: the hash of each key of the dirty records below the high watermark ->
+        its latest offset, at most max_map_entries keys (the dedupe buffer): when full, the map
+        ends before the batch that does not fit, and so does this cleaning's dirty section."""
         latest: dict[bytes, int] = {}
         for source in self.map_sources:
             for h, data in source():
                 if h.is_control or h.last_offset < self.first_dirty or h.base_offset >= self.map_end:
                     continue
+                if latest and len(latest) + h.record_count > self.max_map_entries:
+                    self.map_end = h.base_offset
+                    result.dirty_end = min(result.dirty_end, h.base_offset)
+                    return latest
                 for r in self._records(h, data) or ():
                     if r.key is not None and self.first_dirty <= r.offset < self.map_end:
-                        latest[r.key] = r.offset
+                        latest[_key_hash(r.key)] = r.offset
         return latest
 
     def _clean(self, latest: dict[bytes, int], result: CleanResult) -> None:
@@ -95,7 +139,7 @@ class CleanJob:
                     result.batches_kept_undecodable += not h.is_control
                     out.append(data)
                     continue
-                keep = [r for r in recs if r.key is not None and latest.get(r.key, r.offset) <= r.offset
+                keep = [r for r in recs if r.key is not None and latest.get(_key_hash(r.key), r.offset) <= r.offset
                         and not (r.value is None and h.max_timestamp < self.delete_horizon_ms)]
                 result.records_removed += len(recs) - len(keep)
                 if len(keep) == len(recs):
@@ -119,12 +163,35 @@ class CleanJob:
 class LogCleaner:
     """The cleaner's state across logs: each log's first dirty offset (see the module comment)."""
 
-    def __init__(self) -> None:
+    def __init__(self, dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE) -> None:
         self.first_dirty: WeakKeyDictionary = WeakKeyDictionary()
+        self.max_map_entries = max(1, dedupe_buffer_size // MAP_ENTRY_BYTES)
+        self._checkpoints: dict[Path, dict[tuple[str, int], int]] = {}  # log dir -> its checkpoint file
+
+    def _dir_checkpoints(self, log_dir: Path) -> dict[tuple[str, int], int]:
+        if log_dir not in self._checkpoints:
+            self._checkpoints[log_dir] = read_cleaner_checkpoint(log_dir / CHECKPOINT_FILE)
+        return self._checkpoints[log_dir]
 
     def _first_dirty(self, lg) -> int:
-        cp = self.first_dirty.get(lg, lg.log_start_offset)
-        return cp if lg.log_start_offset <= cp <= lg.log_end_offset else lg.log_start_offset
+        cp, tp = self.first_dirty.get(lg), topic_partition(lg)
+        if cp is None and tp is not None:
+            cp = self._dir_checkpoints(lg.dir.parent).get(tp)
+        if cp is None or not lg.log_start_offset <= cp <= lg.log_end_offset:
+            return lg.log_start_offset
+        return cp
+
+    def _checkpoint(self, lg, offset: int) -> None:
+        self.first_dirty[lg] = offset
+        tp = topic_partition(lg)
+        if tp is None:
+            return
+        log_dir = lg.dir.parent
+        entries = self._dir_checkpoints(log_dir)
+        entries[tp] = offset
+        for t, p in [tp for tp in entries if not (log_dir / f"{tp[0]}-{tp[1]}").is_dir()]:
+            del entries[(t, p)]  # deleted partitions
+        write_checkpoint(log_dir / CHECKPOINT_FILE, [(t, p, o) for (t, p), o in entries.items()])
 
     def plan(self, lg, now_ms: int, *, name: str = "", force: bool = False) -> CleanJob | None:
         """A job cleaning `lg` when it is due (see the module comment), or from its start whenever
@@ -133,7 +200,7 @@ class LogCleaner:
         hw = lg.high_watermark
         cleanable: list[LogSegment] = []
         for seg in lg.segments[:-1]:
-            if seg.next_offset > hw:
+            if seg.closing or seg.next_offset > hw:  # a roll not finished: bytes may still be on their way
                 break
             if cfg.min_compaction_lag_ms > 0 and (seg.max_ts < 0 or now_ms - seg.max_ts < cfg.min_compaction_lag_ms):
                 break
@@ -156,7 +223,7 @@ class LogCleaner:
         sources = [s for s in lg.segments if s.next_offset > first_dirty and s.base < hw]
         return CleanJob(lg, name, lg.version, first_dirty, first_uncleanable, ratio, hw,
                         [s.batch_source() for s in sources], [(s, s.batch_source()) for s in cleanable],
-                        now_ms - cfg.delete_retention_ms)
+                        now_ms - cfg.delete_retention_ms, self.max_map_entries)
 
     def grab_filthiest_log(self, logs: Iterable[tuple[str, object]], now_ms: int) -> CleanJob | None:
         """Roll compacted logs' active segments past segment.ms, then plan the dirtiest due log."""
@@ -182,7 +249,7 @@ class LogCleaner:
             seg.swap_in(prepared)
         if result.replacements:
             lg.version += 1
-        self.first_dirty[lg] = job.first_uncleanable
+        self._checkpoint(lg, result.dirty_end)
         return True
 
     @staticmethod

@@ -7,7 +7,8 @@ PartitionMetadataFile: `version: 0` / `topic_id: <base64 topic id>`) and `log-st
 
 On open, the active segment is always recovered: each batch's length and CRC32C are checked,
 a torn tail (short batch or bad CRC) is truncated away and its indexes rebuilt. An older
-segment's indexes are loaded, or rebuilt from the .log when missing or stale. `.cleaned` files
+segment's indexes are loaded; when missing or stale, the segment is recovered the same way
+(a roll may not have finished, see log_segment.py) and, if torn, becomes the last segment. `.cleaned` files
 are an interrupted compaction's output: the old files stand, the leftovers are deleted.
 """
 from __future__ import annotations
@@ -18,13 +19,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from .checkpoint_file import write_atomically
 from .log_segment import FileLogSegment
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def topic_id_to_string(topic_id: uuid.UUID) -> str:
@@ -73,13 +69,22 @@ class LogLoader:
             leftover.unlink()
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit() and len(p.stem) == 20)
         segments = [self.new_segment(b, self.now_ms) for b in bases] or [self.new_segment(0, self.now_ms)]
-        # older segments: indexes from disk, or rebuilt from the .log
+        # older segments: indexes from disk; else a roll may not have finished (its index files are
+        # written after the .log's fsync): every batch is checked and the indexes rebuilt, and a
+        # torn segment ends the log, as Kafka's recovery truncates at the first invalid batch
         for i, seg in enumerate(segments[:-1]):
-            if not seg.load_indexes(segments[i + 1].base):
-                seg.recover(check_crc=False)
-                seg.final_time_entry()
-                seg.next_offset = segments[i + 1].base
-                seg.write_indexes()
+            if seg.load_indexes(segments[i + 1].base):
+                continue
+            file_size = seg.size
+            if seg.recover(check_crc=True) < file_size:
+                for later in segments[i + 1:]:
+                    later.delete()
+                del segments[i + 1:]
+                seg.size = file_size  # recovered again below, as the active segment
+                break
+            seg.final_time_entry()
+            seg.next_offset = segments[i + 1].base
+            seg.write_indexes()
         # the active segment: every batch re-checked, a torn tail truncated away
         last = segments[-1]
         file_size = last.size

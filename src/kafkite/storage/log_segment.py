@@ -14,6 +14,12 @@ thread (`write_deferred`); until then reads stop where the file's written bytes 
 (`readable_size`). Any other operation on the file first waits for a running worker and writes
 what is still pending (`complete_writes`), so the .log always ends up in append order.
 
+Rolling (Kafka flushes a rolled segment from its scheduler, not in roll()): `roll()`, on the
+log's thread, writes the pending bytes unless a worker is writing them, adds the final
+time-index entry and marks the segment `closing`; `finish_roll()`, in a worker, writes what is
+left, fsyncs the .log and only then writes and fsyncs the index files. So a closed segment
+without index files may not be on disk whole: LogLoader checks such a segment's batches.
+
 The cleaner: `batch_source()` gives a function that reads the segment's batches in another
 thread (by path, up to the bytes written when it was called); `prepare(batches)`, also in a
 worker, writes a replacement as `.cleaned` files; `swap_in(prepared)` on the log's own thread
@@ -73,8 +79,16 @@ class LogSegment:
     def scratch(self) -> "LogSegment":
         raise NotImplementedError
 
+    closing = False  # rolled, its fsync and index files still to come (finish_roll)
+
     def on_roll(self) -> None:
-        pass
+        """No longer active: everything on disk now (close, the cleaner's replacements)."""
+
+    def roll(self) -> None:
+        """No longer active, on the log's thread: what is slow is left to `finish_roll`."""
+
+    def finish_roll(self) -> None:
+        """In a worker thread: the rolled segment's remaining writes, fsync and index files."""
 
     def write_deferred(self, force_sync: bool = False) -> None:
         pass
@@ -243,11 +257,16 @@ class FileLogSegment(LogSegment):
         """In a worker thread: write the deferred appends, then fsync if one of them asked for it
         (or force_sync). Appends made while this runs wait for the next call. Every other file
         operation first waits for this to end."""
+        self._in_worker(lambda: self._write_pending(force_sync))
+
+    def _in_worker(self, work: Callable[[], None]) -> None:
+        """Run work as a worker: one at a time (bytes land in append order), and every other file
+        operation waits for it (complete_writes)."""
         with self._io:
             self._inflight += 1
         try:
-            with self._writer:  # one worker at a time: bytes land in append order
-                self._write_pending(force_sync)
+            with self._writer:
+                work()
         finally:
             with self._io:
                 self._inflight -= 1
@@ -356,6 +375,23 @@ class FileLogSegment(LogSegment):
                     pos += h.size
         return read
 
+    # -- rolling
+    def roll(self) -> None:
+        with self._io:
+            writes, self._pending = ([], self._pending) if self._inflight else (self._pending, [])
+        for pos, data in writes:
+            self._pwrite(data, pos)
+        self.final_time_entry()
+        self.closing = True
+
+    def finish_roll(self) -> None:
+        def finish() -> None:
+            if self.closing and self.fd >= 0:
+                self._write_pending(force_sync=True)
+                self.write_indexes(sync=True)
+                self.closing = False
+        self._in_worker(finish)
+
     # -- replacement (the cleaner)
     def scratch(self) -> "FileLogSegment":
         return FileLogSegment(self.log_path.parent, self.base, self.created_ms, index_interval=self.index_interval,
@@ -383,13 +419,15 @@ class FileLogSegment(LogSegment):
         os.fsync(self.fd)
         self.size = pos
         self.recover(check_crc=False)
+        self.closing = False  # active again (truncation pops the segments after it)
 
     def on_roll(self) -> None:
-        """No longer active: final time-index entry, indexes and .log on disk."""
+        """No longer active: final time-index entry, indexes and .log on disk, now."""
         self.complete_writes()
         self.final_time_entry()
         os.fsync(self.fd)
         self.write_indexes(sync=True)
+        self.closing = False
 
     def flush(self) -> None:
         self.complete_writes()

@@ -12,7 +12,9 @@ are LogLoader's (log_loader.py); compaction is LogCleaner's (log_cleaner.py).
 
 Durability: the active .log is fsynced once `flush.messages` records are unflushed (1 by
 default here: an acknowledged write is on disk), or on an append `flush.ms` after the last
-flush; `scheduled_flush` is Kafka's flush scheduler's check, for a periodic task. An append
+flush; `scheduled_flush` is Kafka's flush scheduler's check, for a periodic task. A rolled
+segment's fsync and index files are left to the next flush run (deferred or scheduled), as
+Kafka leaves them to its scheduler, so a roll does not wait for the disk. An append
 may leave the write -- and that fsync when one is due -- to its caller (`defer_flush=True`:
 `deferred_flush()` gives a function to run in a worker thread that writes the pending bytes
 and fsyncs if asked to, `mark_flushed()` records it done); until then the appended records stay
@@ -34,7 +36,8 @@ from typing import Callable, Iterator
 from .batch import BatchHeader, Record, decode_batch, valid_prefix
 from .leader_epoch_file_cache import LeaderEpochFileCache
 from .log_config import LogConfig
-from .log_loader import LogLoader, read_topic_id, write_atomically, write_partition_metadata
+from .checkpoint_file import write_atomically
+from .log_loader import LogLoader, read_topic_id, write_partition_metadata
 from .log_segment import LogSegment
 from .log_validator import assign_offsets_and_compress
 from .memory_log_segment import MemoryLogSegment
@@ -155,7 +158,8 @@ class UnifiedLog:
 
     # -- flushing
     def flush(self, now_ms: int | None = None) -> None:
-        """Write and fsync everything appended."""
+        """Write and fsync everything appended, on this thread."""
+        self._flush_run(False)()
         self.active.flush()
         self._unflushed = 0
         self._dirty_from = None
@@ -168,19 +172,31 @@ class UnifiedLog:
 
     def deferred_flush(self) -> tuple[int, Callable[[], None]]:
         """(target, run): `run()` -- safe to call in another thread -- makes every record below
-        `target` durable; then call `mark_flushed(target)` on the log's own thread. Segments that
-        rolled wrote and fsynced everything in on_roll: only the active one can hold deferred
-        writes or unsynced bytes."""
-        return self.log_end_offset, self.active.write_deferred
+        `target` durable; then call `mark_flushed(target)` on the log's own thread. It finishes
+        the rolls still under way (LogSegment.finish_roll), then writes the active segment's
+        deferred appends (and fsyncs when one of them asked for it)."""
+        return self.log_end_offset, self._flush_run(False)
+
+    def _flush_run(self, force_sync: bool) -> Callable[[], None]:
+        closing = [s for s in self.segments[:-1] if s.closing]
+        active = self.active
+
+        def run() -> None:
+            for seg in closing:
+                seg.finish_roll()
+            active.write_deferred(force_sync)
+        return run
 
     def scheduled_flush(self, now_ms: int) -> tuple[int, Callable[[], None]] | None:
         """Kafka's flush scheduler: when records are unflushed and flush.ms has passed since the
-        last flush, (target, run) as deferred_flush's, the run fsyncing; else None."""
-        if not self._unflushed or now_ms - self._last_flush_ms < self.config.flush_ms:
+        last flush (the run then fsyncs), or a roll is still to be finished, (target, run) as
+        deferred_flush's; else None."""
+        due = self._unflushed > 0 and now_ms - self._last_flush_ms >= self.config.flush_ms
+        if not due and not any(s.closing for s in self.segments[:-1]):
             return None
-        self._unflushed, self._last_flush_ms = 0, now_ms
-        seg = self.active
-        return self.log_end_offset, lambda: seg.write_deferred(force_sync=True)
+        if due:
+            self._unflushed, self._last_flush_ms = 0, now_ms
+        return self.log_end_offset, self._flush_run(due)
 
     def mark_flushed(self, target: int) -> None:
         if self._dirty_from is None:
@@ -216,7 +232,7 @@ class UnifiedLog:
         return True
 
     def _roll(self, now_ms: int) -> None:
-        self.active.on_roll()
+        self.active.roll()  # its fsync and index files: finish_roll, from the next flush run
         self.segments.append(self._new_segment(self.log_end_offset, now_ms))
 
     # -- read
@@ -382,7 +398,9 @@ class UnifiedLog:
 
     def close(self) -> None:
         """fsync and write the active segment's indexes; close every file."""
+        self.version += 1  # a cleaning under way is not swapped in
         try:
+            self._flush_run(False)()
             self.active.on_roll()
         except OSError:
             pass
@@ -391,6 +409,7 @@ class UnifiedLog:
 
     def delete(self) -> None:
         """Close and remove the partition (its directory, for a file log)."""
+        self.version += 1
         for s in self.segments:
             if self.dir is not None:
                 s.close()

@@ -1,0 +1,154 @@
+"""Nothing slow runs on the event loop: with every fsync taking 1 s and a ~100 MB compacted log
+being cleaned, Metadata and Fetch requests on another connection are still answered promptly.
+
+The log is written first (fsync at full speed, cleaning held back by min.compaction.lag.ms), then
+fsync is slowed and the topic made cleanable; while the cleaner's worker thread reads the log,
+writes the cleaned segments and fsyncs them, requests are timed on a second connection.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+import kafkite.storage.log_cleaner as log_cleaner
+from helpers import wait_until
+from kafkite.testing.runner import BrokerThread
+from kafkite.testing.wire_client import WireClient
+
+BOUND_S = 0.5
+TOPIC = "big"
+
+
+def big_batch(n=900, value_size=1000):
+    """~0.9 MB: n records with keys k0..k(n-1)."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    now = int(time.time() * 1000)
+    for i in range(n):
+        b.append(i, timestamp=now, key=b"k%d" % i, value=os.urandom(value_size // 2).hex().encode(), headers=[])
+    return bytes(b.build())
+
+
+def produce(w, data, topic=TOPIC):
+    T = ProduceRequest.TopicProduceData
+    req = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[
+        T(name=topic, topic_id=None, partition_data=[T.PartitionProduceData(index=0, records=data)])])
+    resp = w.request(req, 9).responses[0].partition_responses[0]
+    assert resp.error_code == 0, resp
+
+
+def fetch(w, offset):
+    T = FetchRequest.FetchTopic
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                       session_id=0, session_epoch=-1, topics=[T(topic=TOPIC, topic_id=None, partitions=[
+                           T.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                                            last_fetched_epoch=-1, log_start_offset=-1,
+                                            partition_max_bytes=1 << 20)])],
+                       forgotten_topics_data=[], rack_id="")
+    p = w.request(req, 12).responses[0].partitions[0]
+    assert p.error_code == 0 and p.records
+    return p
+
+
+def metadata(w, topic=TOPIC):
+    T = MetadataRequest.MetadataRequestTopic
+    r = w.request(MetadataRequest(topics=[T(name=topic)], allow_auto_topic_creation=False), 4)
+    assert r.topics[0].error_code == 0
+
+
+def slow_fsync(monkeypatch):
+    real_fsync = os.fsync
+
+    def slow(fd):
+        time.sleep(1.0)
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", slow)
+    return real_fsync
+
+
+def timed_while(w, busy, calls):
+    """Latencies of `calls` made in turn on `w` while busy() holds."""
+    latencies = []
+    while busy():
+        for call in calls:
+            t0 = time.monotonic()
+            call()
+            latencies.append(time.monotonic() - t0)
+    return latencies
+
+
+def test_requests_are_answered_while_fsync_is_slow_and_a_big_log_is_cleaned(tmp_path, monkeypatch):
+    started, finished = threading.Event(), threading.Event()
+    real_run = log_cleaner.CleanJob.run
+
+    def observed_run(job):
+        started.set()
+        try:
+            return real_run(job)
+        finally:
+            finished.set()
+    monkeypatch.setattr(log_cleaner.CleanJob, "run", observed_run)
+
+    with BrokerThread(data_dir=tmp_path / "data", overrides={"log.cleaner.backoff.ms": "100"}) as b:
+        bs = b.bootstrap_servers
+        admin = KafkaAdminClient(bootstrap_servers=bs)
+        held = {"cleanup.policy": "compact", "segment.bytes": str(40 << 20), "min.compaction.lag.ms": str(86400000)}
+        admin.create_topics([NewTopic(TOPIC, 1, 1, topic_configs=held)])
+        data = big_batch()
+        with WireClient.connect(bs, timeout=60) as w:
+            for _ in range(110):  # ~100 MB
+                produce(w, data)
+        lg = b.state.replicas.get(TOPIC, 0)
+        assert lg.size_bytes > 95 << 20 and len(lg.segments) >= 3 and not started.is_set()
+
+        real_fsync = slow_fsync(monkeypatch)
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC,
+                                            configs={**held, "min.compaction.lag.ms": "0"})])
+        admin.close()
+        wait_until(started.is_set, timeout=30, what="the cleaner to start")
+
+        with WireClient.connect(bs, timeout=30) as w:
+            latencies = timed_while(w, lambda: not finished.is_set(), [
+                lambda: metadata(w), lambda: fetch(w, 0), lambda: fetch(w, lg.log_end_offset // 2)])
+        assert len(latencies) >= 9, "the cleaning ended before requests could be timed during it"
+        assert max(latencies) < BOUND_S, sorted(latencies)[-5:]
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        # the cleaning is swapped in and served: one record per key in the closed segments
+        wait_until(lambda: lg.size_bytes < 20 << 20, timeout=30, what="the cleaned log")
+        assert lg.log_end_offset == 110 * 900
+
+
+def test_segment_rolls_do_not_wait_for_fsync_on_the_event_loop(tmp_path, monkeypatch):
+    """Produce into a topic rolling a segment on every request while every fsync takes 1 s:
+    the rolled segment's fsync and index files go to a worker, so Metadata stays prompt."""
+    with BrokerThread(data_dir=tmp_path / "data") as b:
+        bs = b.bootstrap_servers
+        admin = KafkaAdminClient(bootstrap_servers=bs)
+        admin.create_topics([NewTopic("rolling", 1, 1, topic_configs={"segment.bytes": "3000"})])
+        admin.close()
+        data = big_batch(n=2, value_size=1000)
+        slow_fsync(monkeypatch)
+        done = threading.Event()
+
+        def producer():
+            try:
+                with WireClient.connect(bs, timeout=60) as w:
+                    for _ in range(3):  # each one rolls a segment
+                        produce(w, data, topic="rolling")
+            finally:
+                done.set()
+        t = threading.Thread(target=producer)
+        t.start()
+        with WireClient.connect(bs, timeout=30) as w:
+            latencies = timed_while(w, lambda: not done.is_set(), [lambda: metadata(w, "rolling")])
+        t.join()
+        lg = b.state.replicas.get("rolling", 0)
+        assert lg.log_end_offset == 6 and len(lg.segments) == 3
+        assert len(latencies) >= 5 and max(latencies) < BOUND_S, sorted(latencies)[-5:]
