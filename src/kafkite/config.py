@@ -389,7 +389,7 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
                      "socket.listen.backlog.size", "num.recovery.threads.per.data.dir",
                      "log.flush.offset.checkpoint.interval.ms",
                      "log.flush.start.offset.checkpoint.interval.ms", "log.cleaner.threads",
-                     "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+                     "log.cleaner.io.buffer.size",
                      "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
                      "offsets.load.buffer.size", "offsets.commit.timeout.ms", "offsets.commit.required.acks",
                      "max.connections", "max.connections.per.ip", "max.connection.creation.rate",

@@ -12,7 +12,6 @@ Kafka's LogManager schedules, each a loop here:
 """
 from __future__ import annotations
 
-import inspect
 
 import structlog
 import trio
@@ -33,16 +32,6 @@ def attach(state) -> None:
 
 def _logs(state):
     return [(f"{topic}-{partition}", lg) for (topic, partition), lg in list(state.replicas.logs.items())]
-
-
-def _high_watermark_moved(state, topic: str, partition: int) -> None:
-    """Wake the fetches waiting for this partition's data. (ReplicaManager.notify takes the
-    partition where fetches wait per partition, nothing where all share one event.)"""
-    notify = state.replicas.notify
-    if inspect.signature(notify).parameters:
-        notify(topic, partition)
-    else:
-        notify()
 
 
 async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -99,7 +88,7 @@ async def flush_logs(state) -> None:
                 target, run = job
                 await trio.to_thread.run_sync(run)
                 lg.mark_flushed(target)
-                _high_watermark_moved(state, topic, partition)
+                state.replicas.notify(topic, partition)
 
 
 def close(state) -> None:

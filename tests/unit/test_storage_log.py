@@ -1,4 +1,4 @@
-"""storage.log: MemoryLog and FileLog pass the same behaviour tests (parametrized)."""
+"""storage (UnifiedLog): MemoryLog and FileLog pass the same behaviour tests (parametrized)."""
 from __future__ import annotations
 
 

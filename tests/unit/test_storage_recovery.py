@@ -1,4 +1,4 @@
-"""storage.log FileLog on disk: Kafka's files, recovery from torn writes, index rebuilds, reopen."""
+"""storage FileLog on disk: Kafka's files, recovery from torn writes, index rebuilds, reopen."""
 from __future__ import annotations
 
 import os

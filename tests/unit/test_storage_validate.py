@@ -1,4 +1,4 @@
-"""storage.validate: produce-time checks answer the error codes Kafka 4 answers."""
+"""storage.log_validator: produce-time checks answer the error codes Kafka 4 answers."""
 from __future__ import annotations
 
 import struct

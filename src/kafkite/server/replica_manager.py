@@ -19,8 +19,9 @@ import trio
 
 from ..config import TOPIC_CONFIGS
 from ..controller.metadata import INTERNAL_TOPICS
-from ..storage.log import FileLog, LogConfig, MemoryLog, OffsetOutOfRange
-from ..storage.validate import validate_produce
+from ..storage.log_config import LogConfig
+from ..storage.log_validator import validate_produce
+from ..storage.unified_log import FileLog, MemoryLog, OffsetOutOfRange
 from ..wire.errors import E
 from .context import now_ms
 
@@ -126,21 +127,6 @@ class ReplicaManager:
             except Exception:  # closing is best effort at shutdown
                 log.exception("log.close_failed")
         self.logs.clear()
-
-    def enforce_retention(self, now_ms: int) -> int:
-        deleted = 0
-        for (topic, partition), lg in list(self.logs.items()):
-            if "compact" in lg.config.cleanup_policy:
-                n = lg.compact(now_ms)
-                if n:
-                    log.info("log.compacted", topic=topic, partition=partition, records_removed=n)
-            if "delete" in lg.config.cleanup_policy:
-                n = lg.enforce_retention(now_ms)
-                if n:
-                    log.info("log.retention", topic=topic, partition=partition, segments_deleted=n,
-                             log_start_offset=lg.log_start_offset)
-                deleted += n
-        return deleted
 
     # -- Kafka's ReplicaManager: what handlers call ----------------------------------------------
     @staticmethod
