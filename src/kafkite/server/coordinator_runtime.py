@@ -85,11 +85,10 @@ class CoordinatorRuntime:
 
     def _append(self, partition: int, records: list[Record]) -> int:
         b = self.broker
+        err = b.state.replicas.leader_check(b.metadata, self.topic, partition)
+        if err:
+            return int(err)
         p = b.metadata.partition(self.topic, partition)
-        if p is None:
-            return int(E.UNKNOWN_TOPIC_OR_PARTITION)
-        if p.leader != b.node_id:
-            return int(E.NOT_LEADER_OR_FOLLOWER)
         now = now_ms()
         data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now)
         out = b.state.replicas.append(self.topic, partition, data, now, leader_epoch=p.leader_epoch,
