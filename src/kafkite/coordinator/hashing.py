@@ -1,7 +1,10 @@
 """Which __consumer_offsets partition a group lives in: Kafka's placement, bit for bit."""
 from __future__ import annotations
 
+from functools import lru_cache
 
+
+@lru_cache(maxsize=65536)  # every group request asks: a group id's hash is computed once
 def java_string_hashcode(s: str) -> int:
     """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
     h = 0

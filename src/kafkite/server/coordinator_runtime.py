@@ -64,7 +64,7 @@ class CoordinatorRuntime:
         if token is not None:  # parked first: another request may complete it while we wait
             slot = self._parked[token] = [trio.Event(), None]
         try:
-            if shard is not None and result.records and not error:
+            if shard is not None and result.records and not error and self._pending(shard.partition):
                 # shielded: the follow-up (e.g. SyncGroup's propagation) must run even if the client left
                 with trio.CancelScope(shield=True):
                     await self._durable(shard.partition)
@@ -100,12 +100,14 @@ class CoordinatorRuntime:
         self._last_write[partition] = (lg, out.base_offset + len(records) - 1)
         return 0
 
-    async def _durable(self, partition: int) -> None:
+    def _pending(self, partition: int) -> bool:
         last = self._last_write.get(partition)
-        if last is not None:
-            lg, offset = last
-            if lg.flush_pending(offset):
-                await self.broker.state.replicas.wait_durable(lg, offset)
+        return last is not None and last[0].flush_pending(last[1])
+
+    async def _durable(self, partition: int) -> None:
+        if self._pending(partition):
+            lg, offset = self._last_write[partition]
+            await self.broker.state.replicas.wait_durable(lg, offset)
 
     # -- parked answers ------------------------------------------------------------------------------
     def _deliver(self, completions: list[tuple[Pending, Any]]) -> None:
