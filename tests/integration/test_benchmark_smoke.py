@@ -13,38 +13,38 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_throughput_benchmark_runs(tmp_path):
+def run_benchmark(tmp_path, script: str, *args: str) -> str:
+    """Run benchmarks/<script> next to Tansu (skipped where Tansu is not installed); its stdout."""
     tools = Path(os.environ.get("KAFKITE_TOOLS", ROOT / ".tools"))
     if not (tools / "bin" / "tansu").exists():
         pytest.skip("Tansu is not installed (.ci/install-clients.sh installs it)")
     env = {**os.environ, "KAFKITE_TOOLS": str(tools), "KAFKITE_BENCH_DIR": str(tmp_path)}
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--records", "4000",
-                        "--sizes", "100,1024", "--repeat", "1"], capture_output=True, text=True, timeout=300, env=env)
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True, text=True,
+                       timeout=300, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
-    rows = [line.split() for line in p.stdout.splitlines() if re.match(r"\s+(100|1024)\s+\d+\s+\w+\s+\|", line)]
+    return p.stdout
+
+
+def test_throughput_benchmark_runs(tmp_path):
+    out = run_benchmark(tmp_path, "throughput.py", "--records", "4000", "--sizes", "100,1024", "--repeat", "1")
+    rows = [line.split() for line in out.splitlines() if re.match(r"\s+(100|1024)\s+\d+\s+\w+\s+\|", line)]
     assert sorted((r[0], r[2]) for r in rows) == sorted(
         (size, mode) for size in ("100", "1024") for mode in ("memory", "disk", "pagecache"))
     for r in rows:
         ratios = [float(x) for x in (r[6], r[10], r[14])]
         assert all(x > 0 for x in ratios), r
-    assert "with an fsync per 1 MB" in p.stdout
+    assert "with an fsync per 1 MB" in out
 
 
 def test_commits_benchmark_runs(tmp_path):
     """benchmarks/commits.py end to end with tiny sizes: one consumer and two concurrent ones, every mode
     against Tansu (committed() is checked against the last commit inside the benchmark itself)."""
-    tools = Path(os.environ.get("KAFKITE_TOOLS", ROOT / ".tools"))
-    if not (tools / "bin" / "tansu").exists():
-        pytest.skip("Tansu is not installed (.ci/install-clients.sh installs it)")
-    env = {**os.environ, "KAFKITE_TOOLS": str(tools), "KAFKITE_BENCH_DIR": str(tmp_path)}
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "commits.py"), "--commits", "50",
-                        "--consumers", "2", "--repeat", "1"], capture_output=True, text=True, timeout=300, env=env)
-    assert p.returncode == 0, p.stderr[-3000:]
-    rows = [line.split() for line in p.stdout.splitlines() if re.match(r"\s+\d+\s+(memory|disk)\s+\|", line)]
+    out = run_benchmark(tmp_path, "commits.py", "--commits", "50", "--consumers", "2", "--repeat", "1")
+    rows = [line.split() for line in out.splitlines() if re.match(r"\s+\d+\s+(memory|disk)\s+\|", line)]
     assert sorted((r[0], r[1]) for r in rows) == sorted(
         (consumers, mode) for consumers in ("1", "2") for mode in ("memory", "disk"))
     for r in rows:
         assert float(r[3].replace(",", "")) > 0 and float(r[4].replace(",", "")) > 0, r
         assert float(r[5]) > 0, r
-    assert "committed() returned the last offset on every broker" in p.stdout
-    assert "per 200-byte append + fsync" in p.stdout
+    assert "committed() returned the last offset on every broker" in out
+    assert "per 200-byte append + fsync" in out

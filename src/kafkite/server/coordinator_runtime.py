@@ -92,7 +92,7 @@ class CoordinatorRuntime:
         now = now_ms()
         data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now)
         out = b.state.replicas.append(self.topic, partition, data, now, leader_epoch=p.leader_epoch,
-                                      internal=True, defer_flush=True)
+                                      defer_flush=True)
         if out.error:
             log.warning("coordinator.append_failed", topic=self.topic, partition=partition, error=E(out.error).name)
             return out.error

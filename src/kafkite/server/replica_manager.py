@@ -231,7 +231,7 @@ class ReplicaManager:
         return self.logs.get((topic, partition))
 
     def append(self, topic: str, partition: int, records: bytes, now_ms: int, *, leader_epoch: int = 0,
-               internal: bool = False, defer_flush: bool = False) -> AppendOutcome:
+               defer_flush: bool = False) -> AppendOutcome:
         """Validate and append one partition's records. With defer_flush a file log leaves the
         write (and the fsync flush.messages asks for) to `wait_durable(*outcome.durable_wait)`,
         which the caller must await before acknowledging (the records stay above the high
