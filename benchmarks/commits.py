@@ -1,6 +1,6 @@
 """Offset commits, Kafkite vs Tansu, same client (confluent-kafka), same run.
 
-    python benchmarks/commits.py [--commits 2000] [--consumers 8] [--repeat 3] [--separate-groups]
+    python benchmarks/commits.py [--commits 2000] [--consumers 8] [--repeat 3] [--separate-groups] [--ceiling]
 
 Starts `kafkite serve --in-memory`, `kafkite serve --data-dir` (default config: flush.messages=1,
 an fsync before every acknowledgement) and `tansu broker ... --storage-engine memory://` on free
@@ -23,28 +23,54 @@ Before the timed loop every consumer makes a few untimed commits (the coordinato
 connection set-up are not counted). After it, every consumer checks that committed() returns the
 last offset it committed, on every broker. The table shows medians of --repeat rounds and the
 ratio Kafkite/Tansu. This machine is noisy: read the ratio, not the absolute numbers.
+
+--ceiling adds two brokers that do no work (benchmarks/null_broker.py: every OffsetCommit answered
+with a cached answer; "null+fsync" with an fsync per answer in a worker thread): the most any broker
+could reach with this client on this machine, in memory and with an fsync per acknowledgement.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import queue
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # the same broker starters as throughput.py: kafkite serve --in-memory / --data-dir (default flush
 # policy) on a free port, and Tansu (memory engine, ready on an ApiVersions answer) from peer.py
-from throughput import confluent_version, kafkite, kafkite_disk  # noqa: E402
+from throughput import confluent_version, free_port, kafkite, kafkite_disk, wait_port  # noqa: E402
 from peer import tansu  # noqa: E402
 
 TOPIC = "commits"
 WARMUP = 5  # untimed commits per consumer before the barrier
 MODES = (("memory", kafkite), ("disk", kafkite_disk), ("tansu", tansu))
+
+
+@contextlib.contextmanager
+def null_broker(fsync: bool = False) -> Iterator[str]:
+    """benchmarks/null_broker.py on a free port: OffsetCommit answered from a cache (and an fsync)."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(dir=os.environ.get("KAFKITE_BENCH_DIR")) as d:
+        cmd = [sys.executable, str(Path(__file__).with_name("null_broker.py")), "--port", str(port)]
+        proc = subprocess.Popen(cmd + (["--fsync-dir", d] if fsync else []), stderr=subprocess.DEVNULL)
+        try:
+            wait_port(port)
+            yield f"127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+CEILING = (("null", null_broker), ("null+fsync", lambda: null_broker(fsync=True)))
 
 
 def fsync_latency_us(writes: int = 500, size: int = 200) -> float:
@@ -105,8 +131,10 @@ def committer(bootstrap: str, group: str, partition: int, n: int, barrier, resul
         results.put((partition, 0.0, 0.0, -1, f"{type(e).__name__}: {e}"))
 
 
-def run_commits(bootstrap: str, consumers: int, n: int, group: str, separate_groups: bool) -> float:
-    """Total commits/s of `consumers` processes committing n offsets each (partitions 0..consumers-1)."""
+def run_commits(bootstrap: str, consumers: int, n: int, group: str, separate_groups: bool,
+                check: bool = True) -> float:
+    """Total commits/s of `consumers` processes committing n offsets each (partitions 0..consumers-1);
+    with `check`, committed() must have returned the last offset committed."""
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(consumers), ctx.Queue()
     procs = [ctx.Process(target=committer, args=(bootstrap, f"{group}-{i}" if separate_groups else group, i, n,
@@ -135,7 +163,7 @@ def run_commits(bootstrap: str, consumers: int, n: int, group: str, separate_gro
     if errors:
         raise RuntimeError("; ".join(errors))
     for p, _, _, got, _ in rows:  # WARMUP + n commits of offsets 1, 2, ...: the last one is WARMUP + n
-        if got != WARMUP + n:
+        if check and got != WARMUP + n:
             raise AssertionError(f"committed() on partition {p} returned {got}, expected {WARMUP + n}")
     start, end = min(r[1] for r in rows), max(r[2] for r in rows)
     return consumers * n / (end - start)
@@ -148,15 +176,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3, help="rounds, brokers interleaved; medians are reported")
     ap.add_argument("--separate-groups", action="store_true",
                     help="one group.id per consumer (default: one group, a partition per consumer)")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also brokers that do no work (null_broker.py): the most this client reaches here")
     args = ap.parse_args(argv)
     cases = [1] + ([args.consumers] if args.consumers != 1 else [])
+    modes = MODES + (CEILING if args.ceiling else ())
     runs: dict[tuple[str, int], list[float]] = {}
     for rnd in range(args.repeat):
-        for name, broker in MODES:
+        for name, broker in modes:
             with broker() as bs:
                 create_topic(bs, TOPIC, max(cases))
                 for k in cases:
-                    rate = run_commits(bs, k, args.commits, f"bench-{rnd}-{k}", args.separate_groups)
+                    rate = run_commits(bs, k, args.commits, f"bench-{rnd}-{k}", args.separate_groups,
+                                       check=not name.startswith("null"))
                     runs.setdefault((name, k), []).append(rate)
                     print(f"round {rnd + 1}/{args.repeat} {name:>6} consumers={k}: {rate:,.0f} commits/s",
                           file=sys.stderr, flush=True)
@@ -166,14 +198,15 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.repeat} interleaved rounds, confluent-kafka {confluent_version()}. Concurrent consumers: "
           f"separate processes started behind a barrier, {how}; commits/s = all commits over the wall time "
           "of the slowest. Tansu with its memory:// engine; Kafkite in memory and on disk with its default "
-          "fsync before every acknowledgement (disk). committed() returned the last offset on every broker.")
+          "fsync before every acknowledgement (disk). committed() returned the last offset on every broker"
+          + (" but the null ones (their answers are cached, nothing is stored)." if args.ceiling else "."))
     us = fsync_latency_us()
     print(f"This disk takes {us:,.0f} us per 200-byte append + fsync: at most {1e6 / us:,.0f} fsyncs/s one after "
           "another, the ceiling of one consumer's 'disk' rate when every commit waits for its own fsync.")
     print(f"{'consumers':>9} {'mode':>7} | {'commits/s':>10} {'tansu':>10} {'ratio':>6}")
     for k in cases:
         t = med[("tansu", k)]
-        for mode in ("memory", "disk"):
+        for mode in ("memory", "disk") + (tuple(name for name, _ in CEILING) if args.ceiling else ()):
             v = med[(mode, k)]
             print(f"{k:>9} {mode:>7} | {v:>10,.0f} {t:>10,.0f} {v / t:>6.2f}")
 

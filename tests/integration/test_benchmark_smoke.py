@@ -38,13 +38,15 @@ def test_throughput_benchmark_runs(tmp_path):
 
 def test_commits_benchmark_runs(tmp_path):
     """benchmarks/commits.py end to end with tiny sizes: one consumer and two concurrent ones, every mode
-    against Tansu (committed() is checked against the last commit inside the benchmark itself)."""
-    out = run_benchmark(tmp_path, "commits.py", "--commits", "50", "--consumers", "2", "--repeat", "1")
-    rows = [line.split() for line in out.splitlines() if re.match(r"\s+\d+\s+(memory|disk)\s+\|", line)]
+    against Tansu (committed() is checked against the last commit inside the benchmark itself), and the
+    ceiling's null brokers (benchmarks/null_broker.py) beside them."""
+    out = run_benchmark(tmp_path, "commits.py", "--commits", "50", "--consumers", "2", "--repeat", "1", "--ceiling")
+    row = re.compile(r"\s+\d+\s+(memory|disk|null|null\+fsync)\s+\|")
+    rows = [line.split() for line in out.splitlines() if row.match(line)]
     assert sorted((r[0], r[1]) for r in rows) == sorted(
-        (consumers, mode) for consumers in ("1", "2") for mode in ("memory", "disk"))
+        (consumers, mode) for consumers in ("1", "2") for mode in ("memory", "disk", "null", "null+fsync"))
     for r in rows:
         assert float(r[3].replace(",", "")) > 0 and float(r[4].replace(",", "")) > 0, r
         assert float(r[5]) > 0, r
-    assert "committed() returned the last offset on every broker" in out
+    assert "committed() returned the last offset on every broker but the null ones" in out
     assert "per 200-byte append + fsync" in out
