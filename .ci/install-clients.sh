@@ -35,6 +35,19 @@ if ! command -v kcat >/dev/null 2>&1; then
   fi
 fi
 
+# -- ZooKeeper 3.8 (Debian), for clusters of separate brokers ----------------------------------------
+# kafkite.testing.zookeeper starts it with java -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar
+if [ ! -e /usr/share/java/zookeeper.jar ]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
+    if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends zookeeper; } >>"$TOOLS/apt.log" 2>&1; then
+      warn "zookeeper could not be installed (see $TOOLS/apt.log)"
+    fi
+  else
+    warn "no apt-get: install ZooKeeper 3.8 by hand (set KAFKITE_ZOOKEEPER_CLASSPATH to its jars)"
+  fi
+fi
+
 # -- Java kafka-clients + driver ---------------------------------------------------------------------
 missing_jar=0
 for j in $JARS; do [ -s "$TOOLS/java/$j" ] || missing_jar=1; done

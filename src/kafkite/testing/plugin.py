@@ -8,6 +8,8 @@
   kafkite.testing.process); `.bootstrap_servers` as above.
 - `kafkite_cluster`: a 3-broker in-process `KafkiteCluster` (stop/start brokers, move leaders,
   inject errors and latency).
+- `kafkite_zookeeper`: a standalone ZooKeeper on a free port for the test session (`ZooKeeperServer`
+  from kafkite.testing.zookeeper; skipped where ZooKeeper is not installed).
 
 In-process brokers speak the protocol through kafka-python's message classes, which load their
 JSON schemas with `importlib.resources.read_text` (deprecated on Python 3.11/3.12): one
@@ -56,3 +58,15 @@ def kafkite_cluster():
     from .cluster import KafkiteCluster
     with KafkiteCluster(brokers=3) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def kafkite_zookeeper():
+    """A standalone ZooKeeper (Debian's `zookeeper` package) on a free port for the test session, its data dir
+    temporary; skipped where ZooKeeper or java is not installed. `.connect_string`, `.chroot(path)`."""
+    from .zookeeper import ZooKeeperServer, missing
+    why = missing()
+    if why:
+        pytest.skip(why)
+    with ZooKeeperServer() as zk:
+        yield zk
