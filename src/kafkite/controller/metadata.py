@@ -14,7 +14,6 @@ logs hold (`raise_producer_id_floor`). Producer ids are never reused.
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..config import ConfigError, validate_topic_configs
+from ..storage.checkpoint_file import write_atomically
 from ..wire.errors import E
 
 MAX_TOPIC_NAME = 249
@@ -116,19 +116,6 @@ class MemoryMetadataStore:
         self.producer_id_block_end = last + 1
 
 
-def _fsync_replace(tmp: Path, path: Path, text: str) -> None:
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 class FileMetadataStore:
     """A JSON snapshot next to Kafka's `meta.properties` in the data dir, replaced atomically."""
 
@@ -146,7 +133,7 @@ class FileMetadataStore:
 
     def save(self, snapshot: dict) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        _fsync_replace(self.path.with_suffix(".tmp"), self.path, json.dumps(snapshot, indent=1, sort_keys=True))
+        write_atomically(self.path, json.dumps(snapshot, indent=1, sort_keys=True), sync=True)
         meta = self.dir / "meta.properties"
         if not meta.exists():
             meta.write_text(
@@ -164,9 +151,8 @@ class FileMetadataStore:
 
     def save_producer_id_block(self, first: int, last: int, broker: int) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        path = self.dir / self.PRODUCER_ID_BLOCK_FILE
-        _fsync_replace(path.with_name(path.name + ".tmp"), path, json.dumps(
-            {"version": 1, "broker": broker, "block_start": str(first), "block_end": str(last)}))
+        write_atomically(self.dir / self.PRODUCER_ID_BLOCK_FILE, json.dumps(
+            {"version": 1, "broker": broker, "block_start": str(first), "block_end": str(last)}), sync=True)
 
 
 def new_cluster_id() -> str:
