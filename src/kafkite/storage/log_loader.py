@@ -139,8 +139,9 @@ class LogLoader:
         for i, seg in enumerate(segments):
             last = i == len(segments) - 1
             if i >= first_unflushed:
-                log.info("log.recovering_segment", partition=self.dir.name, segment=seg.base,
-                         message=f"Recovering unflushed segment {seg.base}")
+                if seg.size:
+                    log.info("log.recovering_segment", partition=self.dir.name, segment=seg.base,
+                             message=f"Recovering unflushed segment {seg.base}")
                 dropped = self._recover(seg, check_crc=True)
             elif last:  # the active segment after a clean shutdown: its headers walked, not its CRCs
                 dropped = self._recover(seg, check_crc=False)
