@@ -8,7 +8,10 @@ Kafka's LogManager schedules, each a loop here:
   here, on the event loop; log.cleaner.backoff.ms between checks when nothing is to clean;
 - the flush scheduler: fsync (in a worker thread) the logs whose flush.ms has passed since their
   last flush, checked every log.flush.scheduler.interval.ms -- at least every second here
-  (Kafka's default, Long.MAX, never runs it), so flush.ms holds without further appends.
+  (Kafka's default, Long.MAX, never runs it), so flush.ms holds without further appends;
+- the data dir's recovery-point-offset-checkpoint, every log.flush.offset.checkpoint.interval.ms,
+  and log-start-offset-checkpoint, every log.flush.start.offset.checkpoint.interval.ms (written
+  and fsynced in a worker thread; storage/log_manager.py).
 """
 from __future__ import annotations
 
@@ -39,6 +42,12 @@ async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         nursery.start_soon(retention, state)
         nursery.start_soon(clean_logs, state)
         nursery.start_soon(flush_logs, state)
+        if state.replicas.log_dir is not None:
+            log_dir = state.replicas.log_dir
+            nursery.start_soon(checkpoint, state, "log.flush.offset.checkpoint.interval.ms",
+                               log_dir.recovery_points_of, log_dir.write_recovery_points)
+            nursery.start_soon(checkpoint, state, "log.flush.start.offset.checkpoint.interval.ms",
+                               log_dir.log_start_offsets_of, log_dir.write_log_start_offsets)
         task_status.started()
 
 
@@ -89,6 +98,17 @@ async def flush_logs(state) -> None:
                 await trio.to_thread.run_sync(run)
                 lg.mark_flushed(target)
                 state.replicas.notify(topic, partition)
+
+
+async def checkpoint(state, interval_key: str, collect, write) -> None:
+    """Every `interval_key` ms: collect a data-dir checkpoint's offsets on the loop, write it in a worker."""
+    while True:
+        await trio.sleep(state.config.get(interval_key) / 1000)
+        offsets = collect(state.replicas.logs)
+        try:
+            await trio.to_thread.run_sync(write, offsets)
+        except OSError:  # e.g. a full disk: the previous checkpoint stands, the next run tries again
+            log.exception("log_dir.checkpoint_failed", checkpoint=interval_key)
 
 
 def close(state) -> None:

@@ -4,11 +4,16 @@ Sans-IO: this module holds the state and its rules (topic name validation,
 replica placement, partition leaders and leader epochs, topic configs). It
 never reads the clock and never touches a socket; it persists through a
 `MetadataStore` (a JSON snapshot in the data dir, or nothing in memory).
+
+Producer ids are handed out in blocks of 1000, like Kafka's ProducerIdManager: a block is
+persisted before any id of it is used, in its own file (`latest_producer_id_block`, the JSON of
+Kafka's ZooKeeper node of that name) as well as in the snapshot, so a lost snapshot does not
+make ids be handed out again; the broker also raises the next block above every producer id its
+logs hold (`raise_producer_id_floor`). Producer ids are never reused.
 """
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -16,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..config import ConfigError, validate_topic_configs
+from ..storage.checkpoint_file import write_atomically
 from ..wire.errors import E
 
 MAX_TOPIC_NAME = 249
@@ -87,11 +93,14 @@ class TopicInfo:
 class MetadataStore(Protocol):
     def load(self) -> dict | None: ...
     def save(self, snapshot: dict) -> None: ...
+    def load_producer_id_block(self) -> int: ...
+    def save_producer_id_block(self, first: int, last: int, broker: int) -> None: ...
 
 
 class MemoryMetadataStore:
     def __init__(self) -> None:
         self.snapshot: dict | None = None
+        self.producer_id_block_end = 0
 
     def load(self) -> dict | None:
         return self.snapshot
@@ -99,11 +108,19 @@ class MemoryMetadataStore:
     def save(self, snapshot: dict) -> None:
         self.snapshot = json.loads(json.dumps(snapshot))
 
+    def load_producer_id_block(self) -> int:
+        """The first producer id after the last block handed out (0 when none was)."""
+        return self.producer_id_block_end
+
+    def save_producer_id_block(self, first: int, last: int, broker: int) -> None:
+        self.producer_id_block_end = last + 1
+
 
 class FileMetadataStore:
     """A JSON snapshot next to Kafka's `meta.properties` in the data dir, replaced atomically."""
 
     FILE = "kafkite-metadata.json"
+    PRODUCER_ID_BLOCK_FILE = "latest_producer_id_block"
 
     def __init__(self, data_dir: Path):
         self.dir = Path(data_dir)
@@ -116,22 +133,26 @@ class FileMetadataStore:
 
     def save(self, snapshot: dict) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(snapshot, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dfd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_atomically(self.path, json.dumps(snapshot, indent=1, sort_keys=True), sync=True)
         meta = self.dir / "meta.properties"
         if not meta.exists():
             meta.write_text(
                 "#\n#Written by Kafkite\nversion=1\n"
                 f"cluster.id={snapshot['cluster_id']}\nnode.id={snapshot.get('node_id', 1)}\n")
+
+    def load_producer_id_block(self) -> int:
+        """The first producer id after the last block handed out, from `latest_producer_id_block`
+        (Kafka's ZooKeeper JSON: block_start and block_end inclusive, as strings); 0 when missing."""
+        try:
+            block = json.loads((self.dir / self.PRODUCER_ID_BLOCK_FILE).read_text())
+            return int(block["block_end"]) + 1
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return 0
+
+    def save_producer_id_block(self, first: int, last: int, broker: int) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.dir / self.PRODUCER_ID_BLOCK_FILE, json.dumps(
+            {"version": 1, "broker": broker, "block_start": str(first), "block_end": str(last)}), sync=True)
 
 
 def new_cluster_id() -> str:
@@ -159,6 +180,7 @@ class ClusterMetadata:
             self.cluster_id = new_cluster_id()
         else:
             self.load_snapshot(snap, brokers=False)
+        self.raise_producer_id_floor(store.load_producer_id_block())
         if snap is None:
             self.persist()  # like Kafka's meta.properties: the data dir says which cluster it belongs to
 
@@ -196,15 +218,24 @@ class ClusterMetadata:
         self.store.save(self.snapshot())
 
     def allocate_producer_id(self, block_size: int = 1000) -> int:
-        """A producer id never handed out before, also across restarts (the block is persisted first)."""
+        """A producer id never handed out before, also across restarts (the block is persisted first,
+        see the module comment)."""
         if self._pid_next >= self._pid_end:
-            self._pid_next = self.producer_id_next_block
-            self._pid_end = self._pid_next + block_size
-            self.producer_id_next_block = self._pid_end
+            start, end = self.producer_id_next_block, self.producer_id_next_block + block_size
+            self.store.save_producer_id_block(start, end - 1, self.node_id)
+            self.producer_id_next_block = end
             self.persist()
+            self._pid_next, self._pid_end = start, end
         pid = self._pid_next
         self._pid_next += 1
         return pid
+
+    def raise_producer_id_floor(self, floor: int) -> None:
+        """No producer id below `floor` is handed out from the next block on (the ids a lost
+        snapshot forgot: the block file's, or the highest one in the logs, plus one)."""
+        self.producer_id_next_block = max(self.producer_id_next_block, floor)
+        if floor > self._pid_next:  # the block in use would reach below the floor: take a new one
+            self._pid_next = self._pid_end = 0
 
     # -- brokers -------------------------------------------------------------
     def register_broker(self, info: BrokerInfo) -> None:

@@ -20,6 +20,8 @@ import trio
 from ..config import TOPIC_CONFIGS
 from ..controller.metadata import INTERNAL_TOPICS
 from ..storage.log_config import LogConfig
+from ..storage.log_loader import InconsistentTopicId
+from ..storage.log_manager import LogDirectory
 from ..storage.log_validator import validate_produce
 from ..storage.unified_log import FileLog, MemoryLog, OffsetOutOfRange
 from ..wire.errors import E
@@ -64,6 +66,8 @@ class ReplicaManager:
         self._keys: dict[int, tuple[str, int]] = {}  # id(log) -> its partition
         self._closed = False
         self._flushing: dict[int, trio.Event] = {}  # id(log) -> set when its running fsync ends
+        # the data dir's own files: clean-shutdown marker, offset checkpoints (storage/log_manager.py)
+        self.log_dir = None if state.in_memory else LogDirectory(state.data_dir)
 
     # -- lifecycle ------------------------------------------------------------
     def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
@@ -84,16 +88,32 @@ class ReplicaManager:
         if self.state.in_memory:
             lg = MemoryLog(cfg, now_ms=now_ms)
         else:
-            lg = FileLog(self._dir(topic.name, partition), cfg, now_ms=now_ms, topic_id=topic.topic_id)
+            d = self._dir(topic.name, partition)
+            try:
+                lg = FileLog(d, cfg, now_ms=now_ms, topic_id=topic.topic_id,
+                             **self.log_dir.load_options(topic.name, partition))
+            except InconsistentTopicId as exc:  # another topic's records: kept aside, never served here
+                aside = self.log_dir.set_aside(d, topic.name, partition)
+                log.warning("log.inconsistent_topic_id", partition=d.name, topic_id=str(topic.topic_id),
+                            found_topic_id=str(exc.found), moved_to=str(aside),
+                            message=f"{exc}: the directory is set aside as {aside.name}, the partition starts empty")
+                lg = FileLog(d, cfg, now_ms=now_ms, topic_id=topic.topic_id)
         self.logs[(topic.name, partition)] = lg
         self._keys[id(lg)] = (topic.name, partition)
         return lg
 
     def open_all(self, now_ms: int) -> None:
         """At start-up: open (and recover) every partition the metadata knows."""
+        if self.log_dir is not None:
+            self.log_dir.startup()
+            log.info("log_dir.loading", data_dir=str(self.log_dir.path),
+                     clean_shutdown=self.log_dir.had_clean_shutdown)
         for t in self.state.metadata.topics.values():
             for p in t.partitions:
                 self._open(t, p.index, now_ms)
+        # producer ids found in the logs are never handed out again, even if the metadata forgot them
+        seen = max((pid for lg in self.logs.values() for pid in lg.producer_state.producers), default=-1)
+        self.state.metadata.raise_producer_id_floor(seen + 1)
 
     def on_topic_created(self, topic: "TopicInfo") -> None:
         for p in topic.partitions:
@@ -121,12 +141,31 @@ class ReplicaManager:
                 lg.config = cfg
 
     def close(self) -> None:
+        """Close (flush) every log; when all of them closed without an error, write the
+        checkpoints (recovery points: the log end offsets) and the clean-shutdown marker."""
+        clean = True
+        ends = {tp: lg.log_end_offset for tp, lg in self.logs.items()}
+        starts = LogDirectory.log_start_offsets_of(self.logs) if self.log_dir is not None else {}
         for lg in self.logs.values():
             try:
-                lg.close()
+                clean = lg.close() is not False and clean
             except Exception:  # closing is best effort at shutdown
+                clean = False
                 log.exception("log.close_failed")
         self.logs.clear()
+        if self.log_dir is None:
+            return
+        try:
+            if clean:
+                self.log_dir.write_recovery_points(ends)
+                self.log_dir.write_log_start_offsets(starts)
+                self.log_dir.write_clean_shutdown()
+        except OSError:
+            clean = False
+            log.exception("log_dir.checkpoint_failed", data_dir=str(self.log_dir.path))
+        if not clean:
+            log.warning("log_dir.unclean_shutdown", data_dir=str(self.log_dir.path),
+                        message="a log could not be flushed: the next start recovers the logs")
 
     # -- Kafka's ReplicaManager: what handlers call ----------------------------------------------
     @staticmethod

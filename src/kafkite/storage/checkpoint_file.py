@@ -1,16 +1,35 @@
 """Kafka's CheckpointFile: a text file of a version line (0), an entry count, then one entry a
 line (space-separated fields), replaced atomically. `leader-epoch-checkpoint` and
-`cleaner-offset-checkpoint` are written in it."""
+`cleaner-offset-checkpoint` are written in it, and so are the log directory's offset checkpoints
+(Kafka's OffsetCheckpointFile, `topic partition offset` lines): `recovery-point-offset-checkpoint`
+and `log-start-offset-checkpoint` (log_manager.py)."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 
-def write_atomically(path: Path, text: str) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or an unlink in `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, text: str, *, sync: bool = False) -> None:
+    """Replace `path` by `text` (a crash leaves the old or the new file, whole); with sync the new
+    file and its directory entry are fsynced first, as Kafka's CheckpointFile does."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    with open(tmp, "w") as f:
+        f.write(text)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def read_checkpoint(path: Path) -> list[list[str]] | None:
@@ -24,5 +43,19 @@ def read_checkpoint(path: Path) -> list[list[str]] | None:
     return entries if len(entries) == n else None
 
 
-def write_checkpoint(path: Path, entries: list[tuple]) -> None:
-    write_atomically(path, "0\n%d\n%s" % (len(entries), "".join(" ".join(map(str, e)) + "\n" for e in entries)))
+def write_checkpoint(path: Path, entries: list[tuple], *, sync: bool = False) -> None:
+    write_atomically(path, "0\n%d\n%s" % (len(entries), "".join(" ".join(map(str, e)) + "\n" for e in entries)),
+                     sync=sync)
+
+
+def read_offsets(path: Path) -> dict[tuple[str, int], int]:
+    """An OffsetCheckpointFile: (topic, partition) -> offset; empty when missing or unreadable."""
+    try:
+        return {(t, int(p)): int(o) for t, p, o in read_checkpoint(path) or []}
+    except ValueError:
+        return {}
+
+
+def write_offsets(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    """Write an OffsetCheckpointFile durably (fsynced, then renamed over the old one)."""
+    write_checkpoint(path, [(t, p, o) for (t, p), o in sorted(offsets.items())], sync=True)

@@ -43,7 +43,7 @@ from weakref import WeakKeyDictionary
 import structlog
 
 from .batch import decode_batch, rebuild_batch
-from .checkpoint_file import read_checkpoint, write_checkpoint
+from .checkpoint_file import read_offsets, write_checkpoint
 from .log_segment import BatchSource, LogSegment
 
 log = structlog.get_logger("kafkite.log_cleaner")
@@ -72,10 +72,7 @@ def topic_partition(lg) -> tuple[str, int] | None:
 
 def read_cleaner_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     """(topic, partition) -> first dirty offset; empty when missing or unreadable."""
-    try:
-        return {(t, int(p)): int(o) for t, p, o in read_checkpoint(path) or []}
-    except ValueError:
-        return {}
+    return read_offsets(path)
 
 
 @dataclass

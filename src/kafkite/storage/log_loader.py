@@ -3,24 +3,54 @@
 A partition is a directory `<topic>-<partition>/` holding its segments' files (log_segment.py)
 and `leader-epoch-checkpoint` (leader_epoch_file_cache.py), `partition.metadata` (Kafka's
 PartitionMetadataFile: `version: 0` / `topic_id: <base64 topic id>`) and `log-start-offset`
-(our one-number checkpoint).
+(our one-number checkpoint, written as the log start offset moves; the log directory's
+`log-start-offset-checkpoint` is Kafka's, written periodically: the larger one wins).
 
-On open, the active segment is always recovered: each batch's length and CRC32C are checked,
-a torn tail (short batch or bad CRC) is truncated away and its indexes rebuilt. An older
-segment's indexes are loaded; when missing or stale, the segment is recovered the same way
-(a roll may not have finished, see log_segment.py) and, if torn, becomes the last segment. `.cleaned` files
-are an interrupted compaction's output: the old files stand, the leftovers are deleted.
+Recovery, as Kafka's: the log directory says whether the broker stopped cleanly (the
+`.kafka_cleanshutdown` marker) and up to where each log was flushed (its recovery point, from
+`recovery-point-offset-checkpoint`); see log_manager.py.
+- After a clean shutdown nothing is rescanned for corruption: every segment's indexes are
+  loaded and the active segment's batch headers are walked (to know its end). A batch whose
+  bytes were damaged on disk afterwards stays as it is and is served as it is: consumers check
+  its CRC, as with Kafka.
+- After a crash, every segment from the one holding the recovery point on is recovered: each
+  batch's length and CRC32C checked, indexes rebuilt. At the first invalid batch the segment is
+  truncated and every later segment deleted (Kafka's "Found invalid messages in log segment ...
+  at byte offset ..." / "Corruption found in segment ..., truncating to offset ..."), with a
+  WARN line naming the file, the byte offset and the bytes dropped. Segments below the recovery
+  point were fsynced before it moved past them: they are not rescanned.
+- A segment whose index files are missing or stale is recovered whatever the shutdown (a roll's
+  index files are written after its .log's fsync, see log_segment.py).
+`.cleaned` files are an interrupted compaction's output: the old files stand, the leftovers are
+deleted.
 """
 from __future__ import annotations
 
 import base64
+import bisect
 import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import crc32c
+import structlog
+
+from .batch import CRC_START, HEADER_SIZE, MIN_BATCH_LENGTH, read_header
 from .checkpoint_file import write_atomically
 from .log_segment import FileLogSegment
+
+log = structlog.get_logger("kafkite.log_loader")
+
+
+class InconsistentTopicId(Exception):
+    """Kafka's InconsistentTopicIdException: the directory's partition.metadata names another topic
+    id than the topic's; its records are not served under this topic."""
+
+    def __init__(self, directory: Path, topic_id: uuid.UUID, found: uuid.UUID):
+        super().__init__(f"Tried to assign topic ID {topic_id_to_string(topic_id)} to log for topic partition "
+                         f"{directory.name}, but log already contained topic ID {topic_id_to_string(found)}")
+        self.directory, self.topic_id, self.found = directory, topic_id, found
 
 
 def topic_id_to_string(topic_id: uuid.UUID) -> str:
@@ -49,6 +79,32 @@ def read_topic_id(directory: Path) -> uuid.UUID | None:
     return None
 
 
+def check_topic_id(directory: Path, topic_id: uuid.UUID | None) -> None:
+    """Raise InconsistentTopicId when the directory belongs to another topic id."""
+    found = read_topic_id(directory) if topic_id is not None else None
+    if found is not None and found != topic_id:
+        raise InconsistentTopicId(directory, topic_id, found)
+
+
+def invalid_reason(seg: FileLogSegment, pos: int, size: int) -> str:
+    """Why the batch at `pos` of a segment of `size` bytes is not valid (FileLogSegment.recover's
+    checks, in its order), in Kafka's words where it has them."""
+    left = size - pos
+    if left < HEADER_SIZE:
+        return f"{left} bytes left, less than a batch header ({HEADER_SIZE})"
+    h = read_header(os.pread(seg.fd, HEADER_SIZE, pos))
+    if h.batch_length < MIN_BATCH_LENGTH:
+        return f"Record batch size {h.batch_length} is smaller than the minimum allowed overhead {MIN_BATCH_LENGTH}"
+    if h.size > left:
+        return f"batch of {h.size} bytes, only {left} bytes left in the file"
+    if h.magic != 2:
+        return f"invalid magic {h.magic}"
+    if h.base_offset < seg.base:
+        return f"base offset {h.base_offset} below the segment's base offset {seg.base}"
+    computed = crc32c.crc32c(os.pread(seg.fd, h.size - CRC_START, pos + CRC_START))
+    return f"Record is corrupt (stored crc = {h.crc}, computed crc = {computed})"
+
+
 @dataclass
 class LoadedLog:
     segments: list[FileLogSegment]
@@ -57,8 +113,16 @@ class LoadedLog:
 
 
 class LogLoader:
-    def __init__(self, directory: Path, index_interval: int, now_ms: int):
+    """Loads one partition directory. `had_clean_shutdown` and `recovery_point` come from the log
+    directory (log_manager.py); without them every segment is recovered, as Kafka does for a log
+    missing from recovery-point-offset-checkpoint. `log_start_offset`: the log directory's
+    log-start-offset-checkpoint entry."""
+
+    def __init__(self, directory: Path, index_interval: int, now_ms: int, *, had_clean_shutdown: bool = False,
+                 recovery_point: int = 0, log_start_offset: int = 0):
         self.dir, self.index_interval, self.now_ms = directory, index_interval, now_ms
+        self.had_clean_shutdown, self.recovery_point = had_clean_shutdown, recovery_point
+        self.log_start_checkpoint = log_start_offset
 
     def new_segment(self, base: int, now_ms: int) -> FileLogSegment:
         return FileLogSegment(self.dir, base, now_ms, index_interval=self.index_interval)
@@ -69,35 +133,64 @@ class LogLoader:
             leftover.unlink()
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit() and len(p.stem) == 20)
         segments = [self.new_segment(b, self.now_ms) for b in bases] or [self.new_segment(0, self.now_ms)]
-        # older segments: indexes from disk; else a roll may not have finished (its index files are
-        # written after the .log's fsync): every batch is checked and the indexes rebuilt, and a
-        # torn segment ends the log, as Kafka's recovery truncates at the first invalid batch
-        for i, seg in enumerate(segments[:-1]):
-            if seg.load_indexes(segments[i + 1].base):
+        # the first segment to recover: none after a clean shutdown, else the one holding the recovery point
+        first_unflushed = len(segments) if self.had_clean_shutdown else \
+            max(0, bisect.bisect_right([s.base for s in segments], self.recovery_point) - 1)
+        for i, seg in enumerate(segments):
+            last = i == len(segments) - 1
+            if i >= first_unflushed:
+                if seg.size:
+                    log.info("log.recovering_segment", partition=self.dir.name, segment=seg.base,
+                             message=f"Recovering unflushed segment {seg.base}")
+                dropped = self._recover(seg, check_crc=True)
+            elif last:  # the active segment after a clean shutdown: its headers walked, not its CRCs
+                dropped = self._recover(seg, check_crc=False)
+            elif seg.load_indexes(segments[i + 1].base):
                 continue
-            file_size = seg.size
-            if seg.recover(check_crc=True) < file_size:
-                for later in segments[i + 1:]:
-                    later.delete()
+            else:
+                log.warning("log.index_rebuilt", file=str(seg.log_path),
+                            message=f"Could not find offset index file corresponding to log file {seg.log_path}, "
+                                    "recovering segment and rebuilding index files...")
+                dropped = self._recover(seg, check_crc=True)
+            if dropped:
+                later = segments[i + 1:]
+                dropped += sum(s.size for s in later)
+                for s in later:
+                    s.delete()
                 del segments[i + 1:]
-                seg.size = file_size  # recovered again below, as the active segment
+                log.warning("log.recovery_truncated", partition=self.dir.name, segment=seg.base,
+                            truncated_to_offset=seg.next_offset, bytes_dropped=dropped,
+                            segments_deleted=[s.base for s in later],
+                            message=f"Corruption found in segment {seg.base}, truncating to offset "
+                                    f"{seg.next_offset}")
                 break
-            seg.final_time_entry()
-            seg.next_offset = segments[i + 1].base
-            seg.write_indexes()
-        # the active segment: every batch re-checked, a torn tail truncated away
+            if not last:
+                seg.final_time_entry()
+                seg.next_offset = segments[i + 1].base
+                seg.write_indexes()
         last = segments[-1]
-        file_size = last.size
-        valid = last.recover(check_crc=True)
-        if valid < file_size:
-            os.ftruncate(last.fd, valid)
-            os.fsync(last.fd)
-            last.size = valid
-        last.unlink_indexes()  # rewritten on roll/close
+        last.unlink_indexes()  # the active segment's are rewritten on roll/close
         log_end = last.next_offset
-        log_start = segments[0].base
+        log_start = max(segments[0].base, self.log_start_checkpoint)
         try:
             log_start = max(log_start, int((self.dir / "log-start-offset").read_text()))
         except (FileNotFoundError, ValueError):
             pass
         return LoadedLog(segments, min(log_start, log_end), log_end)
+
+    def _recover(self, seg: FileLogSegment, *, check_crc: bool) -> int:
+        """Rebuild the segment's indexes from its batches; truncate it at the first invalid one
+        (with a WARN line). Returns the bytes dropped."""
+        size = seg.size
+        valid = seg.recover(check_crc=check_crc)
+        if valid == size:
+            return 0
+        reason = invalid_reason(seg, valid, size)
+        log.warning("log_segment.invalid_messages", file=str(seg.log_path), byte_offset=valid,
+                    offset=seg.next_offset, bytes_dropped=size - valid,
+                    message=f"Found invalid messages in log segment {seg.log_path} at byte offset {valid}: "
+                            f"{reason}. Truncating {size - valid} bytes, from offset {seg.next_offset}")
+        os.ftruncate(seg.fd, valid)
+        os.fsync(seg.fd)
+        seg.size = valid
+        return size - valid

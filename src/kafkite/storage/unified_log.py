@@ -37,7 +37,7 @@ from .batch import BatchHeader, Record, decode_batch, valid_prefix
 from .leader_epoch_file_cache import LeaderEpochFileCache
 from .log_config import LogConfig
 from .checkpoint_file import write_atomically
-from .log_loader import LogLoader, read_topic_id, write_partition_metadata
+from .log_loader import LogLoader, check_topic_id, read_topic_id, write_partition_metadata
 from .log_segment import LogSegment
 from .log_validator import assign_offsets_and_compress
 from .memory_log_segment import MemoryLogSegment
@@ -101,6 +101,13 @@ class UnifiedLog:
     @property
     def active(self) -> LogSegment:
         return self.segments[-1]
+
+    @property
+    def recovery_point(self) -> int:
+        """Kafka's recovery point, at segment granularity: every segment below it is on disk whole
+        (its .log fsynced, then its index files written): the first segment still rolling, else
+        the active one. LogLoader rescans from the segment holding it after a crash."""
+        return next((s.base for s in self.segments if s.closing), self.active.base)
 
     @property
     def size_bytes(self) -> int:
@@ -396,16 +403,19 @@ class UnifiedLog:
     def topic_id(self) -> uuid.UUID | None:
         return None if self.dir is None else read_topic_id(self.dir)
 
-    def close(self) -> None:
-        """fsync and write the active segment's indexes; close every file."""
+    def close(self) -> bool:
+        """fsync and write the active segment's indexes; close every file. False when the flush
+        failed (the broker's shutdown is then not a clean one)."""
         self.version += 1  # a cleaning under way is not swapped in
+        flushed = True
         try:
             self._flush_run(False)()
             self.active.on_roll()
         except OSError:
-            pass
+            flushed = False
         for s in self.segments:
             s.close()
+        return flushed
 
     def delete(self) -> None:
         """Close and remove the partition (its directory, for a file log)."""
@@ -430,12 +440,17 @@ class MemoryLog(UnifiedLog):
 
 
 class FileLog(UnifiedLog):
-    """A partition directory of Kafka segment files, loaded and recovered by LogLoader."""
+    """A partition directory of Kafka segment files, loaded and recovered by LogLoader (see
+    there for `had_clean_shutdown`, `recovery_point` and `log_start_offset`). A directory whose
+    partition.metadata holds another topic id than `topic_id` is not opened: InconsistentTopicId."""
 
     def __init__(self, directory: Path, config: LogConfig, *, now_ms: int = 0,
-                 topic_id: uuid.UUID | None = None):
+                 topic_id: uuid.UUID | None = None, had_clean_shutdown: bool = False,
+                 recovery_point: int = 0, log_start_offset: int = 0):
         directory = Path(directory)
-        loader = LogLoader(directory, config.index_interval_bytes, now_ms)
+        check_topic_id(directory, topic_id)
+        loader = LogLoader(directory, config.index_interval_bytes, now_ms, had_clean_shutdown=had_clean_shutdown,
+                           recovery_point=recovery_point, log_start_offset=log_start_offset)
         loaded = loader.load()
         if topic_id is not None:
             write_partition_metadata(directory, topic_id)
