@@ -16,8 +16,10 @@ def _all_message_classes() -> dict[int, dict[str, type[ApiMessage]]]:
     import kafka.protocol.metadata as metadata
     import kafka.protocol.producer as producer
 
+    from . import interbroker  # controller-to-broker APIs kafka-python lacks (keys 4-7)
+
     out: dict[int, dict[str, type[ApiMessage]]] = {}
-    for mod in (admin, consumer, metadata, producer):
+    for mod in (admin, consumer, metadata, producer, interbroker):
         for name in getattr(mod, "__all__", ()):
             cls = getattr(mod, name)
             if isinstance(cls, type) and issubclass(cls, ApiMessage) and getattr(cls, "_json", None):
