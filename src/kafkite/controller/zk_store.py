@@ -3,7 +3,7 @@
 The same protocol as `InProcessStore` (store.py), so the controller above it is one:
 `create` (NodeExists), `get` -> (value, version) or None, `set` with an expected version
 (BadVersion, NoNode), `delete`, `children`, one-shot `watch` and ephemeral nodes of this
-store's session. Values are JSON, as Kafka keeps them in ZooKeeper.
+store's session. Values are JSON, as Kafka keeps them in ZooKeeper (zk_data.py has its layout).
 
 Differences the protocol allows, stated:
 - Each broker has its own store and its own ZooKeeper session; `ephemeral_owner` must be
@@ -160,7 +160,8 @@ class ZooKeeperStore:
 
 
 def _encode(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
+    """JSON; None is an empty node (Kafka's marker nodes, e.g. /admin/delete_topics/<topic>, have no data)."""
+    return b"" if value is None else json.dumps(value, separators=(",", ":")).encode()
 
 
 def _decode(data: bytes) -> Any:
