@@ -176,7 +176,10 @@ class ReplicaManager:
         """Cut and close the failed logs' files in a worker thread (a write under way ends first)."""
         def run_all() -> None:
             for run in runs:
-                run()
+                try:
+                    run()
+                except Exception:  # best effort: recovery checks what the disk kept at the next start
+                    log.exception("log_dir.abandon_failed")
 
         async def in_worker() -> None:
             await trio.to_thread.run_sync(run_all, abandon_on_cancel=True)
