@@ -55,8 +55,9 @@ async def retention(state) -> None:
                 try:
                     n = lg.enforce_retention(now_ms())
                 except OSError as exc:
-                    state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {name}")
-                    break
+                    if lg in state.replicas.logs.values():  # else deleted meanwhile: not a disk fault
+                        state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {name}")
+                        break
                 if n:
                     log.info("log.retention", log=name, segments_deleted=n, log_start_offset=lg.log_start_offset)
 
@@ -104,6 +105,8 @@ async def flush_logs(state) -> None:
                 try:
                     await trio.to_thread.run_sync(run)
                 except OSError as exc:
+                    if state.replicas.get(topic, partition) is not lg:
+                        continue  # deleted meanwhile: not a disk fault
                     state.replicas.handle_log_dir_failure(exc, f"flushing {topic}-{partition}")
                     break
                 if state.replicas.log_dir_offline:

@@ -279,9 +279,11 @@ def test_real_full_disk_on_a_small_tmpfs(broker_factory, tmp_path):
     why = _mount_tmpfs(mnt, "2m")
     if why:
         pytest.skip(why)
+    brokers = []
     try:
         data = mnt / "data"
         b = broker_factory(data_dir=data)
+        brokers.append(b)
         acked: list[bytes] = []
         with WireClient.connect(b.bootstrap_servers) as w:
             assert create_topic(w, "full")[0] == 0
@@ -297,8 +299,11 @@ def test_real_full_disk_on_a_small_tmpfs(broker_factory, tmp_path):
             assert metadata(w, ["full"])["full"].partitions[0].offline_replicas == [1]
         b.stop()
         b2 = broker_factory(data_dir=data)
+        brokers.append(b2)
         got = consume_all(b2.bootstrap_servers, "full", 1)[0]
         assert [v[:len(f"r{i}-0")] for i, v in enumerate(got)] == acked
-        b2.stop()
     finally:
-        subprocess.run(["umount", str(mnt)], capture_output=True)
+        for b in brokers:  # their files closed before the unmount
+            b.stop()
+        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

@@ -366,6 +366,8 @@ class ReplicaManager:
                 try:
                     await trio.to_thread.run_sync(run)
                 except OSError as exc:
+                    if id(lg) not in self._keys and not self.offline_log_dirs:
+                        return  # the partition was deleted meanwhile (its files with it): not a disk fault
                     name = "%s-%s" % self._keys.get(id(lg), ("?", "?"))
                     raise self.handle_log_dir_failure(exc, f"writing to {name}") from None
                 if not self.offline_log_dirs:
