@@ -352,10 +352,10 @@ class ReplicaManager:
         for all (group commit). KafkaStorageException when the write fails or the log dir went
         offline meanwhile: the record is not acknowledged, and never written later."""
         while True:
+            if not lg.flush_pending(offset):
+                return  # durable before any failure: fail() keeps it, so it is acknowledged
             if self.offline_log_dirs and lg.durable:
                 self.check_log_dir()
-            if not lg.flush_pending(offset):
-                return
             running = self._flushing.get(id(lg))
             if running is not None:
                 await running.wait()
