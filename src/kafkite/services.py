@@ -12,6 +12,10 @@ Kafka's LogManager schedules, each a loop here:
 - the data dir's recovery-point-offset-checkpoint, every log.flush.offset.checkpoint.interval.ms,
   and log-start-offset-checkpoint, every log.flush.start.offset.checkpoint.interval.ms (written
   and fsynced in a worker thread; storage/log_manager.py).
+
+A disk error in any of them takes the log dir offline (ReplicaManager.handle_log_dir_failure), as
+Kafka's LogManager and LogCleaner report an IOException to the LogDirFailureChannel; the offline
+logs leave `state.replicas.logs`, so no service touches them again.
 """
 from __future__ import annotations
 
@@ -57,7 +61,12 @@ async def retention(state) -> None:
         await trio.sleep(state.config.get("log.retention.check.interval.ms") / 1000)
         for name, lg in _logs(state):
             if "delete" in lg.config.cleanup_policy:
-                n = lg.enforce_retention(now_ms())
+                try:
+                    n = lg.enforce_retention(now_ms())
+                except OSError as exc:
+                    if lg in state.replicas.logs.values():  # else deleted meanwhile: not a disk fault
+                        state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {name}")
+                        break
                 if n:
                     log.info("log.retention", log=name, segments_deleted=n, log_start_offset=lg.log_start_offset)
 
@@ -67,18 +76,25 @@ async def clean_logs(state) -> None:
     cleaner: LogCleaner = state.log_cleaner
     while True:
         job = cleaner.grab_filthiest_log(_logs(state), now_ms())
-        if job is None or not await _clean(cleaner, job):
+        if job is None or not await _clean(state, cleaner, job):
             await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
         await trio.sleep(0)
 
 
-async def _clean(cleaner: LogCleaner, job) -> bool:
+async def _clean(state, cleaner: LogCleaner, job) -> bool:
     """Run one cleaning in a worker thread and swap its result in; False when nothing changed."""
     try:
         result = await trio.to_thread.run_sync(job.run, abandon_on_cancel=True)
         if not cleaner.swap_in(job, result):
             return False
-    except Exception:  # e.g. a disk error, or the partition deleted meanwhile: try again after the backoff
+    except FileNotFoundError:  # the partition (or a segment) deleted meanwhile: try again after the backoff
+        log.info("log_cleaner.gone", log=job.name)
+        return False
+    except OSError as exc:  # a disk error: the log dir goes offline, as Kafka's cleaner reports it
+        if job.log in state.replicas.logs.values():
+            state.replicas.handle_log_dir_failure(exc, f"cleaning {job.name}")
+        return False
+    except Exception:  # a bug must not stop the cleaner: try again after the backoff
         log.exception("log_cleaner.failed", log=job.name)
         return False
     if result.replacements:
@@ -95,7 +111,15 @@ async def flush_logs(state) -> None:
             job = lg.scheduled_flush(now_ms())
             if job is not None:
                 target, run = job
-                await trio.to_thread.run_sync(run)
+                try:
+                    await trio.to_thread.run_sync(run)
+                except OSError as exc:
+                    if state.replicas.get(topic, partition) is not lg:
+                        continue  # deleted meanwhile: not a disk fault
+                    state.replicas.handle_log_dir_failure(exc, f"flushing {topic}-{partition}")
+                    break
+                if state.replicas.log_dir_offline:
+                    break
                 lg.mark_flushed(target)
                 state.replicas.notify(topic, partition)
 

@@ -118,10 +118,17 @@ def test_memory_log_never_defers():
     assert lg.high_watermark == 2 and not lg.flush_pending(1)
 
 
-def test_a_failed_write_is_retried_in_order_and_nothing_is_marked_durable(tmp_path, monkeypatch):
+def test_a_failed_write_is_never_retried_and_fail_cuts_what_was_not_acknowledged(tmp_path, monkeypatch):
+    """A full disk: the batches whose write failed were answered with an error, so they must never
+    reach the file later (no retry once space returns); fail() cuts what was not acknowledged."""
     lg = FileLog(tmp_path / "t-0", LogConfig())
     lg.append(batch(0), now_ms=0, defer_flush=True)
+    target, run = lg.deferred_flush()
+    run()
+    lg.mark_flushed(target)  # offsets 0, 1 acknowledged
+    acked_size = log_file_size(lg)
     lg.append(batch(1), now_ms=0, defer_flush=True)
+    lg.append(batch(2), now_ms=0, defer_flush=True)
     real = os.pwrite
     calls = []
 
@@ -137,13 +144,45 @@ def test_a_failed_write_is_retried_in_order_and_nothing_is_marked_durable(tmp_pa
         raise AssertionError("the failure must reach the caller")
     except OSError as exc:
         assert exc.errno == 28
-    assert lg.high_watermark == 0 and lg.flush_pending(0)  # no mark_flushed: nothing acknowledged
-    monkeypatch.setattr(os, "pwrite", real)
+    assert lg.high_watermark == 2 and lg.flush_pending(2)  # no mark_flushed: nothing acknowledged
+    assert log_file_size(lg) > acked_size  # batch 1 reached the file before the failure
+    monkeypatch.setattr(os, "pwrite", real)  # space returns
     target, run = lg.deferred_flush()
-    run()
-    lg.mark_flushed(target)
-    assert lg.high_watermark == 4
-    lg.close()
+    try:
+        run()  # nothing is written again
+        raise AssertionError("a failed segment takes no more writes")
+    except OSError:
+        pass
+    lg.fail()()  # the log dir goes offline: batch 1 is cut from the file, batch 2 never written
+    assert log_file_size(lg) == acked_size and lg.active.fd == -1
     reopened = FileLog(tmp_path / "t-0", LogConfig())
-    assert [r.offset for r in decode_records(reopened.read(0, 1 << 20))] == [0, 1, 2, 3]
+    assert [r.offset for r in decode_records(reopened.read(0, 1 << 20))] == [0, 1]
+    assert reopened.log_end_offset == 2
+    reopened.close()
+
+
+def test_fail_after_a_failed_fsync_deletes_the_segments_rolled_since(tmp_path, monkeypatch):
+    """The fsync fails after the write: the bytes are in the page cache, where the kernel could still
+    write them; fail() deletes the segments rolled after the last acknowledged record."""
+    lg = FileLog(tmp_path / "t-0", LogConfig(segment_bytes=1))  # every append rolls
+    lg.append(batch(0), now_ms=0)  # inline: written and fsynced, acknowledged
+    lg.append(batch(1), now_ms=0, defer_flush=True)
+    lg.append(batch(2), now_ms=0, defer_flush=True)
+    assert [s.base for s in lg.segments] == [0, 2, 4]
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+    target, run = lg.deferred_flush()
+    monkeypatch.setattr(os, "fsync", failing)
+    try:
+        run()
+        raise AssertionError("the failure must reach the caller")
+    except OSError as exc:
+        assert exc.errno == 5
+    monkeypatch.undo()
+    lg.fail()()
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log*")) == ["00000000000000000000.log"]
+    reopened = FileLog(tmp_path / "t-0", LogConfig())
+    assert [r.offset for r in decode_records(reopened.read(0, 1 << 20))] == [0, 1]
+    assert reopened.log_end_offset == 2
     reopened.close()

@@ -162,7 +162,8 @@ def new_cluster_id() -> str:
 
 
 class ClusterMetadata:
-    """Brokers, topics, partitions and configs; every change is persisted before it is visible."""
+    """Brokers, topics, partitions and configs; every change is persisted before it is visible (one
+    that cannot be persisted is undone, and the OSError raised)."""
 
     def __init__(self, store: MetadataStore, *, node_id: int = 1):
         self.store = store
@@ -222,10 +223,15 @@ class ClusterMetadata:
         see the module comment)."""
         if self._pid_next >= self._pid_end:
             start, end = self.producer_id_next_block, self.producer_id_next_block + block_size
+            # the block file first: when it cannot be written (OSError) nothing has changed; when the
+            # snapshot then fails, memory is undone and the block's ids are skipped, never reused
             self.store.save_producer_id_block(start, end - 1, self.node_id)
-            self.producer_id_next_block = end
-            self.persist()
-            self._pid_next, self._pid_end = start, end
+            before = (self._pid_next, self._pid_end, self.producer_id_next_block)
+            self._pid_next, self._pid_end, self.producer_id_next_block = start, end, end
+
+            def undo() -> None:
+                self._pid_next, self._pid_end, self.producer_id_next_block = before
+            self._persist_or_undo(undo)
         pid = self._pid_next
         self._pid_next += 1
         return pid
@@ -344,13 +350,32 @@ class ClusterMetadata:
                       configs={k: v for k, v in configs.items() if v is not None})
         self.topics[name] = t
         self._by_id[t.topic_id] = t
-        self.persist()
+        self._persist_or_undo(lambda: self.forget_topic(name))
         return t
 
+    def forget_topic(self, name: str) -> None:
+        """Drop a topic from memory only (undoing a change; the caller persists when it can)."""
+        t = self.topics.pop(name, None)
+        if t is not None:
+            self._by_id.pop(t.topic_id, None)
+
+    def _persist_or_undo(self, undo) -> None:
+        """Persist the change just made; when that fails (OSError: a full disk...), undo it and raise,
+        so that what is visible is always what is persisted."""
+        try:
+            self.persist()
+        except OSError:
+            undo()
+            raise
+
     def delete_topic(self, name: str) -> TopicInfo:
-        t = self.topics.pop(name)
-        self._by_id.pop(t.topic_id, None)
-        self.persist()
+        t = self.topics[name]
+        self.forget_topic(name)
+
+        def undo() -> None:
+            self.topics[name] = t
+            self._by_id[t.topic_id] = t
+        self._persist_or_undo(undo)
         return t
 
     def check_create_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> list[list[int]]:
@@ -383,12 +408,21 @@ class ClusterMetadata:
 
     def add_partitions(self, name: str, replicas: list[list[int]]) -> None:
         t = self.topics[name]
+        before = len(t.partitions)
         for reps in replicas:
             live = [b for b in reps if b in self.brokers]
             t.partitions.append(PartitionInfo(index=len(t.partitions), replicas=list(reps),
                                               leader=live[0] if live else -1, isr=live))
-        self.persist()
+        self._persist_or_undo(lambda: self.remove_partitions(name, before))
+
+    def remove_partitions(self, name: str, count: int) -> None:
+        """Back to `count` partitions, in memory only (undoing a change; the caller persists when it can)."""
+        del self.topics[name].partitions[count:]
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.topics[name].configs = dict(configs)
-        self.persist()
+        t = self.topics[name]
+        old, t.configs = t.configs, dict(configs)
+
+        def undo() -> None:
+            t.configs = old
+        self._persist_or_undo(undo)

@@ -9,6 +9,7 @@ connection, and shutdown by cancelling its nursery.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import trio
 from ..config import BrokerConfig, validate_topic_configs
 from ..controller.controller import Controller, MetadataCache, MetadataUpdate
 from ..controller.metadata import (BrokerInfo, ClusterMetadata, FileMetadataStore, MemoryMetadataStore,
-                                   TopicInfo)
+                                   MetadataError, TopicInfo)
 from ..controller.store import InProcessStore
 from ..wire.errors import E
 from .connection import serve_connection
@@ -55,6 +56,7 @@ class ClusterState:
         self.store = InProcessStore()  # the coordination store controllers elect themselves through
         self.brokers: dict[int, "Broker"] = {}  # running brokers of this process, by node id
         self.hooks: list[Any] = []  # objects with on_topic_created/on_topic_deleted/on_partitions_added/on_configs
+        self.replicas: Any = None  # the ReplicaManager (services.attach)
 
     # -- controller plumbing ------------------------------------------------------
     def deliver(self, broker_id: int, cmd: MetadataUpdate) -> int:
@@ -91,33 +93,75 @@ class ClusterState:
             return TopicInfo(name, uuid.UUID(int=0),
                              [PartitionInfo(i, r, r[0], 0, list(r)) for i, r in enumerate(replicas)],
                              {k: v for k, v in configs.items() if v is not None})
-        info = md.create_topic(name, replicas, {k: v for k, v in configs.items() if v is not None})
+        # all or nothing (disk faults): the metadata is persisted, then the logs are made, then brokers see it
+        with self._storage(f"creating topic {name}"):
+            self.replicas.check_log_dir()
+            info = md.create_topic(name, replicas, {k: v for k, v in configs.items() if v is not None})
+            try:
+                for h in self.hooks:
+                    h.on_topic_created(info)
+            except BaseException:
+                self._roll_back(lambda: md.forget_topic(name), info)
+                raise
         self.publish()
         log.info("topic.created", topic=name, partitions=n, replication_factor=rf, topic_id=str(info.topic_id))
-        for h in self.hooks:
-            h.on_topic_created(info)
         return info
 
+    def _roll_back(self, undo, info: TopicInfo | None = None) -> None:
+        """Undo a metadata change whose logs could not be made: in memory at once, on disk if it still
+        takes writes (else the snapshot may keep it: the log dir is offline until a restart anyway).
+        With `info`, a created topic: its partition directories are removed too."""
+        undo()
+        if info is not None:
+            for h in self.hooks:
+                h.on_topic_deleted(info)
+        try:
+            self.metadata.persist()
+        except OSError as exc:
+            log.warning("metadata.roll_back_not_persisted", error=str(exc))
+
+    @contextmanager
+    def _storage(self, what: str):
+        """A failed metadata write or log creation: the log dir goes offline, and the request is answered
+        KAFKA_STORAGE_ERROR (MetadataError)."""
+        from .replica_manager import KafkaStorageException
+        try:
+            yield
+        except OSError as exc:
+            raise MetadataError(E.KAFKA_STORAGE_ERROR, str(self.replicas.handle_log_dir_failure(exc, what))) from None
+        except KafkaStorageException as exc:
+            raise MetadataError(E.KAFKA_STORAGE_ERROR, str(exc)) from None
+
     def delete_topic(self, name: str) -> None:
-        info = self.metadata.delete_topic(name)
+        with self._storage(f"deleting topic {name}"):
+            info = self.metadata.delete_topic(name)
         self.publish()
         log.info("topic.deleted", topic=name, topic_id=str(info.topic_id))
         for h in self.hooks:
             h.on_topic_deleted(info)
 
     def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False) -> None:
-        replicas = self.metadata.check_create_partitions(name, count, assignments)
+        md = self.metadata
+        replicas = md.check_create_partitions(name, count, assignments)
         if validate_only:
             return
-        self.metadata.add_partitions(name, replicas)
+        with self._storage(f"adding partitions to {name}"):
+            self.replicas.check_log_dir()
+            before = len(md.topic(name).partitions)
+            md.add_partitions(name, replicas)
+            info = md.topic(name)
+            try:
+                for h in self.hooks:
+                    h.on_partitions_added(info)
+            except BaseException:
+                self._roll_back(lambda: md.remove_partitions(name, before))
+                raise
         self.publish()
-        info = self.metadata.topic(name)
-        for h in self.hooks:
-            h.on_partitions_added(info)
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         validate_topic_configs(configs)
-        self.metadata.set_topic_configs(name, configs)
+        with self._storage(f"altering the configs of {name}"):
+            self.metadata.set_topic_configs(name, configs)
         self.publish()
         for h in self.hooks:
             h.on_configs_changed(self.metadata.topic(name))

@@ -72,7 +72,7 @@ class _Outbox:
             async for out, waits in self.recv_ch:
                 for wait in waits:
                     await wait()
-                await self.send(out)
+                await self.send(out() if callable(out) else out)
                 self.pending -= 1
                 if not self.pending:
                     self.drained.set()

@@ -7,6 +7,9 @@ CoordinatorResult, records + response. This runtime
   deferred write Produce uses (the fsync runs in a worker thread; one fsync covers every
   append gathered before it), replays them into the shard, and answers once they are durable;
   a failed append answers the coordinator's error and applies nothing (coordinator/result.py);
+  a write that fails on disk (the log dir goes offline) answers NOT_COORDINATOR, as Kafka maps
+  KAFKA_STORAGE_ERROR, and the partitions are unloaded: what was replayed but never made durable
+  is gone with them, and they are not loaded again while the log dir is offline;
 - reads: answer from the shard once every record appended before the read is durable;
 - loads a partition when this broker becomes its leader (replaying it in chunks in the
   background; COORDINATOR_LOAD_IN_PROGRESS meanwhile) and unloads it when it stops leading it
@@ -22,10 +25,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 import trio
 
-from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, start_write
+from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, start_write, write_error
 from ..storage.batch import build_batch, decode_records
 from ..wire.errors import E
 from .context import now_ms
+from .replica_manager import KafkaStorageException
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -67,7 +71,10 @@ class CoordinatorRuntime:
             if shard is not None and result.records and not error and self._pending(shard.partition):
                 # shielded: the follow-up (e.g. SyncGroup's propagation) must run even if the client left
                 with trio.CancelScope(shield=True):
-                    await self._durable(shard.partition)
+                    try:
+                        await self._durable(shard.partition)
+                    except KafkaStorageException:  # the partition is unloaded (see on_metadata)
+                        error = write_error(E.KAFKA_STORAGE_ERROR)
             response = finish_write(result, error)
             self._deliver(completions + self.coordinator.drain_completions())
             if token is None or response is not token:
@@ -80,7 +87,10 @@ class CoordinatorRuntime:
 
     async def read(self, partition: int, read: Callable[[], Any]) -> Any:
         """Answer `read()` once every record appended before it is durable."""
-        await self._durable(partition)
+        try:
+            await self._durable(partition)
+        except KafkaStorageException:
+            pass  # the partition is unloaded: read() answers NOT_COORDINATOR
         return read()
 
     def _append(self, partition: int, records: list[Record]) -> int:
@@ -123,7 +133,8 @@ class CoordinatorRuntime:
     def on_metadata(self, cache) -> None:
         t = cache.topic(self.topic)
         now_leading = set()
-        if t is not None and self.broker.node_id in cache.brokers:
+        # a partition in an offline log dir is not served (Kafka moves its leadership away)
+        if t is not None and self.broker.node_id in cache.brokers and not self.broker.state.replicas.log_dir_offline:
             now_leading = {p.index for p in t.partitions if p.leader == self.broker.node_id}
         for p in sorted(self.leading - now_leading):
             log.info("coordinator.unload", broker=self.broker.node_id, topic=self.topic, partition=p)

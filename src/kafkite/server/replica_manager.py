@@ -6,6 +6,17 @@ when it is deleted. Produce validates and appends here (with the idempotent
 producer checks); a waiting Fetch watches the partitions it reads (`watch`), and an
 append (or a deferred write moving the high watermark) wakes the fetches watching
 that partition at once, and no others.
+
+Disk faults (Kafka's LogDirFailureChannel and ReplicaManager.handleLogDirFailure): a write or
+fsync that fails (a full disk, an I/O error) takes the log dir offline at once, for good (until
+a restart). Its logs are taken out of service (`UnifiedLog.fail`: what was not acknowledged is
+dropped and cut, never written later), every partition this process hosts answers
+KAFKA_STORAGE_ERROR (56) -- Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords --,
+the produce requests waiting for that write get 56 for their partitions, waiting fetches wake,
+the group coordinators unload their partitions (NOT_COORDINATOR), and no topic or partition can
+be created. Metadata and ApiVersions are still served; Metadata lists the replicas as offline.
+Kafka halts a broker whose last log dir failed; Kafkite has one data dir and stays up instead,
+so that clients see the error and the operator a live broker to inspect.
 """
 from __future__ import annotations
 
@@ -34,6 +45,10 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kafkite.replica_manager")
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+class KafkaStorageException(Exception):
+    """Kafka's KafkaStorageException: the partition's log dir is offline (KAFKA_STORAGE_ERROR)."""
 
 
 @dataclass
@@ -68,6 +83,7 @@ class ReplicaManager:
         self._flushing: dict[int, trio.Event] = {}  # id(log) -> set when its running fsync ends
         # the data dir's own files: clean-shutdown marker, offset checkpoints (storage/log_manager.py)
         self.log_dir = None if state.in_memory else LogDirectory(state.data_dir)
+        self.offline_log_dirs: dict[str, str] = {}  # Kafka's LogDirFailureChannel: failed dir -> what failed
 
     # -- lifecycle ------------------------------------------------------------
     def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
@@ -116,13 +132,17 @@ class ReplicaManager:
         self.state.metadata.raise_producer_id_floor(seen + 1)
 
     def on_topic_created(self, topic: "TopicInfo") -> None:
-        for p in topic.partitions:
-            self._open(topic, p.index, now_ms())
+        """Open the new topic's logs; KafkaStorageException when the disk fails (the log dir is then offline)."""
+        self.on_partitions_added(topic)
 
     def on_partitions_added(self, topic: "TopicInfo") -> None:
+        self.check_log_dir()
         for p in topic.partitions:
             if (topic.name, p.index) not in self.logs:
-                self._open(topic, p.index, now_ms())
+                try:
+                    self._open(topic, p.index, now_ms())
+                except OSError as exc:
+                    raise self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{p.index}") from None
 
     def on_topic_deleted(self, topic: "TopicInfo") -> None:
         for p in topic.partitions:
@@ -140,10 +160,59 @@ class ReplicaManager:
             if lg is not None:
                 lg.config = cfg
 
+    # -- log dir failure --------------------------------------------------------------------------
+    @property
+    def log_dir_offline(self) -> bool:
+        return bool(self.offline_log_dirs)
+
+    def check_log_dir(self) -> None:
+        """KafkaStorageException while the data dir is offline (nothing may be created in it)."""
+        if self.offline_log_dirs:
+            d, what = next(iter(self.offline_log_dirs.items()))
+            raise KafkaStorageException(f"Log directory {d} is offline ({what})")
+
+    def handle_log_dir_failure(self, exc: BaseException, what: str) -> KafkaStorageException:
+        """A write or fsync in the data dir failed (see the module comment): take it offline, once.
+        Returns the KafkaStorageException for the caller to raise or answer."""
+        d = str(self.state.data_dir)
+        if d not in self.offline_log_dirs:
+            self.offline_log_dirs[d] = f"{what}: {exc}"
+            log.error("log_dir.failed", dir=d, what=what, error=str(exc), partitions=len(self.logs),
+                      message=f"Stopping serving replicas in dir {d} because the log directory has failed; "
+                              "it stays offline until the broker restarts")
+            logs, self.logs = self.logs, {}
+            self._keys.clear()
+            runs = [lg.fail() for lg in logs.values()]
+            for events in self._watchers.values():  # waiting fetches answer KAFKA_STORAGE_ERROR now
+                for ev in events:
+                    ev.set()
+            self._watchers.clear()
+            for b in list(self.state.brokers.values()):  # the coordinators give up their partitions
+                b.groups.on_metadata(b.cache)
+            self._abandon(runs)
+        return KafkaStorageException(f"Log directory {d} is offline ({self.offline_log_dirs[d]})")
+
+    def _abandon(self, runs: list) -> None:
+        """Cut and close the failed logs' files in a worker thread (a write under way ends first)."""
+        def run_all() -> None:
+            for run in runs:
+                try:
+                    run()
+                except Exception:  # best effort: recovery checks what the disk kept at the next start
+                    log.exception("log_dir.abandon_failed")
+
+        async def in_worker() -> None:
+            await trio.to_thread.run_sync(run_all, abandon_on_cancel=True)
+        try:
+            trio.lowlevel.spawn_system_task(in_worker)
+        except RuntimeError:  # not inside Trio (tools, tests)
+            run_all()
+
     def close(self) -> None:
         """Close (flush) every log; when all of them closed without an error, write the
-        checkpoints (recovery points: the log end offsets) and the clean-shutdown marker."""
-        clean = True
+        checkpoints (recovery points: the log end offsets) and the clean-shutdown marker. An offline
+        log dir gets neither (as Kafka's LogManager writes them for live dirs only): its next start recovers."""
+        clean = not self.offline_log_dirs
         ends = {tp: lg.log_end_offset for tp, lg in self.logs.items()}
         starts = LogDirectory.log_start_offsets_of(self.logs) if self.log_dir is not None else {}
         for lg in self.logs.values():
@@ -168,13 +237,15 @@ class ReplicaManager:
                         message="a log could not be flushed: the next start recovers the logs")
 
     # -- Kafka's ReplicaManager: what handlers call ----------------------------------------------
-    @staticmethod
-    def leader_check(cache: "MetadataCache", topic: str, partition: int, current_leader_epoch: int = -1) -> int:
-        """Kafka's partition checks before a read or a write: it exists, this broker leads it, the
-        client's leader epoch is this one (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH)."""
+    def leader_check(self, cache: "MetadataCache", topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+        """Kafka's partition checks before a read or a write: it exists, its log dir is online
+        (else KAFKA_STORAGE_ERROR), this broker leads it, the client's leader epoch is this one (older:
+        FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH)."""
         p = cache.partition(topic, partition)
         if p is None:
             return E.UNKNOWN_TOPIC_OR_PARTITION
+        if self.offline_log_dirs and cache.node_id in p.replicas:
+            return E.KAFKA_STORAGE_ERROR
         if p.leader != cache.node_id:
             return E.NOT_LEADER_OR_FOLLOWER
         if current_leader_epoch is not None and current_leader_epoch >= 0:
@@ -264,6 +335,9 @@ class ReplicaManager:
             return 0, lg.delete_records_before(target)
         except OffsetOutOfRange:
             return E.OFFSET_OUT_OF_RANGE, -1
+        except OSError as exc:
+            self.handle_log_dir_failure(exc, f"deleting records of {topic}-{partition}")
+            return E.KAFKA_STORAGE_ERROR, -1
 
     # -- data path ------------------------------------------------------------
     def get(self, topic: str, partition: int):
@@ -277,7 +351,7 @@ class ReplicaManager:
         watermark until then)."""
         lg = self.logs.get((topic, partition))
         if lg is None:
-            return AppendOutcome(error=E.UNKNOWN_TOPIC_OR_PARTITION)
+            return AppendOutcome(error=E.KAFKA_STORAGE_ERROR if self.offline_log_dirs else E.UNKNOWN_TOPIC_OR_PARTITION)
         cfg = lg.config
         v = validate_produce(records, max_message_bytes=cfg.max_message_bytes,
                              timestamp_type=cfg.message_timestamp_type,
@@ -300,7 +374,11 @@ class ReplicaManager:
                 if chk.error:
                     return AppendOutcome(error=chk.code, error_message=chk.message,
                                          log_start_offset=lg.log_start_offset)
-        res = lg.append(buf, now_ms=now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush)
+        try:
+            res = lg.append(buf, now_ms=now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush)
+        except OSError as exc:
+            self.handle_log_dir_failure(exc, f"appending to {topic}-{partition}")
+            return AppendOutcome(error=E.KAFKA_STORAGE_ERROR)
         wait = (lg, res.last_offset) if lg.flush_pending(res.last_offset) else None
         if wait is None:
             self.notify(topic, partition)
@@ -311,8 +389,13 @@ class ReplicaManager:
         """Return once the record at `offset` of `lg` is written (and fsynced, when flush.messages
         asks for it). That runs in a worker thread, so the event loop serves other requests
         meanwhile; appends made while one runs are covered by the next, which one waiter starts
-        for all (group commit)."""
-        while lg.flush_pending(offset):
+        for all (group commit). KafkaStorageException when the write fails or the log dir went
+        offline meanwhile: the record is not acknowledged, and never written later."""
+        while True:
+            if not lg.flush_pending(offset):
+                return  # durable before any failure: fail() keeps it, so it is acknowledged
+            if self.offline_log_dirs and lg.durable:
+                self.check_log_dir()
             running = self._flushing.get(id(lg))
             if running is not None:
                 await running.wait()
@@ -320,9 +403,16 @@ class ReplicaManager:
             done = self._flushing[id(lg)] = trio.Event()
             try:
                 target, run = lg.deferred_flush()
-                await trio.to_thread.run_sync(run)
-                lg.mark_flushed(target)
-                self.notify(*self._keys.get(id(lg), ("", -1)))  # the high watermark moved
+                try:
+                    await trio.to_thread.run_sync(run)
+                except OSError as exc:
+                    if id(lg) not in self._keys and not self.offline_log_dirs:
+                        return  # the partition was deleted meanwhile (its files with it): not a disk fault
+                    name = "%s-%s" % self._keys.get(id(lg), ("?", "?"))
+                    raise self.handle_log_dir_failure(exc, f"writing to {name}") from None
+                if not self.offline_log_dirs:
+                    lg.mark_flushed(target)
+                    self.notify(*self._keys.get(id(lg), ("", -1)))  # the high watermark moved
             finally:
                 del self._flushing[id(lg)]
                 done.set()

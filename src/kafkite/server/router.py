@@ -71,8 +71,9 @@ class Router:
 
     async def dispatch(self, frame: bytes, peer: str, log) -> tuple[bytes | list | None, list]:
         """Handle one request frame: (the response frame -- bytes, or for Fetch a list of buffers
-        that concatenate to it; None when there is no response, e.g. acks=0 --, the waits that must
-        end before it may be sent, e.g. a Produce's fsync). The connection awaits those and sends
+        that concatenate to it, or a function that encodes it once the waits are over; None when
+        there is no response, e.g. acks=0 --, the waits that must end before it may be sent, e.g. a
+        Produce's fsync). The connection awaits those and sends
         the responses in request order."""
         try:
             req = codec.decode_request(frame, supported())
@@ -104,4 +105,6 @@ class Router:
             return None, ctx.before_send
         if hasattr(response, "encode_frames"):  # Fetch: a list of buffers, records not copied
             return response.encode_frames(req.api_version, req.correlation_id), ctx.before_send
+        if ctx.before_send:  # encoded once the waits are over (a failed write changes the answer)
+            return (lambda: codec.encode_response(response, req.api_version, req.correlation_id)), ctx.before_send
         return codec.encode_response(response, req.api_version, req.correlation_id), ctx.before_send

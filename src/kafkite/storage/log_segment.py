@@ -14,6 +14,12 @@ thread (`write_deferred`); until then reads stop where the file's written bytes 
 (`readable_size`). Any other operation on the file first waits for a running worker and writes
 what is still pending (`complete_writes`), so the .log always ends up in append order.
 
+A failed write or fsync (a full disk, an I/O error) marks the segment failed: what is still pending
+is dropped, never written, and nothing more is written to it (a retry once space returns would
+write records that were answered with an error). After a log dir failure `fail()` does the same
+from the log's thread, and `abandon(offset)`, in a worker, cuts the bytes from `offset` on (never
+acknowledged) as far as the disk allows and closes the file.
+
 Rolling (Kafka flushes a rolled segment from its scheduler, not in roll()): `roll()`, on the
 log's thread, writes the pending bytes unless a worker is writing them, adds the final
 time-index entry and marks the segment `closing`; `finish_roll()`, in a worker, writes what is
@@ -93,6 +99,13 @@ class LogSegment:
     def write_deferred(self, force_sync: bool = False) -> None:
         pass
 
+    def fail(self) -> None:
+        """The log dir failed: no more writes (a file segment drops what is still pending)."""
+
+    def abandon(self, offset: int, delete: bool = False) -> None:
+        """After fail(), in a worker thread: cut the batches from `offset` on (all of them and the
+        files, with delete) as far as the disk allows, and close the files."""
+
     def flush(self) -> None:
         pass
 
@@ -150,6 +163,7 @@ class FileLogSegment(LogSegment):
         self._inflight = 0                            # worker runs under way (or waiting for _writer)
         self._writer = threading.Lock()
         self._written_to = self.size                  # all bytes below are in the file, while dirty
+        self._failed = False                          # a write or fsync failed: nothing more is written
 
     def _reset_indexes(self) -> None:
         self.offset_index.reset()
@@ -227,6 +241,8 @@ class FileLogSegment(LogSegment):
         sync an fsync after it) is left to `write_deferred` in a worker thread (the caller keeps the
         records invisible until then)."""
         start = self.size
+        if self._failed:
+            raise OSError(errno.EIO, f"{self.log_path}: an earlier write to this segment failed")
         if defer_write:
             with self._io:
                 if not self._dirty:
@@ -240,9 +256,24 @@ class FileLogSegment(LogSegment):
             self._index_batch(h, start + pos, index_interval)
 
     def _pwrite(self, data, pos: int, fd: int | None = None) -> None:
-        n = os.pwrite(self.fd if fd is None else fd, data, pos)
-        if n != len(data):
-            raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
+        """Write all of data at pos (a short write is continued: on a full disk the next call raises
+        ENOSPC); a failure marks the segment failed."""
+        view, done = memoryview(data), 0
+        try:
+            while done < len(view):
+                n = os.pwrite(self.fd if fd is None else fd, view[done:], pos + done)
+                if n <= 0:
+                    raise OSError(errno.EIO, f"{self.log_path}: write returned {n}")
+                done += n
+        except OSError as exc:
+            if exc.errno != errno.EBADF:
+                self._mark_failed()
+            raise
+
+    def _mark_failed(self) -> None:
+        with self._io:
+            self._failed = True
+            self._pending, self._pending_sync = [], False
 
     @property
     def _dirty(self) -> bool:
@@ -274,23 +305,23 @@ class FileLogSegment(LogSegment):
 
     def _write_pending(self, force_sync: bool) -> None:
         with self._io:
+            if self._failed:
+                raise OSError(errno.EIO, f"{self.log_path}: an earlier write to this segment failed")
             writes, self._pending = self._pending, []
             sync, self._pending_sync = self._pending_sync or force_sync, False
             fd = self.fd
-        done = 0
         try:
             for pos, data in writes:
                 self._pwrite(data, pos, fd)
                 self._written_to = pos + len(data)
-                done += 1
             if sync:
                 os.fsync(fd)
         except OSError as exc:
             if exc.errno == errno.EBADF:  # the partition was deleted meanwhile: nothing to write
                 return
-            with self._io:  # e.g. a full disk: the next run tries again, in order; nothing is acked
-                self._pending[0:0] = writes[done:]
-                self._pending_sync = self._pending_sync or sync
+            # e.g. a full disk: these records are answered with an error, so they are never written
+            # later (no retry once space returns); the log dir goes offline (ReplicaManager)
+            self._mark_failed()
             raise
 
     def complete_writes(self) -> None:
@@ -300,7 +331,7 @@ class FileLogSegment(LogSegment):
         with self._io:
             while self._inflight:
                 self._io.wait()
-            writes, self._pending = self._pending, []
+            writes, self._pending = ([] if self._failed else self._pending), []
         for pos, data in writes:
             self._pwrite(data, pos)
 
@@ -386,7 +417,7 @@ class FileLogSegment(LogSegment):
 
     def finish_roll(self) -> None:
         def finish() -> None:
-            if self.closing and self.fd >= 0:
+            if self.closing and self.fd >= 0 and not self._failed:
                 self._write_pending(force_sync=True)
                 self.write_indexes(sync=True)
                 self.closing = False
@@ -431,7 +462,45 @@ class FileLogSegment(LogSegment):
 
     def flush(self) -> None:
         self.complete_writes()
-        os.fsync(self.fd)
+        try:
+            os.fsync(self.fd)
+        except OSError:
+            self._mark_failed()
+            raise
+
+    # -- after a log dir failure
+    def fail(self) -> None:
+        self._mark_failed()
+
+    def abandon(self, offset: int, delete: bool = False) -> None:
+        with self._writer:  # a write under way ends first (fail() stops the next ones)
+            if self.fd < 0:
+                return
+            try:
+                if delete:
+                    self.unlink_indexes()
+                    self.log_path.unlink(missing_ok=True)
+                else:
+                    cut = self._cut_position(offset)
+                    if cut < os.fstat(self.fd).st_size:
+                        self.unlink_indexes()  # rebuilt from the .log on the next start
+                        os.ftruncate(self.fd, cut)
+                        os.fsync(self.fd)
+            finally:
+                os.close(self.fd)
+                self.fd = -1
+
+    def _cut_position(self, offset: int) -> int:
+        """Start of the first batch in the file reaching `offset` (else the end of its whole batches)."""
+        end = os.fstat(self.fd).st_size
+        pos = self.offset_index.lookup(offset)
+        pos = pos if pos < end else 0
+        while end - pos >= HEADER_SIZE:
+            h = self._header_at(pos)
+            if h.last_offset >= offset or h.batch_length < HEADER_SIZE - 12 or pos + h.size > end:
+                break
+            pos += h.size
+        return pos
 
     def close(self) -> None:
         if self.fd >= 0:

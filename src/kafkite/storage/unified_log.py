@@ -22,6 +22,12 @@ above the high watermark, so no consumer reads a record that a crash could still
 and reads stop where the file's written bytes end. One run covers every append made before it
 started (group commit).
 
+A failed write or fsync leaves the records of that append, and every one after the first whose
+deferred write had not completed, unacknowledged; `fail()` (the log dir went offline: Kafka's
+LogManager.handleLogDirFailure closing the log's handlers) drops them, unwritten, and gives a
+function for a worker thread that cuts them from the files and closes them, so that neither a
+later flush nor a restart brings them back.
+
 Sans-IO with respect to time: every operation that needs the clock takes `now_ms`.
 """
 from __future__ import annotations
@@ -147,20 +153,24 @@ class UnifiedLog:
                      or now_ms - self._last_flush_ms >= self.config.flush_ms)
         # the write, and the fsync when one is due, go to the caller's worker
         deferring = defer_flush and self.durable
-        self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
-                           sync=flush_due)
-        self.epochs.assign(leader_epoch, base)
-        for _pos, h in headers:
-            self.producer_state.update(h)
-            self._unflushed += h.record_count
-        self.log_end_offset = offset
-        if deferring:
-            if self._dirty_from is None:
-                self._dirty_from = base
-            if flush_due:
-                self._unflushed, self._last_flush_ms = 0, now_ms
-        elif flush_due:
-            self.flush(now_ms)
+        try:
+            self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
+                               sync=flush_due)
+            self.epochs.assign(leader_epoch, base)
+            for _pos, h in headers:
+                self.producer_state.update(h)
+                self._unflushed += h.record_count
+            self.log_end_offset = offset
+            if deferring:
+                if self._dirty_from is None:
+                    self._dirty_from = base
+                if flush_due:
+                    self._unflushed, self._last_flush_ms = 0, now_ms
+            elif flush_due:
+                self.flush(now_ms)
+        except OSError:  # nothing of this append is acknowledged: fail() cuts it
+            self._dirty_from = base if self._dirty_from is None else min(self._dirty_from, base)
+            raise
         return AppendResult(base, offset - 1, lat, self.log_start_offset)
 
     # -- flushing
@@ -204,6 +214,25 @@ class UnifiedLog:
         if due:
             self._unflushed, self._last_flush_ms = 0, now_ms
         return self.log_end_offset, self._flush_run(due)
+
+    def fail(self) -> Callable[[], None]:
+        """The log dir failed: the log takes no more writes, and the appends not acknowledged (from the
+        first record whose deferred write or fsync had not completed) are dropped, unwritten. Returns
+        `run()` for a worker thread: cuts them from the files, as far as the disk allows, and closes
+        the files (see the module comment). A cleaning under way is not swapped in."""
+        self.version += 1
+        keep = self.log_end_offset if self._dirty_from is None else self._dirty_from
+        segments = list(self.segments)
+        for s in segments:
+            s.fail()
+
+        def run() -> None:
+            for i, s in enumerate(segments):
+                try:
+                    s.abandon(keep, delete=i > 0 and s.base >= keep)
+                except OSError:
+                    pass  # the disk failed: what it kept, recovery checks at the next start
+        return run
 
     def mark_flushed(self, target: int) -> None:
         if self._dirty_from is None:

@@ -85,7 +85,11 @@ async def handle_delete_topics(ctx: RequestContext):
             results.append(R(name=t.name, topic_id=t.topic_id, error_code=int(E.TOPIC_DELETION_DISABLED),
                              error_message="Topic deletion is disabled."))
             continue
-        b.delete_topic(t.name)
+        try:
+            b.delete_topic(t.name)
+        except MetadataError as exc:  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
+            results.append(R(name=t.name, topic_id=t.topic_id, error_code=exc.code, error_message=exc.message))
+            continue
         results.append(R(name=t.name, topic_id=t.topic_id, error_code=0, error_message=None))
     return DeleteTopicsResponse(version=v, throttle_time_ms=0, responses=results)
 

@@ -8,6 +8,7 @@ import structlog
 
 from ...config import (BROKER_CONFIGS, NOT_IMPLEMENTED_TOPIC_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigSource,
                        ConfigType, message_format_below_v2, validate_topic_configs, _parse)
+from ...controller.metadata import MetadataError
 from ...wire.errors import E
 from ..context import RequestContext
 
@@ -121,7 +122,10 @@ def _apply_topic(b, name: str, new_configs: dict[str, str], validate_only: bool)
         raise _Reject(E.INVALID_CONFIG, str(exc)) from None
     if not validate_only:
         before = dict(t.configs)
-        b.set_topic_configs(name, new_configs)
+        try:
+            b.set_topic_configs(name, new_configs)
+        except MetadataError as exc:  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
+            raise _Reject(exc.code, exc.message) from None
         mfv = new_configs.get("message.format.version")
         if mfv is not None and mfv != before.get("message.format.version") and message_format_below_v2(mfv):
             # Kafka 3.x's warning (LogConfig.MessageFormatVersion.topicWarningMessage): stored, shown, ignored

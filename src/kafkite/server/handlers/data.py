@@ -8,6 +8,7 @@ from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochRes
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from ...wire.errors import E
+from ..replica_manager import KafkaStorageException
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
 from ..context import RequestContext, now_ms
 
@@ -34,23 +35,30 @@ async def handle_produce(ctx: RequestContext):
             b.maybe_auto_create_topic(name)
         for pd in td.partition_data:
             out = rm.append_records(b.metadata, name, pd.index, pd.records or b"", acks=acks, now_ms=now)
-            if out.durable_wait is not None:
-                durable_waits.append(out.durable_wait)
             if out.error:
                 ctx.log.info("produce.rejected", topic=name, partition=pd.index, error=E(out.error).name,
                              message=out.error_message)
             P_errs = [P.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
                       for i, m in (out.record_errors or [])]
-            parts.append(P(index=pd.index, error_code=int(out.error), base_offset=out.base_offset,
-                           log_append_time_ms=out.log_append_time_ms, log_start_offset=out.log_start_offset,
-                           record_errors=P_errs, error_message=out.error_message))
+            part = P(index=pd.index, error_code=int(out.error), base_offset=out.base_offset,
+                     log_append_time_ms=out.log_append_time_ms, log_start_offset=out.log_start_offset,
+                     record_errors=P_errs, error_message=out.error_message)
+            parts.append(part)
+            if out.durable_wait is not None:
+                durable_waits.append((*out.durable_wait, name, part))
         topics.append(T(name=name, partition_responses=parts))
     if acks == 0:
         return None
     if durable_waits:
         async def fsynced():
-            for lg, offset in durable_waits:
-                await rm.wait_durable(lg, offset)
+            for lg, offset, topic, part in durable_waits:
+                try:
+                    await rm.wait_durable(lg, offset)
+                except KafkaStorageException as exc:  # the write failed: the log dir is offline
+                    ctx.log.warning("produce.failed", topic=topic, partition=part.index,
+                                    error="KAFKA_STORAGE_ERROR", message=str(exc))
+                    part.error_code, part.base_offset = int(E.KAFKA_STORAGE_ERROR), -1
+                    part.log_append_time_ms = part.log_start_offset = -1
         ctx.before_send.append(fsynced)
     return ProduceResponse(version=ctx.version, responses=topics, throttle_time_ms=0)
 

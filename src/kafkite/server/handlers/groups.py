@@ -38,7 +38,10 @@ def _coordinator_for(b, key: str, key_type: int):
         return int(E.INVALID_REQUEST), "Transactions are not supported by this broker yet", None
     if key_type != GROUP_KEY:
         return int(E.INVALID_REQUEST), f"Unknown coordinator key type {key_type}", None
-    ensure_offsets_topic(b)
+    try:
+        ensure_offsets_topic(b)
+    except MetadataError:  # e.g. KAFKA_STORAGE_ERROR: the data dir is offline
+        return int(E.COORDINATOR_NOT_AVAILABLE), "The coordinator is not available.", None
     n = len(b.metadata.topic(OFFSETS_TOPIC).partitions)
     p = b.metadata.partition(OFFSETS_TOPIC, partition_for(key, n))
     node = b.metadata.brokers.get(p.leader) if p is not None else None

@@ -56,9 +56,12 @@ def broker_entries(broker):
 
 def _partitions(topic, cls, broker):
     live = set(broker.metadata.live_broker_ids)
+    # replicas in an offline log dir (this process's brokers, when its data dir failed) are offline
+    # replicas, as Kafka lists them; the leader stays and answers KAFKA_STORAGE_ERROR
+    failed = set(broker.state.brokers) if broker.state.replicas.log_dir_offline else set()
     out = []
     for p in topic.partitions:
-        offline = [r for r in p.replicas if r not in live]
+        offline = [r for r in p.replicas if r not in live or r in failed]
         err = 0 if p.leader in live else E.LEADER_NOT_AVAILABLE
         out.append(cls(error_code=int(err), partition_index=p.index, leader_id=p.leader if p.leader in live else -1,
                        leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
