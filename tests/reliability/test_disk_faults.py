@@ -160,6 +160,7 @@ def test_full_disk_produce_answers_56_and_unacknowledged_records_never_appear(br
                        timeout=10, what="the unacknowledged bytes cut from the segments")
     b.stop()  # a clean shutdown writes nothing more either
     assert {p: log_bytes(data, "t", p) for p in (0, 1)} == acked
+    assert not (data / ".kafka_cleanshutdown").exists()  # the failed dir is recovered at the next start
 
     b2 = broker_factory(data_dir=data)
     got = consume_all(b2.bootstrap_servers, "t", 2)
