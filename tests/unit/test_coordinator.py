@@ -530,6 +530,6 @@ def test_sync_group_record_too_large_answers_unknown_server_error(append_error):
     tl = c.sync_group(group_id="g", generation_id=1, member_id=leader.member_id, group_instance_id=None,
                       protocol_type=None, protocol_name=None, assignments={leader.member_id: b"A" * 100}, now_ms=2)
     out = done(c)
-    # Kafka 4.0: CoordinatorOperationExceptionHelper / appendGroupMetadataErrorToResponseError
+    # Kafka 4 (apache/kafka 1eb7644): CoordinatorOperationExceptionHelper, appendGroupMetadataErrorToResponseError
     assert out[tl].error == out[tf].error == E.UNKNOWN_SERVER_ERROR == -1
     assert c.groups["g"].state == GroupState.PREPARING_REBALANCE and store.logs[0] == []
