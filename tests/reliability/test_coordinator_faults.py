@@ -32,6 +32,7 @@ from kafka.structs import OffsetAndMetadata
 
 from helpers import kp_produce, wait_until
 from kafkite.coordinator import records as R
+from kafkite.coordinator.group import GroupState
 from kafkite.coordinator.hashing import partition_for
 from kafkite.storage.batch import build_batch, decode_batch, iter_batches
 from kafkite.testing.process import BrokerProcess
@@ -107,8 +108,7 @@ def test_undecodable_consumer_offsets_records_are_skipped_at_load(tmp_path):
 
     with BrokerProcess(data_dir=data) as b:
         bs = b.bootstrap_servers
-        wait_until(lambda: lines(b, f"partition={p} ") and any(f"partition={p} " in ln for ln in
-                                                                  lines(b, "coordinator.load_done")),
+        wait_until(lambda: any(f"partition={p} " in ln for ln in lines(b, "coordinator.load_done")),
                    timeout=30, what="the partition loaded")
         [batch_line] = lines(b, "coordinator.undecodable_batch")
         assert f"partition={p} " in batch_line and f"base_offset={bad_batch} " in batch_line
@@ -251,11 +251,19 @@ def test_offset_delete_on_a_group_with_subscribed_members(broker):
     for t in ("sub-a", "other-b"):
         kp_produce(bs, t, [(b"k", b"v", [])])
     a0, b0 = TopicPartition("sub-a", 0), TopicPartition("other-b", 0)
-    c = KafkaConsumer("sub-a", bootstrap_servers=bs, group_id="od", enable_auto_commit=False,
+    c = KafkaConsumer(bootstrap_servers=bs, group_id="od", enable_auto_commit=False,
                       auto_offset_reset="earliest", session_timeout_ms=10000)
     admin = KafkaAdminClient(bootstrap_servers=bs)
     try:
-        wait_until(lambda: c.poll(timeout_ms=200) is not None and c.assignment(), what="the group stable")
+        wait_until(lambda: c.partitions_for_topic("sub-a"), what="sub-a in the client's metadata")
+        c.subscribe(["sub-a"])
+        coordinator = broker.broker.groups.coordinator
+
+        def stable():
+            c.poll(timeout_ms=100)
+            g = broker.call(lambda: coordinator.group("od"))
+            return c.assignment() == {a0} and g is not None and g.state == GroupState.STABLE
+        wait_until(stable, what="the group stable")
         c.commit({a0: OffsetAndMetadata(1, "", -1), b0: OffsetAndMetadata(1, "", -1)})
         res = admin.delete_group_offsets("od", [a0, b0])
         assert res == {a0: GroupSubscribedToTopicError, b0: NoError}
