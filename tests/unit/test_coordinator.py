@@ -25,8 +25,8 @@ class Runtime:
 
     def load(self, p, now=0):
         shard = self.coordinator.begin_loading(p, now)
-        for key, value in self.logs[p]:
-            shard.replay(key, value)
+        for offset, (key, value) in enumerate(self.logs[p]):
+            shard.replay(key, value, offset)
         self.coordinator.finish_loading(p, now)
 
     def _append(self, p):
@@ -383,3 +383,153 @@ def test_live_state_equals_state_loaded_from_the_same_records():
     c2.load(0, 700)
     assert view(c2.groups) == view(c.groups)
     assert "g2" not in c2.groups and "short" not in c2.groups and ("t", 1) not in c2.groups["g1"].offsets
+
+
+# -- records that cannot be read (issue 14, item 7) ----------------------------------------------------------
+def _sub(topics, version=3):
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+    return ConsumerProtocolSubscription(version=version, topics=list(topics), user_data=b"u", owned_partitions=[],
+                                        generation_id=1, rack_id=None).encode(version=version)
+
+
+def test_undecodable_records_are_logged_and_skipped_at_load():
+    from structlog.testing import capture_logs
+    c, store = make()
+    for i, t in enumerate(["a", "b"]):
+        c.commit_offsets(group_id="ok", generation_id=-1, member_id="", group_instance_id=None,
+                         offsets=[(t, 0, 10 + i, -1, "")], now_ms=0)
+    log = store.logs[0]
+    bad = [(b"\x00\x01\x00", b"\x00\x03"),                                  # truncated key
+           (R.offset_key("ok", "a", 0), b"\x00\x09" + b"\x00" * 20),        # unknown OffsetCommitValue version
+           (R.offset_key("ok", "a", 0), b"\x00\x03\x00\x00"),                # truncated value
+           (R.group_key("grp"), b"\x00\x07junk"),                          # unknown GroupMetadataValue version
+           (b"\xff\xff\x00\x01x", b""),                                     # negative key version
+           (R.offset_key("ok", "c", 0), b"\x00\x03" + b"\x00" * 8 + b"\x00\x00\x00\x00\x00\x05ab")]  # string past the end
+    log[1:1] = bad
+    log.insert(3, (b"\x00\x05\x00\x01g", b"\x00\x00"))  # a KIP-848 record type (ConsumerGroupMemberMetadata): ignored
+    log.insert(3, (b"\x00\x0b\x00\x01g", None))           # a share-group tombstone: ignored
+    c2 = Runtime(c.cfg, store.logs)
+    with capture_logs() as logs:
+        c2.load(0)
+    skipped = [e for e in logs if e["event"] == "offsets.undecodable_record"]
+    assert [(e["partition"], e["offset"]) for e in skipped] == [(0, 1), (0, 2), (0, 5), (0, 6), (0, 7), (0, 8)]
+    assert all(e["log_level"] == "warning" and e["error"] for e in skipped)
+    err, rows = c2.fetch_offsets(group_id="ok", partitions=None)
+    assert err == 0 and {(t, p): e.offset for t, p, e, _ in rows} == {("a", 0): 10, ("b", 0): 11}
+    assert c2.coordinator.shards[0].ignored == {5: 1, 11: 1}
+    assert "grp" not in c2.groups
+
+
+def test_replay_batches_skips_an_undecodable_batch():
+    import struct
+    import crc32c
+    from structlog.testing import capture_logs
+    from kafkite.server.coordinator_runtime import replay_batches
+    from kafkite.storage.batch import build_batch
+
+    def commit(group, offset, at):
+        return build_batch([(R.offset_key(group, "t", 0), R.offset_value(R.OffsetValue(offset, -1, "", 0)), [])],
+                           base_offset=at, timestamp_ms=0)
+    broken = bytearray(build_batch([(b"k1", b"v", []), (b"k2", b"v", [])], base_offset=1, timestamp_ms=0))
+    broken[61:] = b"\xff" * (len(broken) - 61)  # records that do not parse, under a valid CRC
+    struct.pack_into(">I", broken, 17, crc32c.crc32c(bytes(broken[21:])))
+    data = commit("g", 5, 0) + bytes(broken) + commit("g", 7, 3) + commit("h", 1, 4)
+    c, _ = make()
+    shard = c.coordinator.begin_loading(0, 0)
+    with capture_logs() as logs:
+        assert replay_batches(shard, data, 0, "__consumer_offsets") == (5, 1)
+    c.coordinator.finish_loading(0, 0)
+    e = next(e for e in logs if e["event"] == "coordinator.undecodable_batch")
+    assert (e["partition"], e["base_offset"], e["last_offset"]) == (0, 1, 2)
+    assert c.fetch_offsets(group_id="g", partitions=[("t", 0)])[1][0][2].offset == 7
+    assert c.fetch_offsets(group_id="h", partitions=[("t", 0)])[1][0][2].offset == 1
+    # from an offset inside the data: the batches before it are not replayed again
+    shard = c.coordinator.begin_loading(0, 0)
+    assert replay_batches(shard, data, 4, "__consumer_offsets") == (5, 0)
+    assert set(shard.groups) == {"h"}
+    assert replay_batches(shard, data[:10], 0, "__consumer_offsets") == (0, 0)  # no complete batch
+
+
+# -- OffsetDelete on a group with members (issue 14, item 8) ---------------------------------------------------
+def _stable_group(c, protocols, protocol_type="consumer", group="g", now=0):
+    t = c.join_group(group_id=group, member_id="", group_instance_id=None, protocol_type=protocol_type,
+                     protocols=protocols, session_timeout_ms=10000, rebalance_timeout_ms=30000, client_id="cli",
+                     client_host="/h", require_known_member_id=False, now_ms=now)
+    m = done(c)[t].member_id
+    c.sync_group(group_id=group, generation_id=1, member_id=m, group_instance_id=None, protocol_type=None,
+                 protocol_name=None, assignments={m: b""}, now_ms=now)
+    done(c)
+    return m
+
+
+def _commit(c, group, m, gen, parts):
+    return c.commit_offsets(group_id=group, generation_id=gen, member_id=m, group_instance_id=None,
+                            offsets=[(t, p, 5, -1, "") for t, p in parts], now_ms=1)
+
+
+def test_subscribed_topics_of_every_consumer_protocol_version():
+    for v in range(4):
+        assert R.subscribed_topics(_sub(["a", "b"], v)) == ["a", "b"]
+    assert R.subscribed_topics(b"\x00\x09" + _sub(["x"], 0)[2:] + b"future fields") == ["x"]  # v0 prefix
+    for bad in (b"", b"\x00\x00", b"\x00\x00\x00\x00\x00\x01\x00\x05ab", b"\x00\x00\xff\xff\xff\xff",
+                b"\x00\x00\x00\x00\x00\x01\x00\x01a"):  # no user data
+        with pytest.raises(ValueError):
+            R.subscribed_topics(bad)
+
+
+def test_offset_delete_answers_group_subscribed_to_topic_for_subscribed_topics_only():
+    c, store = make()
+    m = _stable_group(c, [("range", _sub(["a"])), ("roundrobin", _sub(["a"], 0))])
+    parts = [("a", 0), ("a", 1), ("b", 0)]
+    assert _commit(c, "g", m, 1, parts) == [(t, p, 0) for t, p in parts]
+    n = len(store.logs[0])
+    err, out = c.delete_offsets("g", parts + [("c", 0)])
+    assert err == 0 and out == [("a", 0, E.GROUP_SUBSCRIBED_TO_TOPIC), ("a", 1, E.GROUP_SUBSCRIBED_TO_TOPIC),
+                                ("b", 0, 0), ("c", 0, 0)]
+    assert store.logs[0][n:] == [(R.offset_key("g", "b", 0), None)]  # one tombstone: c had no offset
+    rows = c.fetch_offsets(group_id="g", partitions=parts)[1]
+    assert [e is not None for _, _, e, _ in rows] == [True, True, False]
+    # the same after a reload: the subscription comes from the group's record
+    c2 = Runtime(c.cfg, store.logs)
+    c2.load(0)
+    assert c2.delete_offsets("g", [("a", 0)])[1] == [("a", 0, E.GROUP_SUBSCRIBED_TO_TOPIC)]
+    # once the member left, the group is empty and subscribed to nothing
+    c2.leave_group(group_id="g", members=[(m, None)], now_ms=2)
+    assert c2.groups["g"].state == GroupState.EMPTY
+    assert c2.delete_offsets("g", [("a", 0), ("a", 1)]) == (0, [("a", 0, 0), ("a", 1, 0)])
+    assert c2.fetch_offsets(group_id="g", partitions=None)[1] == []
+
+
+def test_offset_delete_when_the_subscription_is_unknown_or_not_a_consumer_group():
+    c, _ = make()
+    # a consumer group whose metadata does not decode: subscribed to every topic, as Kafka's isSubscribedToTopic
+    m = _stable_group(c, [("range", b"not a subscription")])
+    _commit(c, "g", m, 1, [("a", 0)])
+    assert c.delete_offsets("g", [("a", 0), ("z", 3)]) == (
+        0, [("a", 0, E.GROUP_SUBSCRIBED_TO_TOPIC), ("z", 3, E.GROUP_SUBSCRIBED_TO_TOPIC)])
+    # another protocol type with members: the whole request is refused
+    c, _ = make()
+    m = _stable_group(c, [("copycat", b"anything")], protocol_type="connect")
+    _commit(c, "g", m, 1, [("a", 0)])
+    assert c.delete_offsets("g", [("a", 0)]) == (E.NON_EMPTY_GROUP, [])
+    assert c.delete_offsets("unknown", [("a", 0)]) == (E.GROUP_ID_NOT_FOUND, [])
+
+
+# -- SyncGroup whose record is too large (issue 14, item 8) ---------------------------------------------------
+@pytest.mark.parametrize("append_error", [E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE])
+def test_sync_group_record_too_large_answers_unknown_server_error(append_error):
+    c, store = make(delay=100)
+    join(c, 0), join(c, 0)
+    c.poll(100)
+    res = done(c)
+    leader = next(r for r in res.values() if r.members)
+    follower = next(r for r in res.values() if not r.members)
+    tf = c.sync_group(group_id="g", generation_id=1, member_id=follower.member_id, group_instance_id=None,
+                      protocol_type=None, protocol_name=None, assignments={}, now_ms=1)
+    store.fail = append_error
+    tl = c.sync_group(group_id="g", generation_id=1, member_id=leader.member_id, group_instance_id=None,
+                      protocol_type=None, protocol_name=None, assignments={leader.member_id: b"A" * 100}, now_ms=2)
+    out = done(c)
+    # Kafka 4 (apache/kafka 1eb7644): CoordinatorOperationExceptionHelper, appendGroupMetadataErrorToResponseError
+    assert out[tl].error == out[tf].error == E.UNKNOWN_SERVER_ERROR == -1
+    assert c.groups["g"].state == GroupState.PREPARING_REBALANCE and store.logs[0] == []

@@ -10,6 +10,12 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
+import structlog
+
+from . import records as R
+
+log = structlog.get_logger("kafkite.coordinator")
+
 
 class GroupState(enum.Enum):
     EMPTY = "Empty"
@@ -85,6 +91,7 @@ class Group:
     state_timestamp: int = -1
     rebalance_deadline: int | None = None  # end of the join phase
     initial_delay_deadline: int | None = None  # KIP-134: delayed first rebalance
+    subscribed_topics: set[str] | None = None  # update_subscribed_topics
     new_member_added: bool = False
 
     def transition(self, to: GroupState, now_ms: int) -> None:
@@ -151,21 +158,35 @@ class Group:
         first_pref = [n for n, _ in next(iter(self.members.values())).protocols]
         return max(votes, key=lambda n: (votes[n], -first_pref.index(n) if n in first_pref else -999))
 
-    def subscribed_topics(self) -> set[str] | None:
-        """Topics of the consumer protocol's subscriptions (None if unknown / not a consumer group)."""
-        if self.protocol_type != "consumer" or not self.protocol_name or not self.members:
-            return None
-        from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+    def update_subscribed_topics(self) -> None:
+        """Kafka's computeSubscribedTopics, run when a generation starts and when the group is loaded:
+        the topics in the members' consumer protocol subscriptions; none for an empty "consumer"
+        group; unknown (None) when the protocol type is not "consumer", no protocol is chosen yet,
+        or a subscription does not decode (logged)."""
+        self.subscribed_topics = None
+        if self.protocol_type != "consumer":
+            return
+        if not self.members:
+            self.subscribed_topics = set()
+            return
+        if not self.protocol_name:
+            return
         topics: set[str] = set()
         for m in self.members.values():
-            md = m.metadata_for(self.protocol_name)
             try:
-                version = int.from_bytes(md[:2], "big", signed=True)
-                sub = ConsumerProtocolSubscription.decode(md[2:], version=min(version, 3))
-                topics.update(sub.topics)
-            except Exception:  # foreign metadata: be conservative
-                return None
-        return topics
+                topics.update(R.subscribed_topics(m.metadata_for(self.protocol_name)))
+            except ValueError as exc:
+                log.warning("group.subscription_undecodable", group=self.group_id, member=m.member_id,
+                            protocol=self.protocol_name, error=str(exc))
+                return
+        self.subscribed_topics = topics
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Kafka's isSubscribedToTopic: when the subscriptions are unknown, a "consumer" group counts as
+        subscribed to every topic, any other group to none."""
+        if self.subscribed_topics is not None:
+            return topic in self.subscribed_topics
+        return self.protocol_type == "consumer"
 
     def all_joined(self) -> bool:
         return all(m.join_token is not None for m in self.members.values()) and not self.pending_members

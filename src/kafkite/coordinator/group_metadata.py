@@ -130,12 +130,14 @@ class GroupMetadataManager:
         if not g.members:
             g.protocol_name = None
             g.leader_id = None
+            g.update_subscribed_topics()
             g.transition(S.EMPTY, now_ms)
             self._persist_group(g, now_ms)
             return
         g.protocol_name = g.select_protocol()
         if g.leader_id not in g.members:
             g.leader_id = next(iter(g.members))
+        g.update_subscribed_topics()
         g.transition(S.COMPLETING_REBALANCE, now_ms)
         all_members = [(m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name))
                        for m in g.members.values()]

@@ -82,18 +82,17 @@ class OffsetMetadataManager:
     # -- OffsetDelete ------------------------------------------------------------------------------
     def delete(self, group_id: str, partitions: list[tuple[str, int]]
                ) -> CoordinatorResult[tuple[int, list[tuple[str, int, int]]]]:
+        """Kafka's deleteOffsets: a group with members that is not a "consumer" group answers
+        NON_EMPTY_GROUP; otherwise the partitions of topics the group is subscribed to answer
+        GROUP_SUBSCRIBED_TO_TOPIC (Group.is_subscribed_to) and the others' offsets are deleted."""
         g = self.groups.get(group_id)
-        if g is None:
+        if g is None or g.is_(S.DEAD):
             return CoordinatorResult(response=(E.GROUP_ID_NOT_FOUND, []))
-        subscribed: set[str] = set()
-        if not g.is_(S.EMPTY, S.DEAD):
-            subs = g.subscribed_topics()
-            if subs is None:
-                return CoordinatorResult(response=(E.NON_EMPTY_GROUP, []))
-            subscribed = subs
+        if not g.is_(S.EMPTY) and g.protocol_type != "consumer":
+            return CoordinatorResult(response=(E.NON_EMPTY_GROUP, []))
         out, recs = [], []
         for t, p in partitions:
-            if t in subscribed:
+            if g.is_subscribed_to(t):
                 out.append((t, p, int(E.GROUP_SUBSCRIBED_TO_TOPIC)))
                 continue
             out.append((t, p, 0))

@@ -4,6 +4,12 @@ Keys: version 0/1 = OffsetCommitKey (group, topic, partition); version 2 =
 GroupMetadataKey (group). Values: OffsetCommitValue v0-v4 (we write v3: offset,
 leader epoch, metadata, commit timestamp; v1 when an expire timestamp is set)
 and GroupMetadataValue v0-v4 (we write v3). A null value is a tombstone.
+
+Key versions 3 and up are the record types of Kafka's other group kinds (KIP-848 consumer
+groups, share groups, ...), which this broker does not run: `decode_key` returns an
+`IgnoredKey` for them, and the loader skips them as Kafka skips a record type it does not know.
+Anything else that does not decode -- truncated fields, an unknown value version -- raises
+ValueError (`RecordDecodeError`); the shard logs and skips such a record.
 """
 from __future__ import annotations
 
@@ -35,13 +41,28 @@ class _W:
         return self
 
 
+class RecordDecodeError(ValueError):
+    """A record (or a consumer protocol subscription) whose bytes do not follow its schema."""
+
+
 class _R:
     def __init__(self, data: bytes):
         self.d = memoryview(data)
         self.p = 0
 
     def _u(self, fmt, n):
+        self._need(n)
         v = struct.unpack_from(fmt, self.d, self.p)[0]
+        self.p += n
+        return v
+
+    def _need(self, n: int) -> None:
+        if n < 0 or self.p + n > len(self.d):
+            raise RecordDecodeError(f"{n} bytes needed at position {self.p} of {len(self.d)}")
+
+    def _take(self, n: int) -> bytes:
+        self._need(n)
+        v = bytes(self.d[self.p:self.p + n])
         self.p += n
         return v
 
@@ -52,6 +73,9 @@ class _R:
     def uvarint(self) -> int:
         shift = v = 0
         while True:
+            self._need(1)
+            if shift > 28:
+                raise RecordDecodeError("varint longer than 5 bytes")
             b = self.d[self.p]
             self.p += 1
             v |= (b & 0x7F) << shift
@@ -61,40 +85,24 @@ class _R:
 
     def string(self) -> str | None:
         n = self.i16()
-        if n < 0:
-            return None
-        s = bytes(self.d[self.p:self.p + n]).decode()
-        self.p += n
-        return s
+        return None if n < 0 else self._take(n).decode()  # a UnicodeDecodeError is a ValueError too
 
     def compact_string(self) -> str | None:
         n = self.uvarint() - 1
-        if n < 0:
-            return None
-        s = bytes(self.d[self.p:self.p + n]).decode()
-        self.p += n
-        return s
+        return None if n < 0 else self._take(n).decode()
 
     def bytes_(self) -> bytes | None:
         n = self.i32()
-        if n < 0:
-            return None
-        v = bytes(self.d[self.p:self.p + n])
-        self.p += n
-        return v
+        return None if n < 0 else self._take(n)
 
     def compact_bytes(self) -> bytes | None:
         n = self.uvarint() - 1
-        if n < 0:
-            return None
-        v = bytes(self.d[self.p:self.p + n])
-        self.p += n
-        return v
+        return None if n < 0 else self._take(n)
 
     def skip_tags(self) -> None:
         for _ in range(self.uvarint()):
             self.uvarint()
-            self.p += self.uvarint()
+            self._take(self.uvarint())
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,12 @@ class OffsetKey:
 @dataclass(frozen=True)
 class GroupKey:
     group: str
+
+
+@dataclass(frozen=True)
+class IgnoredKey:
+    """A record type of a group kind this broker does not run (key version 3 and up)."""
+    version: int
 
 
 @dataclass
@@ -164,14 +178,16 @@ def group_value(g: GroupValue) -> bytes:
     return bytes(w.b)
 
 
-def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
+def decode_key(key: bytes) -> OffsetKey | GroupKey | IgnoredKey:
     r = _R(key)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(r.string() or "", r.string() or "", r.i32())
     if version == 2:
         return GroupKey(r.string() or "")
-    return None  # e.g. share-group or new-protocol records this broker does not use
+    if version >= 3:
+        return IgnoredKey(version)  # e.g. share-group or new-protocol records this broker does not use
+    raise RecordDecodeError(f"invalid record key version {version}")
 
 
 def decode_offset_value(value: bytes) -> OffsetValue:
@@ -197,12 +213,14 @@ def decode_offset_value(value: bytes) -> OffsetValue:
         le = r.i32()
         md = r.compact_string() or ""
         return OffsetValue(off, le, md, r.i64())
-    raise ValueError(f"unknown OffsetCommitValue version {version}")
+    raise RecordDecodeError(f"unknown OffsetCommitValue version {version}")
 
 
 def decode_group_value(value: bytes) -> GroupValue:
     r = _R(value)
     version = r.i16()
+    if not 0 <= version <= 4:
+        raise RecordDecodeError(f"unknown GroupMetadataValue version {version}")
     flexible = version >= 4
     s = r.compact_string if flexible else r.string
     b = r.compact_bytes if flexible else r.bytes_
@@ -226,10 +244,31 @@ def decode_group_value(value: bytes) -> GroupValue:
 
 
 def decode_record(key: bytes, value: bytes | None):
-    """(key, value or None for a tombstone); (None, None) for record types we don't use."""
+    """(key, value or None for a tombstone); (IgnoredKey, None) for record types we don't use.
+    Raises RecordDecodeError (a ValueError) when the bytes do not follow the schema."""
     k = decode_key(key)
-    if k is None or value is None:
+    if isinstance(k, IgnoredKey) or value is None:
         return k, None
     if isinstance(k, OffsetKey):
         return k, decode_offset_value(value)
     return k, decode_group_value(value)
+
+
+def subscribed_topics(metadata: bytes) -> list[str]:
+    """The topics of a consumer protocol subscription (a "consumer" group member's protocol
+    metadata). As Kafka's ClassicGroup.computeSubscribedTopics: the version prefix, then the
+    schema's version 0 (topics, user data), which every later version starts with, whatever
+    the version says. Raises RecordDecodeError when the bytes do not follow it."""
+    r = _R(metadata)
+    r.i16()
+    n = r.i32()
+    if n < 0:
+        raise RecordDecodeError("null topics in a consumer protocol subscription")
+    topics = []
+    for _ in range(n):
+        t = r.string()
+        if t is None:
+            raise RecordDecodeError("null topic in a consumer protocol subscription")
+        topics.append(t)
+    r.bytes_()  # user data
+    return topics

@@ -51,20 +51,29 @@ class GroupCoordinatorShard:
         self.membership = GroupMetadataManager(cfg, self.groups, complete)
         self.offsets = OffsetMetadataManager(cfg, self.groups)
         self.next_expiry_check = now_ms + cfg.retention_check_interval_ms
+        self.ignored: dict[int, int] = {}  # key version -> records skipped (replay)
 
     # -- replay ------------------------------------------------------------------------------------
-    def replay(self, key: bytes | None, value: bytes | None) -> None:
+    def replay(self, key: bytes | None, value: bytes | None, offset: int = -1) -> None:
+        """Apply one record of the partition (`offset` where it was read from, for the log). A record
+        that cannot be decoded or applied is logged and skipped: it must not stop a load or a write.
+        Record types of group kinds this broker does not run are counted in `ignored` (by key version)."""
         if key is None:
             return
         try:
             k, v = R.decode_record(key, value)
-        except Exception:  # a record we can't read must not stop a load or a write
-            log.warning("offsets.undecodable_record", partition=self.partition)
+        except Exception as exc:
+            log.warning("offsets.undecodable_record", partition=self.partition, offset=offset, error=str(exc))
             return
-        if isinstance(k, R.OffsetKey):
-            self.offsets.replay(k, v)
-        elif isinstance(k, R.GroupKey):
-            self._replay_group(k.group, v)
+        try:
+            if isinstance(k, R.OffsetKey):
+                self.offsets.replay(k, v)
+            elif isinstance(k, R.GroupKey):
+                self._replay_group(k.group, v)
+            else:
+                self.ignored[k.version] = self.ignored.get(k.version, 0) + 1
+        except Exception:
+            log.exception("offsets.replay_failed", partition=self.partition, offset=offset, key=repr(k))
 
     def _replay_group(self, group_id: str, v: R.GroupValue | None) -> None:
         if v is None:
@@ -87,6 +96,7 @@ class GroupCoordinatorShard:
             if m.group_instance_id:
                 g.static_members[m.group_instance_id] = m.member_id
         g.state = S.STABLE if g.members else S.EMPTY  # restored as loaded, not a transition
+        g.update_subscribed_topics()
 
     def loaded(self, now_ms: int) -> None:
         """The partition is replayed to its end: members' session timers start now."""

@@ -13,7 +13,11 @@ CoordinatorResult, records + response. This runtime
 - reads: answer from the shard once every record appended before the read is durable;
 - loads a partition when this broker becomes its leader (replaying it in chunks in the
   background; COORDINATOR_LOAD_IN_PROGRESS meanwhile) and unloads it when it stops leading it
-  (NOT_COORDINATOR afterwards);
+  (NOT_COORDINATOR afterwards). A batch that cannot be decoded, or a record (the shard's
+  replay), is logged with the partition and its offsets and skipped, and so are records of
+  group kinds this broker does not run (counted in the load's last log line): the partition
+  loads without them, and the broker serves on (Kafka fails the partition's load on a corrupt
+  record and skips only unknown record types);
 - parks requests whose answers come later (`Pending` tokens: JoinGroup, SyncGroup) and runs the
   coordinator's timers at its next deadline.
 """
@@ -26,7 +30,7 @@ import structlog
 import trio
 
 from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, start_write, write_error
-from ..storage.batch import build_batch, decode_records
+from ..storage.batch import build_batch, decode_batch, iter_batches
 from ..wire.errors import E
 from .context import now_ms
 from .replica_manager import KafkaStorageException
@@ -35,8 +39,31 @@ if TYPE_CHECKING:
     from .broker import Broker
 
 log = structlog.get_logger("kafkite.coordinator_runtime")
-LOAD_CHUNK = 1000
 READ_BYTES = 1 << 20
+
+
+def replay_batches(shard, data, offset: int, topic: str) -> tuple[int, int]:
+    """Replay the records at or above `offset` of the batches in `data` (a read of the shard's
+    partition) into the shard, as Kafka's CoordinatorLoaderImpl. A batch that cannot be decoded is
+    logged and skipped whole. Returns (the offset after the last complete batch, or `offset` when
+    none is, the number of batches skipped)."""
+    mv, skipped = memoryview(data), 0
+    for pos, h in iter_batches(data):
+        if h.last_offset < offset:
+            continue
+        if not h.is_control:  # transaction markers: no transactional offset commits here
+            try:
+                recs = decode_batch(mv[pos:pos + h.size])
+            except Exception as exc:
+                skipped += 1
+                log.warning("coordinator.undecodable_batch", topic=topic, partition=shard.partition,
+                            base_offset=h.base_offset, last_offset=h.last_offset, error=str(exc))
+                recs = ()
+            for rec in recs:
+                if rec.offset >= offset:
+                    shard.replay(rec.key, rec.value, rec.offset)
+        offset = h.last_offset + 1
+    return offset, skipped
 
 
 class CoordinatorRuntime:
@@ -152,26 +179,30 @@ class CoordinatorRuntime:
         """Replay the partition from its start, a chunk at a time (requests in between get LOAD_IN_PROGRESS)."""
         shard = self.coordinator.loading.get(partition)
         lg = self.broker.state.replicas.get(self.topic, partition)
+        skipped = 0
         if lg is not None and shard is not None:
             end = lg.log_end_offset
             if end > 0 and lg.flush_pending(end - 1):  # the previous leader's last writes
                 await self.broker.state.replicas.wait_durable(lg, end - 1)
-            offset, n = lg.log_start_offset, 0
+            offset = lg.log_start_offset
             while offset < lg.log_end_offset and self.coordinator.loading.get(partition) is shard:
                 data = lg.read(offset, READ_BYTES, min_one=True)
-                if not data:
+                nxt, bad = replay_batches(shard, data, offset, self.topic)
+                skipped += bad
+                if nxt <= offset:  # no complete batch from there: Kafka's loader stops too
+                    if offset < lg.log_end_offset:
+                        log.warning("coordinator.load_stopped", topic=self.topic, partition=partition, offset=offset,
+                                    log_end_offset=lg.log_end_offset, reason="no readable batch")
                     break
-                for rec in decode_records(data):
-                    if rec.offset >= offset:
-                        shard.replay(rec.key, rec.value)
-                        offset = rec.offset + 1
-                        n += 1
-                if n >= LOAD_CHUNK:
-                    n = 0
-                    await trio.sleep(0)
+                offset = nxt
+                await trio.sleep(0)
         if self.coordinator.loading.get(partition) is shard:
             self.coordinator.finish_loading(partition, now_ms())
-            log.info("coordinator.load_done", broker=self.broker.node_id, topic=self.topic, partition=partition)
+            ignored = sum(shard.ignored.values()) if shard is not None else 0
+            log.info("coordinator.load_done", broker=self.broker.node_id, topic=self.topic, partition=partition,
+                     **({"batches_skipped": skipped} if skipped else {}),
+                     **({"records_ignored": ignored, "ignored_key_versions": sorted(shard.ignored)}
+                        if ignored else {}))
 
     # -- the driver loop ------------------------------------------------------------------------------
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -15,6 +15,7 @@ _aliases = {
     "NOT_LEADER_OR_FOLLOWER": 6,
     "MESSAGE_TOO_LARGE": 10,
     "INVALID_TOPIC_EXCEPTION": 17,
+    "UNKNOWN_SERVER_ERROR": -1,
 }
 
 E = enum.IntEnum(
