@@ -175,6 +175,35 @@ def test_create_topics_bad_item_gets_its_error_and_the_others_proceed(broker):
     assert md.topic("dup") is None and md.topic("zero") is None and md.topic("bad name!") is None
 
 
+def test_delete_topics_checks_every_row_before_deleting_any(broker):
+    """Kafka's ControllerApis.deleteTopics: duplicates and ambiguous rows are answered INVALID_REQUEST once
+    and delete nothing (not: the first copy deleted, the second UNKNOWN_TOPIC_OR_PARTITION)."""
+    from kafka.protocol.admin import DeleteTopicsRequest
+    bs = broker.bootstrap_servers
+    T = CreateTopicsRequest.CreatableTopic
+    S = DeleteTopicsRequest.DeleteTopicState
+    with WireClient.connect(bs) as w:
+        w.request(CreateTopicsRequest(timeout_ms=5000, validate_only=False, topics=[
+            T(name=n, num_partitions=1, replication_factor=1, assignments=[], configs=[])
+            for n in ("twice", "by-both", "gone", "old-twice")]), 5)
+        md = broker.broker.metadata
+        both_id = md.topic("by-both").topic_id
+        resp = w.request(DeleteTopicsRequest(timeout_ms=5000, topics=[
+            S(name="twice", topic_id=None), S(name=None, topic_id=both_id), S(name="gone", topic_id=None),
+            S(name="twice", topic_id=None), S(name="by-both", topic_id=None), S(name=None, topic_id=None),
+            S(name="missing", topic_id=None)]), 6)
+        old = w.request(DeleteTopicsRequest(timeout_ms=5000, topic_names=["old-twice", "old-twice"]), 3)
+    got = [(r.name, r.error_code, r.error_message) for r in resp.responses]
+    assert got == [("twice", 42, "Duplicate topic name."), ("gone", 0, None),
+                   ("by-both", 42, "The provided topic name maps to an ID that was already supplied."),
+                   (None, 42, "Neither topic name nor id were specified."),
+                   ("missing", 3, "This server does not host this topic-partition.")]
+    assert [(r.name, r.error_code) for r in old.responses] == [("old-twice", 42)]
+    assert md.topic("gone") is None
+    for kept in ("twice", "by-both", "old-twice"):
+        assert md.topic(kept) is not None, kept
+
+
 # -- the runner itself can fail -------------------------------------------------------------------------------
 def test_runner_reports_a_crash_and_a_half_applied_request(monkeypatch):
     """Without the decode-time check a null configs array reaches handle_create_topics, which creates the
