@@ -204,6 +204,23 @@ def test_delete_topics_checks_every_row_before_deleting_any(broker):
         assert md.topic(kept) is not None, kept
 
 
+def test_create_partitions_duplicate_answered_once_and_nothing_grows(broker):
+    from kafka.protocol.admin import CreatePartitionsRequest
+    T = CreateTopicsRequest.CreatableTopic
+    P = CreatePartitionsRequest.CreatePartitionsTopic
+    with WireClient.connect(broker.bootstrap_servers) as w:
+        w.request(CreateTopicsRequest(timeout_ms=5000, validate_only=False, topics=[
+            T(name=n, num_partitions=1, replication_factor=1, assignments=[], configs=[]) for n in ("cp-dup", "cp-ok")]),
+            5)
+        resp = w.request(CreatePartitionsRequest(timeout_ms=5000, validate_only=False, topics=[
+            P(name="cp-dup", count=2, assignments=None), P(name="cp-ok", count=3, assignments=None),
+            P(name="cp-dup", count=4, assignments=None)]), 1)
+    assert [(r.name, r.error_code, r.error_message) for r in resp.results] == [
+        ("cp-dup", 42, "Duplicate topic name."), ("cp-ok", 0, None)]
+    md = broker.broker.metadata
+    assert len(md.topic("cp-dup").partitions) == 1 and len(md.topic("cp-ok").partitions) == 3
+
+
 # -- the runner itself can fail -------------------------------------------------------------------------------
 def test_runner_reports_a_crash_and_a_half_applied_request(monkeypatch):
     """Without the decode-time check a null configs array reaches handle_create_topics, which creates the

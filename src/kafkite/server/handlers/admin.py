@@ -119,10 +119,12 @@ async def handle_create_partitions(ctx: RequestContext):
     R = CreatePartitionsResponse.CreatePartitionsTopicResult
     names = [t.name for t in body.topics]
     results = []
+    answered = set()
     for t in body.topics:
-        if names.count(t.name) > 1:
-            results.append(R(name=t.name, error_code=int(E.INVALID_REQUEST),
-                             error_message="Duplicate topic in request."))
+        if names.count(t.name) > 1:  # Kafka's ControllerApis.createPartitions: answered once, nothing grows
+            if t.name not in answered:
+                answered.add(t.name)
+                results.append(R(name=t.name, error_code=int(E.INVALID_REQUEST), error_message="Duplicate topic name."))
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
