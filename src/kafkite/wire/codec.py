@@ -11,6 +11,7 @@ versions -- except ApiVersions, whose response header is always v0 (KIP-511).
 """
 from __future__ import annotations
 
+import io
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
-from . import registry
+from . import registry, strict
 
 
 class RequestError(Exception):
@@ -82,12 +83,29 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
             api_key, api_version, correlation_id)
     req_cls, _ = registry.classes(api_key)
     try:
-        body = req_cls.decode(payload, version=api_version, header=True)
+        body = _decode_body(req_cls, payload, api_version)
+        strict.check(req_cls, body, api_version)
     except Exception as exc:  # the codec raises assorted errors on garbage
         raise MalformedRequest(f"cannot decode {req_cls.__name__} v{api_version}: {exc!r}",
                                api_key, api_version, correlation_id) from exc
     header = body.header
     return Request(api_key, api_version, correlation_id, header.client_id, body)
+
+
+def _decode_body(req_cls: type[ApiMessage], payload: bytes, version: int) -> ApiMessage:
+    """kafka-python's ApiMessage.decode(header=True), plus the check it leaves out: a string or bytes
+    field whose length runs past the end of the frame (its decoder slices short and carries on; Kafka's
+    readers fail on the missing bytes)."""
+    head = io.BytesIO(payload)
+    header = req_cls.parse_header(head, version=version)
+    flexible = req_cls.flexible_version_q(version)
+    decode = req_cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
+                                                  data_class=req_cls[None])
+    body, end = decode(memoryview(payload), head.tell())
+    if end > len(payload):
+        raise ValueError(f"request needs {end} bytes, the frame holds {len(payload)}")
+    body._header = header
+    return body
 
 
 def encode_response(response: ApiMessage, api_version: int, correlation_id: int) -> bytes | bytearray:

@@ -53,44 +53,67 @@ async def handle_create_topics(ctx: RequestContext):
 
 
 async def handle_delete_topics(ctx: RequestContext):
+    """Kafka's ControllerApis.deleteTopics: every row is checked before anything is deleted. A row with
+    neither or both of name and id, a name or id given twice, a name whose id another row gives: each is
+    answered INVALID_REQUEST once and deletes nothing; the other rows proceed. (Kafka shuffles its
+    answers; these come in the order of the rows.)"""
     b = ctx.broker
-    body = ctx.body
     v = ctx.version
     R = DeleteTopicsResponse.DeletableTopicResult
     md = b.metadata
-    wanted: list[tuple[str | None, uuid.UUID | None]]
     if v >= 6:
-        wanted = [(t.name, t.topic_id if t.topic_id != ZERO_UUID else None) for t in body.topics]
+        rows = [(t.name, t.topic_id if t.topic_id != ZERO_UUID else None) for t in ctx.body.topics]
     else:
-        wanted = [(n, None) for n in body.topic_names]
-    results = []
-    for name, tid in wanted:
-        if name is not None and tid is not None:
-            results.append(R(name=name, topic_id=tid, error_code=int(E.INVALID_REQUEST),
-                             error_message="You may not specify both topic name and topic id."))
-            continue
-        if tid is not None:
-            t = md.topic_by_id(tid)
-            if t is None:
-                results.append(R(name=None, topic_id=tid, error_code=int(E.UNKNOWN_TOPIC_ID),
-                                 error_message="This server does not host this topic ID."))
-                continue
+        rows = [(n, None) for n in ctx.body.topic_names]
+    answers: dict[int, tuple] = {}  # row -> (name, id, code, message); rows not in it get no answer
+    first: dict[object, int] = {}  # a name or an id -> the row that gave it first
+    dups: set = set()
+    for i, (name, tid) in enumerate(rows):
+        if name is None and tid is None:
+            answers[i] = (None, None, E.INVALID_REQUEST, "Neither topic name nor id were specified.")
+        elif name is not None and tid is not None:
+            answers[i] = (name, tid, E.INVALID_REQUEST, "You may not specify both topic name and topic id.")
+        elif (key := name if name is not None else tid) in first:
+            dups.add(key)
+            answers[first[key]] = (name, tid, E.INVALID_REQUEST,
+                                   "Duplicate topic name." if name is not None else "Duplicate topic id.")
         else:
-            t = md.topic(name) if name is not None else None
-            if t is None:
-                results.append(R(name=name, topic_id=ZERO_UUID, error_code=int(E.UNKNOWN_TOPIC_OR_PARTITION),
-                                 error_message="This server does not host this topic-partition."))
-                continue
+            first[key] = i
+    to_delete: dict[uuid.UUID, int] = {}  # topic id -> row
+    for key, i in first.items():  # ids, then names: a name may name a topic an id row already gave
+        if key in dups or not isinstance(key, uuid.UUID):
+            continue
+        t = md.topic_by_id(key)
+        if t is None:
+            answers[i] = (None, key, E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+        else:
+            to_delete[key] = i
+    for key, i in first.items():
+        if key in dups or isinstance(key, uuid.UUID):
+            continue
+        t = md.topic(key)
+        if t is None:
+            answers[i] = (key, None, E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        elif t.topic_id in to_delete or t.topic_id in dups:
+            answers.pop(to_delete.pop(t.topic_id, -1), None)
+            answers[i] = (key, t.topic_id, E.INVALID_REQUEST,
+                          "The provided topic name maps to an ID that was already supplied.")
+        else:
+            to_delete[t.topic_id] = i
+    # everything checked: now the deletions
+    for tid, i in to_delete.items():
+        name = md.topic_by_id(tid).name
         if not b.config.get("delete.topic.enable"):
-            results.append(R(name=t.name, topic_id=t.topic_id, error_code=int(E.TOPIC_DELETION_DISABLED),
-                             error_message="Topic deletion is disabled."))
+            answers[i] = (name, tid, E.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             continue
         try:
-            b.delete_topic(t.name)
+            b.delete_topic(name)
         except MetadataError as exc:  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
-            results.append(R(name=t.name, topic_id=t.topic_id, error_code=exc.code, error_message=exc.message))
+            answers[i] = (name, tid, exc.code, exc.message)
             continue
-        results.append(R(name=t.name, topic_id=t.topic_id, error_code=0, error_message=None))
+        answers[i] = (name, tid, 0, None)
+    results = [R(name=n, topic_id=t or ZERO_UUID, error_code=int(c), error_message=m)
+               for n, t, c, m in (answers[i] for i in sorted(answers))]
     return DeleteTopicsResponse(version=v, throttle_time_ms=0, responses=results)
 
 
@@ -100,10 +123,12 @@ async def handle_create_partitions(ctx: RequestContext):
     R = CreatePartitionsResponse.CreatePartitionsTopicResult
     names = [t.name for t in body.topics]
     results = []
+    answered = set()
     for t in body.topics:
-        if names.count(t.name) > 1:
-            results.append(R(name=t.name, error_code=int(E.INVALID_REQUEST),
-                             error_message="Duplicate topic in request."))
+        if names.count(t.name) > 1:  # Kafka's ControllerApis.createPartitions: answered once, nothing grows
+            if t.name not in answered:
+                answered.add(t.name)
+                results.append(R(name=t.name, error_code=int(E.INVALID_REQUEST), error_message="Duplicate topic name."))
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
