@@ -23,6 +23,7 @@ from ..controller.store import InProcessStore
 from ..wire.errors import E
 from .connection import serve_connection
 from .group_coordinator_service import GroupCoordinatorService
+from .quotas import ConnectionQuotas, MemoryPool, accept_loop
 from .router import Router
 
 log = structlog.get_logger("kafkite.broker")
@@ -155,6 +156,8 @@ class Broker:
         self.groups = GroupCoordinatorService(self)
         self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
         self.connections: set[trio.abc.Stream] = set()
+        self.connection_quotas = ConnectionQuotas(self.config)  # max.connections, max.connections.per.ip
+        self.memory_pool = MemoryPool.from_config(self.config)  # queued.max.request.bytes
         self.faults = None  # testing.faults.Faults when fault injection is on
         self.bound_port: int | None = None
         self._cancel: trio.CancelScope | None = None
@@ -225,7 +228,15 @@ class Broker:
                     await lst.aclose()
 
     async def _accept_loop(self, listeners, nursery) -> None:
-        await trio.serve_listeners(lambda s: serve_connection(self, s), listeners, handler_nursery=nursery)
+        async with trio.open_nursery() as accepting:
+            for lst in listeners:
+                accepting.start_soon(accept_loop, lst, self.connection_quotas, self._serve_connection, nursery)
+
+    async def _serve_connection(self, stream: trio.SocketStream, ip: str) -> None:
+        try:
+            await serve_connection(self, stream)
+        finally:
+            self.connection_quotas.dec(ip)
 
     def stop(self) -> None:
         if self._cancel is not None:
