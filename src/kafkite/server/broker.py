@@ -17,8 +17,8 @@ import trio
 
 from ..config import BrokerConfig, validate_topic_configs
 from ..controller.controller import Controller, MetadataCache, MetadataUpdate
-from ..controller.metadata import (BrokerInfo, ClusterMetadata, FileMetadataStore, MemoryMetadataStore,
-                                   TopicInfo)
+from ..controller.metadata import (MAX_RECORDS_PER_USER_OP, BrokerInfo, ClusterMetadata, FileMetadataStore,
+                                   MemoryMetadataStore, TopicInfo)
 from ..controller.store import InProcessStore
 from ..wire.errors import E
 from .connection import serve_connection
@@ -80,12 +80,13 @@ class ClusterState:
     # -- topic lifecycle (the controller's job; single controller for now) ---------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
-                     *, validate_only: bool = False) -> TopicInfo:
+                     *, validate_only: bool = False, max_records: int = MAX_RECORDS_PER_USER_OP) -> TopicInfo:
         md = self.metadata
         n, rf, replicas = md.check_create_topic(
             name, num_partitions, replication_factor, assignments, configs,
             default_partitions=self.config.get("num.partitions"),
-            default_rf=min(self.config.get("default.replication.factor"), max(1, len(md.brokers))))
+            default_rf=min(self.config.get("default.replication.factor"), max(1, len(md.brokers))),
+            max_records=max_records)
         if validate_only:
             import uuid
             from ..controller.metadata import PartitionInfo
@@ -106,15 +107,18 @@ class ClusterState:
         for h in self.hooks:
             h.on_topic_deleted(info)
 
-    def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False) -> None:
-        replicas = self.metadata.check_create_partitions(name, count, assignments)
+    def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False,
+                          max_records: int = MAX_RECORDS_PER_USER_OP) -> int:
+        """Add partitions up to `count` -> how many (validated only, with validate_only)."""
+        replicas = self.metadata.check_create_partitions(name, count, assignments, max_records)
         if validate_only:
-            return
+            return len(replicas)
         self.metadata.add_partitions(name, replicas)
         self.publish()
         info = self.metadata.topic(name)
         for h in self.hooks:
             h.on_partitions_added(info)
+        return len(replicas)
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         validate_topic_configs(configs)
@@ -179,8 +183,8 @@ class Broker:
     def delete_topic(self, name: str) -> None:
         self.state.delete_topic(name)
 
-    def create_partitions(self, *a, **kw) -> None:
-        self.state.create_partitions(*a, **kw)
+    def create_partitions(self, *a, **kw) -> int:
+        return self.state.create_partitions(*a, **kw)
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.state.set_topic_configs(name, configs)
