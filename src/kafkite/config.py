@@ -8,7 +8,9 @@ default (`retention.ms` <- `log.retention.ms` <- `log.retention.minutes` <-
 
 Defaults are Kafka's, except where a test broker is better served (documented in
 README): `flush.messages` defaults to 1 (fsync on every append: an acknowledged
-write survives a power cut, not just a process crash).
+write survives a power cut, not just a process crash); `queued.max.request.bytes`
+defaults to 100 MiB rather than unbounded (partly received requests cannot pin
+more than that plus one request).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any, Callable
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
+QUEUED_MAX_REQUEST_BYTES_DEFAULT = 104857600  # Kafka's is -1 (unbounded); see README "Limits"
 
 
 class ConfigType(enum.IntEnum):
@@ -227,6 +230,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("group.max.size", ConfigType.INT, str(INT_MAX)),
     BrokerConfigDef("message.max.bytes", ConfigType.INT, "1048588", True),
     BrokerConfigDef("socket.request.max.bytes", ConfigType.INT, "104857600"),
+    # Kafkite default 100 MiB (Kafka: -1, unbounded): see check_socket_limits and server/quotas.py
+    BrokerConfigDef("queued.max.request.bytes", ConfigType.LONG, str(QUEUED_MAX_REQUEST_BYTES_DEFAULT)),
+    BrokerConfigDef("connections.max.idle.ms", ConfigType.LONG, "600000"),
+    BrokerConfigDef("max.connections", ConfigType.INT, str(INT_MAX), True),
+    BrokerConfigDef("max.connections.per.ip", ConfigType.INT, str(INT_MAX), True),
+    BrokerConfigDef("max.connections.per.ip.overrides", ConfigType.STRING, "", True),
     BrokerConfigDef("compression.type", ConfigType.STRING, "producer", True),
     BrokerConfigDef("log.cleanup.policy", ConfigType.LIST, "delete", True),
     BrokerConfigDef("log.cleaner.delete.retention.ms", ConfigType.LONG, "86400000", True),
@@ -295,6 +304,7 @@ class BrokerConfig:
                     validate_topic_configs({synonyms[k]: v})
                 except ConfigError as exc:
                     raise ConfigError(str(exc).replace(synonyms[k], k)) from None
+        check_socket_limits(self)
 
     def unused_keys(self) -> list[tuple[str, str]]:
         """(key, warning) for each static key Kafkite does not use (see check_broker_keys)."""
@@ -346,6 +356,43 @@ class BrokerConfig:
         return out
 
 
+def parse_ip_overrides(value: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides, "hostName:100,127.0.0.1:200" -> {host: count} (Kafka's Csv.parseCsvMap:
+    the count follows the last ':')."""
+    out: dict[str, int] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        try:
+            if not sep or not host.strip():
+                raise ValueError
+            out[host.strip()] = int(count.strip())
+        except ValueError:
+            raise ConfigError(f"Error parsing configuration property 'max.connections.per.ip.overrides': "
+                              f"{item}") from None
+    return out
+
+
+def check_socket_limits(config: "BrokerConfig") -> None:
+    """Kafka's checks of the socket server limits (KafkaConfig.validateValues and the keys' ranges)."""
+    for name in ("max.connections", "max.connections.per.ip", "socket.request.max.bytes"):
+        value = config.get(name)
+        low = 1 if name == "socket.request.max.bytes" else 0
+        if value < low:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
+    overrides = parse_ip_overrides(config.get("max.connections.per.ip.overrides") or "")
+    if config.get("max.connections.per.ip") == 0 and not overrides:
+        raise ConfigError("requirement failed: max.connections.per.ip can be set to zero only if "
+                          "max.connections.per.ip.overrides property is set.")
+    queued, source = config.raw("queued.max.request.bytes")
+    # Kafkite's own default follows socket.request.max.bytes up (see server/quotas.py); a value set is checked
+    if source != ConfigSource.DEFAULT_CONFIG and 0 < int(queued) < config.get("socket.request.max.bytes"):
+        raise ConfigError("requirement failed: queued.max.request.bytes must be larger or equal to "
+                          "socket.request.max.bytes")
+
+
 def validate_topic_configs(configs: dict[str, str | None]) -> None:
     """Raise ConfigError with Kafka's wording for an unknown name or a bad value."""
     for name, value in configs.items():
@@ -387,13 +434,13 @@ _SECURITY = "only PLAINTEXT listeners are served"
 _KRAFT = "the controller is elected through an in-process coordination store (no KRaft quorum)"
 UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["num.network.threads", "num.io.threads", "background.threads", "queued.max.requests",
-                     "queued.max.request.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+                     "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
                      "socket.listen.backlog.size", "num.recovery.threads.per.data.dir",
                      "log.cleaner.threads",
                      "log.cleaner.io.buffer.size",
                      "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
                      "offsets.load.buffer.size", "offsets.commit.timeout.ms", "offsets.commit.required.acks",
-                     "max.connections", "max.connections.per.ip", "max.connection.creation.rate",
+                     "max.connection.creation.rate",
                      "controlled.shutdown.enable", "controlled.shutdown.max.retries",
                      "controlled.shutdown.retry.backoff.ms"], _TUNING),
     **dict.fromkeys(["num.replica.fetchers", "replica.fetch.max.bytes", "replica.fetch.min.bytes",
@@ -410,7 +457,6 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["transaction.state.log.replication.factor", "transaction.state.log.min.isr",
                      "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
                      "transactional.id.expiration.ms"], "transactions are not implemented yet"),
-    "connections.max.idle.ms": "not implemented yet: idle connections are not closed",
     "broker.rack": "rack-aware replica placement is not implemented",
     "log.dir": "the data directory is log.dirs (or --data-dir)",
 }

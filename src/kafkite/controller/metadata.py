@@ -38,6 +38,18 @@ class MetadataError(Exception):
         self.message = message
 
 
+# KRaft's QuorumController.MAX_RECORDS_PER_USER_OP: the metadata records one CreateTopics (a TopicRecord, its
+# ConfigRecords and one PartitionRecord per partition, over all its topics) or one CreatePartitions may make.
+MAX_RECORDS_PER_USER_OP = 10000
+
+
+class BatchTooLarge(MetadataError):
+    """Kafka's answer when an operation would make more than MAX_RECORDS_PER_USER_OP records."""
+
+    def __init__(self) -> None:
+        super().__init__(E.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+
+
 def validate_topic_name(name: str | None) -> None:
     """Kafka's Topic.validate."""
     if not name:
@@ -282,8 +294,10 @@ class ClusterMetadata:
     # -- topic changes ------------------------------------------------------
     def check_create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
-                           default_partitions: int, default_rf: int) -> tuple[int, int, list[list[int]]]:
-        """Validate a CreateTopics entry like Kafka; returns (partitions, rf, replica lists)."""
+                           default_partitions: int, default_rf: int, max_records: int = MAX_RECORDS_PER_USER_OP
+                           ) -> tuple[int, int, list[list[int]]]:
+        """Validate a CreateTopics entry like Kafka; returns (partitions, rf, replica lists). BatchTooLarge when
+        the topic would take more than `max_records` metadata records (what is left of the request's)."""
         validate_topic_name(name)
         if name in self.topics:
             raise MetadataError(E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -301,6 +315,8 @@ class ClusterMetadata:
             if idx != list(range(len(idx))):
                 raise MetadataError(E.INVALID_REPLICATION_ASSIGNMENT,
                                     "Partitions should be a consecutive 0-based integer sequence")
+            if 1 + len(idx) + len(configs) > max_records:
+                raise BatchTooLarge()
             replicas = [list(assignments[i]) for i in idx]
             for r in replicas:
                 if not r or len(set(r)) != len(r):
@@ -327,11 +343,15 @@ class ClusterMetadata:
                     E.INVALID_REPLICATION_FACTOR,
                     f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
                     f"cannot be reached because only {live} broker(s) are registered.")
-            replicas = self._place(self._start_offset(name), n, rf)
+            replicas = None
         try:
             validate_topic_configs(configs)
         except ConfigError as exc:
             raise MetadataError(E.INVALID_CONFIG, str(exc)) from None
+        if 1 + n + len(configs) > max_records:  # checked before anything is placed
+            raise BatchTooLarge()
+        if replicas is None:
+            replicas = self._place(self._start_offset(name), n, rf)
         return n, rf, replicas
 
     def _start_offset(self, name: str) -> int:
@@ -378,7 +398,8 @@ class ClusterMetadata:
         self._persist_or_undo(undo)
         return t
 
-    def check_create_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> list[list[int]]:
+    def check_create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                                max_records: int = MAX_RECORDS_PER_USER_OP) -> list[list[int]]:
         t = self.topics.get(name)
         if t is None:
             raise MetadataError(E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -389,21 +410,24 @@ class ClusterMetadata:
         if count == cur:
             raise MetadataError(E.INVALID_PARTITIONS, f"Topic already has {cur} partitions.")
         rf = len(t.partitions[0].replicas)
+        if assignments is not None and len(assignments) != count - cur:
+            raise MetadataError(
+                E.INVALID_REPLICATION_ASSIGNMENT,
+                f"Increasing the number of partitions by {count - cur} but {len(assignments)} "
+                "assignments provided.")
         if assignments is not None:
-            if len(assignments) != count - cur:
-                raise MetadataError(
-                    E.INVALID_REPLICATION_ASSIGNMENT,
-                    f"Increasing the number of partitions by {count - cur} but {len(assignments)} "
-                    "assignments provided.")
             for r in assignments:
                 if [b for b in r if b not in self.brokers] or len(set(r)) != len(r) or len(r) != rf:
                     raise MetadataError(E.INVALID_REPLICATION_ASSIGNMENT,
                                         f"Invalid replica assignment {r} for a topic with replication factor {rf}")
-            return [list(r) for r in assignments]
-        if rf > len(self.brokers):
+        elif rf > len(self.brokers):
             raise MetadataError(E.INVALID_REPLICATION_FACTOR,
                                 f"Unable to replicate the partition {rf} time(s): only {len(self.brokers)} "
                                 "broker(s) are registered.")
+        if count - cur > max_records:  # one PartitionRecord each; checked before anything is placed
+            raise BatchTooLarge()
+        if assignments is not None:
+            return [list(r) for r in assignments]
         return self._place(self._start_offset(name), count - cur, rf, start_index=cur)
 
     def add_partitions(self, name: str, replicas: list[list[int]]) -> None:

@@ -18,12 +18,13 @@ import trio
 
 from ..config import BrokerConfig, validate_topic_configs
 from ..controller.controller import Controller, MetadataCache, MetadataUpdate
-from ..controller.metadata import (BrokerInfo, ClusterMetadata, FileMetadataStore, MemoryMetadataStore,
-                                   MetadataError, TopicInfo)
+from ..controller.metadata import (MAX_RECORDS_PER_USER_OP, BrokerInfo, ClusterMetadata, FileMetadataStore,
+                                   MemoryMetadataStore, MetadataError, TopicInfo)
 from ..controller.store import InProcessStore
 from ..wire.errors import E
 from .connection import serve_connection
 from .group_coordinator_service import GroupCoordinatorService
+from .quotas import ConnectionQuotas, MemoryPool, accept_loop
 from .router import Router
 
 log = structlog.get_logger("kafkite.broker")
@@ -81,12 +82,13 @@ class ClusterState:
     # -- topic lifecycle (the controller's job; single controller for now) ---------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
-                     *, validate_only: bool = False) -> TopicInfo:
+                     *, validate_only: bool = False, max_records: int = MAX_RECORDS_PER_USER_OP) -> TopicInfo:
         md = self.metadata
         n, rf, replicas = md.check_create_topic(
             name, num_partitions, replication_factor, assignments, configs,
             default_partitions=self.config.get("num.partitions"),
-            default_rf=min(self.config.get("default.replication.factor"), max(1, len(md.brokers))))
+            default_rf=min(self.config.get("default.replication.factor"), max(1, len(md.brokers))),
+            max_records=max_records)
         if validate_only:
             import uuid
             from ..controller.metadata import PartitionInfo
@@ -140,11 +142,13 @@ class ClusterState:
         for h in self.hooks:
             h.on_topic_deleted(info)
 
-    def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False) -> None:
+    def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False,
+                          max_records: int = MAX_RECORDS_PER_USER_OP) -> int:
+        """Add partitions up to `count` -> how many (validated only, with validate_only)."""
         md = self.metadata
-        replicas = md.check_create_partitions(name, count, assignments)
+        replicas = md.check_create_partitions(name, count, assignments, max_records)
         if validate_only:
-            return
+            return len(replicas)
         with self._storage(f"adding partitions to {name}"):
             self.replicas.check_log_dir()
             before = len(md.topic(name).partitions)
@@ -157,6 +161,7 @@ class ClusterState:
                 self._roll_back(lambda: md.remove_partitions(name, before))
                 raise
         self.publish()
+        return len(replicas)
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         validate_topic_configs(configs)
@@ -199,6 +204,8 @@ class Broker:
         self.groups = GroupCoordinatorService(self)
         self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
         self.connections: set[trio.abc.Stream] = set()
+        self.connection_quotas = ConnectionQuotas(self.config)  # max.connections, max.connections.per.ip
+        self.memory_pool = MemoryPool.from_config(self.config)  # queued.max.request.bytes
         self.faults = None  # testing.faults.Faults when fault injection is on
         self.bound_port: int | None = None
         self._cancel: trio.CancelScope | None = None
@@ -220,8 +227,8 @@ class Broker:
     def delete_topic(self, name: str) -> None:
         self.state.delete_topic(name)
 
-    def create_partitions(self, *a, **kw) -> None:
-        self.state.create_partitions(*a, **kw)
+    def create_partitions(self, *a, **kw) -> int:
+        return self.state.create_partitions(*a, **kw)
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.state.set_topic_configs(name, configs)
@@ -269,7 +276,15 @@ class Broker:
                     await lst.aclose()
 
     async def _accept_loop(self, listeners, nursery) -> None:
-        await trio.serve_listeners(lambda s: serve_connection(self, s), listeners, handler_nursery=nursery)
+        async with trio.open_nursery() as accepting:
+            for lst in listeners:
+                accepting.start_soon(accept_loop, lst, self.connection_quotas, self._serve_connection, nursery)
+
+    async def _serve_connection(self, stream: trio.SocketStream, ip: str) -> None:
+        try:
+            await serve_connection(self, stream)
+        finally:
+            self.connection_quotas.dec(ip)
 
     def stop(self) -> None:
         if self._cancel is not None:

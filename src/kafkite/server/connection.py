@@ -13,6 +13,12 @@ pipelined produce requests (group commit).
 A frame over `socket.request.max.bytes`, a truncated frame at EOF, an undecodable
 request, or an unknown api (other than ApiVersions, which gets KIP-511's fallback
 answer) closes this connection with a log line; every other connection carries on.
+
+Limits (server/quotas.py): the body of a large request is read only once the broker's
+memory pool (`queued.max.request.bytes`) holds its size, and the reservation is released
+when the request has been handled; a connection with nothing received or sent for
+`connections.max.idle.ms` is closed (Kafka's default, 10 minutes; -1: never); a client that
+closes its connection while its Fetch long-polls ends that wait at once (context.py).
 """
 from __future__ import annotations
 
@@ -24,6 +30,8 @@ import structlog
 import trio
 
 from ..wire.frame import FrameReader, FrameTooLarge
+from .context import PeerClosed, connection_socket
+from .quotas import SMALL_REQUEST_BYTES
 from .router import CloseConnection
 
 if TYPE_CHECKING:
@@ -42,6 +50,7 @@ class _Outbox:
 
     def __init__(self, stream: trio.SocketStream, clog) -> None:
         self.stream, self.clog = stream, clog
+        self.last_active = trio.current_time()  # the last bytes received or sent (connections.max.idle.ms)
         self.send_ch, self.recv_ch = trio.open_memory_channel(math.inf)
         self.pending = 0  # queued, not yet sent
         self.drained = trio.Event()
@@ -66,6 +75,7 @@ class _Outbox:
                     await self.stream.send_all(part)
         elif out:
             await self.stream.send_all(out)
+        self.last_active = trio.current_time()
 
     async def run(self, cancel_scope: trio.CancelScope) -> None:
         try:
@@ -107,6 +117,11 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
 
 async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str, clog, outbox: _Outbox) -> None:
     reader = FrameReader(broker.config.get("socket.request.max.bytes"))
+    pool = broker.memory_pool
+    idle_ms = broker.config.get("connections.max.idle.ms")
+    idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
+    connection_socket.set(stream.socket)  # for handlers that long-poll (context.wait_unless_peer_closed)
+    held = 0  # bytes of the memory pool reserved for the frame being received
     try:
         while True:
             try:
@@ -115,26 +130,54 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                 clog.warning("connection.closed", reason=str(exc))
                 return
             if frame is None:
-                data = await stream.receive_some(65536)
-                if not data:
-                    if reader.buffered:
-                        clog.warning("connection.closed", reason="truncated frame at end of stream",
-                                     buffered=reader.buffered)
+                size = reader.pending_size
+                want = 65536
+                if size is not None and size > SMALL_REQUEST_BYTES:
+                    if not held:  # muted until the pool holds the whole request
+                        with trio.move_on_at(outbox.last_active + idle_s):
+                            held = await pool.reserve(size) or -1
+                        if not held:
+                            if trio.current_time() >= outbox.last_active + idle_s:
+                                clog.info("connection.closed", reason="idle while waiting for request memory",
+                                          idle_ms=idle_ms, pending_request_bytes=size)
+                                return
+                            continue
+                    want = max(1, min(1 << 20, size - reader.buffered))  # the rest of this request only
+                with trio.move_on_at(outbox.last_active + idle_s):
+                    data = await stream.receive_some(want)
+                    outbox.last_active = trio.current_time()
+                    if not data:
+                        if reader.buffered or reader.pending_size is not None:
+                            clog.warning("connection.closed", reason="truncated frame at end of stream",
+                                         buffered=reader.buffered)
+                        return
+                    reader.feed(data)
+                    continue
+                if trio.current_time() >= outbox.last_active + idle_s:  # else a response went out meanwhile
+                    clog.info("connection.closed", reason="idle", idle_ms=idle_ms)
                     return
-                reader.feed(data)
                 continue
-            produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
-            await outbox.wait_turn(produce)
             try:
-                out, waits = await broker.router.dispatch(frame, peer, clog)
-            except CloseConnection as exc:
-                clog.warning("connection.closed", reason=str(exc))
-                return
+                produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
+                await outbox.wait_turn(produce)
+                try:
+                    out, waits = await broker.router.dispatch(frame, peer, clog)
+                except CloseConnection as exc:
+                    clog.warning("connection.closed", reason=str(exc))
+                    return
+            finally:
+                del frame
+                pool.release(max(held, 0))
+                held = 0
             if not waits and not outbox.pending:
                 await outbox.send(out)  # nothing queued before it: straight out, no task switch
             elif out or waits:
                 outbox.put(out, waits)
+    except PeerClosed as exc:
+        clog.info("connection.closed", reason=str(exc))
     except _CLOSED:
         pass
     except Exception:  # a bug in a handler must never take the broker down
         clog.exception("connection.error")
+    finally:
+        pool.release(max(held, 0))

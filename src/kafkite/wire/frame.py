@@ -4,10 +4,17 @@ Every Kafka request is a 4-byte big-endian size followed by that many bytes.
 `FrameReader` accumulates bytes from the socket and hands out whole frames;
 a size above `socket.request.max.bytes` (or negative) is a protocol violation
 after which the connection must be closed.
+
+Memory: the reader holds the chunks as received (nothing is allocated for the
+declared size up front, and a growing buffer is never copied over), and joins
+them once when the frame is whole. `pending_size` tells the caller the size of
+the frame being received, so it can bound what partly received frames hold
+(server/quotas.py: queued.max.request.bytes) before reading more of it.
 """
 from __future__ import annotations
 
 import struct
+from collections import deque
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
 
@@ -22,24 +29,59 @@ class FrameTooLarge(Exception):
 class FrameReader:
     def __init__(self, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
         self.max_bytes = max_bytes
-        self._buf = bytearray()
+        self._chunks: deque[bytes] = deque()
+        self._off = 0  # bytes of the first chunk already handed out
+        self._len = 0  # bytes held, not yet handed out
+        self._size = -1  # the declared size of the frame being received; -1 until its 4 bytes are in
 
     def feed(self, data: bytes) -> None:
-        self._buf += data
+        if data:
+            self._chunks.append(data)
+            self._len += len(data)
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return self._len
+
+    @property
+    def pending_size(self) -> int | None:
+        """The declared size of the frame being received (its 4-byte size is in), else None."""
+        if self._size < 0 and self._len >= 4:
+            self._read_size()
+        return self._size if self._size >= 0 else None
+
+    def _take(self, n: int) -> list:
+        """The next n held bytes, as pieces (memoryviews of the chunks)."""
+        pieces = []
+        while n:
+            chunk = self._chunks[0]
+            end = min(len(chunk), self._off + n)
+            pieces.append(memoryview(chunk)[self._off:end])
+            n -= end - self._off
+            if end == len(chunk):
+                self._chunks.popleft()
+                self._off = 0
+            else:
+                self._off = end
+        return pieces
+
+    def _read_size(self) -> None:
+        (size,) = struct.unpack(">i", b"".join(self._take(4)))
+        self._len -= 4
+        if size < 0 or size > self.max_bytes:
+            raise FrameTooLarge(size, self.max_bytes)
+        self._size = size
 
     def next_frame(self) -> bytes | None:
         """The next whole frame's payload (without the size), or None if incomplete."""
-        if len(self._buf) < 4:
+        if self._size < 0:
+            if self._len < 4:
+                return None
+            self._read_size()
+        size = self._size
+        if self._len < size:
             return None
-        (size,) = struct.unpack_from(">i", self._buf, 0)
-        if size < 0 or size > self.max_bytes:
-            raise FrameTooLarge(size, self.max_bytes)
-        if len(self._buf) < 4 + size:
-            return None
-        payload = bytes(self._buf[4 : 4 + size])
-        del self._buf[: 4 + size]
-        return payload
+        pieces = self._take(size)
+        self._len -= size
+        self._size = -1
+        return pieces[0].tobytes() if len(pieces) == 1 else b"".join(pieces)

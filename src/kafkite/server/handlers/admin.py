@@ -5,7 +5,7 @@ import uuid
 
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
-from ...controller.metadata import MetadataError
+from ...controller.metadata import MAX_RECORDS_PER_USER_OP, BatchTooLarge, MetadataError
 from ...wire.errors import E
 from ..context import RequestContext
 from .configs import topic_config_entries
@@ -22,6 +22,13 @@ async def handle_create_topics(ctx: RequestContext):
     validate_only = bool(body.validate_only) if v >= 1 else False
     names = [t.name for t in body.topics]
     dupes = {n for n in names if names.count(n) > 1}
+    too_large = _over_records_bound(b, body, dupes)
+    if too_large is not None:  # Kafka: the whole request fails, nothing is created
+        ctx.log.info("create_topics.rejected", topics=len(names), error=E.POLICY_VIOLATION.name,
+                     message=too_large.message)
+        return CreateTopicsResponse(version=v, throttle_time_ms=0, topics=[
+            R(name=t.name, topic_id=ZERO_UUID, error_code=too_large.code, error_message=too_large.message,
+              num_partitions=-1, replication_factor=-1, configs=None) for t in body.topics])
     results = []
     for t in body.topics:
         if t.name in dupes:
@@ -50,6 +57,28 @@ async def handle_create_topics(ctx: RequestContext):
                          num_partitions=len(info.partitions), replication_factor=len(info.partitions[0].replicas),
                          configs=entries))
     return CreateTopicsResponse(version=v, throttle_time_ms=0, topics=results)
+
+
+def _over_records_bound(b, body, dupes) -> BatchTooLarge | None:
+    """KRaft makes one batch of metadata records for a CreateTopics (per topic a TopicRecord, its ConfigRecords
+    and a PartitionRecord per partition); over MAX_RECORDS_PER_USER_OP the controller refuses the whole request.
+    A dry run in request order, each topic checked against what the ones before it left, placing nothing
+    beyond the bound."""
+    left = MAX_RECORDS_PER_USER_OP
+    for t in body.topics:
+        if t.name in dupes:
+            continue
+        configs = {c.name: c.value for c in t.configs}
+        assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+        try:
+            info = b.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
+                                  validate_only=True, max_records=left)
+        except BatchTooLarge as exc:
+            return exc
+        except MetadataError:
+            continue  # answered with its own error; it makes no records
+        left -= 1 + len(info.partitions) + len(configs)
+    return None
 
 
 async def handle_delete_topics(ctx: RequestContext):
@@ -124,6 +153,7 @@ async def handle_create_partitions(ctx: RequestContext):
     names = [t.name for t in body.topics]
     results = []
     answered = set()
+    left = MAX_RECORDS_PER_USER_OP  # PartitionRecords this request may make (KRaft's bound, see above)
     for t in body.topics:
         if names.count(t.name) > 1:  # Kafka's ControllerApis.createPartitions: answered once, nothing grows
             if t.name not in answered:
@@ -132,8 +162,10 @@ async def handle_create_partitions(ctx: RequestContext):
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
-            b.create_partitions(t.name, t.count, assignments, validate_only=bool(body.validate_only))
+            left -= b.create_partitions(t.name, t.count, assignments, validate_only=bool(body.validate_only),
+                                        max_records=left)
         except MetadataError as exc:
+            ctx.log.info("create_partitions.rejected", topic=t.name, error=E(exc.code).name, message=exc.message)
             results.append(R(name=t.name, error_code=exc.code, error_message=exc.message))
             continue
         results.append(R(name=t.name, error_code=0, error_message=None))

@@ -10,7 +10,7 @@ from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 from ...wire.errors import E
 from ..replica_manager import KafkaStorageException
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
-from ..context import RequestContext, now_ms
+from ..context import RequestContext, now_ms, wait_unless_peer_closed
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -91,7 +91,7 @@ async def handle_fetch(ctx: RequestContext):
                     p.error_code for t in responses for p in t.partitions):
                 break
             with trio.move_on_at(deadline):
-                await event.wait()
+                await wait_unless_peer_closed(event.wait)  # a client gone ends the wait (and the connection)
         finally:
             rm.unwatch(watched, event)
         if trio.current_time() >= deadline:
