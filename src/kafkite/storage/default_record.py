@@ -191,72 +191,88 @@ def _walk(buf, p: int, end: int, index: int, count: int, st: list, _v=_varint, _
     min_d, max_d, null_keys, in_order = st
     try:
         while index < count:
-            b = buf[p]
-            if b < 0x80:
-                size = (b >> 1) ^ -(b & 1)
-                q = p + 1
-            else:
-                size, q = _v(buf, p, end)
-            rec_end = q + size
-            if size < 0 or rec_end > end:
-                break
-            p = q + 1  # attributes
-            b = buf[p]
-            if b < 0x80:
-                d = (b >> 1) ^ -(b & 1)
+            # length: zig-zag, 1 or 2 bytes inline (z odd: negative)
+            z = buf[p]
+            if z < 0x80:
                 p += 1
             else:
                 c = buf[p + 1]
-                if c < 0x80:
-                    d = (b & 0x7F) | (c << 7)
-                    d = (d >> 1) ^ -(d & 1)
-                    p += 2
+                if c >= 0x80:
+                    size, q = _v(buf, p, end)
+                    z, p = size << 1, q
                 else:
-                    d, p = _vl(buf, p, rec_end)
+                    z = (z & 0x7F) | (c << 7)
+                    p += 2
+            if z & 1:
+                break
+            rec_end = p + (z >> 1)
+            if rec_end > end:
+                break
+            # attributes, then the timestamp delta
+            z = buf[p + 1]
+            if z < 0x80:
+                p += 2
+            else:
+                c = buf[p + 2]
+                if c >= 0x80:
+                    d, p = _vl(buf, p + 1, rec_end)
+                    z = d << 1 if d >= 0 else (-d << 1) - 1
+                else:
+                    z = (z & 0x7F) | (c << 7)
+                    p += 3
+            d = (z >> 1) ^ -(z & 1)
             if d < min_d:
                 min_d = d
             if d > max_d:
                 max_d = d
-            b = buf[p]
-            if b < 0x80:
-                if b != index << 1:
-                    in_order = False
+            # offset delta: index, zig-zag
+            z = buf[p]
+            if z < 0x80:
                 p += 1
             else:
-                od, p = _v(buf, p, rec_end)
-                if od != index:
-                    in_order = False
-            b = buf[p]
-            if b == 1:  # -1: null key
+                c = buf[p + 1]
+                if c >= 0x80:
+                    od, p = _v(buf, p, rec_end)
+                    z = od << 1 if od >= 0 else 1
+                else:
+                    z = (z & 0x7F) | (c << 7)
+                    p += 2
+            if z != index << 1:
+                in_order = False
+            # key: -1 (null) or a length
+            z = buf[p]
+            if z == 1:
                 null_keys += 1
                 p += 1
-            elif b < 0x80:
-                if b & 1:
+            elif z < 0x80:
+                if z & 1:
                     return None
-                p += 1 + (b >> 1)
+                p += 1 + (z >> 1)
             else:
                 k, p = _v(buf, p, rec_end)
                 if k < 0:
                     return None
                 p += k
-            b = buf[p]
-            if b < 0x80:
-                p += 1 if b & 1 else 1 + (b >> 1)
+            # value
+            z = buf[p]
+            if z < 0x80:
+                p += 1 if z & 1 else 1 + (z >> 1)
             else:
                 c = buf[p + 1]
                 if c < 0x80:
-                    v = (b & 0x7F) | (c << 7)
-                    p += 2 if v & 1 else 2 + (v >> 1)
+                    z = (z & 0x7F) | (c << 7)
+                    p += 2 if z & 1 else 2 + (z >> 1)
                 else:
                     v, p = _v(buf, p, rec_end)
                     if v > 0:
                         p += v
-            b = buf[p]
+            # headers
+            z = buf[p]
             p += 1
-            if b:
-                if b >= 0x80 or b & 1:
+            if z:
+                if z >= 0x80 or z & 1:
                     return None
-                for _ in range(b >> 1):
+                for _ in range(z >> 1):
                     hk = buf[p]
                     if hk >= 0x80 or hk & 1:
                         return None
