@@ -73,19 +73,21 @@ def good(n: int = 3, codec: int = NONE, base_ts: int = 0, keys: bool = True) -> 
     return batch(records(n, keys=keys), n, codec=codec, base_ts=base_ts)
 
 
-def zstd_bomb(expand_to: int, chunk: int = 1 << 20) -> bytes:
-    """A zstd payload holding one record whose value is `expand_to` zero bytes, compressed as a
-    stream (the test never holds the expansion in memory)."""
-    body_prefix = b"\x00" + varint(0) + varint(0) + varint(1) + b"k" + varint(expand_to)
-    total = len(body_prefix) + expand_to + 1
+def zstd_bomb(expand_to: int, records: int = 1, chunk: int = 1 << 20) -> bytes:
+    """A zstd payload of `records` records whose values are zero bytes, `expand_to` bytes in all,
+    compressed as a stream (the test never holds the expansion in memory)."""
     c = zstandard.ZstdCompressor(level=1).compressobj()
-    out = [c.compress(varint(total) + body_prefix)]
+    out = []
     zeros = bytes(chunk)
-    left = expand_to
-    while left:
-        n = min(left, chunk)
-        out.append(c.compress(zeros[:n]))
-        left -= n
-    out.append(c.compress(b"\x00"))  # no headers
+    for i in range(records):
+        size = expand_to // records
+        body_prefix = b"\x00" + varint(0) + varint(i) + varint(1) + b"k" + varint(size)
+        out.append(c.compress(varint(len(body_prefix) + size + 1) + body_prefix))
+        left = size
+        while left:
+            n = min(left, chunk)
+            out.append(c.compress(zeros[:n]))
+            left -= n
+        out.append(c.compress(b"\x00"))  # no headers
     out.append(c.flush())
     return b"".join(out)

@@ -54,6 +54,8 @@ class Inflater:
 
     def read(self, n: int) -> bytes:
         """The next n bytes, fewer only at the end of the stream."""
+        if self.consumed + n > self.bound:
+            self._drain()
         if n <= len(self._left):
             out, self._left = self._left[:n], self._left[n:]
         else:
@@ -72,6 +74,19 @@ class Inflater:
         if self.consumed > self.bound:
             raise DecompressedTooLarge(f"the records expand to more than {self.bound} bytes")
         return out
+
+
+    def _drain(self) -> None:
+        """A read that would pass the bound: inflate and drop (memory stays at one chunk) until
+        the bound is passed (DecompressedTooLarge) or the stream ends (nothing is returned:
+        the reader then finds its records cut short)."""
+        total = self.consumed + len(self._left)
+        self._left = b""
+        for chunk in self._chunks:
+            total += len(chunk)
+            if total > self.bound:
+                raise DecompressedTooLarge(f"the records expand to more than {self.bound} bytes")
+        self.consumed = total
 
 
 def _gzip(payload: memoryview, bound: int) -> Iterator[bytes]:
