@@ -362,3 +362,10 @@ def test_whatever_is_accepted_kafka_python_can_read(data):
             assert "UnicodeDecodeError" in str(exc)
         else:
             assert len(recs) == count
+
+
+def test_a_batch_kafka_python_cannot_decode_is_refused_not_crashed_when_it_must_be_rebuilt():
+    data = rb.batch(rb.record(0, 0, b"k", b"v", [(b"\xff\xfe", b"x")]), 1)  # a non-UTF-8 header key
+    assert prepare_append(data, LogConfig(), now_ms=NOW).ok  # stored as produced, as Kafka does
+    v = prepare_append(data, LogConfig(compression_type="gzip"), now_ms=NOW, topic_partition="t-0")
+    assert v.error == UNKNOWN_SERVER_ERROR

@@ -292,7 +292,10 @@ def prepare_append(records: bytes, config, *, now_ms: int, topic_partition: str 
                 continue
             if create_time:
                 h = h._replace(attributes=h.attributes & ~TIMESTAMP_TYPE_BIT)
-            recs = decode_batch(mv[pos:pos + h.size])
+            try:
+                recs = decode_batch(mv[pos:pos + h.size])
+            except Exception as exc:  # valid for Kafka, not for kafka-python's decoder (a non-UTF-8 header key)
+                return _fail(UNKNOWN_SERVER_ERROR, f"Cannot rebuild the batch for {topic_partition}: {exc}")
             recs = [Record(i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(recs)]
             out.append(rebuild_batch(h, recs, compression=h.compression if target is None else target))
         buf = bytearray(b"".join(out))
