@@ -17,9 +17,18 @@ the group coordinators unload their partitions (NOT_COORDINATOR), and no topic o
 be created. Metadata and ApiVersions are still served; Metadata lists the replicas as offline.
 Kafka halts a broker whose last log dir failed; Kafkite has one data dir and stays up instead,
 so that clients see the error and the operator a live broker to inspect.
+
+Validation (storage.log_validator.prepare_append) reads every record. A small batch is
+validated and appended on the event loop in one go; a large one (many records, a large
+decompressed size, recompression) is validated in a worker thread while the partition's
+append lock is held, and appended on the loop once it is done. A produce that finds the
+lock held waits its turn, even when small: appends to a partition happen in the order the
+produces arrived, as under Kafka's log lock, and the producer-state check and the append
+stay one step on the loop.
 """
 from __future__ import annotations
 
+import functools
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +42,7 @@ from ..controller.metadata import INTERNAL_TOPICS
 from ..storage.log_config import LogConfig
 from ..storage.log_loader import InconsistentTopicId
 from ..storage.log_manager import LogDirectory
-from ..storage.log_validator import validate_produce
+from ..storage.log_validator import NeedsWorker, Validated, prepare_append
 from ..storage.unified_log import FileLog, MemoryLog, OffsetOutOfRange
 from ..wire.errors import E
 from .context import now_ms
@@ -58,7 +67,8 @@ class AppendOutcome:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     record_errors: list[tuple[int, str | None]] | None = None
-    error_message: str | None = None
+    error_message: str | None = None  # in the response (Kafka sends only record errors' message)
+    log_message: str | None = None  # why, for the broker's log
     durable_wait: tuple[object, int] | None = None  # (log, last offset) still to be written: see wait_durable
 
 
@@ -84,6 +94,7 @@ class ReplicaManager:
         # the data dir's own files: clean-shutdown marker, offset checkpoints (storage/log_manager.py)
         self.log_dir = None if state.in_memory else LogDirectory(state.data_dir)
         self.offline_log_dirs: dict[str, str] = {}  # Kafka's LogDirFailureChannel: failed dir -> what failed
+        self._append_locks: dict[tuple[str, int], trio.Lock] = {}  # held while a worker validates
 
     # -- lifecycle ------------------------------------------------------------
     def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
@@ -255,12 +266,13 @@ class ReplicaManager:
                 return E.UNKNOWN_LEADER_EPOCH
         return 0
 
-    def append_records(self, cache: "MetadataCache", topic: str, partition: int, records: bytes, *, acks: int,
-                       now_ms: int) -> AppendOutcome:
+    async def append_records(self, cache: "MetadataCache", topic: str, partition: int, records: bytes, *,
+                             acks: int, now_ms: int, produce_version: int | None = None) -> AppendOutcome:
         """A client's Produce to one partition (Kafka's appendRecords): acks, the leader check, no
         client writes to internal topics, min.insync.replicas for acks=all (checked before the append),
-        then validation and the append. acks=0 has nobody to wait for the fsync: it is done inline;
-        otherwise the caller awaits `wait_durable(*outcome.durable_wait)` before answering."""
+        then validation and the append (see the module comment). acks=0 has nobody to wait for the
+        fsync: it is done inline; otherwise the caller awaits `wait_durable(*outcome.durable_wait)`
+        before answering."""
         if acks not in (0, 1, -1):
             return AppendOutcome(error=E.INVALID_REQUIRED_ACKS)
         # internal topics are written by their coordinators only
@@ -268,14 +280,45 @@ class ReplicaManager:
         if err:
             return AppendOutcome(error=err)
         pinfo = cache.partition(topic, partition)
-        lg = self.logs.get((topic, partition))
-        if acks == -1 and lg is not None and len(pinfo.isr) < lg.config.min_insync_replicas:
+        key = (topic, partition)
+        lg = self.logs.get(key)
+        if lg is None:
+            return AppendOutcome(error=E.KAFKA_STORAGE_ERROR if self.offline_log_dirs else E.UNKNOWN_TOPIC_OR_PARTITION)
+        if acks == -1 and len(pinfo.isr) < lg.config.min_insync_replicas:
             min_isr = lg.config.min_insync_replicas
             return AppendOutcome(error=E.NOT_ENOUGH_REPLICAS,
                                  error_message=f"The size of the current ISR {pinfo.isr} is insufficient to "
                                                f"satisfy the min.isr requirement of {min_isr}")
-        return self.append(topic, partition, records, now_ms, leader_epoch=pinfo.leader_epoch,
-                           defer_flush=acks != 0)
+        prepare = functools.partial(prepare_append, records, lg.config, now_ms=now_ms,
+                                    topic_partition=f"{topic}-{partition}", produce_version=produce_version)
+        lock = self._append_locks.get(key)
+        waited = lock is not None and lock.locked()
+        if not waited:
+            try:  # the common case: validated and appended at once, no task switch
+                v = prepare(inline=True)
+            except NeedsWorker:
+                pass
+            else:
+                return self._append_validated(key, lg, v, now_ms, pinfo.leader_epoch, acks != 0)
+        lock = self._append_locks.setdefault(key, trio.Lock())
+        try:
+            async with lock:
+                try:
+                    if not waited:
+                        raise NeedsWorker
+                    v = prepare(inline=True)
+                except NeedsWorker:
+                    v = await trio.to_thread.run_sync(prepare)
+                # the partition may have moved or gone while this produce waited
+                err = self.leader_check(cache, topic, partition)
+                if err or self.logs.get(key) is not lg:  # moved, deleted, or its log dir went offline
+                    return AppendOutcome(error=err or (E.KAFKA_STORAGE_ERROR if self.offline_log_dirs
+                                                       else E.NOT_LEADER_OR_FOLLOWER))
+                return self._append_validated(key, lg, v, now_ms, cache.partition(topic, partition).leader_epoch,
+                                              acks != 0)
+        finally:
+            if not lock.locked() and self._append_locks.get(key) is lock:
+                del self._append_locks[key]
 
     def read(self, cache: "MetadataCache", topic: str, partition: int, fetch_offset: int, current_leader_epoch: int,
              max_bytes: int, min_one: bool) -> LogReadResult:
@@ -345,22 +388,24 @@ class ReplicaManager:
 
     def append(self, topic: str, partition: int, records: bytes, now_ms: int, *, leader_epoch: int = 0,
                defer_flush: bool = False) -> AppendOutcome:
-        """Validate and append one partition's records. With defer_flush a file log leaves the
-        write (and the fsync flush.messages asks for) to `wait_durable(*outcome.durable_wait)`,
-        which the caller must await before acknowledging (the records stay above the high
-        watermark until then)."""
+        """Validate and append one partition's records on this thread (the broker's own small
+        batches: the coordinators'). With defer_flush a file log leaves the write (and the fsync
+        flush.messages asks for) to `wait_durable(*outcome.durable_wait)`, which the caller must
+        await before acknowledging (the records stay above the high watermark until then)."""
         lg = self.logs.get((topic, partition))
         if lg is None:
             return AppendOutcome(error=E.KAFKA_STORAGE_ERROR if self.offline_log_dirs else E.UNKNOWN_TOPIC_OR_PARTITION)
-        cfg = lg.config
-        v = validate_produce(records, max_message_bytes=cfg.max_message_bytes,
-                             timestamp_type=cfg.message_timestamp_type,
-                             timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
-                             timestamp_after_max_ms=cfg.message_timestamp_after_max_ms, now_ms=now_ms)
+        v = prepare_append(records, lg.config, now_ms=now_ms, topic_partition=f"{topic}-{partition}")
+        return self._append_validated((topic, partition), lg, v, now_ms, leader_epoch, defer_flush)
+
+    def _append_validated(self, key: tuple[str, int], lg, v: Validated, now_ms: int, leader_epoch: int,
+                          defer_flush: bool) -> AppendOutcome:
+        """The producer-state checks and the append of validated records, in one step on the loop."""
         if v.error:
-            return AppendOutcome(error=v.error, record_errors=v.record_errors, error_message=v.error_message,
-                                 log_start_offset=lg.log_start_offset)
-        buf = bytearray(records)
+            return AppendOutcome(error=v.error, record_errors=v.record_errors,
+                                 error_message=v.error_message if v.in_response else None,
+                                 log_message=v.error_message,
+                                 log_start_offset=lg.log_start_offset if v.log_start else -1)
         # Idempotent producers: a retried batch is acknowledged with its original offset.
         ps = lg.producer_state
         for pos, h in v.batches:
@@ -375,13 +420,13 @@ class ReplicaManager:
                     return AppendOutcome(error=chk.code, error_message=chk.message,
                                          log_start_offset=lg.log_start_offset)
         try:
-            res = lg.append(buf, now_ms=now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush)
+            res = lg.append(v.data, now_ms=now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush)
         except OSError as exc:
-            self.handle_log_dir_failure(exc, f"appending to {topic}-{partition}")
+            self.handle_log_dir_failure(exc, f"appending to {key[0]}-{key[1]}")
             return AppendOutcome(error=E.KAFKA_STORAGE_ERROR)
         wait = (lg, res.last_offset) if lg.flush_pending(res.last_offset) else None
         if wait is None:
-            self.notify(topic, partition)
+            self.notify(*key)
         return AppendOutcome(error=0, base_offset=res.base_offset, log_append_time_ms=res.log_append_time_ms,
                              log_start_offset=res.log_start_offset, durable_wait=wait)
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
 import crc32c
+from kafka import codec as _codec
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 HEADER_SIZE = 61
@@ -205,6 +206,24 @@ def record_timestamps(data) -> list[int]:
     return [r.timestamp for r in DefaultRecordBatch(bytes(data))]
 
 
+class _Builder(DefaultRecordBatchBuilder):
+    """kafka-python's batch builder, but a batch is always stored with its codec: kafka-python
+    keeps a batch uncompressed when compression does not shrink it, Kafka never does (and a
+    topic's compression.type says what is stored). gzip at Kafka's default level (6)."""
+
+    _ENCODE = {1: lambda d: _codec.gzip_encode(d, compresslevel=6), 2: _codec.snappy_encode,
+               3: _codec.lz4_encode, 4: _codec.zstd_encode}
+
+    def _maybe_compress(self) -> bool:
+        if self._compression_type == self.CODEC_NONE:
+            return False
+        header_size = self.HEADER_STRUCT.size
+        compressed = self._ENCODE[self._compression_type](bytes(self._buffer[header_size:]))
+        del self._buffer[header_size:]
+        self._buffer += compressed
+        return True
+
+
 def build_batch(records: list[tuple[bytes | None, bytes | None, list]], *, base_offset: int = 0,
                 timestamp_ms: int, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                 compression: int = COMPRESSION_NONE, is_transactional: bool = False,
@@ -213,7 +232,7 @@ def build_batch(records: list[tuple[bytes | None, bytes | None, list]], *, base_
     (key, value, headers) with offset deltas 0..n-1, all with timestamp_ms."""
     if not records:
         raise ValueError("a record batch needs at least one record")
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=is_transactional,
+    b = _Builder(magic=2, compression_type=compression, is_transactional=is_transactional,
                                   producer_id=producer_id, producer_epoch=producer_epoch,
                                   base_sequence=base_sequence, batch_size=1 << 31)
     for i, (k, v, h) in enumerate(records):
@@ -229,7 +248,7 @@ def rebuild_batch(header: BatchHeader, records: list[Record], compression: int |
     (the log cleaner's output, or a recompressed batch). Compression (unless `compression` names
     another codec), producer fields, leader epoch and the timestamp type are kept. The offset
     range shrinks to the kept records, as Kafka's cleaner does."""
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=header.compression if compression is None else compression,
+    b = _Builder(magic=2, compression_type=header.compression if compression is None else compression,
                                   is_transactional=header.is_transactional, producer_id=header.producer_id,
                                   producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
                                   batch_size=1 << 31)

@@ -34,10 +34,11 @@ async def handle_produce(ctx: RequestContext):
         if b.metadata.topic(name) is None:
             b.maybe_auto_create_topic(name)
         for pd in td.partition_data:
-            out = rm.append_records(b.metadata, name, pd.index, pd.records or b"", acks=acks, now_ms=now)
+            out = await rm.append_records(b.metadata, name, pd.index, pd.records or b"", acks=acks, now_ms=now,
+                                          produce_version=ctx.version)
             if out.error:
                 ctx.log.info("produce.rejected", topic=name, partition=pd.index, error=E(out.error).name,
-                             message=out.error_message)
+                             message=out.log_message or out.error_message)
             P_errs = [P.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
                       for i, m in (out.record_errors or [])]
             part = P(index=pd.index, error_code=int(out.error), base_offset=out.base_offset,
