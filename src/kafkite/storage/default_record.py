@@ -73,36 +73,32 @@ class ScanResult:
     record_errors: list[tuple[int, str, bool]] = field(default_factory=list)
 
 
-def _varint(buf, p: int, end: int) -> tuple[int, int]:
-    """Kafka's ByteUtils.readVarint: zig-zag over at most 5 bytes, kept to 32 bits."""
+def _zigzag(buf, p: int, end: int, max_bytes: int, mask: int, too_long: Exception) -> tuple[int, int]:
+    """Kafka's ByteUtils zig-zag varint/varlong: at most `max_bytes` bytes, kept to `mask`'s width;
+    `_Underflow` at the end of the input, `too_long` past `max_bytes`."""
     value = shift = 0
-    for i in range(5):
+    for _ in range(max_bytes):
         if p >= end:
             raise _Underflow
         b = buf[p]
         p += 1
         value |= (b & 0x7F) << shift
         if b < 0x80:
-            value &= 0xFFFFFFFF
+            value &= mask
             return (value >> 1) ^ -(value & 1), p
         shift += 7
-    raise ValueError("Varint is too long")
+    raise too_long
+
+
+def _varint(buf, p: int, end: int) -> tuple[int, int]:
+    """ByteUtils.readVarint: 5 bytes at most, 32 bits ("Varint is too long": ValueError)."""
+    return _zigzag(buf, p, end, 5, 0xFFFFFFFF, ValueError("Varint is too long"))
 
 
 def _varlong(buf, p: int, end: int) -> tuple[int, int]:
-    """ByteUtils.readVarlong: zig-zag over at most 10 bytes, kept to 64 bits."""
-    value = shift = 0
-    for i in range(10):
-        if p >= end:
-            raise _Underflow
-        b = buf[p]
-        p += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            value &= 0xFFFFFFFFFFFFFFFF
-            return (value >> 1) ^ -(value & 1), p
-        shift += 7
-    raise _Underflow  # "Varlong is too long": an IllegalArgumentException
+    """ByteUtils.readVarlong: 10 bytes at most, 64 bits ("Varlong is too long", an IllegalArgumentException,
+    counts as running out of the record: `_Underflow`)."""
+    return _zigzag(buf, p, end, 10, 0xFFFFFFFFFFFFFFFF, _Underflow())
 
 
 def _fields(buf, p: int, end: int, size: int, index: int, base_ts: int, checks: RecordChecks,
