@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/helpers.py, tests/clients/drivers.py
 
@@ -15,6 +16,13 @@ from kafkite.testing.runner import BrokerThread  # noqa: E402
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(
     getattr(logging, os.environ.get("KAFKITE_TEST_LOG_LEVEL", "WARNING"))))
+
+# Property tests draw the same examples on every run (a CI run never fails on a draw no run before made);
+# explore further with `--hypothesis-profile=explore` (random draws) and keep what it finds
+# as an @example.
+settings.register_profile("kafkite", derandomize=True, database=None)
+settings.register_profile("explore", max_examples=1000)
+settings.load_profile("kafkite")
 
 GOLDEN = Path(__file__).resolve().parents[1].parent / "shared" / "golden-requests"
 
