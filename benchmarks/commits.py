@@ -36,9 +36,7 @@ import multiprocessing as mp
 import os
 import queue
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -47,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # the same broker starters as throughput.py: kafkite serve --in-memory / --data-dir (default flush
 # policy) on a free port, and Tansu (memory engine, ready on an ApiVersions answer) from peer.py
-from throughput import confluent_version, free_port, kafkite, kafkite_disk, wait_port  # noqa: E402
+from throughput import broker_on_free_port, confluent_version, kafkite, kafkite_disk  # noqa: E402
 from peer import tansu  # noqa: E402
 
 TOPIC = "commits"
@@ -58,16 +56,11 @@ MODES = (("memory", kafkite), ("disk", kafkite_disk), ("tansu", tansu))
 @contextlib.contextmanager
 def null_broker(fsync: bool = False) -> Iterator[str]:
     """benchmarks/null_broker.py on a free port: OffsetCommit answered from a cache (and an fsync)."""
-    port = free_port()
-    with tempfile.TemporaryDirectory(dir=os.environ.get("KAFKITE_BENCH_DIR")) as d:
-        cmd = [sys.executable, str(Path(__file__).with_name("null_broker.py")), "--port", str(port)]
-        proc = subprocess.Popen(cmd + (["--fsync-dir", d] if fsync else []), stderr=subprocess.DEVNULL)
-        try:
-            wait_port(port)
-            yield f"127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    def command(port: int, d: str) -> list[str]:
+        return [sys.executable, str(Path(__file__).with_name("null_broker.py")), "--port", str(port),
+                *(["--fsync-dir", d] if fsync else [])]
+    with broker_on_free_port(command) as bs:
+        yield bs
 
 
 CEILING = (("null", null_broker), ("null+fsync", lambda: null_broker(fsync=True)))

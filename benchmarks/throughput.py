@@ -43,18 +43,28 @@ def wait_port(port: int, timeout: float = 30) -> None:
 
 
 @contextlib.contextmanager
-def kafkite(disk: bool = False, extra: tuple[str, ...] = ()):
+def broker_on_free_port(command):
+    """`command(port, tmpdir)` (an argv) run for the block, on a free port with a temporary directory
+    (in $KAFKITE_BENCH_DIR when set); yields "127.0.0.1:PORT" once the port takes connections."""
     port = free_port()
     with tempfile.TemporaryDirectory(dir=os.environ.get("KAFKITE_BENCH_DIR")) as d:
-        store = ["--data-dir", d] if disk else ["--in-memory"]
-        proc = subprocess.Popen([sys.executable, "-m", "kafkite.cli", "serve", "--port", str(port), *store,
-                                 "--log-level", "WARNING", *extra], stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(command(port, d), stderr=subprocess.DEVNULL)
         try:
             wait_port(port)
             yield f"127.0.0.1:{port}"
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+@contextlib.contextmanager
+def kafkite(disk: bool = False, extra: tuple[str, ...] = ()):
+    def command(port: int, d: str) -> list[str]:
+        store = ["--data-dir", d] if disk else ["--in-memory"]
+        return [sys.executable, "-m", "kafkite.cli", "serve", "--port", str(port), *store, "--log-level", "WARNING",
+                *extra]
+    with broker_on_free_port(command) as bs:
+        yield bs
 
 
 @contextlib.contextmanager
