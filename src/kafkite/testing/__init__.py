@@ -1,6 +1,6 @@
 """Kafkite for tests: brokers in a background thread, in a child process, or a whole cluster.
 
-    from kafkite.testing import BrokerThread, BrokerProcess, KafkiteCluster
+    from kafkite.testing import BrokerThread, BrokerProcess, KafkiteCluster, ProcessCluster
 
 The names are imported on first use, so `import kafkite.testing` (and the pytest plugin) stays cheap.
 """
@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import KafkiteCluster
     from .process import BrokerProcess
+    from .process_cluster import ProcessCluster
     from .runner import BrokerThread
 
-__all__ = ["BrokerProcess", "BrokerThread", "KafkiteCluster"]
+__all__ = ["BrokerProcess", "BrokerThread", "KafkiteCluster", "ProcessCluster"]
 
-_WHERE = {"BrokerThread": ".runner", "BrokerProcess": ".process", "KafkiteCluster": ".cluster"}
+_WHERE = {"BrokerThread": ".runner", "BrokerProcess": ".process", "KafkiteCluster": ".cluster",
+          "ProcessCluster": ".process_cluster"}
 
 
 def __getattr__(name: str) -> Any:

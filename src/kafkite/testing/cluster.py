@@ -30,8 +30,16 @@ from .trio_thread import TrioThread
 class KafkiteCluster(TrioThread):
     thread_name = "kafkite-cluster"
 
+    def __new__(cls, *args, processes: bool = False, **kwargs):
+        """`processes=True`: brokers as separate `kafkite serve` processes on one ZooKeeper instead
+        (a `ProcessCluster`, same control API; its extra keywords: zookeeper_connect, chroot, ...)."""
+        if processes:
+            from .process_cluster import ProcessCluster
+            return ProcessCluster(*args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, brokers: int = 3, data_dir: str | Path | None = None,
-                 overrides: dict[str, str] | None = None, host: str = "127.0.0.1"):
+                 overrides: dict[str, str] | None = None, host: str = "127.0.0.1", processes: bool = False):
         static = {"listeners": f"PLAINTEXT://{host}:0", "group.initial.rebalance.delay.ms": "0",
                   "default.replication.factor": str(min(3, brokers)),
                   "offsets.topic.replication.factor": str(min(3, brokers))}

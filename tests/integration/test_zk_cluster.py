@@ -1,0 +1,409 @@
+"""ZooKeeper mode acceptance: three `kafkite serve` processes on one real ZooKeeper (kafkite.testing.ProcessCluster).
+
+One ZooKeeper (the session fixture `kafkite_zookeeper`) serves every cluster of this file, each under a
+chroot of its own. Tests that leave the cluster as they found it share a module-scoped cluster; the
+destructive ones (kill -9, SIGSTOP, a coordinator's crash) get a fresh cluster each. Failover clusters
+use a 4 s ZooKeeper session (our ZooKeeperServer's tickTime is 500 ms: sessions of 1-60 s are allowed).
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import time
+
+import pytest
+
+from kafkite.testing.process_cluster import ProcessCluster
+
+pytestmark = pytest.mark.timeout(300)
+
+SESSION_MS = 4000                     # zookeeper.session.timeout.ms of the failover clusters
+# ZooKeeper expires sessions on tick boundaries (tickTime 500 ms) and the new controller still has to
+# see the deletion and win the race: "within session timeout + 1 s" plus 0.5 s of slack for that
+# tick and for the 2-core test machine.
+FAILOVER_SLACK_S = 1.5
+_chroots = itertools.count(1)
+
+
+def _cluster(zk, name: str, **kw) -> ProcessCluster:
+    return ProcessCluster(3, zookeeper_connect=zk.connect_string, chroot=f"/kafkite-test-{name}-{next(_chroots)}",
+                          **kw)
+
+
+def _why(cluster: ProcessCluster) -> str:
+    return "\n" + cluster.log_tails(25)
+
+
+def _wait(cluster: ProcessCluster, predicate, timeout: float, what: str):
+    try:
+        return cluster.wait_until(predicate, timeout, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}{_why(cluster)}") from None
+
+
+def _views(cluster: ProcessCluster, ids) -> dict[int, dict]:
+    return {i: cluster.metadata_view(i) for i in ids}
+
+
+def _settled(cluster: ProcessCluster, ids=None):
+    """Every given (default: every live) broker answers Metadata, all alike, naming the ZooKeeper
+    controller and listing exactly the registered brokers: the views, or None."""
+    ids = list(cluster.live_brokers if ids is None else ids)
+    ctl = cluster.controller_id
+    if ctl == -1 or not ids:
+        return None
+    views = _views(cluster, ids)
+    first = views[ids[0]]
+    registered = cluster.live_brokers
+    ok = all(v == first for v in views.values()) and first["controller_id"] == ctl \
+        and [b[0] for b in first["brokers"]] == registered
+    return views if ok else None
+
+
+def _all_led(views: dict[int, dict] | None) -> bool:
+    """Every partition of every topic has a leader (in agreeing views, as _settled returns them)."""
+    if not views:
+        return False
+    topics = next(iter(views.values()))["topics"]
+    return all(s[0] != -1 for parts in topics.values() for s in parts.values())
+
+
+def _admin(bootstrap: str):
+    from kafka.admin import KafkaAdminClient
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20000, client_id="zk-test")
+
+
+def _create_topic(cluster: ProcessCluster, via: int, name: str, partitions: int = 6, configs: dict | None = None):
+    """Create through the admin client bootstrapped at ONE broker; wait until every live broker lists the
+    topic with a leader for each partition; returns {partition: leader}."""
+    from kafka.admin import NewTopic
+    admin = _admin(cluster.bootstrap_of(via))
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs or {})])
+    finally:
+        admin.close()
+
+    def everywhere():
+        views = _views(cluster, cluster.live_brokers)
+        parts = [v["topics"].get(name, {}) for v in views.values()]
+        if all(len(p) == partitions and all(s[0] != -1 for s in p.values()) for p in parts) \
+                and all(p == parts[0] for p in parts):
+            return {i: s[0] for i, s in parts[0].items()}
+        return None
+    return _wait(cluster, everywhere, 30, f"topic {name} on every broker with leaders")
+
+
+@pytest.fixture(scope="module")
+def cluster(kafkite_zookeeper):
+    with _cluster(kafkite_zookeeper, "shared") as c:
+        yield c
+
+
+# -- 1. registration and one controller --------------------------------------------------------------
+def test_three_brokers_register_and_agree_on_one_controller(cluster):
+    _wait(cluster, lambda: cluster.live_brokers == [1, 2, 3], 20, "brokers 1, 2, 3 under /brokers/ids")
+    ctl = _wait(cluster, lambda: cluster.controller_id if cluster.controller_id in (1, 2, 3) else None, 20,
+                "a controller in /controller")
+    assert cluster.controller_epoch >= 1
+    views = _wait(cluster, _settled, 20, "every broker's metadata names the controller and 3 brokers")
+    for i, v in views.items():
+        assert v["controller_id"] == ctl, (i, v)
+        assert v["brokers"] == [(b, "127.0.0.1", cluster.ports[b]) for b in (1, 2, 3)], (i, v)
+    for b in (1, 2, 3):
+        eps = cluster.endpoints(b)
+        assert eps["PLAINTEXT"] == ("127.0.0.1", cluster.ports[b]), eps
+        assert "INTERNAL" in eps and eps["INTERNAL"][1] != cluster.ports[b], eps
+
+
+# -- 2. clients across the brokers through one bootstrap broker ------------------------------------------
+N_MESSAGES = 300
+
+
+def _expected(tag: str) -> dict[bytes, bytes]:
+    return {f"{tag}-k{i}".encode(): f"{tag}-v{i}".encode() for i in range(N_MESSAGES)}
+
+
+def _spread(cluster, name: str, via: int) -> None:
+    leaders = _create_topic(cluster, via, name)
+    assert set(leaders.values()) == {1, 2, 3}, f"leaders of {name} not on every broker: {leaders}"
+
+
+def test_kafka_python_across_brokers(cluster):
+    from kafka import KafkaConsumer, KafkaProducer
+    _spread(cluster, "spread-kp", via=1)
+    want = _expected("kp")
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap_of(2), acks="all", retries=5)
+    try:
+        futures = [p.send("spread-kp", key=k, value=v) for k, v in want.items()]
+        parts = {f.get(timeout=30).partition for f in futures}
+    finally:
+        p.close()
+    assert parts == set(range(6)), parts
+    c = KafkaConsumer("spread-kp", bootstrap_servers=cluster.bootstrap_of(3), group_id="kp-group",
+                      auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=1000)
+    got: dict[bytes, bytes] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while len(got) < N_MESSAGES and time.monotonic() < deadline:
+            for batch in c.poll(timeout_ms=500).values():
+                got.update((m.key, m.value) for m in batch)
+    finally:
+        c.close()
+    assert got == want, f"{len(got)} of {N_MESSAGES} read{_why(cluster)}"
+
+
+def test_confluent_kafka_across_brokers(cluster):
+    from confluent_kafka import Consumer, Producer
+    _spread(cluster, "spread-ck", via=2)
+    want = _expected("ck")
+    errors, parts = [], set()
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            parts.add(msg.partition())
+    p = Producer({"bootstrap.servers": cluster.bootstrap_of(3), "acks": "all"})
+    for k, v in want.items():
+        p.produce("spread-ck", key=k, value=v, on_delivery=delivered)
+    assert p.flush(60) == 0
+    assert not errors, errors[:3]
+    assert parts == set(range(6)), parts
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_of(1), "group.id": "ck-group",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    got: dict[bytes, bytes] = {}
+    try:
+        c.subscribe(["spread-ck"])
+        deadline = time.monotonic() + 60
+        while len(got) < N_MESSAGES and time.monotonic() < deadline:
+            for m in c.consume(500, timeout=0.5):
+                if m.error() is None:
+                    got[m.key()] = m.value()
+    finally:
+        c.close()
+    assert got == want, f"{len(got)} of {N_MESSAGES} read{_why(cluster)}"
+
+
+def test_java_client_across_brokers(cluster):
+    from clients.drivers import need, run_java, summary
+    need("java")
+    _spread(cluster, "spread-java", via=3)
+    produced = summary(run_java("produce", cluster.bootstrap_of(3), "spread-java", N_MESSAGES, "--acks", "all"))
+    assert produced["acked"] == N_MESSAGES and produced["errors"] == 0, produced
+    assert sorted(produced["partitions"]) == [str(p) for p in range(6)], produced
+    consumed = summary(run_java("consume-group", cluster.bootstrap_of(1), "spread-java", "java-group", N_MESSAGES,
+                                "--timeout-ms", "60000"))
+    assert consumed["consumed"] == N_MESSAGES and consumed["timed_out"] is False, f"{consumed}{_why(cluster)}"
+
+
+# -- 6. topics deleted and the ZooKeeper tree ------------------------------------------------------------
+def test_delete_topic_through_admin_client(cluster):
+    _create_topic(cluster, 1, "doomed", partitions=3)
+    assert "doomed" in cluster.zk_children("/brokers/topics")
+    admin = _admin(cluster.bootstrap_of(2))
+    try:
+        admin.delete_topics(["doomed"], timeout_ms=20000)
+    finally:
+        admin.close()
+
+    def gone():
+        return ("doomed" not in cluster.zk_children("/brokers/topics")
+                and cluster.zk_children("/admin/delete_topics") == []
+                and "doomed" not in cluster.zk_children("/config/topics")
+                and all("doomed" not in cluster.metadata_view(i)["topics"] for i in cluster.live_brokers))
+    _wait(cluster, gone, 30, "doomed gone from ZooKeeper and from every broker's metadata")
+
+
+# The layout the README documents (Kafka 3.x's, kafkite.controller.zk_data): the persistent parents a
+# broker creates at start-up, then the nodes with values.
+PERSISTENT = {"/brokers", "/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config", "/config/changes",
+              "/config/topics", "/config/clients", "/config/users", "/config/brokers", "/admin",
+              "/admin/delete_topics", "/consumers", "/isr_change_notification", "/latest_producer_id_block",
+              "/log_dir_event_notification", "/cluster"}
+LAYOUT = [re.compile(p) for p in (
+    r"/cluster/id", r"/controller", r"/controller_epoch", r"/brokers/ids/\d+", r"/brokers/topics/[^/]+",
+    r"/brokers/topics/[^/]+/partitions", r"/brokers/topics/[^/]+/partitions/\d+",
+    r"/brokers/topics/[^/]+/partitions/\d+/state", r"/config/topics/[^/]+",
+    r"/config/changes/config_change_\d{10}", r"/admin/delete_topics/[^/]+")]
+
+
+def test_zookeeper_tree_has_the_documented_shape(cluster):
+    _create_topic(cluster, 3, "configured", partitions=2, configs={"retention.ms": "3600000"})
+    views = _wait(cluster, _settled, 20, "brokers agree")
+    meta = views[cluster.controller_id]
+    tree = cluster.zk_tree()
+    undocumented = sorted(p for p in tree if p not in PERSISTENT and not any(r.fullmatch(p) for r in LAYOUT))
+    assert not undocumented, f"znodes outside the documented layout: {undocumented}"
+
+    assert set(tree["/cluster/id"]) == {"version", "id"} and tree["/cluster/id"]["version"] == "1"
+    ctl = tree["/controller"]
+    assert ctl["version"] == 1 and ctl["brokerid"] == cluster.controller_id and int(ctl["timestamp"]) > 0
+    assert isinstance(tree["/controller_epoch"], int) and tree["/controller_epoch"] >= 1
+    assert sorted(int(p.rsplit("/", 1)[1]) for p in tree if re.fullmatch(r"/brokers/ids/\d+", p)) == [1, 2, 3]
+    for b in (1, 2, 3):
+        reg = tree[f"/brokers/ids/{b}"]
+        assert f"PLAINTEXT://127.0.0.1:{cluster.ports[b]}" in reg["endpoints"], reg
+        assert any(e.startswith("INTERNAL://") for e in reg["endpoints"]), reg
+        assert (reg["host"], reg["port"]) == ("127.0.0.1", cluster.ports[b]), reg
+    assert [p for p in tree if p.startswith("/admin/delete_topics/")] == []
+
+    topics = sorted(p.rsplit("/", 1)[1] for p in tree if re.fullmatch(r"/brokers/topics/[^/]+", p))
+    assert set(topics) == set(meta["topics"]), (topics, sorted(meta["topics"]))
+    assert "configured" in topics
+    for t in topics:
+        node = tree[f"/brokers/topics/{t}"]
+        assert isinstance(node["topic_id"], str) and node["topic_id"], node
+        assert sorted(map(int, node["partitions"])) == sorted(meta["topics"][t]), (t, node)
+        for p, replicas in node["partitions"].items():
+            state = tree[f"/brokers/topics/{t}/partitions/{p}/state"]
+            assert set(state) == {"version", "leader", "leader_epoch", "isr", "controller_epoch"}, state
+            leader, leader_epoch, isr, meta_replicas = meta["topics"][t][int(p)]
+            assert (state["leader"], state["leader_epoch"], tuple(sorted(state["isr"]))) == (leader, leader_epoch, isr)
+            assert tuple(replicas) == meta_replicas
+            assert 1 <= state["controller_epoch"] <= tree["/controller_epoch"]
+    assert tree["/config/topics/configured"] == {"version": 1, "config": {"retention.ms": "3600000"}}
+
+
+# -- 3. kill -9 of the controller ------------------------------------------------------------------------
+def test_kill_controller_elects_another_within_session_timeout(kafkite_zookeeper):
+    with _cluster(kafkite_zookeeper, "kill", session_timeout_ms=SESSION_MS) as c:
+        _wait(c, lambda: c.live_brokers == [1, 2, 3] and _settled(c), 30, "cluster up")
+        _create_topic(c, 1, "survives", partitions=6)
+        old, old_epoch = c.controller_id, c.controller_epoch
+        t0 = time.monotonic()
+        c.kill_broker(old)
+        new = _wait(c, lambda: c.controller_id if c.controller_id not in (-1, old) else None,
+                    SESSION_MS / 1000 + 10, "another controller in /controller")
+        elapsed = time.monotonic() - t0
+        assert elapsed <= SESSION_MS / 1000 + FAILOVER_SLACK_S, \
+            f"new controller {new} after {elapsed:.2f}s (session {SESSION_MS} ms){_why(c)}"
+        _wait(c, lambda: c.controller_epoch > old_epoch, 5, "/controller_epoch written by the new controller")
+        assert c.controller_epoch == old_epoch + 1
+        survivors = [b for b in (1, 2, 3) if b != old]
+        assert c.live_brokers == survivors
+        views = _wait(c, lambda: _settled(c, survivors), 20, "the survivors' metadata equal")
+        for v in views.values():
+            assert v["controller_id"] == new
+            assert old not in [b[0] for b in v["brokers"]], v["brokers"]
+            # RF 1: the dead broker's partitions have no leader; the others kept theirs
+            assert all(s[0] != old for s in v["topics"]["survives"].values()), v["topics"]["survives"]
+
+
+# -- 4. SIGSTOP of the controller past its session: a zombie ---------------------------------------------
+def _update_metadata(controller_id: int, epoch: int):
+    from kafkite.wire.interbroker import UpdateMetadataRequest
+    R = UpdateMetadataRequest
+    T = R.UpdateMetadataTopicState
+    P = T.UpdateMetadataPartitionState
+    # a bogus partition on a topic nobody created, and no live brokers: applied, it would show at once
+    part = P(partition_index=0, controller_epoch=epoch, leader=controller_id, leader_epoch=99, isr=[controller_id],
+             zk_version=99, replicas=[controller_id], offline_replicas=[])
+    return R(controller_id=controller_id, controller_epoch=epoch, broker_epoch=-1,
+             topic_states=[T(topic_name="zombie-topic", topic_id="AAAAAAAAAAAAAAAAAAAAAA", partition_states=[part])],
+             live_brokers=[])
+
+
+def test_paused_controller_is_deposed_and_refused(kafkite_zookeeper):
+    from kafkite.testing.wire_client import WireClient
+    with _cluster(kafkite_zookeeper, "pause", session_timeout_ms=SESSION_MS) as c:
+        _wait(c, lambda: c.live_brokers == [1, 2, 3] and _settled(c), 30, "cluster up")
+        _create_topic(c, 2, "steady", partitions=3)
+        old, old_epoch = c.controller_id, c.controller_epoch
+        c.pause_broker(old)
+        try:
+            new = _wait(c, lambda: c.controller_id if c.controller_id not in (-1, old) else None,
+                        SESSION_MS / 1000 + 10, "another controller while the old one is frozen")
+            _wait(c, lambda: old not in c.live_brokers, 5, "the frozen broker's registration expired")
+            new_epoch = _wait(c, lambda: c.controller_epoch if c.controller_epoch > old_epoch else None, 5,
+                              "the new controller's epoch")
+            assert new_epoch == old_epoch + 1
+        finally:
+            c.resume_broker(old)
+        _wait(c, lambda: old in c.live_brokers, 20, "the resumed broker registered again")
+        assert c.controller_id == new and c.controller_epoch == new_epoch, "the resumed broker took /controller back"
+        views = _wait(c, lambda: _settled(c, [1, 2, 3]), 30, "every broker's metadata names the new controller")
+        assert all(v["controller_id"] == new for v in views.values())
+
+        # what the deposed controller could still send: every broker refuses it and changes nothing
+        for b in (1, 2, 3):
+            before = c.metadata_view(b)
+            host, port = c.endpoints(b)["INTERNAL"]
+            with WireClient(host, port, client_id=f"zombie-controller-{old}") as w:
+                resp = w.request(_update_metadata(old, old_epoch), 8)
+            assert resp.error_code == 11, f"broker {b} answered {resp.error_code} to epoch {old_epoch} (now {new_epoch})"
+            after = c.metadata_view(b)
+            assert after == before and "zombie-topic" not in after["topics"], (before, after)
+        assert c.controller_id == new and c.controller_epoch == new_epoch
+
+
+# -- 5. kill -9 of a group coordinator's broker ----------------------------------------------------------
+def test_group_resumes_after_its_coordinators_broker_crashes(kafkite_zookeeper):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    from kafkite.coordinator.hashing import partition_for
+    from kafkite.testing.wire_client import WireClient
+    group, topic = "crash-group", "crash-topic"
+    with _cluster(kafkite_zookeeper, "coord", session_timeout_ms=SESSION_MS) as c:
+        _wait(c, lambda: c.live_brokers == [1, 2, 3] and _settled(c), 30, "cluster up")
+        _create_topic(c, 1, topic, partitions=6)
+
+        def produce(tag: str, n: int, via: int) -> None:
+            p = KafkaProducer(bootstrap_servers=c.bootstrap_of(via), acks="all", retries=10)
+            try:
+                for f in [p.send(topic, key=f"{tag}{i}".encode(), value=f"{tag}{i}".encode()) for i in range(n)]:
+                    f.get(timeout=60)
+            finally:
+                p.close()
+
+        def consumer(via: int) -> KafkaConsumer:
+            return KafkaConsumer(topic, bootstrap_servers=c.bootstrap_of(via), group_id=group,
+                                 auto_offset_reset="earliest", enable_auto_commit=False)
+
+        def read(cons: KafkaConsumer, n: int) -> list:
+            got = []
+            deadline = time.monotonic() + 60
+            while len(got) < n and time.monotonic() < deadline:
+                for batch in cons.poll(timeout_ms=500).values():
+                    got.extend(batch)
+            return got
+
+        produce("a", 120, via=2)
+        first = consumer(3)
+        try:
+            got = read(first, 120)
+            assert len(got) == 120, f"{len(got)} of 120{_why(c)}"
+            first.commit()
+            # a partition nothing was read from has no commit: the group starts it at the beginning
+            committed = {p: first.committed(TopicPartition(topic, p)) or 0 for p in range(6)}
+        finally:
+            first.close()
+        assert sum(committed.values()) == 120, committed
+
+        # the coordinator: the leader of the group's __consumer_offsets partition, as FindCoordinator says
+        offsets_leader = c.leader("__consumer_offsets", partition_for(group, 6))
+        with WireClient.connect(c.bootstrap_of(1)) as w:
+            found = w.request(FindCoordinatorRequest(key=group, key_type=0), 1)
+        assert found.error_code == 0 and found.node_id == offsets_leader, (found, offsets_leader)
+        coord = offsets_leader
+        others = [b for b in (1, 2, 3) if b != coord]
+
+        c.kill_broker(coord)
+        _wait(c, lambda: coord not in c.live_brokers, SESSION_MS / 1000 + 10, "the dead coordinator's session expired")
+        c.start_broker(coord)
+        _wait(c, lambda: c.live_brokers == [1, 2, 3] and _all_led(_settled(c)), 30,
+              "the coordinator's broker back, every partition led again")
+        produce("b", 60, via=others[0])
+
+        second = consumer(others[1])
+        try:
+            got = read(second, 60)
+        finally:
+            second.close()
+        values = sorted(m.value for m in got)
+        assert values == sorted(f"b{i}".encode() for i in range(60)), \
+            f"{len(got)} records, {sum(v.startswith(b'a') for v in values)} of them already committed{_why(c)}"
+        first_offsets = {}
+        for m in got:
+            first_offsets[m.partition] = min(first_offsets.get(m.partition, m.offset), m.offset)
+        assert all(first_offsets[p] == committed[p] for p in first_offsets), (first_offsets, committed)
