@@ -40,7 +40,7 @@ def install(fsync_dir: str | None) -> None:
         os.write(fd, line)
         os.fsync(fd)
 
-    async def dispatch(self, frame: bytes, peer: str, log):
+    async def dispatch(self, frame: bytes, peer: str, log, **kw):
         if frame[:2] == OFFSET_COMMIT:
             answer = cache.get(frame[2:4])
             if answer is not None:
@@ -48,7 +48,7 @@ def install(fsync_dir: str | None) -> None:
                     await trio.to_thread.run_sync(write_and_fsync)
                 # size (4 bytes), then the correlation id: the request's, at bytes 4..8 of its payload
                 return answer[:4] + frame[4:8] + answer[8:], []
-        out, waits = await real(self, frame, peer, log)
+        out, waits = await real(self, frame, peer, log, **kw)
         if frame[:2] == OFFSET_COMMIT and not waits and isinstance(out, (bytes, bytearray)):
             cache[frame[2:4]] = bytes(out)
         return out, waits

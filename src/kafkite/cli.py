@@ -28,11 +28,16 @@ def _serve(args) -> int:
         k, v = ov.split("=", 1)
         static[k.strip()] = v.strip()
     if args.host is not None or args.port is not None:
-        from .server.broker import parse_listener
-        host, port = parse_listener(static.get("listeners", "PLAINTEXT://127.0.0.1:9092"))
+        from .server.broker import _inter_broker_name, _listeners
+        entries = _listeners(static.get("listeners", "PLAINTEXT://127.0.0.1:9092"))
+        internal = _inter_broker_name(BrokerConfig(static={k: v for k, v in static.items()
+                                                           if k == "inter.broker.listener.name"}))
+        i = next((i for i, e in enumerate(entries) if e[0] != internal), 0)
+        name, host, port = entries[i]
         host = args.host if args.host is not None else host
         port = args.port if args.port is not None else port
-        static["listeners"] = f"PLAINTEXT://{host}:{port}"
+        entries[i] = (name, host, port)  # the client listener; an inter-broker one is kept as it is
+        static["listeners"] = ",".join(f"{n}://{h}:{p}" for n, h, p in entries)
     data_dir = Path(args.data_dir or static.get("log.dirs", "./kafkite-data").split(",")[0])
     try:
         config = BrokerConfig(static=static)

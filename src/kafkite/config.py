@@ -218,6 +218,18 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("auto.create.topics.enable", ConfigType.BOOLEAN, "true"),
     BrokerConfigDef("delete.topic.enable", ConfigType.BOOLEAN, "true"),
     BrokerConfigDef("auto.leader.rebalance.enable", ConfigType.BOOLEAN, "true"),
+    BrokerConfigDef("leader.imbalance.check.interval.seconds", ConfigType.LONG, "300"),
+    BrokerConfigDef("leader.imbalance.per.broker.percentage", ConfigType.INT, "10"),
+    # ZooKeeper mode (server/zk_mode.py): a cluster of separate broker processes on one ZooKeeper
+    BrokerConfigDef("zookeeper.connect", ConfigType.STRING, ""),
+    BrokerConfigDef("zookeeper.session.timeout.ms", ConfigType.INT, "18000"),
+    BrokerConfigDef("zookeeper.connection.timeout.ms", ConfigType.INT, ""),
+    BrokerConfigDef("inter.broker.listener.name", ConfigType.STRING, ""),
+    BrokerConfigDef("listener.security.protocol.map", ConfigType.STRING,
+                    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    BrokerConfigDef("controlled.shutdown.enable", ConfigType.BOOLEAN, "true"),
+    BrokerConfigDef("controlled.shutdown.max.retries", ConfigType.INT, "3"),
+    BrokerConfigDef("controlled.shutdown.retry.backoff.ms", ConfigType.LONG, "5000"),
     BrokerConfigDef("offsets.topic.num.partitions", ConfigType.INT, "50"),
     BrokerConfigDef("offsets.topic.replication.factor", ConfigType.SHORT, "3"),
     BrokerConfigDef("offsets.topic.segment.bytes", ConfigType.INT, "104857600"),
@@ -431,7 +443,7 @@ def not_implemented(topic_key: str) -> str:
 _TUNING = "a tuning knob of Kafka's threads, queues and sockets (Kafkite serves from one Trio event loop)"
 _REPLICATION = "replicas of a partition share its log inside the process: there are no replica fetchers"
 _SECURITY = "only PLAINTEXT listeners are served"
-_KRAFT = "the controller is elected through an in-process coordination store (no KRaft quorum)"
+_KRAFT = "Kafkite's controller is ZooKeeper-based (zookeeper.connect) or in-process (no KRaft quorum)"
 UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["num.network.threads", "num.io.threads", "background.threads", "queued.max.requests",
                      "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
@@ -440,16 +452,13 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
                      "log.cleaner.io.buffer.size",
                      "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
                      "offsets.load.buffer.size", "offsets.commit.timeout.ms", "offsets.commit.required.acks",
-                     "max.connection.creation.rate",
-                     "controlled.shutdown.enable", "controlled.shutdown.max.retries",
-                     "controlled.shutdown.retry.backoff.ms"], _TUNING),
+                     "max.connection.creation.rate"], _TUNING),
     **dict.fromkeys(["num.replica.fetchers", "replica.fetch.max.bytes", "replica.fetch.min.bytes",
                      "replica.fetch.wait.max.ms", "replica.fetch.backoff.ms", "replica.fetch.response.max.bytes",
                      "replica.lag.time.max.ms", "replica.socket.timeout.ms", "replica.socket.receive.buffer.bytes",
-                     "replica.high.watermark.checkpoint.interval.ms", "replica.selector.class",
-                     "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage"],
+                     "replica.high.watermark.checkpoint.interval.ms", "replica.selector.class"],
                     _REPLICATION),
-    **dict.fromkeys(["listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
+    **dict.fromkeys(["security.inter.broker.protocol",
                      "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"], _SECURITY),
     **dict.fromkeys(["process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
                      "controller.listener.names", "metadata.log.dir", "inter.broker.protocol.version",
@@ -461,7 +470,8 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
     "log.dir": "the data directory is log.dirs (or --data-dir)",
 }
 _UNUSED_PREFIXES = {
-    "zookeeper.": "ZooKeeper is not implemented yet: " + _KRAFT,
+    "zookeeper.": "ZooKeeper TLS, ACLs and client tuning are not implemented (zookeeper.connect and "
+                  "zookeeper.session.timeout.ms are)",
     "ssl.": _SECURITY, "sasl.": _SECURITY, "listener.name.": _SECURITY,
     "metric.": "Kafkite has no metrics reporters", "metrics.": "Kafkite has no metrics reporters",
     "kafka.metrics.": "Kafkite has no metrics reporters", "remote.log.": "tiered storage is not implemented",

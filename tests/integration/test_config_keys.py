@@ -16,7 +16,8 @@ from kafkite.config import (NOT_IMPLEMENTED_TOPIC_CONFIGS, TOPIC_CONFIGS, Broker
 from kafkite.testing.process import spawn_serve
 from kafkite.wire.errors import E
 
-# Apache Kafka 3.x's config/server.properties (ZooKeeper mode), its comments left out
+# Apache Kafka 3.x's config/server.properties (ZooKeeper mode), its comments left out, and zookeeper.connect
+# replaced by a ZooKeeper key Kafkite does not use (with zookeeper.connect the broker would join that ZooKeeper)
 STOCK_SERVER_PROPERTIES = """
 broker.id=0
 listeners=PLAINTEXT://127.0.0.1:0
@@ -33,13 +34,13 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 log.retention.hours=168
 log.retention.check.interval.ms=300000
-zookeeper.connect=localhost:2181
 zookeeper.connection.timeout.ms=18000
+zookeeper.ssl.client.enable=false
 group.initial.rebalance.delay.ms=0
 """
 UNUSED = ["num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
           "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
-          "transaction.state.log.min.isr", "zookeeper.connect", "zookeeper.connection.timeout.ms"]
+          "transaction.state.log.min.isr", "zookeeper.ssl.client.enable"]
 
 
 def test_stock_server_properties_warns_once_per_unused_key(tmp_path):

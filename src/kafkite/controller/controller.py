@@ -8,7 +8,13 @@ pushes it to every live broker as a `MetadataUpdate` carrying its epoch; a broke
 (`MetadataCache.apply`) rejects a command whose epoch is older than the newest it
 has seen (STALE_CONTROLLER_EPOCH), so a deposed controller changes nothing.
 
-Sans-IO: no clock, no sockets; the in-process store fires watches synchronously.
+The values kept in the store are Kafka 3.x's ZooKeeper values (zk_data.py), in both stores.
+`ZkController` (zk_controller.py) is this controller on ZooKeeper: the same election, epoch and
+leadership rules, plus what separate processes need (reloading the context from ZooKeeper,
+topic watches, fenced writes, requests over the network).
+
+Sans-IO: no sockets; the time comes from `now_ms`; the in-process store fires watches synchronously
+(on ZooKeeper, the broker runs the controller on its controller event thread).
 """
 from __future__ import annotations
 
@@ -18,7 +24,10 @@ from typing import Callable
 
 import structlog
 
+import time
+
 from ..wire.errors import E
+from . import zk_data
 from .metadata import BrokerInfo, ClusterMetadata, MemoryMetadataStore
 from .store import BadVersion, CoordinationStore, NodeExists
 
@@ -69,26 +78,39 @@ class MetadataCache(ClusterMetadata):
         return 0
 
 
+def broker_info(reg: zk_data.BrokerRegistration) -> BrokerInfo:
+    return BrokerInfo(reg.broker_id, reg.host, reg.port, reg.rack, [list(x) for x in reg.listeners])
+
+
 class Controller:
     """One per broker. Active when it holds /controller."""
 
     def __init__(self, node_id: int, store: CoordinationStore, authority: ClusterMetadata,
-                 send: Callable[[int, MetadataUpdate], int], *, auto_leader_rebalance: bool = True):
+                 send: Callable[[int, MetadataUpdate], int], *, auto_leader_rebalance: bool = True,
+                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
         self.node_id = node_id
+        self.now_ms = now_ms
         self.store = store
         self.authority = authority
         self.send = send  # (broker id, command) -> error code
         self.auto_leader_rebalance = auto_leader_rebalance
         self.epoch = -1  # the epoch this controller was elected with (-1: never)
+        self.epoch_zk_version = -1  # the version of /controller_epoch it wrote (its fencing token)
         self.active = False
         self.stopped = False
 
     # -- membership and election ----------------------------------------------
     def startup(self, info: BrokerInfo) -> None:
         self.stopped = False
-        self.store.create(f"{BROKERS}/{self.node_id}", vars(info).copy(), ephemeral_owner=self.node_id)
+        self.register(info)
         self._watch_controller()
         self.try_elect()
+
+    def register(self, info: BrokerInfo) -> None:
+        reg = zk_data.BrokerRegistration(info.node_id, info.host, info.port, info.rack, tuple(
+            (name, h, p) for name, h, p in info.listeners))
+        self.store.create(f"{BROKERS}/{self.node_id}", zk_data.broker_registration(reg, self.now_ms()),
+                          ephemeral_owner=self.node_id)
 
     def shutdown(self) -> None:
         self.stopped = True
@@ -110,7 +132,8 @@ class Controller:
         if self.stopped:
             return False
         try:
-            self.store.create(CONTROLLER, {"brokerid": self.node_id}, ephemeral_owner=self.node_id)
+            self.store.create(CONTROLLER, zk_data.controller(self.node_id, self.now_ms()),
+                              ephemeral_owner=self.node_id)
         except NodeExists:
             return False
         # Won the claim: bump the epoch with compare-and-set.
@@ -119,22 +142,26 @@ class Controller:
             try:
                 if cur is None:
                     self.store.create(CONTROLLER_EPOCH, self.authority.controller_epoch + 1)
-                    new_epoch = self.authority.controller_epoch + 1
+                    new_epoch, self.epoch_zk_version = self.authority.controller_epoch + 1, 0
                 else:
                     new_epoch = cur[0] + 1
-                    self.store.set(CONTROLLER_EPOCH, new_epoch, expected_version=cur[1])
+                    self.epoch_zk_version = self.store.set(CONTROLLER_EPOCH, new_epoch, expected_version=cur[1])
                 break
             except (NodeExists, BadVersion):
                 continue
         self.epoch = new_epoch
         self.active = True
-        self.authority.controller_epoch = new_epoch
+        log.info("controller.elected", broker=self.node_id, controller_epoch=new_epoch)
+        self.on_elected()
+        return True
+
+    def on_elected(self) -> None:
+        """Take over: the epoch into the authority, watch the brokers, elect leaders, tell every broker."""
+        self.authority.controller_epoch = self.epoch
         self.authority.controller_id = self.node_id
         self.authority.persist()
-        log.info("controller.elected", broker=self.node_id, controller_epoch=new_epoch)
         self._watch_brokers()
         self.on_brokers_changed()
-        return True
 
     def _watch_brokers(self) -> None:
         def fired(_path: str) -> None:
@@ -145,7 +172,7 @@ class Controller:
 
     def is_current(self) -> bool:
         cur = self.store.get(CONTROLLER)
-        return cur is not None and cur[0]["brokerid"] == self.node_id
+        return cur is not None and zk_data.controller_id(cur[0]) == self.node_id
 
     def active_controller(self) -> "Controller | None":
         return self if self.active and self.is_current() else None
@@ -156,8 +183,22 @@ class Controller:
         for child in self.store.children(BROKERS):
             got = self.store.get(f"{BROKERS}/{child}")
             if got is not None:
-                out[int(child)] = BrokerInfo(**got[0])
+                out[int(child)] = broker_info(zk_data.parse_broker_registration(int(child), got[0]))
         return out
+
+    def elect_leader(self, p, live: dict[int, BrokerInfo]) -> int:
+        """The partition's leader given the live brokers (in-process: replicas share one log, so any live
+        replica may lead; the preferred one, replicas[0], when it is back and auto rebalance is on)."""
+        live_replicas = [r for r in p.replicas if r in live]
+        if p.leader not in live:
+            return live_replicas[0] if live_replicas else -1
+        if self.auto_leader_rebalance and live_replicas and live_replicas[0] == p.replicas[0] \
+                and p.leader != p.replicas[0]:
+            return p.replicas[0]  # preferred leader is back
+        return p.leader
+
+    def next_isr(self, p, live: dict[int, BrokerInfo], leader: int) -> list[int]:
+        return [r for r in p.replicas if r in live] if leader != -1 else []
 
     def on_brokers_changed(self) -> None:
         live = self.live_brokers()
@@ -166,13 +207,7 @@ class Controller:
         changed = False
         for t in md.topics.values():
             for p in t.partitions:
-                live_replicas = [r for r in p.replicas if r in live]
-                new_leader = p.leader
-                if p.leader not in live:
-                    new_leader = live_replicas[0] if live_replicas else -1
-                elif self.auto_leader_rebalance and live_replicas and live_replicas[0] == p.replicas[0] \
-                        and p.leader != p.replicas[0]:
-                    new_leader = p.replicas[0]  # preferred leader is back
+                new_leader = self.elect_leader(p, live)
                 if new_leader != p.leader:
                     log.info("partition.leader_changed", topic=t.name, partition=p.index, old=p.leader,
                              new=new_leader, leader_epoch=p.leader_epoch + 1)
@@ -180,7 +215,7 @@ class Controller:
                     p.leader_epoch += 1
                     p.partition_epoch += 1
                     changed = True
-                new_isr = live_replicas if new_leader != -1 else []
+                new_isr = self.next_isr(p, live, new_leader)
                 if new_isr != p.isr:
                     p.isr = new_isr
                     p.partition_epoch += 1

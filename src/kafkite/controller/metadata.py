@@ -78,6 +78,8 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    listeners: list = field(default_factory=list)  # [name, host, port] of its other listeners (INTERNAL...)
+    epoch: int = -1  # Kafka's broker epoch: the zxid that created its registration (ZooKeeper mode)
 
 
 @dataclass

@@ -83,29 +83,43 @@ class BrokerRegistration:
     host: str
     port: int
     rack: str | None = None
+    # more listeners than the client one: (name, host, port), e.g. ("INTERNAL", h, p) for inter-broker traffic
+    listeners: tuple[tuple[str, str, int], ...] = ()
 
 
 def broker_registration(b: BrokerRegistration, now_ms: int) -> dict:
-    """Version 5, one PLAINTEXT endpoint (Kafkite's only listener kind)."""
-    out = {"version": 5, "host": b.host, "port": b.port, "endpoints": [f"PLAINTEXT://{b.host}:{b.port}"],
-           "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "jmx_port": -1,
+    """Version 5: the PLAINTEXT endpoint first, then the broker's other (PLAINTEXT-protocol) listeners."""
+    endpoints = [f"PLAINTEXT://{b.host}:{b.port}"] + [f"{name}://{h}:{p}" for name, h, p in b.listeners]
+    protocols = {"PLAINTEXT": "PLAINTEXT", **{name: "PLAINTEXT" for name, _, _ in b.listeners}}
+    out = {"version": 5, "host": b.host, "port": b.port, "endpoints": endpoints,
+           "listener_security_protocol_map": protocols, "jmx_port": -1,
            "timestamp": str(now_ms), "features": {}}
     if b.rack is not None:
         out["rack"] = b.rack
     return out
 
 
-def parse_broker_registration(broker_id: int, value: dict) -> BrokerRegistration:
-    """A /brokers/ids/<id> value of any version >= 1: the PLAINTEXT endpoint, else the top-level host/port."""
-    host, port = value.get("host"), value.get("port", -1)
+def parse_endpoints(value: dict) -> list[tuple[str, str, str, int]]:
+    """(listener name, security protocol, host, port) of each endpoint of a /brokers/ids/<id> value."""
+    out = []
     for ep in value.get("endpoints") or ():
         name, _, hostport = ep.partition("://")
         proto = (value.get("listener_security_protocol_map") or {}).get(name, name)
-        if proto == "PLAINTEXT":
-            host, _, p = hostport.rpartition(":")
-            host, port = host.strip("[]"), int(p)
-            break
-    return BrokerRegistration(broker_id, host or "", int(port), value.get("rack"))
+        host, _, p = hostport.rpartition(":")
+        out.append((name, proto, host.strip("[]"), int(p)))
+    return out
+
+
+def parse_broker_registration(broker_id: int, value: dict) -> BrokerRegistration:
+    """A /brokers/ids/<id> value of any version >= 1: the client endpoint is the one named PLAINTEXT, else the first
+    of protocol PLAINTEXT, else the top-level host/port; the other PLAINTEXT endpoints are its `listeners`."""
+    host, port = value.get("host"), value.get("port", -1)
+    eps = [e for e in parse_endpoints(value) if e[1] == "PLAINTEXT"]
+    client = next((e for e in eps if e[0] == "PLAINTEXT"), eps[0] if eps else None)
+    if client is not None:
+        host, port = client[2], client[3]
+    others = tuple((name, h, p) for name, _, h, p in eps if client is None or name != client[0])
+    return BrokerRegistration(broker_id, host or "", int(port), value.get("rack"), others)
 
 
 def topic_assignment(partitions: dict[int, list[int]], topic_id: str | None) -> dict:

@@ -59,10 +59,10 @@ class ZooKeeperStore:
             finally:
                 root.stop()
                 root.close()
+        self._closed = False
         self.client = KazooClient(hosts=hosts + self.chroot, timeout=session_timeout_ms / 1000)
         self.client.add_listener(self._state_changed)
         self.client.start(timeout=op_timeout)
-        self._closed = False
 
     # -- the protocol -------------------------------------------------------------------------------
     def create(self, path: str, value: Any, *, ephemeral_owner: int | None = None) -> None:
@@ -125,6 +125,18 @@ class ZooKeeperStore:
         self.close()
 
     # -- beyond the protocol ------------------------------------------------------------------------
+    def get_with_czxid(self, path: str) -> tuple[Any, int, int] | None:
+        """(value, version, the zxid that created the node): a broker registration's czxid is Kafka's broker epoch."""
+        try:
+            data, stat = self._wait(self.client.get_async(path))
+        except NoNodeError:
+            return None
+        return _decode(data), stat.version, stat.czxid
+
+    def czxid(self, path: str) -> int | None:
+        got = self.get_with_czxid(path)
+        return None if got is None else got[2]
+
     def run_pending(self, timeout: float | None = None) -> int:
         """Without `deliver`: run the watch callbacks that arrived (waiting up to `timeout` for the first)."""
         ran = 0

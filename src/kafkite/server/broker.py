@@ -8,6 +8,7 @@ connection, and shutdown by cancelling its nursery.
 """
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,18 +31,54 @@ from .router import Router
 log = structlog.get_logger("kafkite.broker")
 
 
-def parse_listener(listener: str) -> tuple[str, int]:
-    """'PLAINTEXT://host:port' -> (host, port)."""
-    first = listener.split(",")[0].strip()
-    if "://" in first:
-        name, rest = first.split("://", 1)
-        if name.upper() not in ("PLAINTEXT",):
-            raise ValueError(f"only PLAINTEXT listeners are supported, got {first}")
-    else:
-        rest = first
-    host, _, port = rest.rpartition(":")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
+def _listeners(config_value: str) -> list[tuple[str, str, int]]:
+    """'PLAINTEXT://h:p,INTERNAL://h:q' -> [(name, host, port)] (a bare 'h:p' is PLAINTEXT)."""
+    out = []
+    for item in config_value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, rest = item.split("://", 1) if "://" in item else ("PLAINTEXT", item)
+        host, _, port = rest.rpartition(":")
+        out.append((name.upper(), host.strip("[]") or "0.0.0.0", int(port)))
+    return out
+
+
+def _protocols(config) -> dict[str, str]:
+    raw = config.get("listener.security.protocol.map") if config is not None else ""
+    return {k.strip().upper(): v.strip().upper() for k, _, v in (x.partition(":") for x in raw.split(",")) if k}
+
+
+def _check_plaintext(name: str, config=None) -> None:
+    proto = _protocols(config).get(name, name)
+    if proto != "PLAINTEXT":
+        raise ValueError(f"only PLAINTEXT listeners are supported, got {name} ({proto})")
+
+
+def parse_listener(listener: str, config=None) -> tuple[str, int]:
+    """The client listener of `listeners`: 'PLAINTEXT://host:port' -> (host, port). With several, the first that is
+    not the inter-broker one (INTERNAL, or `inter.broker.listener.name`)."""
+    entries = _listeners(listener)
+    internal = _inter_broker_name(config)
+    chosen = next((e for e in entries if e[0] != internal), entries[0])
+    _check_plaintext(chosen[0], config)
+    return chosen[1], chosen[2]
+
+
+def _inter_broker_name(config) -> str:
+    name = config.get("inter.broker.listener.name") if config is not None else ""
+    return (name or "INTERNAL").upper()
+
+
+def inter_broker_listener(config, client_host: str) -> tuple[str, int]:
+    """(host, port) of the inter-broker listener: the `listeners` entry named by inter.broker.listener.name
+    (default INTERNAL), else a free port on the client listener's host."""
+    name = _inter_broker_name(config)
+    for n, host, port in _listeners(config.get("listeners")):
+        if n == name:
+            _check_plaintext(n, config)
+            return host, port
+    return client_host, 0
 
 
 class ClusterState:
@@ -51,13 +88,25 @@ class ClusterState:
         self.config = config
         self.in_memory = in_memory or data_dir is None
         self.data_dir = None if self.in_memory else Path(data_dir)
-        store = MemoryMetadataStore() if self.in_memory else FileMetadataStore(self.data_dir)
-        # The authoritative metadata: written by the active controller only, persisted.
-        self.metadata = ClusterMetadata(store, node_id=config.node_id)
+        self.zk = None
+        if config.get("zookeeper.connect"):
+            # ZooKeeper mode: one broker in this process, the metadata in ZooKeeper (`open_zk` loads it)
+            from .zk_mode import ZkMode
+            self.zk = ZkMode(self, config.node_id)
+            self.metadata: ClusterMetadata = None  # type: ignore[assignment]
+        else:
+            store = MemoryMetadataStore() if self.in_memory else FileMetadataStore(self.data_dir)
+            # The authoritative metadata: written by the active controller only, persisted.
+            self.metadata = ClusterMetadata(store, node_id=config.node_id)
         self.store = InProcessStore()  # the coordination store controllers elect themselves through
         self.brokers: dict[int, "Broker"] = {}  # running brokers of this process, by node id
         self.hooks: list[Any] = []  # objects with on_topic_created/on_topic_deleted/on_partitions_added/on_configs
         self.replicas: Any = None  # the ReplicaManager (services.attach)
+
+    async def open_zk(self) -> None:
+        """ZooKeeper mode: connect and load the cluster's metadata (the authority of this broker's controller)."""
+        self.metadata = await self.zk.open()
+        self.store = self.zk.store
 
     # -- controller plumbing ------------------------------------------------------
     def deliver(self, broker_id: int, cmd: MetadataUpdate) -> int:
@@ -192,14 +241,24 @@ class Broker:
         self.state = state
         self.config = state.config
         self.node_id = node_id if node_id is not None else state.config.node_id
-        lhost, lport = parse_listener(state.config.get("listeners"))
+        lhost, lport = parse_listener(state.config.get("listeners"), state.config)
         self.host = host if host is not None else lhost
         self.port = port if port is not None else lport
         adv = state.config.get("advertised.listeners")
         self.advertised_host = advertised_host or (parse_listener(adv)[0] if adv else None)
+        # ZooKeeper mode: the INTERNAL listener of `listeners` (or `inter.broker.listener.name`), else a free
+        # port on the client listener's host
+        self.internal_host, self.internal_port = inter_broker_listener(state.config, self.host)
         self.cache = MetadataCache(self.node_id)  # this broker's view, fed by the controller
-        self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver,
-                                     auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"))
+        self.broker_epoch = -1  # ZooKeeper mode: the czxid of its registration (Kafka's broker epoch)
+        self.zk = state.zk
+        if self.zk is not None:
+            if state.brokers or (node_id is not None and node_id != state.config.node_id):
+                raise ValueError("a ZooKeeper-mode process runs one broker, the one of its broker.id/node.id")
+            self.controller = self.zk.new_controller(self)
+        else:
+            self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver,
+                                         auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"))
         self.router = Router(self)
         self.groups = GroupCoordinatorService(self)
         self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
@@ -221,22 +280,71 @@ class Broker:
     def controller_id(self) -> int:
         return self.cache.controller_id
 
-    def create_topic(self, *a, **kw) -> TopicInfo:
-        return self.state.create_topic(*a, **kw)
+    def is_admin_controller(self) -> bool:
+        """Whether this broker takes CreateTopics, DeleteTopics and CreatePartitions: in ZooKeeper mode only the
+        active controller does (others answer NOT_CONTROLLER, and clients go to the controller Metadata names);
+        in-process, every broker does."""
+        return self.zk is None or self.controller.active
 
-    def delete_topic(self, name: str) -> None:
-        self.state.delete_topic(name)
+    def check_create_topic(self, name, num_partitions, replication_factor, assignments, configs, *,
+                           max_records: int = MAX_RECORDS_PER_USER_OP) -> TopicInfo:
+        """Validate a CreateTopics entry (MetadataError when Kafka refuses it) -> the topic it would make."""
+        if self.zk is None:
+            return self.state.create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                           validate_only=True, max_records=max_records)
+        import uuid
+        from ..controller.metadata import PartitionInfo
+        _, _, replicas = self.zk.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                                    max_records=max_records)
+        return TopicInfo(name, uuid.UUID(int=0), [PartitionInfo(i, r, r[0], 0, list(r)) for i, r in enumerate(replicas)],
+                         {k: v for k, v in configs.items() if v is not None})
 
-    def create_partitions(self, *a, **kw) -> int:
-        return self.state.create_partitions(*a, **kw)
+    async def create_topic(self, name, num_partitions, replication_factor, assignments, configs, *,
+                           validate_only: bool = False, max_records: int = MAX_RECORDS_PER_USER_OP,
+                           wait: bool = True) -> TopicInfo | None:
+        """Create a topic -> it, once this broker's metadata has it (ZooKeeper mode without `wait`: None at once)."""
+        if validate_only:
+            return self.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                           max_records=max_records)
+        if self.zk is None:
+            return self.state.create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                           max_records=max_records)
+        return await self.zk.create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                          wait=wait, max_records=max_records)
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.state.set_topic_configs(name, configs)
+    async def delete_topic(self, name: str) -> None:
+        if self.zk is None:
+            self.state.delete_topic(name)
+        else:
+            await self.zk.delete_topic(name)
+
+    async def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False,
+                                max_records: int = MAX_RECORDS_PER_USER_OP) -> int:
+        if self.zk is None or validate_only:
+            md = self.cache if self.zk is not None else None
+            if md is not None:
+                return len(md.check_create_partitions(name, count, assignments, max_records))
+            return self.state.create_partitions(name, count, assignments, validate_only=validate_only,
+                                                max_records=max_records)
+        return await self.zk.create_partitions(name, count, assignments, max_records=max_records)
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        if self.zk is None:
+            self.state.set_topic_configs(name, configs)
+        else:
+            from ..config import validate_topic_configs
+            validate_topic_configs(configs)
+            await self.zk.set_topic_configs(name, configs)
+
+    async def allocate_producer_id(self) -> int:
+        if self.zk is None:
+            return self.state.allocate_producer_id()
+        return await self.zk.allocate_producer_id()
 
     def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None:
         self.state.set_dynamic_broker_configs(configs)
 
-    def maybe_auto_create_topic(self, name: str, allowed: bool = True) -> tuple[int, TopicInfo | None]:
+    async def maybe_auto_create_topic(self, name: str, allowed: bool = True) -> tuple[int, TopicInfo | None]:
         """Kafka's AutoTopicCreationManager, for Metadata and Produce: an unknown topic is created when
         auto.create.topics.enable (and the request) allow it -> (error, the topic)."""
         from ..controller.metadata import INTERNAL_TOPICS, MetadataError, validate_topic_name
@@ -247,42 +355,64 @@ class Broker:
         if not allowed or name in INTERNAL_TOPICS or not self.config.get("auto.create.topics.enable"):
             return int(E.UNKNOWN_TOPIC_OR_PARTITION), None
         try:
-            return 0, self.state.auto_create_topic(name)
+            if self.zk is None:
+                return 0, self.state.auto_create_topic(name)
+            # ZooKeeper mode (Kafka's ZK-mode AutoTopicCreationManager): written to ZooKeeper, and answered
+            # LEADER_NOT_AVAILABLE until the controller has elected its leaders (clients retry)
+            await self.create_topic(name, -1, -1, None, {}, wait=False)
+            return int(E.LEADER_NOT_AVAILABLE), None
         except MetadataError as exc:
+            if self.zk is not None and exc.code == E.TOPIC_ALREADY_EXISTS:
+                return int(E.LEADER_NOT_AVAILABLE), None
             return int(exc.code), None
 
     # -- Trio ---------------------------------------------------------------
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(self.port, host=self.host, backlog=128)
+        internal = []
+        if self.zk is not None:  # the inter-broker listener: controller requests come in there only
+            internal = await trio.open_tcp_listeners(self.internal_port, host=self.internal_host, backlog=128)
         self.bound_port = listeners[0].socket.getsockname()[1]
         adv_host = self.advertised_host or (self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
         self.state.brokers[self.node_id] = self
-        self.controller.startup(BrokerInfo(self.node_id, adv_host, self.bound_port))
         try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
-                nursery.start_soon(self._accept_loop, listeners, nursery)
+                nursery.start_soon(self._accept_loop, listeners, nursery, False)
+                if internal:
+                    nursery.start_soon(self._accept_loop, internal, nursery, True)
                 await nursery.start(self.groups.run)
+                if self.zk is None:
+                    self.controller.startup(BrokerInfo(self.node_id, adv_host, self.bound_port))
+                else:
+                    iport = internal[0].socket.getsockname()[1]
+                    ihost = self.internal_host if self.internal_host not in ("0.0.0.0", "::", "") else adv_host
+                    await self.zk.register(BrokerInfo(self.node_id, adv_host, self.bound_port,
+                                                      listeners=[["INTERNAL", ihost, iport]]))
                 task_status.started(self.bound_port)
                 await trio.sleep(math.inf)
         finally:
             # The broker's session ends: its registration (and the controller claim, if held) vanish,
             # and the remaining brokers elect a controller and move leadership.
-            self.controller.shutdown()
             self.state.brokers.pop(self.node_id, None)
-            self.state.store.end_session(self.node_id)
-            for lst in listeners:
+            if self.zk is None:
+                self.controller.shutdown()
+                self.state.store.end_session(self.node_id)
+            else:
+                await self.zk.close()
+            for lst in listeners + internal:
                 with trio.CancelScope(shield=True):
                     await lst.aclose()
 
-    async def _accept_loop(self, listeners, nursery) -> None:
+    async def _accept_loop(self, listeners, nursery, inter_broker: bool) -> None:
         async with trio.open_nursery() as accepting:
             for lst in listeners:
-                accepting.start_soon(accept_loop, lst, self.connection_quotas, self._serve_connection, nursery)
+                accepting.start_soon(accept_loop, lst, self.connection_quotas,
+                                     functools.partial(self._serve_connection, inter_broker=inter_broker), nursery)
 
-    async def _serve_connection(self, stream: trio.SocketStream, ip: str) -> None:
+    async def _serve_connection(self, stream: trio.SocketStream, ip: str, *, inter_broker: bool = False) -> None:
         try:
-            await serve_connection(self, stream)
+            await serve_connection(self, stream, inter_broker=inter_broker)
         finally:
             self.connection_quotas.dec(ip)
 

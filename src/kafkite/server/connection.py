@@ -93,7 +93,8 @@ class _Outbox:
         cancel_scope.cancel()
 
 
-async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
+async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter_broker: bool = False) -> None:
+    """One connection; `inter_broker`: accepted on the inter-broker listener (controller requests are served)."""
     try:
         peer = "%s:%s" % stream.socket.getpeername()[:2]
     except OSError:
@@ -104,7 +105,7 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
         async with trio.open_nursery() as nursery:
             outbox = _Outbox(stream, clog)
             nursery.start_soon(outbox.run, nursery.cancel_scope)
-            await _read_requests(broker, stream, peer, clog, outbox)
+            await _read_requests(broker, stream, peer, clog, outbox, inter_broker)
             # responses to requests handled before the end are sent first, as one-at-a-time would
             with trio.move_on_after(30):
                 await outbox.wait_turn(False)
@@ -115,7 +116,8 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream) -> None:
             await stream.aclose()
 
 
-async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str, clog, outbox: _Outbox) -> None:
+async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str, clog, outbox: _Outbox,
+                         inter_broker: bool = False) -> None:
     reader = FrameReader(broker.config.get("socket.request.max.bytes"))
     pool = broker.memory_pool
     idle_ms = broker.config.get("connections.max.idle.ms")
@@ -161,7 +163,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                 produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
                 await outbox.wait_turn(produce)
                 try:
-                    out, waits = await broker.router.dispatch(frame, peer, clog)
+                    out, waits = await broker.router.dispatch(frame, peer, clog, inter_broker=inter_broker)
                 except CloseConnection as exc:
                     clog.warning("connection.closed", reason=str(exc))
                     return

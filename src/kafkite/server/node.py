@@ -105,14 +105,22 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
         log.warning("config.unknown" if "isn't a known config" in message else "config.unused", key=key,
                     message=message)
     state = ClusterState(config, data_dir=None if data_dir is None else Path(data_dir), in_memory=in_memory)
+    if state.zk is not None:  # ZooKeeper mode: one broker, the one of broker.id / node.id
+        if brokers != 1 or (node_ids is not None and list(node_ids) != [config.node_id]):
+            raise ValueError("with zookeeper.connect a process runs one broker (start one process per broker)")
+        await state.open_zk()
     services.attach(state)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(services.run, state)
+            if state.zk is not None:
+                await nursery.start(state.zk.run)
             node = Node(state, nursery, faults=faults)
             for node_id, port in broker_plan(config, brokers, node_ids):
                 await node.start_broker(node_id, port=port)
             yield node
+            if state.zk is not None:  # a clean stop: leadership moves off this broker first (Kafka's)
+                await state.zk.controlled_shutdown()
             nursery.cancel_scope.cancel()
     finally:
         services.close(state)

@@ -95,6 +95,8 @@ class ReplicaManager:
         self.log_dir = None if state.in_memory else LogDirectory(state.data_dir)
         self.offline_log_dirs: dict[str, str] = {}  # Kafka's LogDirFailureChannel: failed dir -> what failed
         self._append_locks: dict[tuple[str, int], trio.Lock] = {}  # held while a worker validates
+        # ZooKeeper mode: the leader epoch of each partition's last LeaderAndIsr applied here
+        self.leader_epochs: dict[tuple[str, int], int] = {}
 
     # -- lifecycle ------------------------------------------------------------
     def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
@@ -135,9 +137,10 @@ class ReplicaManager:
             self.log_dir.startup()
             log.info("log_dir.loading", data_dir=str(self.log_dir.path),
                      clean_shutdown=self.log_dir.had_clean_shutdown)
-        for t in self.state.metadata.topics.values():
-            for p in t.partitions:
-                self._open(t, p.index, now_ms)
+        if self.state.zk is None:  # ZooKeeper mode: a partition's log opens with its first LeaderAndIsr
+            for t in self.state.metadata.topics.values():
+                for p in t.partitions:
+                    self._open(t, p.index, now_ms)
         # producer ids found in the logs are never handed out again, even if the metadata forgot them
         seen = max((pid for lg in self.logs.values() for pid in lg.producer_state.producers), default=-1)
         self.state.metadata.raise_producer_id_floor(seen + 1)
@@ -154,6 +157,33 @@ class ReplicaManager:
                     self._open(topic, p.index, now_ms())
                 except OSError as exc:
                     raise self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{p.index}") from None
+
+    def become_replica(self, topic: "TopicInfo", partition: int, leader_epoch: int, *, leader: bool) -> int:
+        """A LeaderAndIsr for a partition this broker replicates (ZooKeeper mode): its log opened (recovered) when
+        it is not yet -> 0, or KAFKA_STORAGE_ERROR when the log dir is offline or the log cannot be made."""
+        key = (topic.name, partition)
+        if self.offline_log_dirs:
+            return int(E.KAFKA_STORAGE_ERROR)
+        if key not in self.logs:
+            try:
+                self._open(topic, partition, now_ms())
+            except OSError as exc:
+                self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{partition}")
+                return int(E.KAFKA_STORAGE_ERROR)
+        self.leader_epochs[key] = leader_epoch
+        self.notify(topic.name, partition)  # fetches waiting on it answer (NOT_LEADER_OR_FOLLOWER when it moved)
+        return 0
+
+    def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
+        """StopReplica (ZooKeeper mode): close the partition's log; with `delete`, remove its directory."""
+        self.leader_epochs.pop((topic, partition), None)
+        lg = self.logs.pop((topic, partition), None)
+        if lg is not None:
+            self._keys.pop(id(lg), None)
+            lg.close()
+        if delete and not self.state.in_memory:
+            shutil.rmtree(self._dir(topic, partition), ignore_errors=True)
+        self.notify(topic, partition)
 
     def on_topic_deleted(self, topic: "TopicInfo") -> None:
         for p in topic.partitions:
@@ -257,7 +287,7 @@ class ReplicaManager:
             return E.UNKNOWN_TOPIC_OR_PARTITION
         if self.offline_log_dirs and cache.node_id in p.replicas:
             return E.KAFKA_STORAGE_ERROR
-        if p.leader != cache.node_id:
+        if p.leader != cache.node_id or (topic, partition) not in self.logs:  # (not opened: no LeaderAndIsr yet)
             return E.NOT_LEADER_OR_FOLLOWER
         if current_leader_epoch is not None and current_leader_epoch >= 0:
             if current_leader_epoch < p.leader_epoch:

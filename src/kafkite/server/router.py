@@ -14,7 +14,7 @@ from kafka.protocol.api_key import ApiKey
 from ..wire import codec
 from ..wire.errors import E
 from .context import RequestContext
-from .handlers import admin, configs, data, groups, metadata
+from .handlers import admin, configs, controller_apis, data, groups, metadata
 
 Handler = Callable[[RequestContext], Awaitable[object | None]]
 
@@ -50,7 +50,17 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
 }
 
 
+# Served on a ZooKeeper-mode broker's inter-broker listener only, never advertised: the versions Kafkite's
+# controller sends (Kafka 3.9's ZooKeeper controller sends the same ones).
+INTER_BROKER_ROUTES: dict[int, tuple[int, int, Handler]] = {
+    ApiKey.LeaderAndIsr: (7, 7, controller_apis.handle_leader_and_isr),
+    ApiKey.StopReplica: (4, 4, controller_apis.handle_stop_replica),
+    ApiKey.UpdateMetadata: (8, 8, controller_apis.handle_update_metadata),
+    ApiKey.ControlledShutdown: (3, 3, controller_apis.handle_controlled_shutdown),
+}
+
 _SUPPORTED = {k: (lo, hi) for k, (lo, hi, _) in ROUTES.items()}
+_INTER_BROKER = {**_SUPPORTED, **{k: (lo, hi) for k, (lo, hi, _) in INTER_BROKER_ROUTES.items()}}
 
 
 def supported() -> dict[int, tuple[int, int]]:
@@ -69,14 +79,15 @@ class Router:
     def supported() -> dict[int, tuple[int, int]]:
         return _SUPPORTED
 
-    async def dispatch(self, frame: bytes, peer: str, log) -> tuple[bytes | list | None, list]:
+    async def dispatch(self, frame: bytes, peer: str, log, *, inter_broker: bool = False
+                       ) -> tuple[bytes | list | None, list]:
         """Handle one request frame: (the response frame -- bytes, or for Fetch a list of buffers
         that concatenate to it, or a function that encodes it once the waits are over; None when
         there is no response, e.g. acks=0 --, the waits that must end before it may be sent, e.g. a
         Produce's fsync). The connection awaits those and sends
         the responses in request order."""
         try:
-            req = codec.decode_request(frame, supported())
+            req = codec.decode_request(frame, _INTER_BROKER if inter_broker else supported())
         except (codec.UnknownApi, codec.UnsupportedVersion) as exc:
             if exc.api_key == ApiKey.ApiVersions:
                 # KIP-511: answer an ApiVersions we can't parse with v0 + UNSUPPORTED_VERSION + our list.
@@ -87,7 +98,7 @@ class Router:
         except codec.MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
 
-        _, _, handler = ROUTES[req.api_key]
+        _, _, handler = ROUTES[req.api_key] if req.api_key in ROUTES else INTER_BROKER_ROUTES[req.api_key]
         rlog = log.bind(api=req.api_name, version=req.api_version, correlation_id=req.correlation_id,
                         client_id=req.client_id)
         ctx = RequestContext(self.broker, req, peer=peer, log=rlog)

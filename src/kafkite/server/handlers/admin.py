@@ -39,8 +39,10 @@ async def handle_create_topics(ctx: RequestContext):
         configs = {c.name: c.value for c in t.configs}
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
         try:
-            info = b.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
-                                  validate_only=validate_only)
+            if not validate_only and not b.is_admin_controller():
+                raise MetadataError(E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            info = await b.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
+                                        validate_only=validate_only)
         except MetadataError as exc:
             ctx.log.info("create_topics.rejected", topic=t.name, error=E(exc.code).name, message=exc.message)
             results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=exc.code, error_message=exc.message,
@@ -71,8 +73,8 @@ def _over_records_bound(b, body, dupes) -> BatchTooLarge | None:
         configs = {c.name: c.value for c in t.configs}
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
         try:
-            info = b.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
-                                  validate_only=True, max_records=left)
+            info = b.check_create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
+                                        max_records=left)
         except BatchTooLarge as exc:
             return exc
         except MetadataError:
@@ -135,8 +137,11 @@ async def handle_delete_topics(ctx: RequestContext):
         if not b.config.get("delete.topic.enable"):
             answers[i] = (name, tid, E.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             continue
+        if not b.is_admin_controller():
+            answers[i] = (name, tid, E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            continue
         try:
-            b.delete_topic(name)
+            await b.delete_topic(name)
         except MetadataError as exc:  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
             answers[i] = (name, tid, exc.code, exc.message)
             continue
@@ -162,8 +167,10 @@ async def handle_create_partitions(ctx: RequestContext):
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
-            left -= b.create_partitions(t.name, t.count, assignments, validate_only=bool(body.validate_only),
-                                        max_records=left)
+            if not b.is_admin_controller():
+                raise MetadataError(E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            left -= await b.create_partitions(t.name, t.count, assignments, validate_only=bool(body.validate_only),
+                                              max_records=left)
         except MetadataError as exc:
             ctx.log.info("create_partitions.rejected", topic=t.name, error=E(exc.code).name, message=exc.message)
             results.append(R(name=t.name, error_code=exc.code, error_message=exc.message))

@@ -112,7 +112,7 @@ class _Reject(Exception):
         self.msg = msg
 
 
-def _apply_topic(b, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
+async def _apply_topic(b, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
     t = b.metadata.topic(name)
     if t is None:
         raise _Reject(E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
@@ -123,7 +123,7 @@ def _apply_topic(b, name: str, new_configs: dict[str, str], validate_only: bool)
     if not validate_only:
         before = dict(t.configs)
         try:
-            b.set_topic_configs(name, new_configs)
+            await b.set_topic_configs(name, new_configs)
         except MetadataError as exc:  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
             raise _Reject(exc.code, exc.message) from None
         mfv = new_configs.get("message.format.version")
@@ -175,7 +175,7 @@ async def handle_alter_configs(ctx: RequestContext):
                 raise _Reject(E.INVALID_REQUEST, "Null value not supported for: "
                               + ",".join(k for k, v in configs.items() if v is None))
             if res.resource_type == TOPIC:
-                _apply_topic(b, res.resource_name, configs, bool(body.validate_only))
+                await _apply_topic(b, res.resource_name, configs, bool(body.validate_only))
             elif res.resource_type == BROKER:
                 _apply_broker(b, res.resource_name, configs, bool(body.validate_only))
             else:
@@ -237,7 +237,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext):
                     if c.config_operation in (APPEND, SUBTRACT) and c.name not in base:
                         base[c.name] = b.config.topic_default(c.name)[0]
                 new = _incremental(base, res.configs, lambda n: TOPIC_CONFIGS[n].type)
-                _apply_topic(b, res.resource_name, new, bool(body.validate_only))
+                await _apply_topic(b, res.resource_name, new, bool(body.validate_only))
             elif res.resource_type == BROKER:
                 new = _incremental(dict(b.config.dynamic), res.configs,
                                    lambda n: BROKER_CONFIGS[n].type if n in BROKER_CONFIGS else None)

@@ -32,7 +32,7 @@ async def handle_produce(ctx: RequestContext):
         name = td.name
         parts = []
         if b.metadata.topic(name) is None:
-            b.maybe_auto_create_topic(name)
+            await b.maybe_auto_create_topic(name)
         for pd in td.partition_data:
             out = await rm.append_records(b.metadata, name, pd.index, pd.records or b"", acks=acks, now_ms=now,
                                           produce_version=ctx.version)
@@ -190,11 +190,11 @@ async def handle_init_producer_id(ctx: RequestContext):
     if pid >= 0 and epoch >= 0:
         # KIP-360: an idempotent producer asks to bump its epoch after a fatal sequence error.
         if epoch + 1 > 32767:
-            pid, epoch = b.state.allocate_producer_id(), 0
+            pid, epoch = await b.allocate_producer_id(), 0
         else:
             epoch += 1
     else:
-        pid, epoch = b.state.allocate_producer_id(), 0
+        pid, epoch = await b.allocate_producer_id(), 0
     return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=0, producer_id=pid,
                                   producer_epoch=epoch)
 

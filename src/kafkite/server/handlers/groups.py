@@ -17,29 +17,32 @@ from ..group_coordinator_service import OFFSETS_TOPIC
 GROUP_KEY, TXN_KEY = 0, 1
 
 
-def ensure_offsets_topic(b) -> None:
-    """__consumer_offsets is created on first use, compacted, like Kafka's."""
+async def ensure_offsets_topic(b) -> bool:
+    """__consumer_offsets is created on first use, compacted, like Kafka's -> whether it exists now (in ZooKeeper
+    mode it is written to ZooKeeper and comes once the controller elected its leaders: clients retry)."""
     if b.metadata.topic(OFFSETS_TOPIC) is not None:
-        return
+        return True
     cfg = b.config
     rf = max(1, min(cfg.get("offsets.topic.replication.factor"), len(b.metadata.brokers)))
     try:
-        b.state.create_topic(OFFSETS_TOPIC, cfg.get("offsets.topic.num.partitions"), rf, None,
+        await b.create_topic(OFFSETS_TOPIC, cfg.get("offsets.topic.num.partitions"), rf, None,
                              {"cleanup.policy": "compact", "segment.bytes": str(cfg.get("offsets.topic.segment.bytes")),
-                              "compression.type": "producer"})
+                              "compression.type": "producer"}, wait=False)
     except MetadataError as exc:
         if exc.code != E.TOPIC_ALREADY_EXISTS:
             raise
+    return b.metadata.topic(OFFSETS_TOPIC) is not None
 
 
-def _coordinator_for(b, key: str, key_type: int):
+async def _coordinator_for(b, key: str, key_type: int):
     """(error, message, node) for one FindCoordinator key."""
     if key_type == TXN_KEY:
         return int(E.INVALID_REQUEST), "Transactions are not supported by this broker yet", None
     if key_type != GROUP_KEY:
         return int(E.INVALID_REQUEST), f"Unknown coordinator key type {key_type}", None
     try:
-        ensure_offsets_topic(b)
+        if not await ensure_offsets_topic(b):
+            return int(E.COORDINATOR_NOT_AVAILABLE), "The coordinator is not available.", None
     except MetadataError:  # e.g. KAFKA_STORAGE_ERROR: the data dir is offline
         return int(E.COORDINATOR_NOT_AVAILABLE), "The coordinator is not available.", None
     n = len(b.metadata.topic(OFFSETS_TOPIC).partitions)
@@ -57,11 +60,11 @@ async def handle_find_coordinator(ctx: RequestContext):
         C = FindCoordinatorResponse.Coordinator
         coords = []
         for key in body.coordinator_keys:
-            err, msg, node = _coordinator_for(b, key, key_type)
+            err, msg, node = await _coordinator_for(b, key, key_type)
             coords.append(C(key=key, node_id=node.node_id if node else -1, host=node.host if node else "",
                             port=node.port if node else -1, error_code=err, error_message=msg))
         return FindCoordinatorResponse(version=v, throttle_time_ms=0, coordinators=coords)
-    err, msg, node = _coordinator_for(b, body.key, key_type)
+    err, msg, node = await _coordinator_for(b, body.key, key_type)
     return FindCoordinatorResponse(version=v, throttle_time_ms=0, error_code=err, error_message=msg,
                                    node_id=node.node_id if node else -1, host=node.host if node else "",
                                    port=node.port if node else -1)

@@ -102,7 +102,7 @@ async def handle_metadata(ctx: RequestContext):
                 continue
             t = md.topic(name)
             if t is None:
-                err, t = b.maybe_auto_create_topic(name, allow_auto)
+                err, t = await b.maybe_auto_create_topic(name, allow_auto)
                 if err:
                     topics.append(T(error_code=err, name=name, topic_id=ZERO_UUID, partitions=[]))
                     continue

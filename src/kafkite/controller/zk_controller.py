@@ -1,0 +1,248 @@
+"""The controller on ZooKeeper (Kafka 3.x's KafkaController): `Controller` plus what separate processes need.
+
+The election, the epoch and the leadership rules are `Controller`'s (controller.py). On ZooKeeper:
+
+- on election the controller reloads its context from ZooKeeper (`ZkMetadataStore.load`), fences its
+  writes with the version of `/controller_epoch` it wrote, and watches `/brokers/topics` (new topics),
+  each topic's node (new partitions) and `/admin/delete_topics` (deletions);
+- leader election is clean only: a partition's new leader comes from its ISR; with no live ISR member
+  the partition goes offline (leader -1) and keeps its ISR, and comes back when one returns. Until
+  replication exists (the replication issue) a new partition's ISR is its leader alone: a follower has
+  no copy of the data, so it must never be elected;
+- the preferred replica gets leadership back from `check_preferred_leaders` (every
+  leader.imbalance.check.interval.seconds with auto.leader.rebalance.enable), not at once;
+- ControlledShutdown moves leadership off a stopping broker where another ISR member can take it;
+- a session loss resigns (`on_session_event`); the new session registers again and joins the election.
+
+Every method runs on the broker's controller event thread (ZooKeeper calls block), one at a time.
+"""
+from __future__ import annotations
+
+import time
+
+import structlog
+
+from . import zk_data as z
+from .controller import BROKERS, CONTROLLER, Controller, broker_info
+from .metadata import BrokerInfo
+from .store import NodeExists, NoNode
+from .zk_metadata import ControllerMoved, ensure_cluster_id, ensure_persistent_paths
+
+log = structlog.get_logger("kafkite.controller")
+
+
+class ZkController(Controller):
+    def __init__(self, *a, session_timeout_ms: int = 18000, on_resign=None, **kw):
+        super().__init__(*a, **kw)
+        self.session_timeout_ms = session_timeout_ms
+        self.on_resign = on_resign  # called (controller thread) when this broker stops being the controller
+        self.info: BrokerInfo | None = None
+        self.broker_epoch = -1
+        self._session_lost = False
+        self._watched_topics: set[str] = set()
+
+    # -- membership ---------------------------------------------------------------------------------
+    def startup(self, info: BrokerInfo) -> None:
+        ensure_persistent_paths(self.store)
+        self.cluster_id = ensure_cluster_id(self.store)
+        self.info = info
+        super().startup(info)
+
+    def register(self, info: BrokerInfo) -> None:
+        """Register; a registration left by this broker id's previous session (a crash) vanishes within its
+        session timeout: wait for that (Kafka refuses to start instead)."""
+        deadline = time.monotonic() + self.session_timeout_ms / 1000 + 10
+        while True:
+            try:
+                super().register(info)
+                break
+            except NodeExists:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("broker.registration_exists", broker=self.node_id,
+                         message="a previous session's registration is still there: waiting for it to expire")
+                time.sleep(0.5)
+        self.broker_epoch = self.store.czxid(z.broker_path(self.node_id)) or -1
+        log.info("broker.registered", broker=self.node_id, broker_epoch=self.broker_epoch)
+
+    def live_brokers(self) -> dict[int, BrokerInfo]:
+        out = {}
+        for child in self.store.children(BROKERS):
+            got = self.store.get_with_czxid(f"{BROKERS}/{child}")
+            if got is not None:
+                info = broker_info(z.parse_broker_registration(int(child), got[0]))
+                info.epoch = got[2]
+                out[int(child)] = info
+        return out
+
+    def on_session_event(self, event: str) -> None:
+        if event == "lost":
+            self._session_lost = True
+            log.warning("zookeeper.session_expired", broker=self.node_id,
+                        message="the ZooKeeper session expired: resigning, registering again on a new session")
+            self.resign()
+        elif event == "connected" and self._session_lost and not self.stopped:
+            self._session_lost = False
+            self.register(self.info)
+            self._watch_controller()
+            self.try_elect()
+
+    def resign(self) -> None:
+        if self.active:
+            log.info("controller.resigned", broker=self.node_id, controller_epoch=self.epoch)
+        self.active = False
+        self._watched_topics.clear()
+        if self.on_resign is not None:
+            self.on_resign()
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self.resign()
+
+    # -- taking over -------------------------------------------------------------------------------
+    def on_elected(self) -> None:
+        self.authority.store.epoch_zk_version = self.epoch_zk_version
+        self.authority.controller_id = self.node_id
+        self._reload()
+        self.authority.controller_epoch = self.epoch
+        self._watch_brokers()
+        self._watch_children(z.TOPICS, self.on_topics_changed)
+        self._watch_children(z.DELETE_TOPICS, self.on_delete_topics)
+        self.on_delete_topics()
+        self.on_brokers_changed()
+
+    def _reload(self) -> None:
+        md = self.authority
+        md.load_snapshot(md.store.load(), brokers=False)
+        md.controller_epoch = self.epoch
+        for name in md.topics:
+            if name not in self._watched_topics:
+                self._watched_topics.add(name)
+                self._watch_topic(name)
+
+    def _is_active(self) -> bool:
+        return self.active and not self.stopped
+
+    def _watch_children(self, path: str, handler) -> None:
+        def fired(_path: str) -> None:
+            if self._is_active():
+                self._watch_children(path, handler)
+                self.guarded(handler)
+        self.store.watch(path + "/", fired)
+
+    def _watch_topic(self, name: str) -> None:
+        def fired(_path: str) -> None:
+            if self._is_active() and name in self._watched_topics:
+                if self.store.get(z.topic_path(name)) is None:
+                    self._watched_topics.discard(name)
+                    return
+                self._watch_topic(name)
+                self.guarded(self.on_topics_changed)
+        self.store.watch(z.topic_path(name), fired)
+
+    def guarded(self, fn, *a):
+        """Run a controller action; a write fenced off by a newer controller makes this one resign."""
+        try:
+            return fn(*a)
+        except ControllerMoved:
+            log.warning("controller.moved", broker=self.node_id, controller_epoch=self.epoch)
+            self.resign()
+            return None
+
+    # -- events --------------------------------------------------------------------------------------
+    def on_topics_changed(self) -> None:
+        """New topics or new partitions written by AdminZk: elect their leaders, write their states, publish."""
+        self._reload()
+        self.on_brokers_changed()
+
+    def on_delete_topics(self) -> None:
+        md = self.authority
+        marked = self.store.children(z.DELETE_TOPICS)
+        if not marked:
+            return
+        for name in marked:
+            if md.topic(name) is not None:
+                md.forget_topic(name)
+                self._watched_topics.discard(name)
+                log.info("topic.deleted", topic=name)
+        md.persist()  # the topic's nodes (assignment, partition states, config) go
+        for name in marked:
+            try:
+                self.store.delete(z.delete_topic_path(name))
+            except NoNode:
+                pass
+        self.publish()  # replicas get StopReplica (delete), every broker an UpdateMetadata without the topic
+
+    def on_brokers_changed(self) -> None:
+        self.guarded(super().on_brokers_changed)
+
+    # -- leadership: clean elections only ---------------------------------------------------------------
+    def elect_leader(self, p, live: dict[int, BrokerInfo]) -> int:
+        if p.leader_epoch < 0:  # a new partition: its first live replica
+            return next((r for r in p.replicas if r in live), -1)
+        if p.leader in live:
+            return p.leader
+        return next((r for r in p.replicas if r in p.isr and r in live), -1)
+
+    def next_isr(self, p, live: dict[int, BrokerInfo], leader: int) -> list[int]:
+        if p.leader_epoch < 0:
+            return [leader] if leader != -1 else []  # no replication yet: only the leader holds the data
+        if leader == -1:
+            return list(p.isr)  # offline: the ISR stays what it was (Kafka keeps the last member)
+        isr = [r for r in p.isr if r in live]
+        return isr if leader in isr else [leader] + isr
+
+    def check_preferred_leaders(self) -> int:
+        """Give leadership back to each partition's preferred replica where it is live and in the ISR."""
+        if not self._is_active() or not self.auto_leader_rebalance:
+            return 0
+        live = self.live_brokers()
+        moved = 0
+        for t in self.authority.topics.values():
+            for p in t.partitions:
+                pref = p.replicas[0] if p.replicas else -1
+                if p.leader != pref and pref in live and pref in p.isr:
+                    log.info("partition.preferred_leader", topic=t.name, partition=p.index, old=p.leader, new=pref)
+                    p.leader, p.leader_epoch = pref, p.leader_epoch + 1
+                    moved += 1
+        if moved:
+            self.guarded(self._persist_and_publish)
+        return moved
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[tuple[str, int]]]:
+        """Move leadership off `broker_id` (Kafka's ControlledShutdownLeaderSelector: another live ISR member)
+        and take it out of the ISRs it follows in -> (error, the partitions it still leads)."""
+        from ..wire.errors import E
+        if not self._is_active():
+            return int(E.NOT_CONTROLLER), []
+        live = self.live_brokers()
+        if broker_id not in live:
+            return int(E.BROKER_NOT_AVAILABLE), []
+        if broker_epoch != -1 and broker_epoch < live[broker_id].epoch:
+            return int(E.STALE_BROKER_EPOCH), []
+        remaining = []
+        for t in self.authority.topics.values():
+            for p in t.partitions:
+                if p.leader == broker_id:
+                    if len(p.replicas) <= 1:
+                        continue  # nowhere to move it (Kafka leaves replication factor 1 out)
+                    other = next((r for r in p.replicas if r != broker_id and r in p.isr and r in live), -1)
+                    if other == -1:
+                        remaining.append((t.name, p.index))
+                        continue
+                    p.leader, p.leader_epoch = other, p.leader_epoch + 1
+                    p.isr = [r for r in p.isr if r != broker_id]
+                    log.info("partition.leader_changed", topic=t.name, partition=p.index, old=broker_id, new=other,
+                             leader_epoch=p.leader_epoch, reason="controlled shutdown")
+                elif broker_id in p.isr and len(p.isr) > 1:
+                    p.isr = [r for r in p.isr if r != broker_id]
+        self.guarded(self._persist_and_publish)
+        return 0, remaining
+
+    def _persist_and_publish(self) -> None:
+        self.authority.persist()
+        self.publish()
+
+    def is_current(self) -> bool:
+        cur = self.store.get(CONTROLLER)
+        return cur is not None and z.controller_id(cur[0]) == self.node_id

@@ -1,0 +1,136 @@
+"""The controller's cluster view as Kafka's controller-to-broker requests (Kafka's ControllerBrokerRequestBatch).
+
+For each live broker, from a `MetadataUpdate` (the controller's whole view, stamped with its epoch):
+
+- LeaderAndIsr (v7) with the partitions the broker replicates whose leader, leader epoch, ISR or
+  replicas changed since this controller last told it, or all of them when the broker is new to this
+  controller or registered again (a new broker epoch: it restarted and knows nothing);
+- StopReplica (v4, delete_partition) for the partitions it replicated of topics that are gone;
+- UpdateMetadata (v8) with every live broker and every partition, and the partitions of deleted topics
+  once more with leader -2 (Kafka's LeaderDuringDelete), so the broker forgets them.
+
+They go out in that order on the broker's one controller connection. Sans-IO.
+"""
+from __future__ import annotations
+
+import uuid
+
+from ..wire.interbroker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+
+LAI_VERSION, STOP_REPLICA_VERSION, UPDATE_METADATA_VERSION = 7, 4, 8
+LEADER_DURING_DELETE = -2
+INTER_BROKER_LISTENER = "INTERNAL"
+
+_LaiTopic = LeaderAndIsrRequest.LeaderAndIsrTopicState
+_LaiPartition = LeaderAndIsrRequest.LeaderAndIsrTopicState.LeaderAndIsrPartitionState
+_UmTopic = UpdateMetadataRequest.UpdateMetadataTopicState
+_UmPartition = UpdateMetadataRequest.UpdateMetadataTopicState.UpdateMetadataPartitionState
+_UmBroker = UpdateMetadataRequest.UpdateMetadataBroker
+_UmEndpoint = UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint
+_SrTopic = StopReplicaRequest.StopReplicaTopicState
+_SrPartition = StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState
+
+
+def inter_broker_endpoint(broker: dict) -> tuple[str, int]:
+    """Where a broker (a snapshot's broker entry) takes controller requests: its INTERNAL listener, else its client one."""
+    for name, host, port in broker.get("listeners") or ():
+        if name == INTER_BROKER_LISTENER:
+            return host, int(port)
+    return broker["host"], int(broker["port"])
+
+
+class RequestBuilder:
+    def __init__(self) -> None:
+        self._told: dict[int, tuple[int, dict[tuple[str, int], tuple]]] = {}  # broker -> (epoch, partition states)
+        self._topics: dict[int, dict[str, str]] = {}  # broker -> topics in its last UpdateMetadata (name -> id)
+
+    def reset(self) -> None:
+        self._told.clear()
+        self._topics.clear()
+
+    def forget(self, broker_id: int) -> None:
+        self._told.pop(broker_id, None)
+        self._topics.pop(broker_id, None)
+
+    def build(self, broker_id: int, controller_id: int, controller_epoch: int, snapshot: dict) -> list:
+        brokers = {b["node_id"]: b for b in snapshot.get("brokers", [])}
+        me = brokers.get(broker_id)
+        broker_epoch = me.get("epoch", -1) if me else -1
+        told_epoch, told = self._told.get(broker_id, (None, {}))
+        if told_epoch != broker_epoch:
+            told = {}
+        now: dict[tuple[str, int], tuple] = {}
+        lai_topics, um_topics = [], []
+        current: dict[str, str] = {}
+        for t in snapshot["topics"]:
+            tid = uuid.UUID(t["topic_id"])
+            current[t["name"]] = t["topic_id"]
+            lai_parts, um_parts = [], []
+            for p in t["partitions"]:
+                if p["leader_epoch"] < 0:
+                    continue  # never elected (no live replica yet)
+                um_parts.append(_UmPartition(
+                    partition_index=p["index"], controller_epoch=controller_epoch, leader=p["leader"],
+                    leader_epoch=p["leader_epoch"], isr=list(p["isr"]), zk_version=p["partition_epoch"],
+                    replicas=list(p["replicas"]), offline_replicas=[r for r in p["replicas"] if r not in brokers]))
+                if broker_id in p["replicas"]:
+                    key, state = (t["name"], p["index"]), (p["leader"], p["leader_epoch"], tuple(p["isr"]),
+                                                            tuple(p["replicas"]))
+                    now[key] = state
+                    if told.get(key) != state:
+                        lai_parts.append(_LaiPartition(
+                            partition_index=p["index"], controller_epoch=controller_epoch, leader=p["leader"],
+                            leader_epoch=p["leader_epoch"], isr=list(p["isr"]), partition_epoch=p["partition_epoch"],
+                            replicas=list(p["replicas"]), adding_replicas=[], removing_replicas=[],
+                            is_new=key not in told, leader_recovery_state=0))
+            if lai_parts:
+                lai_topics.append(_LaiTopic(topic_name=t["name"], topic_id=tid, partition_states=lai_parts))
+            if um_parts:
+                um_topics.append(_UmTopic(topic_name=t["name"], topic_id=tid, partition_states=um_parts))
+        # partitions of deleted topics: StopReplica to the replicas that held them, leader -2 in UpdateMetadata
+        stop: dict[str, list[int]] = {}
+        for (topic, index) in told:
+            if topic not in current:
+                stop.setdefault(topic, []).append(index)
+        for topic, tid in self._topics.get(broker_id, {}).items():
+            if topic not in current:
+                um_topics.append(_UmTopic(topic_name=topic, topic_id=uuid.UUID(tid), partition_states=[
+                    _UmPartition(partition_index=i, controller_epoch=controller_epoch, leader=LEADER_DURING_DELETE,
+                                 leader_epoch=-1, isr=[], zk_version=-1, replicas=[], offline_replicas=[])
+                    for i in self._deleted_partitions(broker_id, topic)]))
+        self._told[broker_id] = (broker_epoch, now)
+        self._topics[broker_id] = {name: tid for name, tid in current.items()}
+        self._partitions_of[broker_id] = {t["name"]: [p["index"] for p in t["partitions"]] for t in snapshot["topics"]}
+        out = []
+        if lai_topics:
+            leaders = {p.leader for t in lai_topics for p in t.partition_states if p.leader in brokers}
+            out.append(LeaderAndIsrRequest(
+                version=LAI_VERSION, controller_id=controller_id, is_kraft_controller=False,
+                controller_epoch=controller_epoch, broker_epoch=broker_epoch, update_type=0, topic_states=lai_topics,
+                live_leaders=[LeaderAndIsrRequest.LeaderAndIsrLiveLeader(
+                    broker_id=b, host_name=inter_broker_endpoint(brokers[b])[0],
+                    port=inter_broker_endpoint(brokers[b])[1]) for b in sorted(leaders)]))
+        if stop:
+            out.append(StopReplicaRequest(
+                version=STOP_REPLICA_VERSION, controller_id=controller_id, is_kraft_controller=False,
+                controller_epoch=controller_epoch, broker_epoch=broker_epoch, topic_states=[
+                    _SrTopic(topic_name=topic, partition_states=[
+                        _SrPartition(partition_index=i, leader_epoch=-2, delete_partition=True) for i in sorted(parts)])
+                    for topic, parts in sorted(stop.items())]))
+        out.append(UpdateMetadataRequest(
+            version=UPDATE_METADATA_VERSION, controller_id=controller_id, is_kraft_controller=False, update_type=0,
+            controller_epoch=controller_epoch, broker_epoch=broker_epoch, topic_states=um_topics,
+            live_brokers=[_UmBroker(id=b["node_id"], rack=b.get("rack"), endpoints=[
+                _UmEndpoint(port=b["port"], host=b["host"], listener="PLAINTEXT", security_protocol=0)] + [
+                _UmEndpoint(port=int(port), host=host, listener=name, security_protocol=0)
+                for name, host, port in b.get("listeners") or ()]) for _, b in sorted(brokers.items())]))
+        return out
+
+    @property
+    def _partitions_of(self) -> dict[int, dict[str, list[int]]]:
+        if not hasattr(self, "_parts"):
+            self._parts: dict[int, dict[str, list[int]]] = {}
+        return self._parts
+
+    def _deleted_partitions(self, broker_id: int, topic: str) -> list[int]:
+        return self._partitions_of.get(broker_id, {}).get(topic, [])

@@ -1,0 +1,161 @@
+"""LeaderAndIsr, UpdateMetadata, StopReplica (a broker applying its controller's requests) and ControlledShutdown
+(the controller taking a broker's request), as a ZooKeeper-mode Kafka broker does them.
+
+Served only on the inter-broker listener of a ZooKeeper-mode broker (router.INTER_BROKER_ROUTES), never advertised.
+
+Fencing, as Kafka's ReplicaManager and MetadataCache:
+- a request whose controller epoch is older than the newest this broker has seen is refused whole with
+  STALE_CONTROLLER_EPOCH and changes nothing (every partition of a LeaderAndIsr answers it too);
+- a request for an older registration of this broker (broker epoch below its own, not -1) gets STALE_BROKER_EPOCH;
+- within a LeaderAndIsr, a partition whose leader epoch is not newer than the one this broker has is
+  answered STALE_CONTROLLER_EPOCH and left as it is.
+"""
+from __future__ import annotations
+
+import structlog
+
+from ...controller.metadata import BrokerInfo, PartitionInfo, TopicInfo
+from ...wire.errors import E
+from ...wire.interbroker import (ControlledShutdownResponse, LeaderAndIsrResponse, StopReplicaResponse,
+                                 UpdateMetadataResponse)
+from ..context import RequestContext
+
+log = structlog.get_logger("kafkite.controller_apis")
+LEADER_DURING_DELETE = -2
+
+
+def _fenced(ctx: RequestContext) -> int:
+    """0, or why the request must change nothing (and the log line that says so)."""
+    b, r = ctx.broker, ctx.body
+    cache = b.cache
+    if r.controller_epoch < cache.latest_controller_epoch:
+        log.warning("controller_request.stale_controller_epoch", api=ctx.request.api_name, sender=r.controller_id,
+                    got=r.controller_epoch, newest=cache.latest_controller_epoch)
+        return int(E.STALE_CONTROLLER_EPOCH)
+    if r.broker_epoch != -1 and r.broker_epoch < b.broker_epoch:
+        log.warning("controller_request.stale_broker_epoch", api=ctx.request.api_name, sender=r.controller_id,
+                    got=r.broker_epoch, current=b.broker_epoch)
+        return int(E.STALE_BROKER_EPOCH)
+    cache.latest_controller_epoch = r.controller_epoch
+    cache.controller_epoch = r.controller_epoch
+    cache.controller_id = r.controller_id
+    return 0
+
+
+async def _learn_topics(ctx: RequestContext, topics: list[tuple[str, object]]) -> None:
+    """Topics new to this broker's cache: added with their configs (read from ZooKeeper) and no partitions yet."""
+    b = ctx.broker
+    new = [(name, tid) for name, tid in topics if b.cache.topic(name) is None]
+    if not new:
+        return
+    configs = await b.state.zk.topic_configs([name for name, _ in new])
+    for name, tid in new:
+        if b.cache.topic(name) is None:
+            t = TopicInfo(name=name, topic_id=tid, partitions=[], configs=configs.get(name, {}))
+            b.cache.topics[name] = t
+            b.cache._by_id[t.topic_id] = t
+
+
+def _upsert(b, topic: str, index: int, state: PartitionInfo) -> None:
+    t = b.cache.topic(topic)
+    while len(t.partitions) <= index:  # not known yet: a placeholder without a leader until its state comes
+        t.partitions.append(PartitionInfo(index=len(t.partitions), replicas=[], leader=-1, leader_epoch=-1))
+    t.partitions[index] = state
+
+
+def _forget(b, topic: str) -> None:
+    t = b.cache.topics.pop(topic, None)
+    if t is not None:
+        b.cache._by_id.pop(t.topic_id, None)
+
+
+async def handle_leader_and_isr(ctx: RequestContext):
+    b, r, v = ctx.broker, ctx.body, ctx.version
+    T, P = LeaderAndIsrResponse.LeaderAndIsrTopicError, LeaderAndIsrResponse.LeaderAndIsrTopicError.LeaderAndIsrPartitionError
+    err = _fenced(ctx)
+    if err:
+        return LeaderAndIsrResponse(version=v, error_code=err, topics=[
+            T(topic_id=t.topic_id, partition_errors=[P(partition_index=p.partition_index, error_code=err)
+                                                     for p in t.partition_states]) for t in r.topic_states])
+    await _learn_topics(ctx, [(t.topic_name, t.topic_id) for t in r.topic_states])
+    epochs = b.state.replicas.leader_epochs
+    topics = []
+    for t in r.topic_states:
+        errors = []
+        info = b.cache.topic(t.topic_name)
+        for ps in t.partition_states:
+            key = (t.topic_name, ps.partition_index)
+            if b.node_id not in ps.replicas:
+                errors.append(P(partition_index=ps.partition_index, error_code=int(E.UNKNOWN_TOPIC_OR_PARTITION)))
+                continue
+            if key in epochs and ps.leader_epoch <= epochs[key]:
+                log.info("leader_and_isr.stale_leader_epoch", topic=t.topic_name, partition=ps.partition_index,
+                         got=ps.leader_epoch, current=epochs[key])
+                errors.append(P(partition_index=ps.partition_index, error_code=int(E.STALE_CONTROLLER_EPOCH)))
+                continue
+            _upsert(b, t.topic_name, ps.partition_index, PartitionInfo(
+                index=ps.partition_index, replicas=list(ps.replicas), leader=ps.leader, leader_epoch=ps.leader_epoch,
+                isr=list(ps.isr), partition_epoch=ps.partition_epoch))
+            code = b.state.replicas.become_replica(info, ps.partition_index, ps.leader_epoch,
+                                                   leader=ps.leader == b.node_id)
+            errors.append(P(partition_index=ps.partition_index, error_code=code))
+            log.info("leader_and_isr.applied", topic=t.topic_name, partition=ps.partition_index,
+                     role="leader" if ps.leader == b.node_id else "follower", leader=ps.leader,
+                     leader_epoch=ps.leader_epoch, isr=list(ps.isr))
+        topics.append(T(topic_id=t.topic_id, partition_errors=errors))
+    b.groups.on_metadata(b.cache)
+    return LeaderAndIsrResponse(version=v, error_code=0, topics=topics)
+
+
+async def handle_update_metadata(ctx: RequestContext):
+    b, r, v = ctx.broker, ctx.body, ctx.version
+    err = _fenced(ctx)
+    if err:
+        return UpdateMetadataResponse(version=v, error_code=err)
+    await _learn_topics(ctx, [(t.topic_name, t.topic_id) for t in r.topic_states
+                              if any(p.leader != LEADER_DURING_DELETE for p in t.partition_states)])
+    brokers = {}
+    for lb in r.live_brokers:
+        client = next((e for e in lb.endpoints if e.listener == "PLAINTEXT"), lb.endpoints[0] if lb.endpoints else None)
+        if client is None:
+            continue
+        others = [[e.listener, e.host, e.port] for e in lb.endpoints if e is not client]
+        brokers[lb.id] = BrokerInfo(lb.id, client.host, client.port, lb.rack, others)
+    b.cache.brokers = brokers
+    for t in r.topic_states:
+        if any(p.leader == LEADER_DURING_DELETE for p in t.partition_states):
+            _forget(b, t.topic_name)
+            continue
+        for ps in t.partition_states:
+            _upsert(b, t.topic_name, ps.partition_index, PartitionInfo(
+                index=ps.partition_index, replicas=list(ps.replicas), leader=ps.leader, leader_epoch=ps.leader_epoch,
+                isr=list(ps.isr), partition_epoch=ps.zk_version))
+    for fn in b.cache.listeners:
+        fn(None, b.cache)
+    return UpdateMetadataResponse(version=v, error_code=0)
+
+
+async def handle_stop_replica(ctx: RequestContext):
+    b, r, v = ctx.broker, ctx.body, ctx.version
+    P = StopReplicaResponse.StopReplicaPartitionError
+    err = _fenced(ctx)
+    if err:
+        return StopReplicaResponse(version=v, error_code=err, partition_errors=[])
+    out = []
+    for t in r.topic_states:
+        for ps in t.partition_states:
+            b.state.replicas.stop_replica(t.topic_name, ps.partition_index, delete=bool(ps.delete_partition))
+            out.append(P(topic_name=t.topic_name, partition_index=ps.partition_index, error_code=0))
+    b.groups.on_metadata(b.cache)
+    return StopReplicaResponse(version=v, error_code=0, partition_errors=out)
+
+
+async def handle_controlled_shutdown(ctx: RequestContext):
+    b, r, v = ctx.broker, ctx.body, ctx.version
+    R = ControlledShutdownResponse.RemainingPartition
+    zk = b.state.zk
+    err, left = await zk.call(lambda: zk.controller.controlled_shutdown(r.broker_id, r.broker_epoch))
+    log.info("controlled_shutdown.request", broker=r.broker_id, error=E(err).name if err else None,
+             remaining=len(left))
+    return ControlledShutdownResponse(version=v, error_code=err, remaining_partitions=[
+        R(topic_name=t, partition_index=p) for t, p in left])

@@ -1,0 +1,354 @@
+"""A broker in ZooKeeper mode (`zookeeper.connect`): one broker per process, the cluster in ZooKeeper.
+
+`ZkMode` is the broker's ZooKeeper side:
+
+- its ZooKeeper session (`ZooKeeperStore`, kazoo) and its **controller event thread** (Kafka's
+  ControllerEventManager): every ZooKeeper call and every controller action runs there, one at a
+  time. kazoo's watch and session callbacks are handed to that thread, never run on kazoo's;
+  Trio code awaits work on it with `call`;
+- its controller (`ZkController`), whose view goes out as Kafka's LeaderAndIsr / StopReplica /
+  UpdateMetadata (`RequestBuilder`) through the `ControllerChannelManager`, to every live broker's
+  inter-broker listener;
+- what the broker itself does against ZooKeeper (Kafka's AdminZkClient and config manager): admin
+  requests write the ZooKeeper nodes and the controller takes it from there; topic config changes
+  come back through /config/changes notifications; producer id blocks.
+
+The requests the controller sends are applied by `handlers/controller_apis.py` on the receiving
+broker (its metadata cache, its logs, its coordinators).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Callable
+
+import structlog
+import trio
+
+from ..controller import zk_data as z
+from ..controller.metadata import ClusterMetadata, MetadataError, PartitionInfo, TopicInfo
+from ..controller.store import NodeExists
+from ..controller.zk_controller import ZkController
+from ..controller.zk_metadata import AdminZk, ZkMetadataStore, claim_producer_id_block
+from ..controller.zk_requests import RequestBuilder, inter_broker_endpoint
+from ..controller.zk_store import ZooKeeperStore
+from ..wire.errors import E
+from .controller_channel import ControllerChannelManager, send_once
+
+if TYPE_CHECKING:
+    from .broker import Broker, ClusterState
+
+log = structlog.get_logger("kafkite.zk_mode")
+
+
+class EventThread:
+    """One thread running submitted callables in order (Kafka's ControllerEventThread)."""
+
+    def __init__(self, name: str) -> None:
+        self._q: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, fn: Callable[[], None]) -> None:
+        self._q.put(fn)
+
+    def _run(self) -> None:
+        while True:
+            fn = self._q.get()
+            if fn is None:
+                return
+            try:
+                fn()
+            except Exception:
+                log.exception("controller_event.failed")
+
+    async def call(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the thread and return its result (or raise its exception) to the awaiting Trio task."""
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+        out: list = []
+
+        def run() -> None:
+            try:
+                out.append((True, fn()))
+            except BaseException as exc:  # handed to the caller
+                out.append((False, exc))
+            try:
+                trio.from_thread.run_sync(done.set, trio_token=token)
+            except trio.RunFinishedError:
+                pass
+        self.put(run)
+        with trio.CancelScope(shield=True):  # the thread is running it: the answer must be collected
+            await done.wait()
+        ok, value = out[0]
+        if not ok:
+            raise value
+        return value
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._q.put(None)
+        self._thread.join(timeout)
+
+
+class ZkMode:
+    def __init__(self, state: "ClusterState", node_id: int) -> None:
+        cfg = state.config
+        self.state = state
+        self.node_id = node_id
+        self.connect = cfg.get("zookeeper.connect")
+        self.session_timeout_ms = cfg.get("zookeeper.session.timeout.ms")
+        conn_timeout = cfg.get("zookeeper.connection.timeout.ms")
+        self.connection_timeout_s = (conn_timeout if conn_timeout is not None else self.session_timeout_ms) / 1000
+        self.events = EventThread(f"controller-event-thread-{node_id}")
+        self.channel = ControllerChannelManager(node_id)
+        self.builder = RequestBuilder()
+        self.store: ZooKeeperStore | None = None
+        self.admin: AdminZk | None = None
+        self.controller: ZkController | None = None
+        self.broker: "Broker | None" = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._last_config_change = -1
+        self._pid_next = self._pid_end = 0
+
+    # -- start and stop --------------------------------------------------------------------------
+    async def open(self) -> ClusterMetadata:
+        """Connect to ZooKeeper (on the event thread) and load the cluster's metadata from it."""
+        self._token = trio.lowlevel.current_trio_token()
+
+        def connect() -> ClusterMetadata:
+            self.store = ZooKeeperStore(self.connect, owner=self.node_id, session_timeout_ms=self.session_timeout_ms,
+                                        op_timeout=max(self.connection_timeout_s, 5.0), deliver=self.events.put,
+                                        on_session_event=self._session_event)
+            self.admin = AdminZk(self.store)
+            return ClusterMetadata(ZkMetadataStore(self.store, self.node_id), node_id=self.node_id)
+        try:
+            authority = await self.events.call(connect)
+        except Exception as exc:
+            self.events.stop()
+            raise RuntimeError(f"cannot connect to ZooKeeper at {self.connect}: {exc!r}") from None
+        log.info("zookeeper.connected", connect=self.connect, session_timeout_ms=self.session_timeout_ms,
+                 cluster_id=authority.cluster_id)
+        return authority
+
+    def new_controller(self, broker: "Broker") -> ZkController:
+        self.broker = broker
+        self.controller = ZkController(
+            self.node_id, self.store, self.state.metadata, self.send,
+            auto_leader_rebalance=self.state.config.get("auto.leader.rebalance.enable"),
+            session_timeout_ms=self.session_timeout_ms, on_resign=self._on_resign)
+        return self.controller
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The Trio side: the controller's channel, the preferred-leader check."""
+        async with trio.open_nursery() as n:
+            await n.start(self.channel.run)
+            n.start_soon(self._preferred_leader_checks)
+            task_status.started()
+
+    async def register(self, info) -> None:
+        """Register the broker, join the controller election, follow topic config changes."""
+        await self.call(lambda: self.controller.startup(info))
+        await self.call(self._watch_config_changes)
+        self.broker.broker_epoch = self.controller.broker_epoch
+
+    async def call(self, fn: Callable[[], Any]) -> Any:
+        return await self.events.call(fn)
+
+    async def close(self) -> None:
+        """End the session: the registration (and /controller when held) go at once."""
+        def end() -> None:
+            self.controller.shutdown() if self.controller is not None else None
+            if self.store is not None:
+                self.store.close()
+        with trio.CancelScope(shield=True):
+            try:
+                with trio.move_on_after(10):
+                    await self.events.call(end)
+            finally:
+                await trio.to_thread.run_sync(self.events.stop)
+
+    def _session_event(self, event: str) -> None:  # event thread
+        if self.controller is not None:
+            self.controller.on_session_event(event)
+            if event == "connected" and self.controller.broker_epoch != getattr(self.broker, "broker_epoch", None):
+                self._to_trio(lambda: setattr(self.broker, "broker_epoch", self.controller.broker_epoch))
+                self._watch_config_changes()
+
+    # -- the controller's requests ------------------------------------------------------------------
+    def send(self, broker_id: int, cmd) -> int:
+        """Controller.publish's `send` (event thread): the broker's requests, queued on the channel in order."""
+        reqs = self.builder.build(broker_id, cmd.controller_id, cmd.controller_epoch, cmd.snapshot)
+        brokers = {b["node_id"]: b for b in cmd.snapshot.get("brokers", [])}
+        host, port = inter_broker_endpoint(brokers[broker_id])
+        live = set(brokers)
+        self._to_trio(lambda: self._enqueue(broker_id, host, port, reqs, live))
+        return 0
+
+    def _enqueue(self, broker_id: int, host: str, port: int, reqs: list, live: set[int]) -> None:
+        for gone in [b for b in self.channel.brokers if b not in live]:
+            self.channel.remove_broker(gone)
+        self.channel.add_broker(broker_id, host, port)
+        for r in reqs:
+            self.channel.send(broker_id, r, lambda resp, b=broker_id, r=r: self._answered(b, r, resp))
+
+    def _answered(self, broker_id: int, request, response) -> None:
+        if response is None:
+            return
+        err = getattr(response, "error_code", 0)
+        if err:
+            log.warning("controller_request.refused", broker=broker_id, api=type(request).__name__,
+                        error=E(err).name, controller_epoch=request.controller_epoch)
+
+    def _on_resign(self) -> None:  # event thread
+        self.builder.reset()
+        self._to_trio(lambda: [self.channel.remove_broker(b) for b in list(self.channel.brokers)])
+        for b in self.state.brokers.values():
+            self._to_trio(lambda b=b: b.groups.on_metadata(b.cache))
+
+    def _to_trio(self, fn: Callable[[], Any]) -> None:
+        try:
+            trio.from_thread.run_sync(fn, trio_token=self._token)
+        except trio.RunFinishedError:
+            pass
+
+    async def _preferred_leader_checks(self) -> None:
+        while True:
+            await trio.sleep(self.state.config.get("leader.imbalance.check.interval.seconds"))
+            if self.controller is not None and self.controller.active:
+                await self.call(self.controller.check_preferred_leaders)
+
+    # -- topic configs (Kafka's ZooKeeper config change notifications) -------------------------------
+    def _watch_config_changes(self) -> None:  # event thread
+        def fired(_path: str) -> None:
+            self._watch_config_changes()
+        children = self.store.children(z.CONFIG_CHANGES)
+        self.store.watch(z.CONFIG_CHANGES + "/", fired)
+        seqs = sorted(int(c[len(z.CONFIG_CHANGE_PREFIX):]) for c in children if c.startswith(z.CONFIG_CHANGE_PREFIX))
+        if self._last_config_change < 0:  # at start-up: configs are read with each topic, not from the old changes
+            self._last_config_change = seqs[-1] if seqs else 0
+            return
+        topics = set()
+        for seq in seqs:
+            if seq <= self._last_config_change:
+                continue
+            got = self.store.get(f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}{seq:010d}")
+            entity = (got[0] or {}).get("entity_path", "") if got else ""
+            if entity.startswith("topics/"):
+                topics.add(entity[len("topics/"):])
+            self._last_config_change = seq
+        configs = {t: self.admin.topic_configs(t) for t in topics}
+        if configs:
+            self._to_trio(lambda: self.apply_topic_configs(configs))
+
+    def apply_topic_configs(self, configs: dict[str, dict[str, str]]) -> None:
+        b = self.broker
+        for name, cfg in configs.items():
+            t = b.cache.topic(name)
+            if t is not None:
+                t.configs = dict(cfg)
+                for h in self.state.hooks:
+                    h.on_configs_changed(t)
+
+    async def topic_configs(self, names: list[str]) -> dict[str, dict[str, str]]:
+        return await self.call(lambda: {n: self.admin.topic_configs(n) for n in names})
+
+    # -- admin requests from this broker (Kafka's AdminZkClient) ------------------------------------
+    def check_create_topic(self, name, num_partitions, replication_factor, assignments, configs, *, max_records):
+        cache, cfg = self.broker.cache, self.state.config
+        return cache.check_create_topic(
+            name, num_partitions, replication_factor, assignments, configs,
+            default_partitions=cfg.get("num.partitions"),
+            default_rf=min(cfg.get("default.replication.factor"), max(1, len(cache.brokers))),
+            max_records=max_records)
+
+    async def create_topic(self, name, num_partitions, replication_factor, assignments, configs, *,
+                           wait: bool = True, max_records: int) -> TopicInfo | None:
+        _, _, replicas = self.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                                 max_records=max_records)
+        clean = {k: v for k, v in configs.items() if v is not None}
+        try:
+            await self.call(lambda: self.admin.create_topic(name, replicas, clean, uuid.uuid4()))
+        except NodeExists:
+            raise MetadataError(E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
+        log.info("topic.created", topic=name, partitions=len(replicas), replication_factor=len(replicas[0]))
+        if not wait:
+            return None
+        return await self._wait_for(lambda: self._ready(name, len(replicas)), f"topic {name} created")
+
+    def _ready(self, name: str, partitions: int) -> TopicInfo | None:
+        t = self.broker.cache.topic(name)
+        if t is None or len(t.partitions) < partitions or any(p.leader_epoch < 0 for p in t.partitions):
+            return None
+        return t
+
+    async def _wait_for(self, check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+        """Kafka's DelayedCreatePartitions: the answer waits until this broker's metadata shows the change."""
+        with trio.move_on_after(timeout):
+            while True:
+                got = check()
+                if got:
+                    return got
+                await trio.sleep(0.01)
+        raise MetadataError(E.REQUEST_TIMED_OUT, f"{what}: not in this broker's metadata within {timeout:.0f}s")
+
+    async def delete_topic(self, name: str) -> None:
+        await self.call(lambda: self.admin.delete_topic(name))
+        await self._wait_for(lambda: self.broker.cache.topic(name) is None, f"topic {name} deleted")
+
+    async def create_partitions(self, name: str, count: int, assignments, *, max_records: int) -> int:
+        replicas = self.broker.cache.check_create_partitions(name, count, assignments, max_records)
+        await self.call(lambda: self.admin.add_partitions(name, replicas))
+        await self._wait_for(lambda: self._ready(name, count), f"partitions of {name} added")
+        return len(replicas)
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        await self.call(lambda: self.admin.set_topic_configs(name, configs))
+        self.apply_topic_configs({name: configs})  # this broker at once; the others through the notification
+
+    async def allocate_producer_id(self) -> int:
+        if self._pid_next >= self._pid_end:
+            first, last = await self.call(lambda: claim_producer_id_block(self.store, self.node_id))
+            self._pid_next, self._pid_end = first, last + 1
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+    # -- controlled shutdown (Kafka's KafkaServer.controlledShutdown) ---------------------------------
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move leadership off this broker, retrying as configured -> whether it succeeded."""
+        from ..wire.interbroker import ControlledShutdownRequest
+        cfg = self.state.config
+        if not cfg.get("controlled.shutdown.enable") or self.broker is None:
+            return False
+        for attempt in range(cfg.get("controlled.shutdown.max.retries")):
+            if attempt:
+                await trio.sleep(cfg.get("controlled.shutdown.retry.backoff.ms") / 1000)
+            cache = self.broker.cache
+            ctrl = cache.brokers.get(cache.controller_id)
+            if ctrl is None:
+                continue
+            host, port = inter_broker_endpoint(vars(ctrl))
+            req = ControlledShutdownRequest(version=3, broker_id=self.node_id, broker_epoch=self.broker.broker_epoch)
+            try:
+                resp = await send_once(host, port, req, timeout=30, client_id=str(self.node_id))
+            except (OSError, trio.TooSlowError, Exception) as exc:
+                log.warning("controlled_shutdown.failed", attempt=attempt + 1, error=repr(exc))
+                continue
+            left = [(r.topic_name, r.partition_index) for r in resp.remaining_partitions]
+            if resp.error_code == 0 and not left:
+                log.info("controlled_shutdown.done", broker=self.node_id)
+                return True
+            log.info("controlled_shutdown.remaining", attempt=attempt + 1, error=E(resp.error_code).name,
+                     partitions=len(left))
+        return False
+
+
+def partition_info(index: int, leader: int, leader_epoch: int, isr, replicas, partition_epoch: int) -> PartitionInfo:
+    return PartitionInfo(index=index, replicas=list(replicas), leader=leader, leader_epoch=leader_epoch,
+                         isr=list(isr), partition_epoch=partition_epoch)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
