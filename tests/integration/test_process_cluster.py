@@ -20,21 +20,23 @@ def _answers(cluster: ProcessCluster, b: int) -> bool:
 
 def test_process_cluster_life_cycle(kafkite_zookeeper):
     with KafkiteCluster(brokers=2, processes=True, zookeeper_connect=kafkite_zookeeper.connect_string,
-                        chroot="/harness-life") as c:
+                        chroot="/harness-life", session_timeout_ms=2000) as c:
         assert isinstance(c, ProcessCluster)
         assert c.node_ids == [1, 2] and c.zookeeper_connect == kafkite_zookeeper.connect_string + "/harness-life"
         ports = c.ports
         assert len(set(ports.values())) == 2 and all(ports.values())
         assert c.bootstrap_servers == f"127.0.0.1:{ports[1]},127.0.0.1:{ports[2]}"
-        for b in (1, 2):
-            assert c.is_running(b) and _answers(c, b)
+        for b in (1, 2):   # a ZooKeeper-mode broker lists brokers once the controller's UpdateMetadata came
+            assert c.is_running(b)
+            c.wait_until(lambda: _answers(c, b), 10, f"broker {b} answers")
 
         c.kill_broker(2)
         assert not c.is_running(2)
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", ports[2]), timeout=1).close()
         c.start_broker(2)
-        assert c.ports == ports and c.is_running(2) and _answers(c, 2)
+        assert c.ports == ports and c.is_running(2)
+        c.wait_until(lambda: _answers(c, 2), 10, "broker 2 answers after its restart")
         assert "starting broker 2 (port %d)" % ports[2] in c.log_tail(2)
 
         c.pause_broker(1)

@@ -7,9 +7,11 @@ use a 4 s ZooKeeper session (our ZooKeeperServer's tickTime is 500 ms: sessions 
 """
 from __future__ import annotations
 
+import base64
 import itertools
 import re
 import time
+import uuid
 
 import pytest
 
@@ -105,7 +107,7 @@ def test_three_brokers_register_and_agree_on_one_controller(cluster):
     ctl = _wait(cluster, lambda: cluster.controller_id if cluster.controller_id in (1, 2, 3) else None, 20,
                 "a controller in /controller")
     assert cluster.controller_epoch >= 1
-    views = _wait(cluster, _settled, 20, "every broker's metadata names the controller and 3 brokers")
+    views = _wait(cluster, lambda: _settled(cluster), 20, "every broker's metadata names the controller and 3 brokers")
     for i, v in views.items():
         assert v["controller_id"] == ctl, (i, v)
         assert v["brokers"] == [(b, "127.0.0.1", cluster.ports[b]) for b in (1, 2, 3)], (i, v)
@@ -229,7 +231,7 @@ LAYOUT = [re.compile(p) for p in (
 
 def test_zookeeper_tree_has_the_documented_shape(cluster):
     _create_topic(cluster, 3, "configured", partitions=2, configs={"retention.ms": "3600000"})
-    views = _wait(cluster, _settled, 20, "brokers agree")
+    views = _wait(cluster, lambda: _settled(cluster), 20, "brokers agree")
     meta = views[cluster.controller_id]
     tree = cluster.zk_tree()
     undocumented = sorted(p for p in tree if p not in PERSISTENT and not any(r.fullmatch(p) for r in LAYOUT))
@@ -299,8 +301,28 @@ def _update_metadata(controller_id: int, epoch: int):
     part = P(partition_index=0, controller_epoch=epoch, leader=controller_id, leader_epoch=99, isr=[controller_id],
              zk_version=99, replicas=[controller_id], offline_replicas=[])
     return R(controller_id=controller_id, controller_epoch=epoch, broker_epoch=-1,
-             topic_states=[T(topic_name="zombie-topic", topic_id="AAAAAAAAAAAAAAAAAAAAAA", partition_states=[part])],
+             topic_states=[T(topic_name="zombie-topic", topic_id=uuid.uuid4(), partition_states=[part])],
              live_brokers=[])
+
+
+def _leader_and_isr(controller_id: int, epoch: int, topic: str, topic_id: uuid.UUID, partitions: list[int],
+                    broker: int):
+    """What a deposed controller would send `broker`: leadership of the topic's partitions moved to itself."""
+    from kafkite.wire.interbroker import LeaderAndIsrRequest
+    R = LeaderAndIsrRequest
+    T = R.LeaderAndIsrTopicState
+    P = T.LeaderAndIsrPartitionState
+    parts = [P(partition_index=p, controller_epoch=epoch, leader=controller_id, leader_epoch=99,
+               isr=[controller_id, broker], partition_epoch=99, replicas=[controller_id, broker], adding_replicas=[],
+               removing_replicas=[], is_new=False, leader_recovery_state=0) for p in partitions]
+    return R(controller_id=controller_id, is_kraft_controller=False, controller_epoch=epoch, broker_epoch=-1,
+             update_type=0, topic_states=[T(topic_name=topic, topic_id=topic_id, partition_states=parts)],
+             live_leaders=[])
+
+
+def _kafka_uuid(s: str) -> uuid.UUID:
+    """Kafka's Uuid.toString (URL-safe base64 of the 16 bytes, unpadded) as a UUID."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
 
 
 def test_paused_controller_is_deposed_and_refused(kafkite_zookeeper):
@@ -324,16 +346,28 @@ def test_paused_controller_is_deposed_and_refused(kafkite_zookeeper):
         views = _wait(c, lambda: _settled(c, [1, 2, 3]), 30, "every broker's metadata names the new controller")
         assert all(v["controller_id"] == new for v in views.values())
 
-        # what the deposed controller could still send: every broker refuses it and changes nothing
+        # what the deposed controller could still send: every broker (the resumed one too: it learnt the new
+        # epoch) refuses it with STALE_CONTROLLER_EPOCH and changes nothing
+        steady_id = _kafka_uuid(c.zk_get("/brokers/topics/steady")["topic_id"])
         for b in (1, 2, 3):
             before = c.metadata_view(b)
             host, port = c.endpoints(b)["INTERNAL"]
             with WireClient(host, port, client_id=f"zombie-controller-{old}") as w:
-                resp = w.request(_update_metadata(old, old_epoch), 8)
-            assert resp.error_code == 11, f"broker {b} answered {resp.error_code} to epoch {old_epoch} (now {new_epoch})"
+                um = w.request(_update_metadata(old, old_epoch), 8)
+                lai = w.request(_leader_and_isr(old, old_epoch, "steady", steady_id, [0, 1, 2], b), 7)
+            assert um.error_code == 11, f"broker {b}: UpdateMetadata of epoch {old_epoch} (now {new_epoch}): {um}"
+            assert lai.error_code == 11, f"broker {b}: LeaderAndIsr of epoch {old_epoch} (now {new_epoch}): {lai}"
             after = c.metadata_view(b)
             assert after == before and "zombie-topic" not in after["topics"], (before, after)
         assert c.controller_id == new and c.controller_epoch == new_epoch
+        # the leaders of "steady" still lead: a record to each partition is acknowledged by all of them
+        from kafka import KafkaProducer
+        p = KafkaProducer(bootstrap_servers=c.bootstrap_of(new), acks="all", retries=0)
+        try:
+            for part in range(3):
+                p.send("steady", value=b"after the zombie", partition=part).get(timeout=20)
+        finally:
+            p.close()
 
 
 # -- 5. kill -9 of a group coordinator's broker ----------------------------------------------------------

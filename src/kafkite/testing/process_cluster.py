@@ -42,6 +42,8 @@ DEFAULT_OVERRIDES = {
     "offsets.topic.replication.factor": "1",
     "default.replication.factor": "1",
     "offsets.topic.num.partitions": "6",
+    # a broker stopped before it learnt the controller retries its ControlledShutdown after this (Kafka: 5 s)
+    "controlled.shutdown.retry.backoff.ms": "500",
 }
 
 
@@ -236,7 +238,9 @@ class ProcessCluster:
         b.paused = False
 
     def start_broker(self, broker_id: int) -> None:
-        """Start a stopped or killed broker again: the same node id, port and data dir."""
+        """Start a stopped or killed broker again: the same node id, port and data dir. Returns at its ready
+        line, which a ZooKeeper-mode broker logs once registered: after a kill, once the killed process's
+        session expired (its /brokers/ids node is in the way until then)."""
         self._start_one(broker_id)
 
     def pause_broker(self, broker_id: int) -> None:
