@@ -123,8 +123,8 @@ class ZkMetadataStore:
             name = t["name"]
             out[z.topic_path(name)] = z.topic_assignment(
                 {p["index"]: p["replicas"] for p in t["partitions"]}, topic_id_to_zk(uuid.UUID(t["topic_id"])))
-            if t["configs"] or z.topic_config_path(name) in self._saved:
-                out[z.topic_config_path(name)] = z.topic_config(t["configs"])
+            if z.topic_config_path(name) in self._saved:  # written by AdminZk; the controller only deletes it
+                out[z.topic_config_path(name)] = self._saved[z.topic_config_path(name)]
             for p in t["partitions"]:
                 if p["leader_epoch"] < 0:
                     continue

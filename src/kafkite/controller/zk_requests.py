@@ -43,14 +43,12 @@ class RequestBuilder:
     def __init__(self) -> None:
         self._told: dict[int, tuple[int, dict[tuple[str, int], tuple]]] = {}  # broker -> (epoch, partition states)
         self._topics: dict[int, dict[str, str]] = {}  # broker -> topics in its last UpdateMetadata (name -> id)
+        self._parts: dict[int, dict[str, list[int]]] = {}  # broker -> those topics' partition indexes
 
     def reset(self) -> None:
         self._told.clear()
         self._topics.clear()
-
-    def forget(self, broker_id: int) -> None:
-        self._told.pop(broker_id, None)
-        self._topics.pop(broker_id, None)
+        self._parts.clear()
 
     def build(self, broker_id: int, controller_id: int, controller_epoch: int, snapshot: dict) -> list:
         brokers = {b["node_id"]: b for b in snapshot.get("brokers", [])}
@@ -97,10 +95,10 @@ class RequestBuilder:
                 um_topics.append(_UmTopic(topic_name=topic, topic_id=uuid.UUID(tid), partition_states=[
                     _UmPartition(partition_index=i, controller_epoch=controller_epoch, leader=LEADER_DURING_DELETE,
                                  leader_epoch=-1, isr=[], zk_version=-1, replicas=[], offline_replicas=[])
-                    for i in self._deleted_partitions(broker_id, topic)]))
+                    for i in self._parts.get(broker_id, {}).get(topic, [])]))
         self._told[broker_id] = (broker_epoch, now)
         self._topics[broker_id] = {name: tid for name, tid in current.items()}
-        self._partitions_of[broker_id] = {t["name"]: [p["index"] for p in t["partitions"]] for t in snapshot["topics"]}
+        self._parts[broker_id] = {t["name"]: [p["index"] for p in t["partitions"]] for t in snapshot["topics"]}
         out = []
         if lai_topics:
             leaders = {p.leader for t in lai_topics for p in t.partition_states if p.leader in brokers}
@@ -125,12 +123,3 @@ class RequestBuilder:
                 _UmEndpoint(port=int(port), host=host, listener=name, security_protocol=0)
                 for name, host, port in b.get("listeners") or ()]) for _, b in sorted(brokers.items())]))
         return out
-
-    @property
-    def _partitions_of(self) -> dict[int, dict[str, list[int]]]:
-        if not hasattr(self, "_parts"):
-            self._parts: dict[int, dict[str, list[int]]] = {}
-        return self._parts
-
-    def _deleted_partitions(self, broker_id: int, topic: str) -> list[int]:
-        return self._partitions_of.get(broker_id, {}).get(topic, [])

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 import trio
+from kazoo.exceptions import KazooException
 
 from ..controller import zk_data as z
 from ..controller.metadata import ClusterMetadata, MetadataError, PartitionInfo, TopicInfo
@@ -61,6 +62,8 @@ class EventThread:
                 return
             try:
                 fn()
+            except KazooException as exc:  # e.g. the session expired meanwhile: the session event comes next
+                log.warning("controller_event.zookeeper_error", error=repr(exc))
             except Exception:
                 log.exception("controller_event.failed")
 
