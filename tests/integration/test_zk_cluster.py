@@ -230,7 +230,13 @@ LAYOUT = [re.compile(p) for p in (
 
 
 def test_zookeeper_tree_has_the_documented_shape(cluster):
+    from kafka import KafkaProducer
     _create_topic(cluster, 3, "configured", partitions=2, configs={"retention.ms": "3600000"})
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap_of(2), enable_idempotence=True)  # a producer id block
+    try:
+        p.send("configured", b"x").get(timeout=20)
+    finally:
+        p.close()
     views = _wait(cluster, lambda: _settled(cluster), 20, "brokers agree")
     meta = views[cluster.controller_id]
     tree = cluster.zk_tree()
@@ -244,6 +250,8 @@ def test_zookeeper_tree_has_the_documented_shape(cluster):
     assert sorted(int(p.rsplit("/", 1)[1]) for p in tree if re.fullmatch(r"/brokers/ids/\d+", p)) == [1, 2, 3]
     for b in (1, 2, 3):
         reg = tree[f"/brokers/ids/{b}"]
+        assert reg["version"] == 5 and reg["jmx_port"] == -1 and int(reg["timestamp"]) > 0, reg
+        assert set(reg["listener_security_protocol_map"]) >= {"PLAINTEXT", "INTERNAL"}, reg
         assert f"PLAINTEXT://127.0.0.1:{cluster.ports[b]}" in reg["endpoints"], reg
         assert any(e.startswith("INTERNAL://") for e in reg["endpoints"]), reg
         assert (reg["host"], reg["port"]) == ("127.0.0.1", cluster.ports[b]), reg
@@ -254,7 +262,8 @@ def test_zookeeper_tree_has_the_documented_shape(cluster):
     assert "configured" in topics
     for t in topics:
         node = tree[f"/brokers/topics/{t}"]
-        assert isinstance(node["topic_id"], str) and node["topic_id"], node
+        assert isinstance(node["topic_id"], str) and len(node["topic_id"]) == 22, node
+        assert node["version"] == 3 and node["adding_replicas"] == {} and node["removing_replicas"] == {}, node
         assert sorted(map(int, node["partitions"])) == sorted(meta["topics"][t]), (t, node)
         for p, replicas in node["partitions"].items():
             state = tree[f"/brokers/topics/{t}/partitions/{p}/state"]
@@ -264,6 +273,12 @@ def test_zookeeper_tree_has_the_documented_shape(cluster):
             assert tuple(replicas) == meta_replicas
             assert 1 <= state["controller_epoch"] <= tree["/controller_epoch"]
     assert tree["/config/topics/configured"] == {"version": 1, "config": {"retention.ms": "3600000"}}
+    for path, value in tree.items():
+        if path.startswith("/config/changes/config_change_"):
+            assert value["version"] == 2 and value["entity_path"].startswith("topics/"), (path, value)
+    block = tree["/latest_producer_id_block"]
+    assert set(block) == {"version", "broker", "block_start", "block_end"} and block["broker"] in (1, 2, 3), block
+    assert int(block["block_end"]) - int(block["block_start"]) == 999, block
 
 
 # -- 3. kill -9 of the controller ------------------------------------------------------------------------
