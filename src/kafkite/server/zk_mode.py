@@ -182,8 +182,10 @@ class ZkMode:
     # -- the controller's requests ------------------------------------------------------------------
     def send(self, broker_id: int, cmd) -> int:
         """Controller.publish's `send` (event thread): the broker's requests, queued on the channel in order."""
-        reqs = self.builder.build(broker_id, cmd.controller_id, cmd.controller_epoch, cmd.snapshot)
         brokers = {b["node_id"]: b for b in cmd.snapshot.get("brokers", [])}
+        if broker_id not in brokers:  # registered after the view was taken: the broker watch publishes again
+            return int(E.BROKER_NOT_AVAILABLE)
+        reqs = self.builder.build(broker_id, cmd.controller_id, cmd.controller_epoch, cmd.snapshot)
         host, port = inter_broker_endpoint(brokers[broker_id])
         live = set(brokers)
         self._to_trio(lambda: self._enqueue(broker_id, host, port, reqs, live))
