@@ -24,8 +24,6 @@ from typing import Callable
 
 import structlog
 
-import time
-
 from ..wire.errors import E
 from . import zk_data
 from .metadata import BrokerInfo, ClusterMetadata, MemoryMetadataStore
@@ -87,7 +85,7 @@ class Controller:
 
     def __init__(self, node_id: int, store: CoordinationStore, authority: ClusterMetadata,
                  send: Callable[[int, MetadataUpdate], int], *, auto_leader_rebalance: bool = True,
-                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+                 now_ms: Callable[[], int] = lambda: 0):
         self.node_id = node_id
         self.now_ms = now_ms
         self.store = store

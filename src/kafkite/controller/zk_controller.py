@@ -18,23 +18,20 @@ Every method runs on the broker's controller event thread (ZooKeeper calls block
 """
 from __future__ import annotations
 
-import time
-
 import structlog
 
 from . import zk_data as z
 from .controller import BROKERS, CONTROLLER, Controller, broker_info
 from .metadata import BrokerInfo
-from .store import NodeExists, NoNode
+from .store import NoNode
 from .zk_metadata import ControllerMoved, ensure_cluster_id, ensure_persistent_paths
 
 log = structlog.get_logger("kafkite.controller")
 
 
 class ZkController(Controller):
-    def __init__(self, *a, session_timeout_ms: int = 18000, on_resign=None, **kw):
+    def __init__(self, *a, on_resign=None, **kw):
         super().__init__(*a, **kw)
-        self.session_timeout_ms = session_timeout_ms
         self.on_resign = on_resign  # called (controller thread) when this broker stops being the controller
         self.info: BrokerInfo | None = None
         self.broker_epoch = -1
@@ -49,19 +46,9 @@ class ZkController(Controller):
         super().startup(info)
 
     def register(self, info: BrokerInfo) -> None:
-        """Register; a registration left by this broker id's previous session (a crash) vanishes within its
-        session timeout: wait for that (Kafka refuses to start instead)."""
-        deadline = time.monotonic() + self.session_timeout_ms / 1000 + 10
-        while True:
-            try:
-                super().register(info)
-                break
-            except NodeExists:
-                if time.monotonic() > deadline:
-                    raise
-                log.info("broker.registration_exists", broker=self.node_id,
-                         message="a previous session's registration is still there: waiting for it to expire")
-                time.sleep(0.5)
+        """Register (NodeExists while a registration left by this broker id's previous session, a crash, is still
+        there: the caller waits for it to expire and tries again; Kafka refuses to start instead)."""
+        super().register(info)
         self.broker_epoch = self.store.czxid(z.broker_path(self.node_id)) or -1
         log.info("broker.registered", broker=self.node_id, broker_epoch=self.broker_epoch)
 

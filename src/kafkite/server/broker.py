@@ -257,7 +257,8 @@ class Broker:
                 raise ValueError("a ZooKeeper-mode process runs one broker, the one of its broker.id/node.id")
             self.controller = self.zk.new_controller(self)
         else:
-            self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver,
+            from .context import now_ms
+            self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver, now_ms=now_ms,
                                          auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"))
         self.router = Router(self)
         self.groups = GroupCoordinatorService(self)

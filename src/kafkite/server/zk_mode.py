@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -29,13 +28,14 @@ import trio
 from kazoo.exceptions import KazooException
 
 from ..controller import zk_data as z
-from ..controller.metadata import ClusterMetadata, MetadataError, PartitionInfo, TopicInfo
+from ..controller.metadata import ClusterMetadata, MetadataError, TopicInfo
 from ..controller.store import NodeExists
 from ..controller.zk_controller import ZkController
 from ..controller.zk_metadata import AdminZk, ZkMetadataStore, claim_producer_id_block
 from ..controller.zk_requests import RequestBuilder, inter_broker_endpoint
 from ..controller.zk_store import ZooKeeperStore
 from ..wire.errors import E
+from .context import now_ms
 from .controller_channel import ControllerChannelManager, send_once
 
 if TYPE_CHECKING:
@@ -139,8 +139,8 @@ class ZkMode:
         self.broker = broker
         self.controller = ZkController(
             self.node_id, self.store, self.state.metadata, self.send,
-            auto_leader_rebalance=self.state.config.get("auto.leader.rebalance.enable"),
-            session_timeout_ms=self.session_timeout_ms, on_resign=self._on_resign)
+            auto_leader_rebalance=self.state.config.get("auto.leader.rebalance.enable"), now_ms=now_ms,
+            on_resign=self._on_resign)
         return self.controller
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -152,7 +152,17 @@ class ZkMode:
 
     async def register(self, info) -> None:
         """Register the broker, join the controller election, follow topic config changes."""
-        await self.call(lambda: self.controller.startup(info))
+        deadline = trio.current_time() + self.session_timeout_ms / 1000 + 10
+        while True:
+            try:
+                await self.call(lambda: self.controller.startup(info))
+                break
+            except NodeExists:  # the registration of this id's previous session (a crash): it expires in time
+                if trio.current_time() > deadline:
+                    raise
+                log.info("broker.registration_exists", broker=self.node_id,
+                         message="a previous session's registration is still there: waiting for it to expire")
+                await trio.sleep(0.5)
         await self.call(self._watch_config_changes)
         self.broker.broker_epoch = self.controller.broker_epoch
 
@@ -348,12 +358,3 @@ class ZkMode:
             log.info("controlled_shutdown.remaining", attempt=attempt + 1, error=E(resp.error_code).name,
                      partitions=len(left))
         return False
-
-
-def partition_info(index: int, leader: int, leader_epoch: int, isr, replicas, partition_epoch: int) -> PartitionInfo:
-    return PartitionInfo(index=index, replicas=list(replicas), leader=leader, leader_epoch=leader_epoch,
-                         isr=list(isr), partition_epoch=partition_epoch)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
