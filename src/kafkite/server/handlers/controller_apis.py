@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import structlog
 
-from ...controller.metadata import BrokerInfo, PartitionInfo, TopicInfo
+from ...controller.metadata import BrokerInfo, PartitionInfo
 from ...wire.errors import E
 from ...wire.interbroker import (ControlledShutdownResponse, LeaderAndIsrResponse, StopReplicaResponse,
                                  UpdateMetadataResponse)
@@ -50,10 +50,8 @@ async def _learn_topics(ctx: RequestContext, topics: list[tuple[str, object]]) -
         return
     configs = await b.state.zk.topic_configs([name for name, _ in new])
     for name, tid in new:
-        if b.cache.topic(name) is None:
-            t = TopicInfo(name=name, topic_id=tid, partitions=[], configs=configs.get(name, {}))
-            b.cache.topics[name] = t
-            b.cache._by_id[t.topic_id] = t
+        if b.cache.topic(name) is None:  # (a cache's persist is a no-op)
+            b.cache.create_topic(name, [], configs.get(name, {}), topic_id=tid)
 
 
 def _upsert(b, topic: str, index: int, state: PartitionInfo) -> None:
@@ -61,12 +59,6 @@ def _upsert(b, topic: str, index: int, state: PartitionInfo) -> None:
     while len(t.partitions) <= index:  # not known yet: a placeholder without a leader until its state comes
         t.partitions.append(PartitionInfo(index=len(t.partitions), replicas=[], leader=-1, leader_epoch=-1))
     t.partitions[index] = state
-
-
-def _forget(b, topic: str) -> None:
-    t = b.cache.topics.pop(topic, None)
-    if t is not None:
-        b.cache._by_id.pop(t.topic_id, None)
 
 
 async def handle_leader_and_isr(ctx: RequestContext):
@@ -124,7 +116,7 @@ async def handle_update_metadata(ctx: RequestContext):
     b.cache.brokers = brokers
     for t in r.topic_states:
         if any(p.leader == LEADER_DURING_DELETE for p in t.partition_states):
-            _forget(b, t.topic_name)
+            b.cache.forget_topic(t.topic_name)
             continue
         for ps in t.partition_states:
             _upsert(b, t.topic_name, ps.partition_index, PartitionInfo(
