@@ -321,12 +321,11 @@ class Broker:
 
     async def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False,
                                 max_records: int = MAX_RECORDS_PER_USER_OP) -> int:
-        if self.zk is None or validate_only:
-            md = self.cache if self.zk is not None else None
-            if md is not None:
-                return len(md.check_create_partitions(name, count, assignments, max_records))
+        if self.zk is None:
             return self.state.create_partitions(name, count, assignments, validate_only=validate_only,
                                                 max_records=max_records)
+        if validate_only:
+            return len(self.cache.check_create_partitions(name, count, assignments, max_records))
         return await self.zk.create_partitions(name, count, assignments, max_records=max_records)
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
