@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .batch import BatchHeader, Record, decode_batch, valid_prefix
+from .batch import BatchHeader, Record, crc_ok, decode_batch, iter_batches, valid_prefix
 from .leader_epoch_file_cache import LeaderEpochFileCache
 from .log_config import LogConfig
 from .checkpoint_file import write_atomically
@@ -50,6 +50,11 @@ from .memory_log_segment import MemoryLogSegment
 from .producer_state import ProducerStateManager
 
 INT32_MAX = (1 << 31) - 1
+
+
+class UnexpectedAppend(Exception):
+    """A follower's append whose batches do not go on from the log end offset, or are corrupt (Kafka's
+    UnexpectedAppendOffsetException / CorruptRecordException on the replica fetcher)."""
 
 
 class OffsetOutOfRange(Exception):
@@ -99,6 +104,16 @@ class UnifiedLog:
     def high_watermark(self, v: int) -> None:
         self._hw = None if v >= self.log_end_offset else max(v, self.log_start_offset)
 
+    def set_replicated_high_watermark(self, v: int) -> None:
+        """A replicated partition: the high watermark is what its leader computed (the minimum log end
+        offset over the ISR), kept as given -- an append no longer moves it -- clamped to
+        [log start offset, log end offset]."""
+        self._hw = max(min(v, self.log_end_offset), self.log_start_offset)
+
+    def follow_log_end(self) -> None:
+        """Back to a single copy: the high watermark follows the log end offset."""
+        self._hw = None
+
     @property
     def last_stable_offset(self) -> int:
         """No transactions yet: every record below the high watermark is stable."""
@@ -146,6 +161,35 @@ class UnifiedLog:
         lat = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
         base = self.log_end_offset
         buf, headers = assign_offsets_and_compress(buf, base, leader_epoch, lat, self.config.compression_type)
+        self._append_batches(buf, headers, now_ms=now_ms, defer_flush=defer_flush)
+        return AppendResult(base, headers[-1][1].last_offset, lat, self.log_start_offset)
+
+    def append_as_follower(self, batches, *, now_ms: int, defer_flush: bool = False) -> AppendResult:
+        """A follower's append (Kafka's appendAsFollower): the leader's batches as they are -- their offsets,
+        leader epochs and timestamps kept, no client rule checked again, no recompression. Every batch's CRC
+        must hold and offsets must go up from the log end offset (a compacted leader may leave gaps):
+        else UnexpectedAppend and nothing is appended. The epoch cache learns each batch's leader epoch."""
+        buf = batches if isinstance(batches, (bytes, bytearray)) else bytes(batches)
+        headers = list(iter_batches(buf))
+        if not headers:
+            raise ValueError("no complete record batch to append")
+        end = headers[-1][0] + headers[-1][1].size
+        if end < len(buf):
+            buf = buf[:end]
+        expected = self.log_end_offset
+        for pos, h in headers:
+            if h.magic != 2 or not crc_ok(buf, pos, h):
+                raise UnexpectedAppend(f"the batch at offset {h.base_offset} is corrupt (magic {h.magic} or CRC)")
+            if h.base_offset < expected or h.last_offset_delta < 0:
+                raise UnexpectedAppend(f"the batch at offset {h.base_offset} does not follow offset {expected - 1}")
+            expected = h.next_offset
+        self._append_batches(buf, headers, now_ms=now_ms, defer_flush=defer_flush)
+        return AppendResult(headers[0][1].base_offset, headers[-1][1].last_offset, -1, self.log_start_offset)
+
+    def _append_batches(self, buf, headers, *, now_ms: int, defer_flush: bool) -> None:
+        """Write batches whose offsets are assigned: roll if needed, segment, epoch cache, producer state,
+        log end offset, fsync (or leave it to the caller's worker)."""
+        base = headers[0][1].base_offset
         offset = headers[-1][1].next_offset
         if self._should_roll(len(buf), headers, now_ms, offset):
             self._roll(now_ms)
@@ -156,8 +200,8 @@ class UnifiedLog:
         try:
             self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
                                sync=flush_due)
-            self.epochs.assign(leader_epoch, base)
             for _pos, h in headers:
+                self.epochs.assign(h.partition_leader_epoch, h.base_offset)
                 self.producer_state.update(h)
                 self._unflushed += h.record_count
             self.log_end_offset = offset
@@ -171,7 +215,6 @@ class UnifiedLog:
         except OSError:  # nothing of this append is acknowledged: fail() cuts it
             self._dirty_from = base if self._dirty_from is None else min(self._dirty_from, base)
             raise
-        return AppendResult(base, offset - 1, lat, self.log_start_offset)
 
     # -- flushing
     def flush(self, now_ms: int | None = None) -> None:
@@ -400,25 +443,35 @@ class UnifiedLog:
         goes whole, so the log end offset may end up below offset)."""
         if offset >= self.log_end_offset:
             return
-        self.version += 1
         if offset <= self.log_start_offset:
-            for seg in self.segments:
-                seg.delete()
-            self.segments = [self._new_segment(offset, self.active.created_ms)]
-            self.log_start_offset = offset
-            self._save_log_start()
-            self.epochs.clear()
-        else:
-            while len(self.segments) > 1 and self.active.base >= offset:
-                self.segments.pop().delete()
-            self.active.truncate_to(offset)
-            if self.active.size == 0 and len(self.segments) > 1 and self.active.base > offset:
-                self.segments.pop().delete()
+            self.truncate_fully_and_start_at(offset)
+            return
+        self.version += 1
+        while len(self.segments) > 1 and self.active.base >= offset:
+            self.segments.pop().delete()
+        self.active.truncate_to(offset)
+        if self.active.size == 0 and len(self.segments) > 1 and self.active.base > offset:
+            self.segments.pop().delete()
         self.log_end_offset = self.active.next_offset if self.active.size else self.active.base
         self.epochs.truncate_from_end(self.log_end_offset)
         self.producer_state.rebuild(self)
         if self._dirty_from is not None and self._dirty_from >= self.log_end_offset:
             self._dirty_from = None  # what waited for an fsync is gone
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every record and start the log empty at `offset` (a follower whose fetch offset fell below the
+        leader's log start offset, Kafka's truncateFullyAndStartAt)."""
+        self.version += 1
+        for seg in self.segments:
+            seg.delete()
+        self.segments = [self._new_segment(offset, self.active.created_ms)]
+        self.log_start_offset = self.log_end_offset = offset
+        self._save_log_start()
+        self.epochs.clear()
+        self.producer_state.rebuild(self)
+        self._dirty_from = None
+        if self._hw is not None:
+            self._hw = offset
 
     # -- files of the partition
     def _save_log_start(self) -> None:

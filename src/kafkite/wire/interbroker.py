@@ -1,7 +1,8 @@
 """Controller-to-broker messages of a ZooKeeper-mode cluster, which kafka-python lacks.
 
 LeaderAndIsr (api key 4, v0-7), StopReplica (5, v0-4), UpdateMetadata (6, v0-8) and
-ControlledShutdown (7, v0-3), requests and responses. Their specs are in Kafka's JSON
+ControlledShutdown (7, v0-3), and AlterPartition (56, v0-1: a partition leader to the controller),
+requests and responses. Their specs are in Kafka's JSON
 form under ``kafkite/wire/schemas`` and are loaded by kafka-python's own machinery, so
 the classes behave like kafka-python's (``encode``/``decode``, headers, versioned
 ``Cls[v]``, nested data classes as attributes: ``LeaderAndIsrRequest.LeaderAndIsrTopicState``).
@@ -105,9 +106,18 @@ class ControlledShutdownResponse(ApiMessage, load_json=schemas):
     pass
 
 
+class AlterPartitionRequest(ApiMessage, load_json=schemas):
+    """A partition leader asking the controller for a new ISR (v0-1: topic names)."""
+
+
+class AlterPartitionResponse(ApiMessage, load_json=schemas):
+    pass
+
+
 __all__ = [
     "LeaderAndIsrRequest", "LeaderAndIsrResponse",
     "StopReplicaRequest", "StopReplicaResponse",
     "UpdateMetadataRequest", "UpdateMetadataResponse",
     "ControlledShutdownRequest", "ControlledShutdownResponse",
+    "AlterPartitionRequest", "AlterPartitionResponse",
 ]
