@@ -279,6 +279,15 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("log.roll.ms", ConfigType.LONG, "", True),
     BrokerConfigDef("log.roll.hours", ConfigType.INT, "168", False, 3_600_000),
     BrokerConfigDef("unclean.leader.election.enable", ConfigType.BOOLEAN, "false", True),
+    # replication (ZooKeeper mode): the replica fetchers and the ISR
+    BrokerConfigDef("num.replica.fetchers", ConfigType.INT, "1", True),
+    BrokerConfigDef("replica.fetch.max.bytes", ConfigType.INT, "1048576"),
+    BrokerConfigDef("replica.fetch.min.bytes", ConfigType.INT, "1"),
+    BrokerConfigDef("replica.fetch.wait.max.ms", ConfigType.INT, "500"),
+    BrokerConfigDef("replica.fetch.backoff.ms", ConfigType.INT, "1000"),
+    BrokerConfigDef("replica.fetch.response.max.bytes", ConfigType.INT, "10485760"),
+    BrokerConfigDef("replica.lag.time.max.ms", ConfigType.LONG, "30000"),
+    BrokerConfigDef("replica.socket.timeout.ms", ConfigType.INT, "30000"),
     BrokerConfigDef("transaction.max.timeout.ms", ConfigType.INT, "900000"),
     BrokerConfigDef("producer.id.expiration.ms", ConfigType.INT, "86400000", True),
 ]}
@@ -441,7 +450,7 @@ def not_implemented(topic_key: str) -> str:
 
 # -- keys of server.properties / --override that Kafkite does not use ------------------------------------------
 _TUNING = "a tuning knob of Kafka's threads, queues and sockets (Kafkite serves from one Trio event loop)"
-_REPLICATION = "replicas of a partition share its log inside the process: there are no replica fetchers"
+_REPLICATION = "not implemented by Kafkite's replica fetchers (high watermarks are not checkpointed, followers do not serve consumers)"
 _SECURITY = "only PLAINTEXT listeners are served"
 _KRAFT = "Kafkite's controller is ZooKeeper-based (zookeeper.connect) or in-process (no KRaft quorum)"
 UNUSED_BROKER_CONFIGS: dict[str, str] = {
@@ -453,11 +462,8 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
                      "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
                      "offsets.load.buffer.size", "offsets.commit.timeout.ms", "offsets.commit.required.acks",
                      "max.connection.creation.rate"], _TUNING),
-    **dict.fromkeys(["num.replica.fetchers", "replica.fetch.max.bytes", "replica.fetch.min.bytes",
-                     "replica.fetch.wait.max.ms", "replica.fetch.backoff.ms", "replica.fetch.response.max.bytes",
-                     "replica.lag.time.max.ms", "replica.socket.timeout.ms", "replica.socket.receive.buffer.bytes",
-                     "replica.high.watermark.checkpoint.interval.ms", "replica.selector.class"],
-                    _REPLICATION),
+    **dict.fromkeys(["replica.socket.receive.buffer.bytes", "replica.high.watermark.checkpoint.interval.ms",
+                     "replica.selector.class"], _REPLICATION),
     **dict.fromkeys(["security.inter.broker.protocol",
                      "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"], _SECURITY),
     **dict.fromkeys(["process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",

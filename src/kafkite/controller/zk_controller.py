@@ -6,9 +6,9 @@ The election, the epoch and the leadership rules are `Controller`'s (controller.
   writes with the version of `/controller_epoch` it wrote, and watches `/brokers/topics` (new topics),
   each topic's node (new partitions) and `/admin/delete_topics` (deletions);
 - leader election is clean only: a partition's new leader comes from its ISR; with no live ISR member
-  the partition goes offline (leader -1) and keeps its ISR, and comes back when one returns. Until
-  replication exists (the replication issue) a new partition's ISR is its leader alone: a follower has
-  no copy of the data, so it must never be elected;
+  the partition goes offline (leader -1) and keeps its ISR, and comes back when one returns. A new
+  partition's ISR is its live replicas; a broker that goes away leaves every ISR; one that comes back is
+  added by its partitions' leaders once it has caught up (`alter_partition`: AlterPartition);
 - the preferred replica gets leadership back from `check_preferred_leaders` (every
   leader.imbalance.check.interval.seconds with auto.leader.rebalance.enable), not at once;
 - ControlledShutdown moves leadership off a stopping broker where another ISR member can take it;
@@ -172,8 +172,8 @@ class ZkController(Controller):
         return next((r for r in p.replicas if r in p.isr and r in live), -1)
 
     def next_isr(self, p, live: dict[int, BrokerInfo], leader: int) -> list[int]:
-        if p.leader_epoch < 0:
-            return [leader] if leader != -1 else []  # no replication yet: only the leader holds the data
+        if p.leader_epoch < 0:  # a new partition: every live replica (all empty, all in sync)
+            return [r for r in p.replicas if r in live] if leader != -1 else []
         if leader == -1:
             return list(p.isr)  # offline: the ISR stays what it was (Kafka keeps the last member)
         isr = [r for r in p.isr if r in live]
@@ -229,6 +229,69 @@ class ZkController(Controller):
     def _persist_and_publish(self) -> None:
         self.authority.persist()
         self.publish()
+
+    def publish(self) -> list[int]:
+        """Every partition's epoch is its state node's version (what AlterPartition is checked against)."""
+        store = self.authority.store
+        for t in self.authority.topics.values():
+            for p in t.partitions:
+                p.partition_epoch = store.partition_epoch(t.name, p.index)
+        return super().publish()
+
+    def alter_partition(self, broker_id: int, broker_epoch: int,
+                        items: list[tuple[str, int, int, list[int], int]]) -> tuple[int, list[tuple]]:
+        """AlterPartition (Kafka's KafkaController.processAlterPartition on ZooKeeper): a leader's new ISRs ->
+        (error, [(topic, partition, error, leader, leader_epoch, isr, partition_epoch)]). Each item is
+        (topic, partition, leader epoch, new ISR, partition epoch); it is refused, changing nothing, when the
+        partition is unknown, the sender does not lead it (NOT_LEADER_OR_FOLLOWER), its leader epoch is older
+        (FENCED_LEADER_EPOCH), its partition epoch is not the state node's version (INVALID_UPDATE_VERSION), or
+        the ISR names a broker that is not a live replica (INELIGIBLE_REPLICA). Accepted ones are written in one
+        fenced transaction, then every broker gets UpdateMetadata."""
+        from ..wire.errors import E
+        if not self._is_active():
+            return int(E.NOT_CONTROLLER), []
+        live = self.live_brokers()
+        if broker_id not in live:
+            return int(E.STALE_BROKER_EPOCH), []
+        if broker_epoch != -1 and broker_epoch < live[broker_id].epoch:
+            return int(E.STALE_BROKER_EPOCH), []
+        out, changed = [], []
+        store = self.authority.store
+        for topic, index, leader_epoch, new_isr, partition_epoch in items:
+            p = self.authority.partition(topic, index)
+            if p is None:
+                out.append((topic, index, int(E.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, [], -1))
+                continue
+            current = store.partition_epoch(topic, index)
+            err = 0
+            if p.leader != broker_id:
+                err = E.NOT_LEADER_OR_FOLLOWER
+            elif leader_epoch < p.leader_epoch:
+                err = E.FENCED_LEADER_EPOCH
+            elif leader_epoch > p.leader_epoch or partition_epoch != current:
+                err = E.INVALID_UPDATE_VERSION
+            elif broker_id not in new_isr or any(r not in p.replicas or r not in live for r in new_isr):
+                err = E.INELIGIBLE_REPLICA
+            if err:
+                log.info("alter_partition.refused", topic=topic, partition=index, broker=broker_id,
+                         error=E(err).name, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                         current_leader_epoch=p.leader_epoch, current_partition_epoch=current, new_isr=new_isr)
+                out.append((topic, index, int(err), p.leader, p.leader_epoch, list(p.isr), current))
+                continue
+            if list(new_isr) != list(p.isr):
+                log.info("partition.isr_changed", topic=topic, partition=index, old=list(p.isr), new=list(new_isr),
+                         leader=p.leader, leader_epoch=p.leader_epoch)
+                p.isr = list(new_isr)
+                changed.append(p)
+            out.append((topic, index, 0, p.leader, p.leader_epoch, list(p.isr), None))
+        if changed:
+            try:
+                self._persist_and_publish()
+            except ControllerMoved:
+                log.warning("controller.moved", broker=self.node_id, controller_epoch=self.epoch)
+                self.resign()
+                return int(E.NOT_CONTROLLER), []
+        return 0, [o if o[6] is not None else o[:6] + (store.partition_epoch(o[0], o[1]),) for o in out]
 
     def is_current(self) -> bool:
         cur = self.store.get(CONTROLLER)

@@ -75,6 +75,7 @@ class ZkMetadataStore:
         self.epoch_zk_version: int | None = None  # set by the controller once elected: its fencing token
         self._saved: dict[str, Any] = {}  # path -> value as last read or written
         self._dirs: set[str] = set()  # partition directories found without a state node in them
+        self.versions: dict[str, int] = {}  # partition state path -> its znode version (the partition epoch)
 
     # -- MetadataStore ------------------------------------------------------------------------------
     def load(self) -> dict:
@@ -83,6 +84,7 @@ class ZkMetadataStore:
         epoch = s.get(z.CONTROLLER_EPOCH)
         saved: dict[str, Any] = {}
         self._dirs = set()
+        self.versions = {}
         topics = []
         for name in s.children(z.TOPICS):
             got = s.get(z.topic_path(name))
@@ -106,6 +108,7 @@ class ZkMetadataStore:
                                   "partition_epoch": -1})
                 else:
                     saved[z.partition_state_path(name, p)] = st[0]
+                    self.versions[z.partition_state_path(name, p)] = st[1]
                     ps = z.parse_partition_state(st[0])
                     parts.append({"index": p, "replicas": replicas, "leader": ps.leader,
                                   "leader_epoch": ps.leader_epoch, "isr": list(ps.isr), "partition_epoch": st[1]})
@@ -145,12 +148,17 @@ class ZkMetadataStore:
         if self.epoch_zk_version is not None:
             tx.check(z.CONTROLLER_EPOCH, self.epoch_zk_version)
         ops = 0
+        written: list[tuple[int, str]] = []  # (op index, state path) whose new version the results give
         for path in sorted(want_tree - have_tree):  # parents sort before their children
             tx.create(path, _encode(want.get(path)))
             ops += 1
+            if path.endswith("/state"):
+                written.append((-1, path))
         for path in sorted(set(want) & set(have)):
             if want[path] != have[path]:
                 tx.set_data(path, _encode(want[path]))
+                if path.endswith("/state"):
+                    written.append((ops + (1 if self.epoch_zk_version is not None else 0), path))
                 ops += 1
         for path in sorted(have_tree - want_tree, key=lambda q: (-q.count("/"), q)):  # children first
             tx.delete(path)
@@ -165,6 +173,14 @@ class ZkMetadataStore:
             raise RuntimeError(f"ZooKeeper metadata write failed: {failed}")
         self._saved = dict(want)
         self._dirs &= want_tree
+        for i, path in written:  # a created node is version 0; a set one's version is in its result
+            self.versions[path] = 0 if i < 0 else results[i].version
+        for path in [q for q in self.versions if q not in want]:
+            del self.versions[path]
+
+    def partition_epoch(self, topic: str, index: int) -> int:
+        """The version of the partition's state node as last read or written (-1: none)."""
+        return self.versions.get(z.partition_state_path(topic, index), -1)
 
     # producer ids: claimed from /latest_producer_id_block by anyone (ZkProducerIdManager)
     def load_producer_id_block(self) -> int:

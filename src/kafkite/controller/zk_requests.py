@@ -72,8 +72,9 @@ class RequestBuilder:
                     leader_epoch=p["leader_epoch"], isr=list(p["isr"]), zk_version=p["partition_epoch"],
                     replicas=list(p["replicas"]), offline_replicas=[r for r in p["replicas"] if r not in brokers]))
                 if broker_id in p["replicas"]:
-                    key, state = (t["name"], p["index"]), (p["leader"], p["leader_epoch"], tuple(p["isr"]),
-                                                            tuple(p["replicas"]))
+                    # LeaderAndIsr goes out when leadership changes (a new leader epoch); an ISR change alone
+                    # (AlterPartition, a follower gone) reaches brokers through UpdateMetadata, as in Kafka
+                    key, state = (t["name"], p["index"]), (p["leader"], p["leader_epoch"], tuple(p["replicas"]))
                     now[key] = state
                     if told.get(key) != state:
                         lai_parts.append(_LaiPartition(

@@ -250,6 +250,8 @@ class Broker:
         # port on the client listener's host
         self.internal_host, self.internal_port = inter_broker_listener(state.config, self.host)
         self.cache = MetadataCache(self.node_id)  # this broker's view, fed by the controller
+        if state.zk is not None:  # the cluster's id is ZooKeeper's /cluster/id (loaded by open_zk)
+            self.cache.cluster_id = state.metadata.cluster_id
         self.broker_epoch = -1  # ZooKeeper mode: the czxid of its registration (Kafka's broker epoch)
         self.zk = state.zk
         if self.zk is not None:
@@ -382,6 +384,10 @@ class Broker:
                 if internal:
                     nursery.start_soon(self._accept_loop, internal, nursery, True)
                 await nursery.start(self.groups.run)
+                if self.zk is not None:  # followers' fetchers and leaders' ISR requests
+                    from .replication import Replication
+                    self.state.replicas.replication = Replication(self)
+                    await nursery.start(self.state.replicas.replication.run)
                 if self.zk is None:
                     self.controller.startup(BrokerInfo(self.node_id, adv_host, self.bound_port))
                 else:

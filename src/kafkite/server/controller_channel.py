@@ -72,7 +72,7 @@ async def _read_frame(stream: trio.abc.Stream, reader: FrameReader) -> bytes:
         reader.feed(data)
 
 
-async def _exchange(stream: trio.abc.Stream, reader: FrameReader, request, correlation_id: int,
+async def exchange(stream: trio.abc.Stream, reader: FrameReader, request, correlation_id: int,
                     client_id: str):
     """Write `request`, read and decode its response; raises on any failure."""
     await stream.send_all(encode_request(request, correlation_id, client_id))
@@ -95,7 +95,7 @@ async def send_once(host: str, port: int, request, *, timeout: float, client_id:
     with trio.fail_after(timeout):
         stream = await trio.open_tcp_stream(host, port)
         try:
-            return await _exchange(stream, FrameReader(), request, correlation_id, client_id)
+            return await exchange(stream, FrameReader(), request, correlation_id, client_id)
         finally:
             await trio.aclose_forcefully(stream)
 
@@ -279,7 +279,7 @@ class ControllerChannelManager:
                                               broker_id=st.broker_id, endpoint=f"{connected_to[0]}:{connected_to[1]}")
                                 st.correlation_id += 1
                                 with trio.move_on_after(self.request_timeout):
-                                    response = await _exchange(stream, reader, item.request, st.correlation_id,
+                                    response = await exchange(stream, reader, item.request, st.correlation_id,
                                                                self.client_id)
                                 if response is None:
                                     raise TimeoutError(f"no response within {self.request_timeout}s")

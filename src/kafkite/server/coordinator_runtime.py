@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .broker import Broker
 
 log = structlog.get_logger("kafkite.coordinator_runtime")
+REPLICATION_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
 READ_BYTES = 1 << 20
 
 
@@ -95,11 +96,12 @@ class CoordinatorRuntime:
         if token is not None:  # parked first: another request may complete it while we wait
             slot = self._parked[token] = [trio.Event(), None]
         try:
-            if shard is not None and result.records and not error and self._pending(shard.partition):
+            if shard is not None and result.records and not error:
                 # shielded: the follow-up (e.g. SyncGroup's propagation) must run even if the client left
                 with trio.CancelScope(shield=True):
                     try:
                         await self._durable(shard.partition)
+                        error = await self._replicated(shard.partition)
                     except KafkaStorageException:  # the partition is unloaded (see on_metadata)
                         error = write_error(E.KAFKA_STORAGE_ERROR)
             response = finish_write(result, error)
@@ -145,6 +147,17 @@ class CoordinatorRuntime:
         if self._pending(partition):
             lg, offset = self._last_write[partition]
             await self.broker.state.replicas.wait_durable(lg, offset)
+
+    async def _replicated(self, partition: int) -> int:
+        """A replicated partition (ZooKeeper mode): wait, as Kafka's coordinators append with acks=all, until every
+        ISR member has the last write -> 0 or the coordinator's error (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)."""
+        rm = self.broker.state.replicas
+        last = self._last_write.get(partition)
+        if last is None or not rm.replicated(self.topic, partition):
+            return 0
+        code = await rm.wait_replicated(self.broker.metadata, self.topic, partition, last[1] + 1,
+                                        trio.current_time() + REPLICATION_TIMEOUT_S)
+        return write_error(code) if code else 0
 
     # -- parked answers ------------------------------------------------------------------------------
     def _deliver(self, completions: list[tuple[Pending, Any]]) -> None:

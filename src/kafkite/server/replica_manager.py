@@ -46,11 +46,13 @@ from ..storage.log_validator import NeedsWorker, Validated, prepare_append
 from ..storage.unified_log import FileLog, MemoryLog, OffsetOutOfRange
 from ..wire.errors import E
 from .context import now_ms
+from .partition import Partition
 
 if TYPE_CHECKING:
     from ..controller.controller import MetadataCache
-    from ..controller.metadata import TopicInfo
+    from ..controller.metadata import PartitionInfo, TopicInfo
     from .broker import ClusterState
+    from .replication import Replication
 
 log = structlog.get_logger("kafkite.replica_manager")
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
@@ -70,6 +72,7 @@ class AppendOutcome:
     error_message: str | None = None  # in the response (Kafka sends only record errors' message)
     log_message: str | None = None  # why, for the broker's log
     durable_wait: tuple[object, int] | None = None  # (log, last offset) still to be written: see wait_durable
+    last_offset: int = -1  # of the records appended (or of the original, for a duplicate)
 
 
 @dataclass
@@ -97,6 +100,10 @@ class ReplicaManager:
         self._append_locks: dict[tuple[str, int], trio.Lock] = {}  # held while a worker validates
         # ZooKeeper mode: the leader epoch of each partition's last LeaderAndIsr applied here
         self.leader_epochs: dict[tuple[str, int], int] = {}
+        # ZooKeeper mode: every partition this broker replicates, leader or follower (replication.py copies them)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.node_id = state.config.node_id
+        self.replication: "Replication | None" = None  # the broker's fetchers and ISR requests (ZooKeeper mode)
 
     # -- lifecycle ------------------------------------------------------------
     def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
@@ -158,25 +165,48 @@ class ReplicaManager:
                 except OSError as exc:
                     raise self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{p.index}") from None
 
-    def become_replica(self, topic: "TopicInfo", partition: int, leader_epoch: int, *, leader: bool) -> int:
+    def become_replica(self, topic: "TopicInfo", state: "PartitionInfo") -> int:
         """A LeaderAndIsr for a partition this broker replicates (ZooKeeper mode): its log opened (recovered) when
-        it is not yet -> 0, or KAFKA_STORAGE_ERROR when the log dir is offline or the log cannot be made."""
-        key = (topic.name, partition)
+        it is not yet, then leader (the high watermark from the ISR's fetches) or follower (the replica fetcher
+        truncates to the new leader's epoch and copies from it) -> 0, or KAFKA_STORAGE_ERROR when the log dir
+        is offline or the log cannot be made."""
+        key = (topic.name, state.index)
         if self.offline_log_dirs:
             return int(E.KAFKA_STORAGE_ERROR)
-        if key not in self.logs:
+        lg = self.logs.get(key)
+        if lg is None:
             try:
-                self._open(topic, partition, now_ms())
+                lg = self._open(topic, state.index, now_ms())
             except OSError as exc:
-                self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{partition}")
+                self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{state.index}")
                 return int(E.KAFKA_STORAGE_ERROR)
-        self.leader_epochs[key] = leader_epoch
-        self.notify(topic.name, partition)  # fetches waiting on it answer (NOT_LEADER_OR_FOLLOWER when it moved)
+        self.leader_epochs[key] = state.leader_epoch
+        p = self.partitions.get(key)
+        if p is None or p.log is not lg:
+            p = self.partitions[key] = Partition(topic.name, state.index, self.node_id, lg)
+        if state.leader == self.node_id:
+            if self.replication is not None:
+                self.replication.remove_fetch(key)
+            p.make_leader(state.leader_epoch, state.partition_epoch, state.replicas, state.isr, now_ms())
+        else:
+            p.make_follower(state.leader, state.leader_epoch, state.partition_epoch, state.replicas, state.isr)
+            if self.replication is not None and state.leader >= 0:
+                self.replication.add_fetch(key, state.leader, state.leader_epoch)
+        self.notify(topic.name, state.index)  # fetches and produces waiting on it look again
         return 0
+
+    def on_isr_changed(self, topic: str, partition: int, isr: list[int], partition_epoch: int) -> None:
+        """The controller's ISR for a partition this broker leads (an AlterPartition answer, an UpdateMetadata)."""
+        p = self.partitions.get((topic, partition))
+        if p is not None and p.apply_isr(isr, partition_epoch) and p.maybe_increment_hw():
+            self.notify(topic, partition)
 
     def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
         """StopReplica (ZooKeeper mode): close the partition's log; with `delete`, remove its directory."""
         self.leader_epochs.pop((topic, partition), None)
+        self.partitions.pop((topic, partition), None)
+        if self.replication is not None:
+            self.replication.remove_fetch((topic, partition))
         lg = self.logs.pop((topic, partition), None)
         if lg is not None:
             self._keys.pop(id(lg), None)
@@ -187,6 +217,7 @@ class ReplicaManager:
 
     def on_topic_deleted(self, topic: "TopicInfo") -> None:
         for p in topic.partitions:
+            self.partitions.pop((topic.name, p.index), None)
             lg = self.logs.pop((topic.name, p.index), None)
             if lg is not None:
                 self._keys.pop(id(lg), None)
@@ -314,10 +345,12 @@ class ReplicaManager:
         lg = self.logs.get(key)
         if lg is None:
             return AppendOutcome(error=E.KAFKA_STORAGE_ERROR if self.offline_log_dirs else E.UNKNOWN_TOPIC_OR_PARTITION)
-        if acks == -1 and len(pinfo.isr) < lg.config.min_insync_replicas:
+        part = self.partitions.get(key)
+        isr = part.isr if part is not None else pinfo.isr
+        if acks == -1 and len(isr) < lg.config.min_insync_replicas:
             min_isr = lg.config.min_insync_replicas
             return AppendOutcome(error=E.NOT_ENOUGH_REPLICAS,
-                                 error_message=f"The size of the current ISR {pinfo.isr} is insufficient to "
+                                 error_message=f"The size of the current ISR {isr} is insufficient to "
                                                f"satisfy the min.isr requirement of {min_isr}")
         prepare = functools.partial(prepare_append, records, lg.config, now_ms=now_ms,
                                     topic_partition=f"{topic}-{partition}", produce_version=produce_version)
@@ -445,7 +478,8 @@ class ReplicaManager:
                     # the original may still wait for its fsync: so does this acknowledgement
                     wait = (lg, chk.last_offset) if lg.flush_pending(chk.last_offset) else None
                     return AppendOutcome(error=0, base_offset=chk.base_offset, log_append_time_ms=-1,
-                                         log_start_offset=lg.log_start_offset, durable_wait=wait)
+                                         log_start_offset=lg.log_start_offset, durable_wait=wait,
+                                         last_offset=chk.last_offset)
                 if chk.error:
                     return AppendOutcome(error=chk.code, error_message=chk.message,
                                          log_start_offset=lg.log_start_offset)
@@ -456,9 +490,9 @@ class ReplicaManager:
             return AppendOutcome(error=E.KAFKA_STORAGE_ERROR)
         wait = (lg, res.last_offset) if lg.flush_pending(res.last_offset) else None
         if wait is None:
-            self.notify(*key)
+            self._log_end_moved(key)
         return AppendOutcome(error=0, base_offset=res.base_offset, log_append_time_ms=res.log_append_time_ms,
-                             log_start_offset=res.log_start_offset, durable_wait=wait)
+                             log_start_offset=res.log_start_offset, durable_wait=wait, last_offset=res.last_offset)
 
     async def wait_durable(self, lg, offset: int) -> None:
         """Return once the record at `offset` of `lg` is written (and fsynced, when flush.messages
@@ -487,10 +521,84 @@ class ReplicaManager:
                     raise self.handle_log_dir_failure(exc, f"writing to {name}") from None
                 if not self.offline_log_dirs:
                     lg.mark_flushed(target)
-                    self.notify(*self._keys.get(id(lg), ("", -1)))  # the high watermark moved
+                    self._log_end_moved(self._keys.get(id(lg), ("", -1)))  # the high watermark may move
             finally:
                 del self._flushing[id(lg)]
                 done.set()
+
+    def _log_end_moved(self, key: tuple[str, int]) -> None:
+        """Records were appended (and written): a replicated partition's leader may move its high watermark;
+        fetches waiting on the partition look again (followers for the records, consumers for the watermark)."""
+        p = self.partitions.get(key)
+        if p is not None:
+            p.maybe_increment_hw()
+        self.notify(*key)
+
+    # -- replication (ZooKeeper mode) ----------------------------------------------------------------
+    def read_for_follower(self, cache: "MetadataCache", topic: str, partition: int, replica_id: int,
+                          fetch_offset: int, current_leader_epoch: int, max_bytes: int, now: int) -> LogReadResult:
+        """One partition of a follower's Fetch (Kafka's fetchMessages with a replica id): batches up to the log
+        end offset (written records only), the leader's high watermark; the follower's position is noted
+        first (it has every record below fetch_offset), which may move the high watermark and the ISR."""
+        err = self.leader_check(cache, topic, partition, current_leader_epoch)
+        key = (topic, partition)
+        p = self.partitions.get(key)
+        if not err and (p is None or replica_id not in p.replicas):
+            err = E.NOT_LEADER_OR_FOLLOWER  # not a replica of this partition (Kafka: NotLeaderOrFollower)
+        if err:
+            return LogReadResult(partition, err)
+        lg = self.logs[key]
+        try:
+            data = lg.read_parts(fetch_offset, max_bytes, min_one=True)
+        except OffsetOutOfRange:
+            return LogReadResult(partition, E.OFFSET_OUT_OF_RANGE, lg.high_watermark, lg.high_watermark,
+                                 lg.log_start_offset)
+        if p.update_follower_fetch(replica_id, fetch_offset, lg.log_end_offset, now):
+            self.notify(topic, partition)  # acks=all produces and consumers waiting on the watermark
+        if self.replication is not None:
+            self.replication.maybe_expand_isr(p)
+        hw = lg.high_watermark
+        return LogReadResult(partition, 0, hw, hw, lg.log_start_offset, data)
+
+    def append_as_follower(self, key: tuple[str, int], data) -> tuple[object, int] | None:
+        """A follower's append of the leader's batches (UnexpectedAppend when they do not follow on); returns
+        (log, last offset) for wait_durable, or None when the partition is no longer here."""
+        lg = self.logs.get(key)
+        if lg is None:
+            return None
+        try:
+            res = lg.append_as_follower(data, now_ms=now_ms(), defer_flush=True)
+        except OSError as exc:
+            raise self.handle_log_dir_failure(exc, f"appending to {key[0]}-{key[1]} as a follower") from None
+        return lg, res.last_offset
+
+    async def wait_replicated(self, cache: "MetadataCache", topic: str, partition: int, offset: int,
+                              deadline: float) -> int:
+        """acks=all (Kafka's DelayedProduce): wait until every ISR member has the records below `offset` ->
+        0, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is then smaller than min.insync.replicas,
+        NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile, REQUEST_TIMED_OUT at the deadline."""
+        key = (topic, partition)
+        while True:
+            p = self.partitions.get(key)
+            if p is None or not p.is_leader or self.logs.get(key) is not p.log:
+                return int(E.NOT_LEADER_OR_FOLLOWER)
+            if p.enough_replicas_reached(offset):
+                if len(p.isr) < p.log.config.min_insync_replicas:
+                    return int(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+                return 0
+            ev = self.watch([key])
+            try:
+                with trio.move_on_at(deadline):
+                    await ev.wait()
+            finally:
+                self.unwatch([key], ev)
+            if trio.current_time() >= deadline:
+                return int(E.REQUEST_TIMED_OUT)
+
+    def replicated(self, topic: str, partition: int) -> bool:
+        """True when acks=all must wait for followers: a partition of several replicas on a ZooKeeper-mode broker."""
+        p = self.partitions.get((topic, partition))
+        return p is not None and len(p.replicas) > 1
 
     # -- fetches waiting for data ---------------------------------------------------------------
     def watch(self, partitions: list[tuple[str, int]]) -> trio.Event:

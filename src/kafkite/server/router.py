@@ -57,6 +57,7 @@ INTER_BROKER_ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.StopReplica: (4, 4, controller_apis.handle_stop_replica),
     ApiKey.UpdateMetadata: (8, 8, controller_apis.handle_update_metadata),
     ApiKey.ControlledShutdown: (3, 3, controller_apis.handle_controlled_shutdown),
+    ApiKey.AlterPartition: (0, 1, controller_apis.handle_alter_partition),
 }
 
 _SUPPORTED = {k: (lo, hi) for k, (lo, hi, _) in ROUTES.items()}

@@ -1,5 +1,5 @@
-"""LeaderAndIsr, UpdateMetadata, StopReplica (a broker applying its controller's requests) and ControlledShutdown
-(the controller taking a broker's request), as a ZooKeeper-mode Kafka broker does them.
+"""LeaderAndIsr, UpdateMetadata, StopReplica (a broker applying its controller's requests), ControlledShutdown and
+AlterPartition (the controller taking a broker's request), as a ZooKeeper-mode Kafka broker does them.
 
 Served only on the inter-broker listener of a ZooKeeper-mode broker (router.INTER_BROKER_ROUTES), never advertised.
 
@@ -16,8 +16,8 @@ import structlog
 
 from ...controller.metadata import BrokerInfo, PartitionInfo
 from ...wire.errors import E
-from ...wire.interbroker import (ControlledShutdownResponse, LeaderAndIsrResponse, StopReplicaResponse,
-                                 UpdateMetadataResponse)
+from ...wire.interbroker import (AlterPartitionResponse, ControlledShutdownResponse, LeaderAndIsrResponse,
+                                 StopReplicaResponse, UpdateMetadataResponse)
 from ..context import RequestContext
 
 log = structlog.get_logger("kafkite.controller_apis")
@@ -85,11 +85,10 @@ async def handle_leader_and_isr(ctx: RequestContext):
                          got=ps.leader_epoch, current=epochs[key])
                 errors.append(P(partition_index=ps.partition_index, error_code=int(E.STALE_CONTROLLER_EPOCH)))
                 continue
-            _upsert(b, t.topic_name, ps.partition_index, PartitionInfo(
-                index=ps.partition_index, replicas=list(ps.replicas), leader=ps.leader, leader_epoch=ps.leader_epoch,
-                isr=list(ps.isr), partition_epoch=ps.partition_epoch))
-            code = b.state.replicas.become_replica(info, ps.partition_index, ps.leader_epoch,
-                                                   leader=ps.leader == b.node_id)
+            state = PartitionInfo(index=ps.partition_index, replicas=list(ps.replicas), leader=ps.leader,
+                                  leader_epoch=ps.leader_epoch, isr=list(ps.isr), partition_epoch=ps.partition_epoch)
+            _upsert(b, t.topic_name, ps.partition_index, state)
+            code = b.state.replicas.become_replica(info, state)
             errors.append(P(partition_index=ps.partition_index, error_code=code))
             log.info("leader_and_isr.applied", topic=t.topic_name, partition=ps.partition_index,
                      role="leader" if ps.leader == b.node_id else "follower", leader=ps.leader,
@@ -122,6 +121,8 @@ async def handle_update_metadata(ctx: RequestContext):
             _upsert(b, t.topic_name, ps.partition_index, PartitionInfo(
                 index=ps.partition_index, replicas=list(ps.replicas), leader=ps.leader, leader_epoch=ps.leader_epoch,
                 isr=list(ps.isr), partition_epoch=ps.zk_version))
+            if ps.leader == b.node_id:  # an ISR the controller changed (a follower gone, an AlterPartition)
+                b.state.replicas.on_isr_changed(t.topic_name, ps.partition_index, list(ps.isr), ps.zk_version)
     for fn in b.cache.listeners:
         fn(None, b.cache)
     return UpdateMetadataResponse(version=v, error_code=0)
@@ -151,3 +152,22 @@ async def handle_controlled_shutdown(ctx: RequestContext):
              remaining=len(left))
     return ControlledShutdownResponse(version=v, error_code=err, remaining_partitions=[
         R(topic_name=t, partition_index=p) for t, p in left])
+
+
+async def handle_alter_partition(ctx: RequestContext):
+    """AlterPartition (the controller taking a partition leader's new ISR): see ZkController.alter_partition."""
+    b, r, v = ctx.broker, ctx.body, ctx.version
+    T, P = AlterPartitionResponse.TopicData, AlterPartitionResponse.TopicData.PartitionData
+    zk = b.state.zk
+    items = [(t.topic_name, p.partition_index, p.leader_epoch, list(p.new_isr), p.partition_epoch)
+             for t in r.topics for p in t.partitions]
+    err, out = await zk.call(lambda: zk.controller.alter_partition(r.broker_id, r.broker_epoch, items))
+    if err:
+        return AlterPartitionResponse(version=v, throttle_time_ms=0, error_code=err, topics=[])
+    topics: dict[str, list] = {}
+    for topic, index, code, leader, leader_epoch, isr, partition_epoch in out:
+        topics.setdefault(topic, []).append(P(partition_index=index, error_code=code, leader_id=leader,
+                                              leader_epoch=leader_epoch, isr=isr, leader_recovery_state=0,
+                                              partition_epoch=partition_epoch))
+    return AlterPartitionResponse(version=v, throttle_time_ms=0, error_code=0,
+                                  topics=[T(topic_name=t, partitions=ps) for t, ps in topics.items()])

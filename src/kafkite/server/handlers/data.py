@@ -46,20 +46,35 @@ async def handle_produce(ctx: RequestContext):
                      record_errors=P_errs, error_message=out.error_message)
             parts.append(part)
             if out.durable_wait is not None:
-                durable_waits.append((*out.durable_wait, name, part))
+                durable_waits.append((*out.durable_wait, True, name, part))
+            elif not out.error and acks == -1 and rm.replicated(name, pd.index):
+                durable_waits.append((None, out.last_offset, False, name, part))
         topics.append(T(name=name, partition_responses=parts))
     if acks == 0:
         return None
     if durable_waits:
+        deadline = trio.current_time() + max(0, body.timeout_ms) / 1000.0
+
+        def fail(part, code: int) -> None:
+            part.error_code, part.base_offset = int(code), -1
+            part.log_append_time_ms = part.log_start_offset = -1
+
         async def fsynced():
-            for lg, offset, topic, part in durable_waits:
+            for lg, offset, write_pending, topic, part in durable_waits:
                 try:
-                    await rm.wait_durable(lg, offset)
+                    if write_pending:
+                        await rm.wait_durable(lg, offset)
                 except KafkaStorageException as exc:  # the write failed: the log dir is offline
                     ctx.log.warning("produce.failed", topic=topic, partition=part.index,
                                     error="KAFKA_STORAGE_ERROR", message=str(exc))
-                    part.error_code, part.base_offset = int(E.KAFKA_STORAGE_ERROR), -1
-                    part.log_append_time_ms = part.log_start_offset = -1
+                    fail(part, E.KAFKA_STORAGE_ERROR)
+                    continue
+                if acks == -1 and rm.replicated(topic, part.index):
+                    # Kafka's DelayedProduce: the whole ISR has the records, or an error
+                    code = await rm.wait_replicated(b.metadata, topic, part.index, offset + 1, deadline)
+                    if code:
+                        ctx.log.info("produce.not_replicated", topic=topic, partition=part.index, error=E(code).name)
+                        fail(part, code)
         ctx.before_send.append(fsynced)
     return ProduceResponse(version=ctx.version, responses=topics, throttle_time_ms=0)
 
@@ -76,6 +91,8 @@ async def handle_fetch(ctx: RequestContext):
     max_wait = max(0, body.max_wait_ms)
     min_bytes = body.min_bytes
     max_bytes = body.max_bytes if v >= 3 else 2**31 - 1
+    # a follower's fetch (Kafka: replica id in the body, in ReplicaState from v15): reads up to the log end
+    replica_id = (body.replica_state.replica_id if v >= 15 else body.replica_id)
     deadline = trio.current_time() + max_wait / 1000.0
     # the partitions this fetch reads: an append to any of them ends the wait (Kafka's DelayedFetch)
     watched = []
@@ -87,7 +104,7 @@ async def handle_fetch(ctx: RequestContext):
     while True:
         event = rm.watch(watched)
         try:
-            responses, total = _read_fetch(b, body, v, max_bytes)
+            responses, total = _read_fetch(b, body, v, max_bytes, replica_id)
             if total >= min_bytes or max_wait == 0 or any(
                     p.error_code for t in responses for p in t.partitions):
                 break
@@ -96,14 +113,15 @@ async def handle_fetch(ctx: RequestContext):
         finally:
             rm.unwatch(watched, event)
         if trio.current_time() >= deadline:
-            responses, total = _read_fetch(b, body, v, max_bytes)
+            responses, total = _read_fetch(b, body, v, max_bytes, replica_id)
             break
     # encoded by wire/fetch_response.py: record batches go to the socket as the log holds them
     return FetchResponseData(responses=responses)
 
 
-def _read_fetch(b, body, v: int, max_bytes: int):
+def _read_fetch(b, body, v: int, max_bytes: int, replica_id: int = -1):
     rm = b.state.replicas
+    now = now_ms()
     responses = []
     total = 0
     for ft in body.topics:
@@ -121,8 +139,11 @@ def _read_fetch(b, body, v: int, max_bytes: int):
                 continue
             budget = min(fp.partition_max_bytes, max(0, max_bytes - total))
             # Kafka: the first non-empty partition gets at least one whole batch
-            r = rm.read(b.metadata, name, fp.partition, fp.fetch_offset, fp.current_leader_epoch if v >= 9 else -1,
-                        budget, min_one=total == 0)
+            epoch = fp.current_leader_epoch if v >= 9 else -1
+            if replica_id >= 0:
+                r = rm.read_for_follower(b.metadata, name, fp.partition, replica_id, fp.fetch_offset, epoch, budget, now)
+            else:
+                r = rm.read(b.metadata, name, fp.partition, fp.fetch_offset, epoch, budget, min_one=total == 0)
             p = PartitionData(fp.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
                               records=r.records)
             total += p.records_size

@@ -1,0 +1,140 @@
+"""One replicated partition on this broker (Kafka's cluster.Partition), ZooKeeper mode: its role, ISR and high watermark.
+
+As **leader** it tracks each follower (`Replica`: the log end offset its last fetch reported, when it last caught
+up) and moves the high watermark to the smallest log end offset over the ISR (its own counted as far as it is
+written and fsynced; never backwards). It proposes ISR changes, which the controller makes (AlterPartition):
+
+- a follower leaves the ISR when it has not caught up for `replica.lag.time.max.ms` (Kafka's
+  getOutOfSyncReplicas: caught up = its fetch reached the leader's log end offset as it was at that fetch or the
+  one before);
+- a follower joins again once it has all records up to the high watermark and everything of the current leader
+  epoch's start (Kafka's isFollowerInSync);
+- while a change is in flight (`pending_isr`) no other is proposed, and the high watermark and acks=all count the
+  larger of the two sets (Kafka's maximal ISR), so a record is never acknowledged by fewer replicas than either.
+
+As **follower** it holds the leader's id and epoch; the replica fetcher (replication.py) does the copying and sets
+the high watermark from the leader's answers.
+
+Sans-IO: times come in as `now_ms`; the broker's replica manager calls in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Replica:
+    """A follower as its leader sees it (Kafka's Replica state)."""
+    broker_id: int
+    log_end_offset: int = -1  # unknown until its first fetch
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = -1
+
+
+@dataclass
+class Partition:
+    topic: str
+    index: int
+    node_id: int
+    log: object
+    leader: int = -1
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    pending_isr: list[int] | None = None  # proposed to the controller, not answered yet
+    leader_epoch_start_offset: int = 0
+    remotes: dict[int, Replica] = field(default_factory=dict)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.node_id
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The committed ISR plus what a change in flight adds (Kafka's maximal ISR)."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
+
+    # -- role changes (LeaderAndIsr) ---------------------------------------------------------------
+    def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int],
+                    now_ms: int) -> None:
+        """Become (or stay) leader: every follower starts unknown, ISR members as caught up now (Kafka gives them
+        a fresh lastCaughtUpTime so they are not dropped before their first fetch)."""
+        new_epoch = leader_epoch != self.leader_epoch or not self.is_leader
+        self.leader, self.leader_epoch, self.partition_epoch = self.node_id, leader_epoch, partition_epoch
+        self.replicas, self.isr, self.pending_isr = list(replicas), list(isr), None
+        if new_epoch:
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            self.remotes = {r: Replica(r, last_caught_up_ms=now_ms if r in isr else 0)
+                            for r in replicas if r != self.node_id}
+        # the high watermark this replica had (as a follower, or from before) is where it starts
+        self.log.set_replicated_high_watermark(self.log.high_watermark)
+        self.maybe_increment_hw()
+
+    def make_follower(self, leader: int, leader_epoch: int, partition_epoch: int, replicas: list[int],
+                      isr: list[int]) -> None:
+        self.leader, self.leader_epoch, self.partition_epoch = leader, leader_epoch, partition_epoch
+        self.replicas, self.isr, self.pending_isr = list(replicas), list(isr), None
+        self.remotes = {}
+        self.log.set_replicated_high_watermark(self.log.high_watermark)
+
+    def apply_isr(self, isr: list[int], partition_epoch: int) -> bool:
+        """The controller's ISR (an AlterPartition answer, an UpdateMetadata): taken when not older than what we
+        have. True when taken."""
+        if partition_epoch < self.partition_epoch:
+            return False
+        self.isr, self.partition_epoch, self.pending_isr = list(isr), partition_epoch, None
+        return True
+
+    # -- leader: followers' fetches ---------------------------------------------------------------------
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, leader_leo: int, now_ms: int) -> bool:
+        """A follower fetched from `fetch_offset` (so it has everything below it). True when the high watermark
+        moved."""
+        r = self.remotes.get(replica_id)
+        if r is None:
+            return False
+        if fetch_offset >= leader_leo:
+            r.last_caught_up_ms = now_ms
+        elif fetch_offset >= r.last_fetch_leader_leo:
+            r.last_caught_up_ms = max(r.last_caught_up_ms, r.last_fetch_ms)
+        r.log_end_offset, r.last_fetch_ms, r.last_fetch_leader_leo = fetch_offset, now_ms, leader_leo
+        return self.maybe_increment_hw()
+
+    def maybe_increment_hw(self) -> bool:
+        """High watermark = the smallest log end offset over the (maximal) ISR, never lower than it was."""
+        if not self.is_leader:
+            return False
+        lg = self.log
+        hw = lg.log_end_offset
+        for b in self.maximal_isr:
+            if b != self.node_id:
+                r = self.remotes.get(b)
+                hw = min(hw, r.log_end_offset if r is not None else -1)
+        if hw > lg.high_watermark:
+            lg.set_replicated_high_watermark(hw)
+            return lg.high_watermark > -1
+        return False
+
+    def isr_to_expand(self) -> list[int] | None:
+        """The ISR with the followers that caught up added, or None (nothing to add, or a change in flight)."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        hw = self.log.high_watermark
+        add = [b for b, r in self.remotes.items() if b not in self.isr and b in self.replicas
+               and r.log_end_offset >= hw and r.log_end_offset >= self.leader_epoch_start_offset]
+        return self.isr + sorted(add) if add else None
+
+    def isr_to_shrink(self, now_ms: int, lag_ms: int) -> list[int] | None:
+        """The ISR without the followers that have not caught up for `lag_ms`, or None."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        out = [b for b in self.isr if b != self.node_id and
+               (b not in self.remotes or now_ms - self.remotes[b].last_caught_up_ms > lag_ms)]
+        return [b for b in self.isr if b not in out] if out else None
+
+    def enough_replicas_reached(self, offset: int) -> bool:
+        """acks=all: every member of the (maximal) ISR has the records below `offset`."""
+        return self.log.high_watermark >= offset

@@ -1,0 +1,385 @@
+"""Replication between brokers (ZooKeeper mode): the replica fetchers of a follower and the ISR requests of a leader.
+
+**Followers** copy from their leaders as Kafka's ReplicaFetcherManager / ReplicaFetcherThread do: one fetcher
+per (leader broker, fetcher id), `num.replica.fetchers` per leader, partitions spread by hash. A fetcher holds
+one connection to the leader's inter-broker listener and loops:
+
+1. partitions that became followers of a new leader epoch (or whose append did not follow on) first truncate:
+   OffsetForLeaderEpoch with the follower's latest epoch; the follower cuts its log to the end of the largest
+   epoch both have (Kafka's KIP-101/279 rounds), so a divergent suffix it wrote as an earlier leader goes;
+2. Fetch v12 with the replica id (`replica.fetch.wait.max.ms`, `replica.fetch.min.bytes`,
+   `replica.fetch.max.bytes` per partition, `replica.fetch.response.max.bytes` in all) from each partition's
+   log end offset, at the leader epoch it follows;
+3. the leader's batches are appended as they are (`append_as_follower`), written and fsynced in a worker
+   thread before the next fetch (whose offset tells the leader what this replica holds), and the follower's
+   high watermark becomes the leader's, as far as its log reaches.
+
+A fetch answered OFFSET_OUT_OF_RANGE below the leader's log start offset starts the log over there; above, the
+partition truncates again. Leadership errors back off `replica.fetch.backoff.ms` until the LeaderAndIsr that
+moves it arrives. A connection that fails is made again after the same backoff.
+
+**Leaders** change the ISR through the controller (Kafka's AlterPartitionManager): a follower that caught up
+joins (proposed from its fetch), one that has not caught up for `replica.lag.time.max.ms` leaves (checked every
+half of it). The proposal is AlterPartition v1 to the controller's inter-broker listener with the leader epoch
+and partition epoch; the answer's ISR and partition epoch are taken (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION
+and the like drop the proposal: the next LeaderAndIsr or UpdateMetadata brings the state to build on).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
+
+from ..storage.unified_log import UnexpectedAppend
+from ..wire.errors import E
+from ..wire.frame import FrameReader
+from ..wire.interbroker import AlterPartitionRequest
+from .context import now_ms
+from .controller_channel import exchange
+from .replica_manager import KafkaStorageException
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .partition import Partition
+
+log = structlog.get_logger("kafkite.replication")
+FETCH_VERSION = 12  # replica id in the body, topic names, log start offset (Kafka 3.x with names)
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4  # replica id (v3+), flexible
+ALTER_PARTITION_VERSION = 1
+Key = tuple[str, int]
+
+
+class InterBrokerClient:
+    """One connection to another broker's inter-broker listener; a failure closes it (the next request reconnects)."""
+
+    def __init__(self, node_id: int, timeout: float) -> None:
+        self.client_id = f"broker-{node_id}-fetcher"
+        self.timeout = timeout
+        self.endpoint: tuple[str, int] | None = None
+        self._stream: trio.SocketStream | None = None
+        self._reader = FrameReader()
+        self._correlation = 0
+
+    async def request(self, endpoint: tuple[str, int], req, extra_timeout: float = 0.0):
+        if self._stream is not None and endpoint != self.endpoint:
+            await self.close()
+        with trio.fail_after(self.timeout + extra_timeout):
+            if self._stream is None:
+                self._stream = await trio.open_tcp_stream(*endpoint)
+                self.endpoint, self._reader = endpoint, FrameReader()
+            self._correlation += 1
+            try:
+                return await exchange(self._stream, self._reader, req, self._correlation, self.client_id)
+            except BaseException:
+                await self.close()
+                raise
+
+    async def close(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            await trio.aclose_forcefully(stream)
+
+
+@dataclass
+class _FetchState:
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+
+
+@dataclass
+class _Fetcher:
+    leader: int
+    fetcher_id: int
+    partitions: dict[Key, _FetchState] = field(default_factory=dict)
+    running: bool = False
+    wake: trio.Event = field(default_factory=trio.Event)
+
+
+class Replication:
+    """A ZooKeeper-mode broker's replica fetchers and ISR proposals (see the module comment)."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        cfg = broker.state.config
+        self.node_id = broker.node_id
+        self.num_fetchers = max(1, cfg.get("num.replica.fetchers"))
+        self.fetch_max_bytes = cfg.get("replica.fetch.max.bytes")
+        self.fetch_min_bytes = cfg.get("replica.fetch.min.bytes")
+        self.fetch_wait_ms = cfg.get("replica.fetch.wait.max.ms")
+        self.response_max_bytes = cfg.get("replica.fetch.response.max.bytes")
+        self.backoff = cfg.get("replica.fetch.backoff.ms") / 1000.0
+        self.lag_ms = cfg.get("replica.lag.time.max.ms")
+        self.socket_timeout = cfg.get("replica.socket.timeout.ms") / 1000.0
+        self.fetchers: dict[tuple[int, int], _Fetcher] = {}
+        self._nursery: trio.Nursery | None = None
+        self._proposals: dict[Key, tuple[int, list[int], int]] = {}  # key -> (leader epoch, ISR, partition epoch)
+        self._proposed = trio.Event()
+
+    @property
+    def rm(self):
+        return self.broker.state.replicas
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._isr_shrink_loop)
+            nursery.start_soon(self._alter_partition_sender)
+            task_status.started()
+            await trio.sleep_forever()
+
+    # -- followers: fetchers --------------------------------------------------------------------------
+    def add_fetch(self, key: Key, leader: int, leader_epoch: int) -> None:
+        """Follow `leader` for this partition (truncating first); moves it off any other fetcher."""
+        fid = (leader, hash(key) % self.num_fetchers)
+        self.remove_fetch(key, keep=fid)
+        f = self.fetchers.get(fid)
+        if f is None:
+            f = self.fetchers[fid] = _Fetcher(leader, fid[1])
+        f.partitions[key] = _FetchState(leader_epoch)
+        f.wake.set()
+        if not f.running and self._nursery is not None:
+            f.running = True
+            self._nursery.start_soon(self._fetcher, f)
+
+    def remove_fetch(self, key: Key, keep: tuple[int, int] | None = None) -> None:
+        for fid, f in self.fetchers.items():
+            if fid != keep:
+                f.partitions.pop(key, None)
+
+    def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        info = self.broker.cache.brokers.get(broker_id)
+        if info is None:
+            return None
+        for name, host, port in info.listeners:
+            if name == "INTERNAL":
+                return host, port
+        return info.host, info.port
+
+    async def _fetcher(self, f: _Fetcher) -> None:
+        client = InterBrokerClient(self.node_id, self.socket_timeout)
+        try:
+            while f.partitions:
+                endpoint = self._endpoint(f.leader)
+                if endpoint is None:
+                    await self._sleep(f, self.backoff)
+                    continue
+                try:
+                    if any(s.truncating for s in f.partitions.values()):
+                        await self._truncate(f, client, endpoint)
+                    if not await self._fetch(f, client, endpoint):
+                        await self._sleep(f, self.backoff)
+                except (OSError, trio.BrokenResourceError, trio.TooSlowError, ConnectionError, ValueError) as exc:
+                    log.info("replica_fetcher.connection_failed", leader=f.leader, error=repr(exc))
+                    await client.close()
+                    await self._sleep(f, self.backoff)
+                except KafkaStorageException:
+                    return  # the log dir is offline: this broker replicates nothing more
+        finally:
+            f.running = False
+            await client.close()
+
+    async def _sleep(self, f: _Fetcher, seconds: float) -> None:
+        f.wake = trio.Event()
+        with trio.move_on_after(seconds):
+            await f.wake.wait()
+
+    def _ready(self, f: _Fetcher) -> dict[Key, _FetchState]:
+        now = trio.current_time()
+        return {k: s for k, s in f.partitions.items() if s.delayed_until <= now and not s.truncating
+                and k in self.rm.logs}
+
+    async def _truncate(self, f: _Fetcher, client: InterBrokerClient, endpoint) -> None:
+        """OffsetForLeaderEpoch rounds until every truncating partition has cut its log to the common epoch."""
+        T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+        P = T.OffsetForLeaderPartition
+        for _round in range(8):
+            asked = {k: s for k, s in f.partitions.items() if s.truncating and k in self.rm.logs}
+            if not asked:
+                return
+            todo: dict[Key, int] = {}
+            for k, s in asked.items():
+                lg = self.rm.logs[k]
+                epoch = lg.epochs.latest_epoch
+                if epoch < 0:  # nothing written under any epoch: nothing to cut
+                    s.truncating = False
+                else:
+                    todo[k] = epoch
+            if not todo:
+                return
+            topics: dict[str, list] = {}
+            for (t, i), epoch in todo.items():
+                topics.setdefault(t, []).append(P(partition=i, current_leader_epoch=asked[(t, i)].leader_epoch,
+                                                  leader_epoch=epoch))
+            req = OffsetForLeaderEpochRequest[OFFSET_FOR_LEADER_EPOCH_VERSION](
+                replica_id=self.node_id, topics=[T(topic=t, partitions=ps) for t, ps in topics.items()])
+            resp = await client.request(endpoint, req)
+            for rt in resp.topics:
+                for rp in rt.partitions:
+                    k = (rt.topic, rp.partition)
+                    s = f.partitions.get(k)
+                    lg = self.rm.logs.get(k)
+                    if s is None or lg is None or k not in todo:
+                        continue
+                    if rp.error_code:
+                        s.delayed_until = trio.current_time() + self.backoff
+                        log.info("replica_fetcher.truncation_deferred", topic=k[0], partition=k[1], leader=f.leader,
+                                 error=E(rp.error_code).name)
+                        continue
+                    before = lg.log_end_offset
+                    if rp.end_offset < 0:  # the leader knows no such epoch: keep what the high watermark covers
+                        target, done = lg.high_watermark, True
+                    else:
+                        mine_epoch, mine_end = lg.end_offset_for_epoch(rp.leader_epoch)
+                        target = min(rp.end_offset, mine_end) if mine_end >= 0 else rp.end_offset
+                        done = mine_epoch == rp.leader_epoch or mine_epoch < 0
+                    lg.truncate_to(target)
+                    if done:
+                        s.truncating = False
+                    if lg.log_end_offset != before:
+                        log.info("replica.truncated", topic=k[0], partition=k[1], leader=f.leader,
+                                 from_offset=before, to_offset=lg.log_end_offset, leader_epoch=rp.leader_epoch)
+            if any(s.delayed_until > trio.current_time() for s in asked.values()):
+                return
+        for s in f.partitions.values():
+            s.truncating = False
+
+    async def _fetch(self, f: _Fetcher, client: InterBrokerClient, endpoint) -> bool:
+        """One Fetch round; False when nothing could be asked (all partitions backing off)."""
+        ready = self._ready(f)
+        if not ready:
+            return False
+        T = FetchRequest.FetchTopic
+        P = T.FetchPartition
+        topics: dict[str, list] = {}
+        asked: dict[Key, int] = {}
+        for (t, i), s in ready.items():
+            lg = self.rm.logs[(t, i)]
+            asked[(t, i)] = lg.log_end_offset
+            topics.setdefault(t, []).append(P(
+                partition=i, current_leader_epoch=s.leader_epoch, fetch_offset=lg.log_end_offset,
+                last_fetched_epoch=-1, log_start_offset=lg.log_start_offset, partition_max_bytes=self.fetch_max_bytes))
+        req = FetchRequest[FETCH_VERSION](
+            replica_id=self.node_id, max_wait_ms=self.fetch_wait_ms, min_bytes=self.fetch_min_bytes,
+            max_bytes=self.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[T(topic=t, partitions=ps) for t, ps in topics.items()], forgotten_topics_data=[], rack_id="")
+        resp = await client.request(endpoint, req, extra_timeout=self.fetch_wait_ms / 1000.0)
+        for rt in resp.responses:
+            for rp in rt.partitions:
+                await self._apply(f, (rt.topic, rp.partition_index), rp, asked)
+        return True
+
+    async def _apply(self, f: _Fetcher, key: Key, rp, asked: dict[Key, int]) -> None:
+        s = f.partitions.get(key)
+        lg = self.rm.logs.get(key)
+        if s is None or lg is None or key not in asked or lg.log_end_offset != asked[key]:
+            return  # moved, stopped or truncated meanwhile
+        err = rp.error_code
+        if err == E.OFFSET_OUT_OF_RANGE:
+            if asked[key] < rp.log_start_offset:
+                log.info("replica.start_over", topic=key[0], partition=key[1], leader=f.leader,
+                         log_start_offset=rp.log_start_offset)
+                lg.truncate_fully_and_start_at(rp.log_start_offset)
+            else:
+                s.truncating = True
+            return
+        if err:
+            s.delayed_until = trio.current_time() + self.backoff
+            log.info("replica_fetcher.partition_error", topic=key[0], partition=key[1], leader=f.leader,
+                     error=E(err).name)
+            return
+        if rp.records:
+            try:
+                got = self.rm.append_as_follower(key, rp.records)
+            except UnexpectedAppend as exc:
+                log.warning("replica_fetcher.unexpected_append", topic=key[0], partition=key[1], error=str(exc))
+                s.truncating = True
+                return
+            if got is not None:
+                await self.rm.wait_durable(*got)
+        if self.rm.logs.get(key) is lg:
+            lg.set_replicated_high_watermark(min(rp.high_watermark, lg.log_end_offset))
+            if rp.log_start_offset > lg.log_start_offset and rp.log_start_offset <= lg.high_watermark:
+                lg.delete_records_before(rp.log_start_offset)
+
+    # -- leaders: ISR changes through the controller --------------------------------------------------
+    def maybe_expand_isr(self, p: "Partition") -> None:
+        new = p.isr_to_expand()
+        if new is not None:
+            self._propose(p, new, "caught up")
+
+    def _propose(self, p: "Partition", new_isr: list[int], why: str) -> None:
+        p.pending_isr = list(new_isr)
+        self._proposals[(p.topic, p.index)] = (p.leader_epoch, list(new_isr), p.partition_epoch)
+        log.info("isr.proposed", topic=p.topic, partition=p.index, isr=p.isr, new_isr=new_isr, reason=why,
+                 leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch)
+        self._proposed.set()
+
+    async def _isr_shrink_loop(self) -> None:
+        while True:
+            await trio.sleep(max(0.05, self.lag_ms / 2000.0))
+            now = now_ms()
+            for p in list(self.rm.partitions.values()):
+                new = p.isr_to_shrink(now, self.lag_ms)
+                if new is not None:
+                    self._propose(p, new, f"not caught up for {self.lag_ms} ms")
+
+    async def _alter_partition_sender(self) -> None:
+        client = InterBrokerClient(self.node_id, self.socket_timeout)
+        T = AlterPartitionRequest.TopicData
+        P = T.PartitionData
+        while True:
+            if not self._proposals:
+                self._proposed = trio.Event()
+                await self._proposed.wait()
+            batch, self._proposals = self._proposals, {}
+            controller = self.broker.cache.controller_id
+            endpoint = self._endpoint(controller) if controller >= 0 else None
+            topics: dict[str, list] = {}
+            for (t, i), (le, isr, pe) in batch.items():
+                topics.setdefault(t, []).append(P(partition_index=i, leader_epoch=le, new_isr=isr,
+                                                  leader_recovery_state=0, partition_epoch=pe))
+            req = AlterPartitionRequest[ALTER_PARTITION_VERSION](
+                broker_id=self.node_id, broker_epoch=self.broker.broker_epoch,
+                topics=[T(topic_name=t, partitions=ps) for t, ps in topics.items()])
+            try:
+                if endpoint is None:
+                    raise ConnectionError("no controller known")
+                resp = await client.request(endpoint, req)
+            except (OSError, trio.BrokenResourceError, trio.TooSlowError, ConnectionError, ValueError) as exc:
+                log.info("alter_partition.failed", controller=controller, error=repr(exc))
+                await client.close()
+                for k, v in batch.items():  # tried again, unless something newer was proposed meanwhile
+                    self._proposals.setdefault(k, v)
+                await trio.sleep(0.1)
+                continue
+            self._apply_alter(batch, resp)
+
+    def _apply_alter(self, batch: dict[Key, tuple[int, list[int], int]], resp) -> None:
+        if resp.error_code:
+            log.info("alter_partition.refused", error=E(resp.error_code).name)
+        answered = set()
+        for rt in resp.topics:
+            for rp in rt.partitions:
+                key = (rt.topic_name, rp.partition_index)
+                answered.add(key)
+                p = self.rm.partitions.get(key)
+                if p is None or key not in batch or p.leader_epoch != batch[key][0]:
+                    continue  # not proposed, or leadership moved since: the LeaderAndIsr state stands
+                if rp.error_code:
+                    log.info("alter_partition.partition_refused", topic=key[0], partition=key[1],
+                             error=E(rp.error_code).name)
+                    p.pending_isr = None
+                    continue
+                if rp.leader_epoch == p.leader_epoch and p.apply_isr(list(rp.isr), rp.partition_epoch):
+                    log.info("isr.changed", topic=key[0], partition=key[1], isr=list(rp.isr),
+                             partition_epoch=rp.partition_epoch)
+                    p.maybe_increment_hw()
+                    self.rm.notify(*key)  # acks=all waiters look again (the watermark, min.insync.replicas)
+        for key in batch:
+            p = self.rm.partitions.get(key)
+            if key not in answered and p is not None:
+                p.pending_isr = None
