@@ -8,7 +8,7 @@ import collections
 
 import pytest
 
-from clients.drivers import run_java, summary
+from clients.drivers import produce_log_outcome, run_java, summary
 from kafkite.storage.batch import decode_batch
 from kafkite.testing import BrokerProcess
 from kafkite.testing.replicas import read_replica
@@ -51,13 +51,12 @@ def test_produce_log_acks_each_value_once_at_its_offset(tmp_path):
         bs = b.bootstrap_servers
         _create(bs, topic, parts)
         lines = run_java("produce-log", bs, topic, n, "--linger-ms", "2")
-        end = summary(lines)
-        acks = [x for x in lines if "ack" in x]
+        acked, failed, end = produce_log_outcome(lines)   # asserts each value is reported once
         assert end == {**end, "sent": n, "acked": n, "failed": 0, "first_error": None}
-        assert len(acks) == n and all(x["ack"] is True for x in acks)
-        assert sorted(x["v"] for x in acks) == sorted(f"v-{i}" for i in range(n))   # each value once
-        assert {x["p"] for x in acks} == set(range(parts))                           # keys spread them
-        at = {(x["p"], x["o"]): x["v"] for x in acks}
+        assert len([x for x in lines if "ack" in x]) == n and failed == {}
+        assert sorted(acked) == sorted(f"v-{i}" for i in range(n))
+        assert {p for p, _o in acked.values()} == set(range(parts))                 # keys spread them
+        at = {po: v for v, po in acked.items()}
         assert len(at) == n                                                          # no offset twice
 
         got = _read_back(bs, topic, parts, n)
@@ -98,9 +97,8 @@ def test_produce_log_rate_and_failures(tmp_path):
         _create(bs, "strict", 1, {"min.insync.replicas": "2"})
         lines = run_java("produce-log", bs, "strict", 3, "--delivery-timeout-ms", "2000",
                          "--request-timeout-ms", "1000")
-        end = summary(lines)
-        assert (end["sent"], end["acked"], end["failed"]) == (3, 0, 3)
-        fails = [x for x in lines if x.get("ack") is False]
-        assert sorted(x["v"] for x in fails) == ["v-0", "v-1", "v-2"]
-        assert all(x["error"].startswith("TimeoutException") for x in fails), fails
-        assert end["first_error"] == fails[0]["error"]
+        acked, failed, end = produce_log_outcome(lines)
+        assert (end["sent"], end["acked"], end["failed"]) == (3, 0, 3) and acked == {}
+        assert sorted(failed) == ["v-0", "v-1", "v-2"]
+        assert all(e.startswith("TimeoutException") for e in failed.values()), failed
+        assert end["first_error"] == next(x["error"] for x in lines if x.get("ack") is False)
