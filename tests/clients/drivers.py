@@ -157,6 +157,22 @@ def summary(lines: list[dict]) -> dict:
     return last
 
 
+def produce_log_outcome(lines: list[dict]) -> tuple[dict[str, tuple[int, int]], dict[str, str], dict]:
+    """The Java driver's produce-log output as ({value: (partition, offset)} acknowledged, {value: error}
+    failed, summary). A value reported twice (never expected) is an AssertionError."""
+    acked: dict[str, tuple[int, int]] = {}
+    failed: dict[str, str] = {}
+    for x in lines:
+        if "ack" not in x:
+            continue
+        assert x["v"] not in acked and x["v"] not in failed, f"{x['v']} reported twice"
+        if x["ack"]:
+            acked[x["v"]] = (x["p"], x["o"])
+        else:
+            failed[x["v"]] = x["error"]
+    return acked, failed, summary(lines)
+
+
 def decode_records(lines: list[dict]):
     """Driver JSON records -> (partition, offset, timestamp, key, value, headers) like tests/helpers.py."""
     def b(x):

@@ -1,4 +1,5 @@
-"""benchmarks/throughput.py still runs end to end (tiny sizes): every mode against Tansu, ratios printed.
+"""The benchmarks still run end to end (tiny sizes): throughput.py and commits.py (every mode against Tansu,
+ratios printed), replication.py (RF3 against RF1 on three broker processes).
 The figures themselves are not asserted here: speed targets live in benchmarks/, not in timed tests."""
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_benchmark(tmp_path, script: str, *args: str) -> str:
-    """Run benchmarks/<script> next to Tansu (skipped where Tansu is not installed); its stdout."""
+def run_benchmark(tmp_path, script: str, *args: str, tansu: bool = True) -> str:
+    """Run benchmarks/<script> (next to Tansu unless tansu=False: skipped where Tansu is not installed);
+    its stdout."""
     tools = Path(os.environ.get("KAFKITE_TOOLS", ROOT / ".tools"))
-    if not (tools / "bin" / "tansu").exists():
+    if tansu and not (tools / "bin" / "tansu").exists():
         pytest.skip("Tansu is not installed (.ci/install-clients.sh installs it)")
     env = {**os.environ, "KAFKITE_TOOLS": str(tools), "KAFKITE_BENCH_DIR": str(tmp_path)}
     p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True, text=True,
@@ -50,3 +52,23 @@ def test_commits_benchmark_runs(tmp_path):
         assert float(r[5]) > 0, r
     assert "committed() returned the last offset on every broker but the null ones" in out
     assert "per 200-byte append + fsync" in out
+
+
+def test_replication_benchmark_runs(tmp_path):
+    """benchmarks/replication.py end to end with tiny sizes: three `kafkite serve` processes on a ZooKeeper of
+    their own, RF1 and RF3 figures and their ratio, and the replica check's line for the RF3 round (its
+    outcome is the brokers' business, not the benchmark's: not asserted)."""
+    from kafkite.testing.zookeeper import missing
+    why = missing()
+    if why:
+        pytest.skip(why)
+    out = run_benchmark(tmp_path, "replication.py", "--records", "2000", "--size", "100", "--repeat", "1",
+                        tansu=False)
+    rows = {r[0]: r for r in (line.split() for line in out.splitlines() if re.match(r"\s+[13]\s+2000\s+100\s+\|", line))}
+    assert sorted(rows) == ["1", "3"], out
+    for r in rows.values():
+        assert float(r[4].replace(",", "")) > 0 and float(r[5]) > 0, r
+    ratio = re.search(r"^RF3/RF1: (\d+\.\d+)$", out, re.M)
+    assert ratio and float(ratio.group(1)) > 0, out
+    assert re.search(r"^round 1 RF3: (the 3 replicas agree|replicas differ) below the high watermark 2001\b", out, re.M), out
+    assert re.search(r"^replicas agreed in [01] of 1 RF3 rounds", out, re.M), out

@@ -26,6 +26,15 @@
 //        -> {"acked":N,"errors":N,"first_error":null|"...","partitions":{"<p>":[first,last,count]},"elapsed_ms":N}
 //        record i: key = K + (i % N) (K default "java-", N default 97), value = "value-<i>-" + "x"*(i%50)
 //        (or --value-size bytes), headers only with --headers: h=<i>, src=java
+//   produce-log BS TOPIC COUNT [--rate N] [--delivery-timeout-ms N] [--request-timeout-ms N] [--max-block-ms N]
+//           [--partition P] [--linger-ms N] [--prop k=v ...]
+//        an idempotent acks=all producer (retries Integer.MAX, delivery.timeout.ms default 120000,
+//        request.timeout.ms default 10000, max.block.ms default 60000, linger.ms default 5) sending record i
+//        (0..COUNT-1) as key "k-<i % 16>", value "v-<i>" (UTF-8), at most N records/s with --rate (else as
+//        fast as it goes). One line a record once its outcome is known, in callback order:
+//        {"ack":true,"p":P,"o":OFFSET,"v":"v-<i>"} or {"ack":false,"v":"v-<i>","error":"<Class>: message"};
+//        then {"sent":N,"acked":N,"failed":N,"first_error":null|"...","elapsed_ms":N}.
+//        A record send() refuses at once (e.g. no metadata within max.block.ms) is an ack:false line too.
 //   consume-assign BS TOPIC EXPECTED [--timeout-ms N] [--isolation read_committed|read_uncommitted]
 //           [--partition P] [--prop k=v ...]
 //        -> one line a record {"p","o","ts","tt","k","v","h":[[key,b64]]}, then
@@ -157,6 +166,7 @@ public class KafkiteDriver {
                     produce(bs, a);
                     break;
                 }
+                case "produce-log": produceLog(bs, a); break;
                 case "consume": a.opt.putIfAbsent("--timeout-ms", "60000"); consumeAssign(bs, a); break;
                 case "consume-assign": consumeAssign(bs, a); break;
                 case "consume-group": consumeGroup(bs, a); break;
@@ -398,6 +408,71 @@ public class KafkiteDriver {
             }
         }
         out(b.append("},\"elapsed_ms\":").append(ms).append("}").toString());
+    }
+
+    // ---- produce-log: every record's outcome, for replication / durability checks ------------------
+    static void produceLog(String bs, Args a) throws Exception {
+        String topic = a.pos(0);
+        int n = Integer.parseInt(a.pos(1));
+        double rate = Double.parseDouble(a.get("--rate", "0"));
+        Properties p = base(bs, null);
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        p.put("retries", String.valueOf(Integer.MAX_VALUE));
+        p.put("max.in.flight.requests.per.connection", "5");
+        p.put("delivery.timeout.ms", a.get("--delivery-timeout-ms", "120000"));
+        p.put("request.timeout.ms", a.get("--request-timeout-ms", "10000"));
+        p.put("max.block.ms", a.get("--max-block-ms", "60000"));
+        p.put("linger.ms", a.get("--linger-ms", "5"));
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        p.putAll(a.props);
+        // delivery.timeout.ms must be >= linger.ms + request.timeout.ms: raise it rather than fail at start
+        long minDelivery = Long.parseLong(p.getProperty("linger.ms")) + Long.parseLong(p.getProperty("request.timeout.ms"));
+        if (Long.parseLong(p.getProperty("delivery.timeout.ms")) < minDelivery) p.put("delivery.timeout.ms", String.valueOf(minDelivery));
+        Integer partition = a.opt.containsKey("--partition") ? Integer.valueOf(a.getInt("--partition", 0)) : null;
+
+        int[] acked = {0}, failed = {0};
+        String[] firstError = {null};
+        Object lock = new Object();
+        long t0 = System.nanoTime();
+        int sent = 0;
+        try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
+            for (int i = 0; i < n; i++) {
+                if (rate > 0) {  // record i is due at t0 + i / rate
+                    long due = t0 + (long) (i * 1e9 / rate);
+                    long wait;
+                    while ((wait = due - System.nanoTime()) > 0) java.util.concurrent.locks.LockSupport.parkNanos(wait);
+                }
+                String v = "v-" + i;
+                ProducerRecord<String, String> r = new ProducerRecord<>(topic, partition, "k-" + (i % 16), v);
+                Callback cb = (md, e) -> {
+                    synchronized (lock) {
+                        if (e == null) {
+                            acked[0]++;
+                            out("{\"ack\":true,\"p\":" + md.partition() + ",\"o\":" + md.offset() + ",\"v\":" + q(v) + "}");
+                        } else {
+                            failed[0]++;
+                            String why = cause(e).getClass().getSimpleName() + ": " + cause(e).getMessage();
+                            if (firstError[0] == null) firstError[0] = why;
+                            out("{\"ack\":false,\"v\":" + q(v) + ",\"error\":" + q(why) + "}");
+                        }
+                    }
+                };
+                try {
+                    prod.send(r, cb);   // an ApiException (e.g. a metadata timeout) comes to the callback
+                } catch (KafkaException e) {   // anything else is thrown, the callback never called
+                    cb.onCompletion(null, e);
+                }
+                sent++;
+            }
+            prod.flush();
+        }
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        synchronized (lock) {
+            out("{\"sent\":" + sent + ",\"acked\":" + acked[0] + ",\"failed\":" + failed[0] + ",\"first_error\":"
+                    + q(firstError[0]) + ",\"elapsed_ms\":" + ms + "}");
+        }
     }
 
     // ---- consume -----------------------------------------------------------------------------------
