@@ -172,7 +172,7 @@ class ZkController(Controller):
         return next((r for r in p.replicas if r in p.isr and r in live), -1)
 
     def next_isr(self, p, live: dict[int, BrokerInfo], leader: int) -> list[int]:
-        if p.leader_epoch < 0:  # a new partition: every live replica (all empty, all in sync)
+        if not p.isr:  # a new partition (never had an ISR): every live replica (all empty, all in sync)
             return [r for r in p.replicas if r in live] if leader != -1 else []
         if leader == -1:
             return list(p.isr)  # offline: the ISR stays what it was (Kafka keeps the last member)

@@ -82,9 +82,9 @@ class Partition:
         self.log.set_replicated_high_watermark(self.log.high_watermark)
 
     def apply_isr(self, isr: list[int], partition_epoch: int) -> bool:
-        """The controller's ISR (an AlterPartition answer, an UpdateMetadata): taken when not older than what we
-        have. True when taken."""
-        if partition_epoch < self.partition_epoch:
+        """The controller's ISR (an AlterPartition answer, an UpdateMetadata): taken when newer than what we have
+        (a proposal in flight is then void: the controller answers it INVALID_UPDATE_VERSION). True when taken."""
+        if partition_epoch <= self.partition_epoch:
             return False
         self.isr, self.partition_epoch, self.pending_isr = list(isr), partition_epoch, None
         return True

@@ -92,7 +92,8 @@ async def handle_fetch(ctx: RequestContext):
     min_bytes = body.min_bytes
     max_bytes = body.max_bytes if v >= 3 else 2**31 - 1
     # a follower's fetch (Kafka: replica id in the body, in ReplicaState from v15): reads up to the log end
-    replica_id = (body.replica_state.replica_id if v >= 15 else body.replica_id)
+    # (a tagged field from v15: absent for consumers)
+    replica_id = body.replica_id if v < 15 else (body.replica_state.replica_id if body.replica_state else -1)
     deadline = trio.current_time() + max_wait / 1000.0
     # the partitions this fetch reads: an append to any of them ends the wait (Kafka's DelayedFetch)
     watched = []
