@@ -49,6 +49,7 @@ log = structlog.get_logger("kafkite.replication")
 FETCH_VERSION = 12  # replica id in the body, topic names, log start offset (Kafka 3.x with names)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4  # replica id (v3+), flexible
 ALTER_PARTITION_VERSION = 1
+ALTER_PARTITION_TIMEOUT_S = 5.0
 Key = tuple[str, int]
 
 
@@ -328,7 +329,9 @@ class Replication:
                     self._propose(p, new, f"not caught up for {self.lag_ms} ms")
 
     async def _alter_partition_sender(self) -> None:
-        client = InterBrokerClient(self.node_id, self.socket_timeout)
+        # a controller that stopped answering (paused, cut off) must not hold ISR changes for long: the request
+        # is given up after a few seconds and sent again to whoever is controller then
+        client = InterBrokerClient(self.node_id, min(self.socket_timeout, ALTER_PARTITION_TIMEOUT_S))
         T = AlterPartitionRequest.TopicData
         P = T.PartitionData
         while True:

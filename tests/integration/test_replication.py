@@ -1,0 +1,216 @@
+"""Replication between broker processes (ZooKeeper mode): followers copy the leader's batches, the ISR follows the
+followers, acks=all waits for the ISR, and failover loses no acknowledged record.
+
+Every test starts its own three `kafkite serve` processes (kafkite.testing.ProcessCluster) on the session's
+ZooKeeper, under a chroot of its own, and compares the replicas' segment files byte for byte
+(kafkite.testing.replicas) once the brokers agree.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+
+from kafkite.testing.process_cluster import ProcessCluster
+from kafkite.testing.replicas import compare_replicas, partition_dirs
+
+pytestmark = pytest.mark.timeout(300)
+
+SESSION_MS = 4000
+LAG_MS = 1500
+_chroots = itertools.count(1)
+
+
+def _start(zk, lag_ms: int = LAG_MS, session_ms: int = SESSION_MS) -> ProcessCluster:
+    c = ProcessCluster(3, zookeeper_connect=zk.connect_string, session_timeout_ms=session_ms,
+                       chroot=f"/kafkite-repl-{next(_chroots)}",
+                       overrides={"replica.lag.time.max.ms": str(lag_ms), "replica.fetch.backoff.ms": "200"})
+    c.start()
+    c.wait_until(lambda: c.live_brokers == [1, 2, 3] and c.controller_id > 0, 30, "three brokers, a controller")
+    return c
+
+
+@pytest.fixture
+def cluster(kafkite_zookeeper):
+    c = _start(kafkite_zookeeper)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def slow_cluster(kafkite_zookeeper):
+    """Followers stopped for a moment stay in the ISR (replica.lag.time.max.ms 20 s)."""
+    c = _start(kafkite_zookeeper, lag_ms=20000)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _why(c: ProcessCluster) -> str:
+    return "\n" + c.log_tails(40)
+
+
+def _state(c: ProcessCluster, topic: str, p: int = 0) -> dict:
+    return c.zk_get(f"/brokers/topics/{topic}/partitions/{p}/state") or {}
+
+
+def _create(c: ProcessCluster, topic: str, replicas: list[int], min_isr: int = 2) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers, request_timeout_ms=20000)
+    try:
+        admin.create_topics([NewTopic(topic, replica_assignments={0: replicas},
+                                      topic_configs={"min.insync.replicas": str(min_isr)})])
+    finally:
+        admin.close()
+    c.wait_until(lambda: _state(c, topic).get("leader") == replicas[0] and
+                 sorted(_state(c, topic).get("isr", [])) == sorted(replicas), 30, f"{topic}: leader and full ISR")
+    # every live replica has applied its LeaderAndIsr (its log exists)
+    c.wait_until(lambda: all(d.exists() for b, d in partition_dirs(c, topic, 0).items() if b in c.live_brokers),
+                 30, f"{topic}: a log on every replica")
+
+
+def _producer(c: ProcessCluster, acks="all", via: int | None = None, **kw):
+    from kafka import KafkaProducer
+    bootstrap = c.bootstrap_servers if via is None else c.bootstrap_of(via)
+    return KafkaProducer(bootstrap_servers=bootstrap, acks=acks, linger_ms=2, request_timeout_ms=8000,
+                         **kw)
+
+
+def _produce(c: ProcessCluster, topic: str, values: list[bytes], acks="all", via: int | None = None
+             ) -> dict[bytes, int]:
+    p = _producer(c, acks=acks, via=via, retries=10)
+    try:
+        futures = {v: p.send(topic, value=v, partition=0) for v in values}
+        return {v: f.get(timeout=60).offset for v, f in futures.items()}
+    finally:
+        p.close()
+
+
+def _consume_all(c: ProcessCluster, topic: str, via: int | None = None) -> list[tuple[int, bytes]]:
+    from kafka import KafkaConsumer, TopicPartition
+    cons = KafkaConsumer(bootstrap_servers=c.bootstrap_servers if via is None else c.bootstrap_of(via), auto_offset_reset="earliest",
+                         consumer_timeout_ms=3000, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(topic, 0)
+        cons.assign([tp])
+        end = cons.end_offsets([tp])[tp]
+        out = []
+        for m in cons:
+            out.append((m.offset, m.value))
+            if m.offset >= end - 1:
+                break
+        return out
+    finally:
+        cons.close()
+
+
+def _replicas_agree(c: ProcessCluster, topic: str, brokers=(1, 2, 3)):
+    diff = compare_replicas(partition_dirs(c, topic, 0, brokers=list(brokers)))
+    return diff if diff.same else None
+
+
+def test_followers_copy_the_leaders_batches_byte_for_byte(cluster):
+    c = cluster
+    _create(c, "copied", [1, 2, 3])
+    acked = _produce(c, "copied", [b"v-%d" % i for i in range(300)])
+    assert sorted(acked.values()) == list(range(300))
+    diff = c.wait_until(lambda: _replicas_agree(c, "copied"), 20, "replicas byte-identical")
+    assert all(end == 300 for end in diff.log_end_offsets.values()), diff
+    assert [v for _, v in _consume_all(c, "copied")] == [b"v-%d" % i for i in range(300)]
+
+
+def test_leader_killed_loses_no_acknowledged_record_and_rejoins_the_isr(cluster):
+    c = cluster
+    _create(c, "failover", [1, 2, 3])
+    acked = _produce(c, "failover", [b"a-%d" % i for i in range(200)])
+    c.kill_broker(1)
+    c.wait_until(lambda: _state(c, "failover").get("leader") in (2, 3), 20, "a new leader from the ISR")
+    assert 1 not in _state(c, "failover")["isr"]
+    acked.update(_produce(c, "failover", [b"b-%d" % i for i in range(200)]))
+    c.start_broker(1)
+    c.wait_until(lambda: 1 in _state(c, "failover").get("isr", []), 30, f"broker 1 back in the ISR{_why(c)}")
+    got = _consume_all(c, "failover")
+    assert {v: o for o, v in got} == acked  # every acknowledged record, once, at its offset
+    c.wait_until(lambda: _replicas_agree(c, "failover"), 20, "replicas byte-identical after the restart")
+
+
+def test_paused_follower_leaves_the_isr_and_rejoins(cluster):
+    c = cluster
+    ctl = c.controller_id
+    leader, paused = [b for b in (1, 2, 3) if b != ctl]  # the controller (who takes AlterPartition) stays up
+    _create(c, "lagging", [leader, ctl, paused])
+    c.pause_broker(paused)
+    try:
+        # the leader drops it after replica.lag.time.max.ms, well before its ZooKeeper session expires
+        c.wait_until(lambda: sorted(_state(c, "lagging").get("isr", [])) == sorted([leader, ctl]),
+                     SESSION_MS / 1000 - 0.5, f"broker {paused} out of the ISR")
+        acked = _produce(c, "lagging", [b"p-%d" % i for i in range(50)], via=leader)  # min.insync.replicas=2 holds
+    finally:
+        c.resume_broker(paused)
+    c.wait_until(lambda: sorted(_state(c, "lagging").get("isr", [])) == [1, 2, 3], 30,
+                 f"broker {paused} back in the ISR")
+    assert sorted(acked.values()) == list(range(50))
+    c.wait_until(lambda: _replicas_agree(c, "lagging"), 20, "the resumed follower caught up")
+
+
+def test_two_of_three_down_acks_all_is_refused_acks_1_works(cluster):
+    from kafka.errors import NotEnoughReplicasError
+    c = cluster
+    _create(c, "minisr", [1, 2, 3])
+    c.kill_broker(2)
+    c.kill_broker(3)
+    c.wait_until(lambda: _state(c, "minisr").get("isr") == [1], 30, "the ISR down to the leader")
+    p = _producer(c, acks="all", via=1, retries=0)  # (bootstrapped at the live broker)
+    try:
+        with pytest.raises(NotEnoughReplicasError):
+            p.send("minisr", value=b"refused", partition=0).get(timeout=30)
+    finally:
+        p.close()
+    acked = _produce(c, "minisr", [b"one"], acks=1, via=1)
+    assert [v for _, v in _consume_all(c, "minisr", via=1)] == [b"one"]  # nothing of the refused write is there
+    assert acked[b"one"] == 0
+
+
+def test_divergent_records_of_a_deposed_leader_are_truncated(slow_cluster):
+    """Broker 1 leads, takes acks=1 writes nobody copies, and dies; broker 2 or 3 leads epoch 1 and takes more
+    writes; broker 1 comes back as follower and must cut its own.
+
+    "Nobody copies": the followers are stopped (SIGSTOP) before the writes and killed with broker 1, so that the
+    fetch responses carrying them, already in their sockets' buffers, are never read. Everything happens well
+    within replica.lag.time.max.ms, so the ISR stays [1, 2, 3] and 2 or 3 may be elected cleanly."""
+    c = slow_cluster
+    _create(c, "diverge", [1, 2, 3], min_isr=1)
+    base = _produce(c, "diverge", [b"common-%d" % i for i in range(10)])
+    c.wait_until(lambda: _replicas_agree(c, "diverge"), 20, "replicas agree before the split")
+    c.pause_broker(2)
+    c.pause_broker(3)
+    # straight to broker 1 over the wire: a client would also ask the stopped brokers for metadata
+    from kafka.protocol.producer import ProduceRequest
+    from kafkite.storage.batch import build_batch
+    from kafkite.testing.wire_client import WireClient
+    T = ProduceRequest.TopicProduceData
+    with WireClient.connect(c.bootstrap_of(1)) as w:
+        resp = w.request(ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+            T(name="diverge", topic_id=None, partition_data=[T.PartitionProduceData(
+                index=0, records=build_batch([(None, b"lost-%d" % i, []) for i in range(5)],
+                                               timestamp_ms=int(time.time() * 1000)))])]), 9)
+    part = resp.responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (0, 10)
+    for b in (1, 2, 3):
+        c.kill_broker(b)
+    assert _state(c, "diverge")["isr"] == [1, 2, 3]
+    c.start_broker(2)  # (each start waits for its old ZooKeeper registration to expire)
+    c.start_broker(3)
+    c.wait_until(lambda: _state(c, "diverge").get("leader") in (2, 3), 30, f"a new leader{_why(c)}")
+    new = _produce(c, "diverge", [b"new-%d" % i for i in range(7)])
+    assert min(new.values()) == 10  # the new leader never had the lost records
+    c.start_broker(1)
+    c.wait_until(lambda: 1 in _state(c, "diverge").get("isr", []), 30, f"broker 1 back in the ISR{_why(c)}")
+    diff = c.wait_until(lambda: _replicas_agree(c, "diverge"), 20, "no divergent record survives")
+    assert set(diff.log_end_offsets.values()) == {17}
+    assert {v for _, v in _consume_all(c, "diverge")} == set(base) | set(new)
+    assert "replica.truncated" in c.log_tail(1, 400)
