@@ -12,6 +12,7 @@ def configure(json: bool = False, level: str = "INFO", stream=None) -> None:
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,  # exc_info=True: the traceback, as `exception`
     ]
     if json:
         processors.append(structlog.processors.JSONRenderer())

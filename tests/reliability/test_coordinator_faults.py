@@ -59,10 +59,14 @@ def committed(bs, group, topic):
         c.close()
 
 
+_UNDECODABLE_TS = int(time.time() * 1000)  # one timestamp: the same call twice gives the same bytes
+
+
 def undecodable_batch(base_offset: int, n: int = 2) -> bytes:
-    """A batch whose header and CRC are valid but whose records do not parse."""
+    """A batch whose header and CRC are valid but whose records do not parse (the same bytes for the same
+    arguments, as tests compare them)."""
     b = bytearray(build_batch([(b"k%d" % i, b"v", []) for i in range(n)], base_offset=base_offset,
-                              timestamp_ms=int(time.time() * 1000)))
+                              timestamp_ms=_UNDECODABLE_TS))
     b[61:] = b"\xff" * (len(b) - 61)
     struct.pack_into(">I", b, 17, crc32c.crc32c(bytes(b[21:])))
     return bytes(b)
