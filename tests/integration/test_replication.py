@@ -214,3 +214,62 @@ def test_divergent_records_of_a_deposed_leader_are_truncated(slow_cluster):
     assert set(diff.log_end_offsets.values()) == {17}
     assert {v for _, v in _consume_all(c, "diverge")} == set(base) | set(new)
     assert "replica.truncated" in c.log_tail(1, 400)
+
+
+def test_alter_partition_and_follower_fetch_are_fenced(cluster):
+    """The controller refuses ISR changes that do not build on the partition's current state, each with Kafka's
+    error, changing nothing; a follower's Fetch at an older leader epoch gets FENCED_LEADER_EPOCH."""
+    from kafka.protocol.consumer import FetchRequest
+    from kafkite.testing.wire_client import WireClient
+    from kafkite.wire.errors import E
+    from kafkite.wire.interbroker import AlterPartitionRequest
+    c = cluster
+    _create(c, "fenced", [1, 2, 3])
+    ctl = c.controller_id
+    st = _state(c, "fenced")
+    version = c.zk.exists("/brokers/topics/fenced/partitions/0/state").version
+    epoch_of = {b: c.zk.exists(f"/brokers/ids/{b}").czxid for b in (1, 2, 3)}
+    T, P = AlterPartitionRequest.TopicData, AlterPartitionRequest.TopicData.PartitionData
+
+    def alter(broker: int, leader_epoch: int, isr: list[int], partition_epoch: int, broker_epoch=None):
+        req = AlterPartitionRequest(broker_id=broker, broker_epoch=epoch_of[broker] if broker_epoch is None
+                                    else broker_epoch, topics=[T(topic_name="fenced", partitions=[P(
+                                        partition_index=0, leader_epoch=leader_epoch, new_isr=isr,
+                                        leader_recovery_state=0, partition_epoch=partition_epoch)])])
+        host, port = c.endpoints(ctl)["INTERNAL"]
+        with WireClient(host, port) as w:
+            r = w.request(req, 1)
+        return r.error_code, [(p.error_code, p.leader_id, p.leader_epoch, list(p.isr), p.partition_epoch)
+                              for t in r.topics for p in t.partitions]
+
+    le = st["leader_epoch"]
+    assert alter(1, le, [1, 2], version + 1)[1][0][0] == E.INVALID_UPDATE_VERSION
+    assert alter(1, le - 1, [1, 2], version)[1][0][0] == E.FENCED_LEADER_EPOCH
+    assert alter(2, le, [1, 2], version)[1][0][0] == E.NOT_LEADER_OR_FOLLOWER
+    assert alter(1, le, [1, 2, 4], version)[1][0][0] == E.INELIGIBLE_REPLICA
+    assert alter(1, le, [1, 2], version, broker_epoch=epoch_of[1] - 1)[0] == E.STALE_BROKER_EPOCH
+    assert sorted(_state(c, "fenced")["isr"]) == [1, 2, 3]  # nothing changed
+    assert c.zk.exists("/brokers/topics/fenced/partitions/0/state").version == version
+    # a change that builds on the current state is taken: the answer carries the new partition epoch
+    err, parts = alter(1, le, [1, 2], version)
+    assert (err, parts) == (0, [(0, 1, le, [1, 2], version + 1)])
+    assert _state(c, "fenced")["isr"] == [1, 2]
+
+    # leadership moves on (broker 1 shuts down: controlled shutdown hands partition 0 to 2, a new leader epoch)
+    c.stop_broker(1)
+    c.wait_until(lambda: _state(c, "fenced").get("leader") == 2, 30, "broker 2 leads")
+    le = _state(c, "fenced")["leader_epoch"]
+    assert le >= 1
+    FT = FetchRequest.FetchTopic
+
+    def follower_fetch(current_leader_epoch: int) -> int:
+        req = FetchRequest(replica_id=3, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=[FT(topic="fenced", partitions=[FT.FetchPartition(
+                               partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=0,
+                               last_fetched_epoch=-1, log_start_offset=0, partition_max_bytes=1 << 20)])],
+                           forgotten_topics_data=[], rack_id="")
+        with WireClient.connect(c.bootstrap_of(2)) as w:
+            return w.request(req, 12).responses[0].partitions[0].error_code
+    assert follower_fetch(le) == 0
+    assert follower_fetch(le - 1) == E.FENCED_LEADER_EPOCH
+    assert follower_fetch(le + 1) == E.UNKNOWN_LEADER_EPOCH

@@ -94,3 +94,16 @@ def test_a_deleted_topic_stops_its_replicas_and_leaves_every_cache():
 def test_inter_broker_endpoint_falls_back_to_the_client_listener():
     assert inter_broker_endpoint(broker(1)) == ("127.0.0.1", 9191)
     assert inter_broker_endpoint({"host": "h", "port": 1, "listeners": []}) == ("h", 1)
+
+
+def test_an_isr_change_alone_goes_out_in_update_metadata_not_leader_and_isr():
+    """AlterPartition (or a follower gone) changes the ISR under the same leader epoch: Kafka's ZooKeeper
+    controller tells brokers through UpdateMetadata; a LeaderAndIsr of the same epoch would be refused anyway."""
+    rb = RequestBuilder()
+    snap = snapshot([([1, 2], 1, 0, [1, 2])])
+    rb.build(2, 1, 3, snap)
+    shrunk = copy.deepcopy(snap)
+    shrunk["topics"][0]["partitions"][0]["isr"] = [1]
+    reqs = rb.build(2, 1, 3, shrunk)
+    assert kinds(reqs) == ["UpdateMetadataRequest"]
+    assert [list(p.isr) for t in reqs[0].topic_states for p in t.partition_states] == [[1]]
