@@ -155,7 +155,7 @@ class CoordinatorRuntime:
         last = self._last_write.get(partition)
         if last is None or not rm.replicated(self.topic, partition):
             return 0
-        code = await rm.wait_replicated(self.broker.metadata, self.topic, partition, last[1] + 1,
+        code = await rm.wait_replicated(self.topic, partition, last[1] + 1,
                                         trio.current_time() + REPLICATION_TIMEOUT_S)
         return write_error(code) if code else 0
 

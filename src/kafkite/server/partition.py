@@ -115,7 +115,7 @@ class Partition:
                 hw = min(hw, r.log_end_offset if r is not None else -1)
         if hw > lg.high_watermark:
             lg.set_replicated_high_watermark(hw)
-            return lg.high_watermark > -1
+            return True
         return False
 
     def isr_to_expand(self) -> list[int] | None:

@@ -190,8 +190,11 @@ class ReplicaManager:
             p.make_leader(state.leader_epoch, state.partition_epoch, state.replicas, state.isr, now_ms())
         else:
             p.make_follower(state.leader, state.leader_epoch, state.partition_epoch, state.replicas, state.isr)
-            if self.replication is not None and state.leader >= 0:
-                self.replication.add_fetch(key, state.leader, state.leader_epoch)
+            if self.replication is not None:
+                if state.leader >= 0:
+                    self.replication.add_fetch(key, state.leader, state.leader_epoch)
+                else:  # offline: nobody to copy from until a leader is elected
+                    self.replication.remove_fetch(key)
         self.notify(topic.name, state.index)  # fetches and produces waiting on it look again
         return 0
 
@@ -572,8 +575,7 @@ class ReplicaManager:
             raise self.handle_log_dir_failure(exc, f"appending to {key[0]}-{key[1]} as a follower") from None
         return lg, res.last_offset
 
-    async def wait_replicated(self, cache: "MetadataCache", topic: str, partition: int, offset: int,
-                              deadline: float) -> int:
+    async def wait_replicated(self, topic: str, partition: int, offset: int, deadline: float) -> int:
         """acks=all (Kafka's DelayedProduce): wait until every ISR member has the records below `offset` ->
         0, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is then smaller than min.insync.replicas,
         NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile, REQUEST_TIMED_OUT at the deadline."""

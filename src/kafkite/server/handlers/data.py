@@ -27,7 +27,7 @@ async def handle_produce(ctx: RequestContext):
         ctx.log.warning("produce.transactional_unsupported", transactional_id=body.transactional_id)
     topics = []
     now = now_ms()
-    durable_waits = []
+    waits = []
     for td in body.topic_data:
         name = td.name
         parts = []
@@ -45,14 +45,13 @@ async def handle_produce(ctx: RequestContext):
                      log_append_time_ms=out.log_append_time_ms, log_start_offset=out.log_start_offset,
                      record_errors=P_errs, error_message=out.error_message)
             parts.append(part)
-            if out.durable_wait is not None:
-                durable_waits.append((*out.durable_wait, True, name, part))
-            elif not out.error and acks == -1 and rm.replicated(name, pd.index):
-                durable_waits.append((None, out.last_offset, False, name, part))
+            # answered once written (and fsynced), and with acks=all on a replicated partition once the ISR has it
+            if out.durable_wait is not None or (not out.error and acks == -1 and rm.replicated(name, pd.index)):
+                waits.append((out.durable_wait, out.last_offset, name, part))
         topics.append(T(name=name, partition_responses=parts))
     if acks == 0:
         return None
-    if durable_waits:
+    if waits:
         deadline = trio.current_time() + max(0, body.timeout_ms) / 1000.0
 
         def fail(part, code: int) -> None:
@@ -60,10 +59,10 @@ async def handle_produce(ctx: RequestContext):
             part.log_append_time_ms = part.log_start_offset = -1
 
         async def fsynced():
-            for lg, offset, write_pending, topic, part in durable_waits:
+            for write, last_offset, topic, part in waits:
                 try:
-                    if write_pending:
-                        await rm.wait_durable(lg, offset)
+                    if write is not None:
+                        await rm.wait_durable(*write)
                 except KafkaStorageException as exc:  # the write failed: the log dir is offline
                     ctx.log.warning("produce.failed", topic=topic, partition=part.index,
                                     error="KAFKA_STORAGE_ERROR", message=str(exc))
@@ -71,7 +70,7 @@ async def handle_produce(ctx: RequestContext):
                     continue
                 if acks == -1 and rm.replicated(topic, part.index):
                     # Kafka's DelayedProduce: the whole ISR has the records, or an error
-                    code = await rm.wait_replicated(b.metadata, topic, part.index, offset + 1, deadline)
+                    code = await rm.wait_replicated(topic, part.index, last_offset + 1, deadline)
                     if code:
                         ctx.log.info("produce.not_replicated", topic=topic, partition=part.index, error=E(code).name)
                         fail(part, code)
