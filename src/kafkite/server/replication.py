@@ -33,6 +33,7 @@ import structlog
 import trio
 from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 
+from ..controller.zk_requests import inter_broker_endpoint
 from ..storage.unified_log import UnexpectedAppend
 from ..wire.errors import E
 from ..wire.frame import FrameReader
@@ -152,13 +153,9 @@ class Replication:
                 f.partitions.pop(key, None)
 
     def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """The broker's inter-broker listener, as this broker's cache knows it (None: not a live broker)."""
         info = self.broker.cache.brokers.get(broker_id)
-        if info is None:
-            return None
-        for name, host, port in info.listeners:
-            if name == "INTERNAL":
-                return host, port
-        return info.host, info.port
+        return None if info is None else inter_broker_endpoint(vars(info))
 
     async def _fetcher(self, f: _Fetcher) -> None:
         client = InterBrokerClient(self.node_id, self.socket_timeout)
