@@ -279,7 +279,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("log.roll.ms", ConfigType.LONG, "", True),
     BrokerConfigDef("log.roll.hours", ConfigType.INT, "168", False, 3_600_000),
     BrokerConfigDef("unclean.leader.election.enable", ConfigType.BOOLEAN, "false", True),
-    # replication (ZooKeeper mode): the replica fetchers and the ISR
+    # replication (ZooKeeper mode, an in-process cluster): the replica fetchers, the ISR, the high watermarks
     BrokerConfigDef("num.replica.fetchers", ConfigType.INT, "1", True),
     BrokerConfigDef("replica.fetch.max.bytes", ConfigType.INT, "1048576"),
     BrokerConfigDef("replica.fetch.min.bytes", ConfigType.INT, "1"),
@@ -288,6 +288,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("replica.fetch.response.max.bytes", ConfigType.INT, "10485760"),
     BrokerConfigDef("replica.lag.time.max.ms", ConfigType.LONG, "30000"),
     BrokerConfigDef("replica.socket.timeout.ms", ConfigType.INT, "30000"),
+    BrokerConfigDef("replica.high.watermark.checkpoint.interval.ms", ConfigType.LONG, "5000"),
     BrokerConfigDef("transaction.max.timeout.ms", ConfigType.INT, "900000"),
     BrokerConfigDef("producer.id.expiration.ms", ConfigType.INT, "86400000", True),
 ]}
@@ -462,8 +463,7 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
                      "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
                      "offsets.load.buffer.size", "offsets.commit.timeout.ms", "offsets.commit.required.acks",
                      "max.connection.creation.rate"], _TUNING),
-    **dict.fromkeys(["replica.socket.receive.buffer.bytes", "replica.high.watermark.checkpoint.interval.ms",
-                     "replica.selector.class"], _REPLICATION),
+    **dict.fromkeys(["replica.socket.receive.buffer.bytes", "replica.selector.class"], _REPLICATION),
     **dict.fromkeys(["security.inter.broker.protocol",
                      "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"], _SECURITY),
     **dict.fromkeys(["process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",

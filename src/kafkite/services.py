@@ -10,8 +10,10 @@ Kafka's LogManager schedules, each a loop here:
   last flush, checked every log.flush.scheduler.interval.ms -- at least every second here
   (Kafka's default, Long.MAX, never runs it), so flush.ms holds without further appends;
 - the data dir's recovery-point-offset-checkpoint, every log.flush.offset.checkpoint.interval.ms,
-  and log-start-offset-checkpoint, every log.flush.start.offset.checkpoint.interval.ms (written
-  and fsynced in a worker thread; storage/log_manager.py).
+  and log-start-offset-checkpoint, every log.flush.start.offset.checkpoint.interval.ms, and for a
+  replicating broker replication-offset-checkpoint (the high watermarks), every
+  replica.high.watermark.checkpoint.interval.ms (written and fsynced in a worker thread;
+  storage/log_manager.py).
 
 A disk error in any of them takes the log dir offline (ReplicaManager.handle_log_dir_failure), as
 Kafka's LogManager and LogCleaner report an IOException to the LogDirFailureChannel; the offline
@@ -26,6 +28,44 @@ import trio
 from .storage.log_cleaner import LogCleaner
 
 log = structlog.get_logger("kafkite.services")
+
+
+class Storage:
+    """One broker's partitions and the services over them, for a broker of an in-process cluster: its own
+    ReplicaManager (replicated: its partitions open with the controller's leader and ISR, followers copy from
+    their leaders) in its own data dir. `run` and `close` take it as they take a single broker's state."""
+
+    def __init__(self, state, node_id: int, data_dir, in_memory: bool) -> None:
+        from .server.context import now_ms
+        from .server.replica_manager import ReplicaManager
+        self.config = state.config
+        self.replicas = ReplicaManager(state, node_id=node_id, data_dir=data_dir, in_memory=in_memory,
+                                       replicated=True)
+        self.replicas.open_all(now_ms())
+        self.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"))
+
+
+class StorageHooks:
+    """The topic lifecycle for the brokers of an in-process cluster (each its own Storage): a deleted topic
+    leaves every broker's disk, a stopped broker's too; a config change reaches every broker's logs. Logs are
+    created by the controller's leader and ISR (ReplicaManager.become_replica), not here."""
+
+    def __init__(self, storages: dict) -> None:
+        self.storages = storages
+
+    def on_topic_created(self, topic) -> None:
+        pass
+
+    def on_partitions_added(self, topic) -> None:
+        pass
+
+    def on_topic_deleted(self, topic) -> None:
+        for s in self.storages.values():
+            s.replicas.on_topic_deleted(topic)
+
+    def on_configs_changed(self, topic) -> None:
+        for s in self.storages.values():
+            s.replicas.on_configs_changed(topic)
 
 
 def attach(state) -> None:
@@ -52,6 +92,9 @@ async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
                                log_dir.recovery_points_of, log_dir.write_recovery_points)
             nursery.start_soon(checkpoint, state, "log.flush.start.offset.checkpoint.interval.ms",
                                log_dir.log_start_offsets_of, log_dir.write_log_start_offsets)
+            if state.replicas.is_replicated:
+                nursery.start_soon(checkpoint, state, "replica.high.watermark.checkpoint.interval.ms",
+                                   log_dir.high_watermarks_of, log_dir.write_high_watermarks)
         task_status.started()
 
 

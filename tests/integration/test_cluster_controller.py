@@ -9,15 +9,17 @@ from kafkite.testing.cluster import KafkiteCluster
 from kafkite.testing.wire_client import WireClient
 from kafkite.wire.errors import E
 
+from helpers import wait_until
+
 
 def views_agree(cluster):
-    views = [cluster.metadata_view(b) for b in cluster.live_brokers]
+    views = list(cluster.metadata_views().values())
     strip = [{k: v for k, v in view.items() if k != "node_id"} for view in views]
     return all(s == strip[0] for s in strip)
 
 
 def test_failover_and_fencing():
-    with KafkiteCluster(brokers=3) as cluster:
+    with KafkiteCluster(brokers=3, overrides={"leader.imbalance.check.interval.seconds": "1"}) as cluster:
         assert cluster.controller_id in (1, 2, 3)
         epoch0 = cluster.controller_epoch
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
@@ -65,12 +67,16 @@ def test_failover_and_fencing():
         assert cluster.metadata_view(cluster.controller_id) == before
         assert old_controller.active_controller() is None
 
-        # bring both back: preferred leaders are restored, everyone agrees
+        # bring both back: they catch up and rejoin every ISR, then the preferred leaders are restored (the
+        # auto leader rebalance check), everyone agrees
         cluster.start_broker(victim)
         cluster.start_broker(old_controller_id)
         assert sorted(cluster.live_brokers) == [1, 2, 3]
-        assert {p: cluster.leader("orders", p) for p in range(6)} == leaders
-        assert views_agree(cluster)
+        wait_until(lambda: all(sorted(cluster.isr("orders", p)) == [1, 2, 3] for p in range(6)), timeout=20,
+                   what="the restarted brokers back in every ISR")
+        wait_until(lambda: {p: cluster.leader("orders", p) for p in range(6)} == leaders, timeout=20,
+                   what="the preferred leaders restored")
+        wait_until(lambda: views_agree(cluster), timeout=10, what="every broker's view the same")
 
 
 def test_move_leader_and_not_leader_error():
@@ -178,6 +184,8 @@ def test_acks_all_needs_min_insync_replicas():
             assert produce(w, "isr", batch(1)).error_code == E.NOT_ENOUGH_REPLICAS
             assert produce(w, "isr", batch(1), acks=1).error_code == 0  # acks=1 does not wait for the ISR
         cluster.start_broker(others[0])
+        # it copies what it missed and the leader adds it back to the ISR: acks=all works again
+        wait_until(lambda: len(cluster.isr("isr", 0)) == 2, timeout=20, what="the restarted broker in the ISR")
         with WireClient.connect(cluster.bootstrap_of(cluster.leader("isr", 0))) as w:
             assert produce(w, "isr", batch(1)).error_code == 0
 

@@ -185,18 +185,27 @@ class Controller:
         return out
 
     def elect_leader(self, p, live: dict[int, BrokerInfo]) -> int:
-        """The partition's leader given the live brokers (in-process: replicas share one log, so any live
-        replica may lead; the preferred one, replicas[0], when it is back and auto rebalance is on)."""
-        live_replicas = [r for r in p.replicas if r in live]
-        if p.leader not in live:
-            return live_replicas[0] if live_replicas else -1
-        if self.auto_leader_rebalance and live_replicas and live_replicas[0] == p.replicas[0] \
-                and p.leader != p.replicas[0]:
-            return p.replicas[0]  # preferred leader is back
-        return p.leader
+        """Clean election only: a new partition's leader is its first live replica; a leader that is gone is
+        replaced by a live member of the ISR (none: the partition goes offline, leader -1)."""
+        if p.leader_epoch < 0:
+            return next((r for r in p.replicas if r in live), -1)
+        if p.leader in live:
+            return p.leader
+        return next((r for r in p.replicas if r in p.isr and r in live), -1)
 
     def next_isr(self, p, live: dict[int, BrokerInfo], leader: int) -> list[int]:
-        return [r for r in p.replicas if r in live] if leader != -1 else []
+        """A broker that goes away leaves every ISR; one that comes back is added by the partition's leader once it
+        has caught up (`alter_partition`). A new partition's ISR is its live replicas (all empty, all in sync);
+        an offline partition keeps its last ISR, so that it comes back with one of them."""
+        if not p.isr:
+            return [r for r in p.replicas if r in live] if leader != -1 else []
+        if leader == -1:
+            return list(p.isr)
+        isr = [r for r in p.isr if r in live]
+        return isr if leader in isr else [leader] + isr
+
+    def _is_active(self) -> bool:
+        return self.active_controller() is not None
 
     def on_brokers_changed(self) -> None:
         live = self.live_brokers()
@@ -223,15 +232,96 @@ class Controller:
         self.publish()
 
     def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
+        """Make a live ISR member the partition's leader (a preferred-leader election for a chosen replica)."""
         p = self.authority.partition(topic, partition)
         if p is None or broker_id not in p.replicas or broker_id not in self.live_brokers():
             raise ValueError(f"broker {broker_id} is not a live replica of {topic}-{partition}")
+        if broker_id not in p.isr:
+            raise ValueError(f"broker {broker_id} is not in the ISR {p.isr} of {topic}-{partition}")
         if p.leader != broker_id:
             p.leader = broker_id
             p.leader_epoch += 1
             p.partition_epoch += 1
             self.authority.persist()
         self.publish()
+
+    def check_preferred_leaders(self) -> int:
+        """Give leadership back to each partition's preferred replica where it is live and in the ISR (every
+        leader.imbalance.check.interval.seconds with auto.leader.rebalance.enable) -> how many moved."""
+        if not self._is_active() or not self.auto_leader_rebalance:
+            return 0
+        live = self.live_brokers()
+        moved = 0
+        for t in self.authority.topics.values():
+            for p in t.partitions:
+                pref = p.replicas[0] if p.replicas else -1
+                if p.leader != pref and pref in live and pref in p.isr:
+                    log.info("partition.preferred_leader", topic=t.name, partition=p.index, old=p.leader, new=pref)
+                    p.leader, p.leader_epoch = pref, p.leader_epoch + 1
+                    p.partition_epoch += 1
+                    moved += 1
+        if moved:
+            self._write_changes()
+        return moved
+
+    def _write_changes(self) -> bool:
+        """Persist the authority and tell every broker -> False when this controller was fenced off meanwhile."""
+        self.authority.persist()
+        self.publish()
+        return True
+
+    def _partition_epoch(self, topic: str, index: int, p) -> int:
+        return p.partition_epoch
+
+    def alter_partition(self, broker_id: int, broker_epoch: int,
+                        items: list[tuple[str, int, int, list[int], int]]) -> tuple[int, list[tuple]]:
+        """AlterPartition (Kafka's KafkaController.processAlterPartition): a leader's new ISRs ->
+        (error, [(topic, partition, error, leader, leader_epoch, isr, partition_epoch)]). Each item is
+        (topic, partition, leader epoch, new ISR, partition epoch); it is refused, changing nothing, when the
+        partition is unknown, the sender does not lead it (NOT_LEADER_OR_FOLLOWER), its leader epoch is older
+        (FENCED_LEADER_EPOCH), its partition epoch is not the current one (INVALID_UPDATE_VERSION), or the ISR
+        names a broker that is not a live replica (INELIGIBLE_REPLICA). Accepted ones are written at once, then
+        every broker learns them."""
+        if not self._is_active():
+            return int(E.NOT_CONTROLLER), []
+        live = self.live_brokers()
+        if broker_id not in live:
+            return int(E.STALE_BROKER_EPOCH), []
+        if broker_epoch != -1 and broker_epoch < live[broker_id].epoch:
+            return int(E.STALE_BROKER_EPOCH), []
+        out, changed = [], False
+        for topic, index, leader_epoch, new_isr, partition_epoch in items:
+            p = self.authority.partition(topic, index)
+            if p is None:
+                out.append((topic, index, int(E.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, [], -1))
+                continue
+            current = self._partition_epoch(topic, index, p)
+            err = 0
+            if p.leader != broker_id:
+                err = E.NOT_LEADER_OR_FOLLOWER
+            elif leader_epoch < p.leader_epoch:
+                err = E.FENCED_LEADER_EPOCH
+            elif leader_epoch > p.leader_epoch or partition_epoch != current:
+                err = E.INVALID_UPDATE_VERSION
+            elif broker_id not in new_isr or any(r not in p.replicas or r not in live for r in new_isr):
+                err = E.INELIGIBLE_REPLICA
+            if err:
+                log.info("alter_partition.refused", topic=topic, partition=index, broker=broker_id,
+                         error=E(err).name, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                         current_leader_epoch=p.leader_epoch, current_partition_epoch=current, new_isr=new_isr)
+                out.append((topic, index, int(err), p.leader, p.leader_epoch, list(p.isr), current))
+                continue
+            if list(new_isr) != list(p.isr):
+                log.info("partition.isr_changed", topic=topic, partition=index, old=list(p.isr), new=list(new_isr),
+                         leader=p.leader, leader_epoch=p.leader_epoch)
+                p.isr = list(new_isr)
+                p.partition_epoch += 1
+                changed = True
+            out.append((topic, index, 0, p.leader, p.leader_epoch, list(p.isr), None))
+        if changed and not self._write_changes():
+            return int(E.NOT_CONTROLLER), []
+        return 0, [o if o[6] is not None else o[:6] + (self._partition_epoch(o[0], o[1], self.authority.partition(
+            o[0], o[1])),) for o in out]
 
     def publish(self) -> list[int]:
         """Push the cluster view to every live broker; returns their answers (error codes)."""

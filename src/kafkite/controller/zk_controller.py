@@ -163,38 +163,9 @@ class ZkController(Controller):
     def on_brokers_changed(self) -> None:
         self.guarded(super().on_brokers_changed)
 
-    # -- leadership: clean elections only ---------------------------------------------------------------
-    def elect_leader(self, p, live: dict[int, BrokerInfo]) -> int:
-        if p.leader_epoch < 0:  # a new partition: its first live replica
-            return next((r for r in p.replicas if r in live), -1)
-        if p.leader in live:
-            return p.leader
-        return next((r for r in p.replicas if r in p.isr and r in live), -1)
-
-    def next_isr(self, p, live: dict[int, BrokerInfo], leader: int) -> list[int]:
-        if not p.isr:  # a new partition (never had an ISR): every live replica (all empty, all in sync)
-            return [r for r in p.replicas if r in live] if leader != -1 else []
-        if leader == -1:
-            return list(p.isr)  # offline: the ISR stays what it was (Kafka keeps the last member)
-        isr = [r for r in p.isr if r in live]
-        return isr if leader in isr else [leader] + isr
-
+    # -- leadership: clean elections only (Controller's rules), written to ZooKeeper ----------------------------
     def check_preferred_leaders(self) -> int:
-        """Give leadership back to each partition's preferred replica where it is live and in the ISR."""
-        if not self._is_active() or not self.auto_leader_rebalance:
-            return 0
-        live = self.live_brokers()
-        moved = 0
-        for t in self.authority.topics.values():
-            for p in t.partitions:
-                pref = p.replicas[0] if p.replicas else -1
-                if p.leader != pref and pref in live and pref in p.isr:
-                    log.info("partition.preferred_leader", topic=t.name, partition=p.index, old=p.leader, new=pref)
-                    p.leader, p.leader_epoch = pref, p.leader_epoch + 1
-                    moved += 1
-        if moved:
-            self.guarded(self._persist_and_publish)
-        return moved
+        return self.guarded(super().check_preferred_leaders) or 0
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[tuple[str, int]]]:
         """Move leadership off `broker_id` (Kafka's ControlledShutdownLeaderSelector: another live ISR member)
@@ -230,68 +201,26 @@ class ZkController(Controller):
         self.authority.persist()
         self.publish()
 
+    def _write_changes(self) -> bool:
+        """A write fenced off by a newer controller: this one resigns (False)."""
+        try:
+            self._persist_and_publish()
+        except ControllerMoved:
+            log.warning("controller.moved", broker=self.node_id, controller_epoch=self.epoch)
+            self.resign()
+            return False
+        return True
+
+    def _partition_epoch(self, topic: str, index: int, p) -> int:
+        """On ZooKeeper, a partition's epoch is its state node's version (what AlterPartition is checked against)."""
+        return self.authority.store.partition_epoch(topic, index)
+
     def publish(self) -> list[int]:
-        """Every partition's epoch is its state node's version (what AlterPartition is checked against)."""
         store = self.authority.store
         for t in self.authority.topics.values():
             for p in t.partitions:
                 p.partition_epoch = store.partition_epoch(t.name, p.index)
         return super().publish()
-
-    def alter_partition(self, broker_id: int, broker_epoch: int,
-                        items: list[tuple[str, int, int, list[int], int]]) -> tuple[int, list[tuple]]:
-        """AlterPartition (Kafka's KafkaController.processAlterPartition on ZooKeeper): a leader's new ISRs ->
-        (error, [(topic, partition, error, leader, leader_epoch, isr, partition_epoch)]). Each item is
-        (topic, partition, leader epoch, new ISR, partition epoch); it is refused, changing nothing, when the
-        partition is unknown, the sender does not lead it (NOT_LEADER_OR_FOLLOWER), its leader epoch is older
-        (FENCED_LEADER_EPOCH), its partition epoch is not the state node's version (INVALID_UPDATE_VERSION), or
-        the ISR names a broker that is not a live replica (INELIGIBLE_REPLICA). Accepted ones are written in one
-        fenced transaction, then every broker gets UpdateMetadata."""
-        from ..wire.errors import E
-        if not self._is_active():
-            return int(E.NOT_CONTROLLER), []
-        live = self.live_brokers()
-        if broker_id not in live:
-            return int(E.STALE_BROKER_EPOCH), []
-        if broker_epoch != -1 and broker_epoch < live[broker_id].epoch:
-            return int(E.STALE_BROKER_EPOCH), []
-        out, changed = [], []
-        store = self.authority.store
-        for topic, index, leader_epoch, new_isr, partition_epoch in items:
-            p = self.authority.partition(topic, index)
-            if p is None:
-                out.append((topic, index, int(E.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, [], -1))
-                continue
-            current = store.partition_epoch(topic, index)
-            err = 0
-            if p.leader != broker_id:
-                err = E.NOT_LEADER_OR_FOLLOWER
-            elif leader_epoch < p.leader_epoch:
-                err = E.FENCED_LEADER_EPOCH
-            elif leader_epoch > p.leader_epoch or partition_epoch != current:
-                err = E.INVALID_UPDATE_VERSION
-            elif broker_id not in new_isr or any(r not in p.replicas or r not in live for r in new_isr):
-                err = E.INELIGIBLE_REPLICA
-            if err:
-                log.info("alter_partition.refused", topic=topic, partition=index, broker=broker_id,
-                         error=E(err).name, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
-                         current_leader_epoch=p.leader_epoch, current_partition_epoch=current, new_isr=new_isr)
-                out.append((topic, index, int(err), p.leader, p.leader_epoch, list(p.isr), current))
-                continue
-            if list(new_isr) != list(p.isr):
-                log.info("partition.isr_changed", topic=topic, partition=index, old=list(p.isr), new=list(new_isr),
-                         leader=p.leader, leader_epoch=p.leader_epoch)
-                p.isr = list(new_isr)
-                changed.append(p)
-            out.append((topic, index, 0, p.leader, p.leader_epoch, list(p.isr), None))
-        if changed:
-            try:
-                self._persist_and_publish()
-            except ControllerMoved:
-                log.warning("controller.moved", broker=self.node_id, controller_epoch=self.epoch)
-                self.resign()
-                return int(E.NOT_CONTROLLER), []
-        return 0, [o if o[6] is not None else o[:6] + (store.partition_epoch(o[0], o[1]),) for o in out]
 
     def is_current(self) -> bool:
         cur = self.store.get(CONTROLLER)

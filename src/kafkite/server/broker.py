@@ -1,13 +1,16 @@
 """A broker: its listener, its connections, and the state it serves from.
 
-`ClusterState` is everything brokers of one process share (cluster metadata, the
-partition logs, the group coordinator): a single `kafkite serve` has one broker
-over it; the in-process cluster has several, each with its own node id and
-listener. `Broker` owns the Trio side: the listening socket, one task per
-connection, and shutdown by cancelling its nursery.
+`ClusterState` is everything brokers of one process share (the cluster metadata, the
+coordination store the controllers elect themselves through): a single `kafkite serve` has
+one broker over it, whose partitions are the process's (`state.replicas`); the in-process
+cluster has several, each with its own node id, listeners, metadata cache, group coordinator
+and partitions (`state.storages[node_id]`, replicated between the brokers as between
+processes). `Broker` owns the Trio side: the listening sockets, one task per connection,
+and shutdown by cancelling its nursery.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from contextlib import contextmanager
@@ -101,7 +104,9 @@ class ClusterState:
         self.store = InProcessStore()  # the coordination store controllers elect themselves through
         self.brokers: dict[int, "Broker"] = {}  # running brokers of this process, by node id
         self.hooks: list[Any] = []  # objects with on_topic_created/on_topic_deleted/on_partitions_added/on_configs
-        self.replicas: Any = None  # the ReplicaManager (services.attach)
+        self.replicas: Any = None  # the ReplicaManager of a single broker (services.attach)
+        # an in-process cluster: each broker's own partitions (services.Storage, by node id), replicated between them
+        self.storages: dict[int, Any] = {}
 
     async def open_zk(self) -> None:
         """ZooKeeper mode: connect and load the cluster's metadata (the authority of this broker's controller)."""
@@ -146,7 +151,7 @@ class ClusterState:
                              {k: v for k, v in configs.items() if v is not None})
         # all or nothing (disk faults): the metadata is persisted, then the logs are made, then brokers see it
         with self._storage(f"creating topic {name}"):
-            self.replicas.check_log_dir()
+            self._check_log_dir()
             info = md.create_topic(name, replicas, {k: v for k, v in configs.items() if v is not None})
             try:
                 for h in self.hooks:
@@ -171,6 +176,10 @@ class ClusterState:
         except OSError as exc:
             log.warning("metadata.roll_back_not_persisted", error=str(exc))
 
+    def _check_log_dir(self) -> None:
+        if self.replicas is not None:
+            self.replicas.check_log_dir()
+
     @contextmanager
     def _storage(self, what: str):
         """A failed metadata write or log creation: the log dir goes offline, and the request is answered
@@ -179,6 +188,8 @@ class ClusterState:
         try:
             yield
         except OSError as exc:
+            if self.replicas is None:  # an in-process cluster's metadata file: its brokers' logs are not at fault
+                raise MetadataError(E.KAFKA_STORAGE_ERROR, f"{what}: {exc}") from None
             raise MetadataError(E.KAFKA_STORAGE_ERROR, str(self.replicas.handle_log_dir_failure(exc, what))) from None
         except KafkaStorageException as exc:
             raise MetadataError(E.KAFKA_STORAGE_ERROR, str(exc)) from None
@@ -199,7 +210,7 @@ class ClusterState:
         if validate_only:
             return len(replicas)
         with self._storage(f"adding partitions to {name}"):
-            self.replicas.check_log_dir()
+            self._check_log_dir()
             before = len(md.topic(name).partitions)
             md.add_partitions(name, replicas)
             info = md.topic(name)
@@ -250,6 +261,9 @@ class Broker:
         # port on the client listener's host
         self.internal_host, self.internal_port = inter_broker_listener(state.config, self.host)
         self.cache = MetadataCache(self.node_id)  # this broker's view, fed by the controller
+        # the partitions this broker hosts: its own in an in-process cluster, else the process's
+        storage = state.storages.get(self.node_id)
+        self.replicas = storage.replicas if storage is not None else state.replicas
         if state.zk is not None:  # the cluster's id is ZooKeeper's /cluster/id (loaded by open_zk)
             self.cache.cluster_id = state.metadata.cluster_id
         self.broker_epoch = -1  # ZooKeeper mode: the czxid of its registration (Kafka's broker epoch)
@@ -264,6 +278,8 @@ class Broker:
                                          auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"))
         self.router = Router(self)
         self.groups = GroupCoordinatorService(self)
+        if self.zk is None and self.replicas.is_replicated:  # an in-process cluster's broker: first its replicas
+            self.cache.listeners.append(lambda _old, cache: self._apply_partition_states(cache))
         self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
         self.connections: set[trio.abc.Stream] = set()
         self.connection_quotas = ConnectionQuotas(self.config)  # max.connections, max.connections.per.ip
@@ -271,6 +287,30 @@ class Broker:
         self.faults = None  # testing.faults.Faults when fault injection is on
         self.bound_port: int | None = None
         self._cancel: trio.CancelScope | None = None
+
+    @property
+    def replicated(self) -> bool:
+        """Whether this broker copies partitions from their leaders (ZooKeeper mode, an in-process cluster)."""
+        return self.replicas.is_replicated
+
+    def _apply_partition_states(self, cache: MetadataCache) -> None:
+        """An in-process cluster: the controller's view applied to this broker's replicas as Kafka's LeaderAndIsr
+        (a partition at a newer leader epoch: leader or follower), UpdateMetadata (the ISR of a partition it
+        leads) and StopReplica (a partition it no longer hosts) would apply it."""
+        rm = self.replicas
+        hosted = set()
+        for t in list(cache.topics.values()):
+            for p in t.partitions:
+                if self.node_id not in p.replicas:
+                    continue
+                key = (t.name, p.index)
+                hosted.add(key)
+                if key not in rm.leader_epochs or p.leader_epoch > rm.leader_epochs[key]:
+                    rm.become_replica(t, dataclasses.replace(p, replicas=list(p.replicas), isr=list(p.isr)))
+                elif p.leader == self.node_id:
+                    rm.on_isr_changed(t.name, p.index, list(p.isr), p.partition_epoch)
+        for key in [k for k in rm.leader_epochs if k not in hosted]:
+            rm.stop_replica(*key, delete=False)  # (a deleted topic's files go with StorageHooks.on_topic_deleted)
 
     # -- what handlers use ---------------------------------------------------
     @property
@@ -372,7 +412,7 @@ class Broker:
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         listeners = await trio.open_tcp_listeners(self.port, host=self.host, backlog=128)
         internal = []
-        if self.zk is not None:  # the inter-broker listener: controller requests come in there only
+        if self.replicated:  # the inter-broker listener: controller requests and replication come in there only
             internal = await trio.open_tcp_listeners(self.internal_port, host=self.internal_host, backlog=128)
         self.bound_port = listeners[0].socket.getsockname()[1]
         adv_host = self.advertised_host or (self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
@@ -384,17 +424,21 @@ class Broker:
                 if internal:
                     nursery.start_soon(self._accept_loop, internal, nursery, True)
                 await nursery.start(self.groups.run)
-                if self.zk is not None:  # followers' fetchers and leaders' ISR requests
+                endpoints = []
+                if self.replicated:  # followers' fetchers and leaders' ISR requests
                     from .replication import Replication
-                    self.state.replicas.replication = Replication(self)
-                    await nursery.start(self.state.replicas.replication.run)
-                if self.zk is None:
-                    self.controller.startup(BrokerInfo(self.node_id, adv_host, self.bound_port))
-                else:
                     iport = internal[0].socket.getsockname()[1]
                     ihost = self.internal_host if self.internal_host not in ("0.0.0.0", "::", "") else adv_host
-                    await self.zk.register(BrokerInfo(self.node_id, adv_host, self.bound_port,
-                                                      listeners=[["INTERNAL", ihost, iport]]))
+                    endpoints = [["INTERNAL", ihost, iport]]
+                    if self.zk is None:  # an in-process broker (re)starting: it learns its partitions afresh
+                        self.replicas.leader_epochs.clear()
+                        self.replicas.partitions.clear()
+                    self.replicas.replication = Replication(self)
+                    await nursery.start(self.replicas.replication.run)
+                if self.zk is None:
+                    self.controller.startup(BrokerInfo(self.node_id, adv_host, self.bound_port, listeners=endpoints))
+                else:
+                    await self.zk.register(BrokerInfo(self.node_id, adv_host, self.bound_port, listeners=endpoints))
                 task_status.started(self.bound_port)
                 await trio.sleep(math.inf)
         finally:
@@ -402,6 +446,8 @@ class Broker:
             # and the remaining brokers elect a controller and move leadership.
             self.state.brokers.pop(self.node_id, None)
             if self.zk is None:
+                if self.replicated:
+                    self.replicas.replication = None  # its fetchers stopped with it
                 self.controller.shutdown()
                 self.state.store.end_session(self.node_id)
             else:

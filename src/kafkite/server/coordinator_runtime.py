@@ -124,18 +124,18 @@ class CoordinatorRuntime:
 
     def _append(self, partition: int, records: list[Record]) -> int:
         b = self.broker
-        err = b.state.replicas.leader_check(b.metadata, self.topic, partition)
+        err = b.replicas.leader_check(b.metadata, self.topic, partition)
         if err:
             return int(err)
         p = b.metadata.partition(self.topic, partition)
         now = now_ms()
         data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now)
-        out = b.state.replicas.append(self.topic, partition, data, now, leader_epoch=p.leader_epoch,
+        out = b.replicas.append(self.topic, partition, data, now, leader_epoch=p.leader_epoch,
                                       defer_flush=True)
         if out.error:
             log.warning("coordinator.append_failed", topic=self.topic, partition=partition, error=E(out.error).name)
             return out.error
-        lg = b.state.replicas.get(self.topic, partition)
+        lg = b.replicas.get(self.topic, partition)
         self._last_write[partition] = (lg, out.base_offset + len(records) - 1)
         return 0
 
@@ -146,12 +146,12 @@ class CoordinatorRuntime:
     async def _durable(self, partition: int) -> None:
         if self._pending(partition):
             lg, offset = self._last_write[partition]
-            await self.broker.state.replicas.wait_durable(lg, offset)
+            await self.broker.replicas.wait_durable(lg, offset)
 
     async def _replicated(self, partition: int) -> int:
         """A replicated partition (ZooKeeper mode): wait, as Kafka's coordinators append with acks=all, until every
         ISR member has the last write -> 0 or the coordinator's error (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)."""
-        rm = self.broker.state.replicas
+        rm = self.broker.replicas
         last = self._last_write.get(partition)
         if last is None or not rm.replicated(self.topic, partition):
             return 0
@@ -174,7 +174,7 @@ class CoordinatorRuntime:
         t = cache.topic(self.topic)
         now_leading = set()
         # a partition in an offline log dir is not served (Kafka moves its leadership away)
-        if t is not None and self.broker.node_id in cache.brokers and not self.broker.state.replicas.log_dir_offline:
+        if t is not None and self.broker.node_id in cache.brokers and not self.broker.replicas.log_dir_offline:
             now_leading = {p.index for p in t.partitions if p.leader == self.broker.node_id}
         for p in sorted(self.leading - now_leading):
             log.info("coordinator.unload", broker=self.broker.node_id, topic=self.topic, partition=p)
@@ -191,12 +191,12 @@ class CoordinatorRuntime:
     async def _load(self, partition: int) -> None:
         """Replay the partition from its start, a chunk at a time (requests in between get LOAD_IN_PROGRESS)."""
         shard = self.coordinator.loading.get(partition)
-        lg = self.broker.state.replicas.get(self.topic, partition)
+        lg = self.broker.replicas.get(self.topic, partition)
         skipped = 0
         if lg is not None and shard is not None:
             end = lg.log_end_offset
             if end > 0 and lg.flush_pending(end - 1):  # the previous leader's last writes
-                await self.broker.state.replicas.wait_durable(lg, end - 1)
+                await self.broker.replicas.wait_durable(lg, end - 1)
             offset = lg.log_start_offset
             while offset < lg.log_end_offset and self.coordinator.loading.get(partition) is shard:
                 data = lg.read(offset, READ_BYTES, min_one=True)

@@ -5,8 +5,10 @@
         node.stop_broker(2); await node.wait_stopped(2); await node.start_broker(2)
 
 `open_node` builds the state the brokers of this process share (`ClusterState`: cluster
-metadata, partition logs, coordinator), starts its background services, starts the brokers in
-one nursery, and on exit cancels them and closes the services (the logs). `kafkite serve`
+metadata, the controllers' coordination store), the partitions (one broker: the process's, in the data dir;
+an in-process cluster: each broker its own `services.Storage`, in `<data dir>/broker-<id>`, replicated between
+them as between processes), starts their background services, starts the brokers in one nursery, and on exit
+cancels them and closes the services (the logs). `kafkite serve`
 (app.serve), `BrokerThread`, `KafkiteCluster` and, through `kafkite serve`, `BrokerProcess`
 all start brokers through it.
 """
@@ -109,18 +111,40 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
         if brokers != 1 or (node_ids is not None and list(node_ids) != [config.node_id]):
             raise ValueError("with zookeeper.connect a process runs one broker (start one process per broker)")
         await state.open_zk()
-    services.attach(state)
+    plan = broker_plan(config, brokers, node_ids)
+    if len(plan) > 1:  # an in-process cluster: each broker its own partitions, replicated between them
+        for node_id, _ in plan:
+            state.storages[node_id] = services.Storage(
+                state, node_id, None if state.in_memory else state.data_dir / f"broker-{node_id}", state.in_memory)
+        state.hooks.append(services.StorageHooks(state.storages))
+    else:
+        services.attach(state)
+    storages = list(state.storages.values()) or [state]
     try:
         async with trio.open_nursery() as nursery:
-            await nursery.start(services.run, state)
+            for storage in storages:
+                await nursery.start(services.run, storage)
             if state.zk is not None:
                 await nursery.start(state.zk.run)
+            else:
+                nursery.start_soon(_preferred_leader_checks, state)
             node = Node(state, nursery, faults=faults)
-            for node_id, port in broker_plan(config, brokers, node_ids):
+            for node_id, port in plan:
                 await node.start_broker(node_id, port=port)
             yield node
             if state.zk is not None:  # a clean stop: leadership moves off this broker first (Kafka's)
                 await state.zk.controlled_shutdown()
             nursery.cancel_scope.cancel()
     finally:
-        services.close(state)
+        for storage in storages:
+            services.close(storage)
+
+
+async def _preferred_leader_checks(state: ClusterState) -> None:
+    """Kafka's auto leader rebalance: every leader.imbalance.check.interval.seconds the active controller gives
+    each partition back to its preferred replica where that one is live and in the ISR."""
+    while True:
+        await trio.sleep(state.config.get("leader.imbalance.check.interval.seconds"))
+        c = state.active_controller()
+        if c is not None:
+            c.check_preferred_leaders()

@@ -87,22 +87,31 @@ class LogReadResult:
 
 
 class ReplicaManager:
-    def __init__(self, state: "ClusterState"):
+    def __init__(self, state: "ClusterState", *, node_id: int | None = None, data_dir: Path | None = None,
+                 in_memory: bool | None = None, replicated: bool | None = None):
+        """The partitions of one broker. By default the process's own (its single broker's: `state`'s data dir and
+        node id); an in-process cluster gives each broker its own `node_id` and `data_dir`. `replicated`: partitions
+        open with the controller's leader and ISR (`become_replica`) and followers copy from their leader
+        (ZooKeeper mode, and each broker of an in-process cluster); else every partition of the metadata is open
+        here and this broker is its only replica."""
         self.state = state
+        self.in_memory = state.in_memory if in_memory is None else in_memory
+        self.data_dir = None if self.in_memory else Path(data_dir if data_dir is not None else state.data_dir)
+        self.is_replicated = state.zk is not None if replicated is None else replicated
         self.logs: dict[tuple[str, int], object] = {}
         self._watchers: dict[tuple[str, int], list[trio.Event]] = {}  # partition -> fetches waiting on it
         self._keys: dict[int, tuple[str, int]] = {}  # id(log) -> its partition
         self._closed = False
         self._flushing: dict[int, trio.Event] = {}  # id(log) -> set when its running fsync ends
         # the data dir's own files: clean-shutdown marker, offset checkpoints (storage/log_manager.py)
-        self.log_dir = None if state.in_memory else LogDirectory(state.data_dir)
+        self.log_dir = None if self.in_memory else LogDirectory(self.data_dir)
         self.offline_log_dirs: dict[str, str] = {}  # Kafka's LogDirFailureChannel: failed dir -> what failed
         self._append_locks: dict[tuple[str, int], trio.Lock] = {}  # held while a worker validates
         # ZooKeeper mode: the leader epoch of each partition's last LeaderAndIsr applied here
         self.leader_epochs: dict[tuple[str, int], int] = {}
         # ZooKeeper mode: every partition this broker replicates, leader or follower (replication.py copies them)
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.node_id = state.config.node_id
+        self.node_id = state.config.node_id if node_id is None else node_id
         self.replication: "Replication | None" = None  # the broker's fetchers and ISR requests (ZooKeeper mode)
 
     # -- lifecycle ------------------------------------------------------------
@@ -116,12 +125,12 @@ class ReplicaManager:
         return LogConfig.from_topic_configs(self.effective_configs(topic))
 
     def _dir(self, topic: str, partition: int) -> Path:
-        assert self.state.data_dir is not None
-        return self.state.data_dir / f"{topic}-{partition}"
+        assert self.data_dir is not None
+        return self.data_dir / f"{topic}-{partition}"
 
     def _open(self, topic: "TopicInfo", partition: int, now_ms: int):
         cfg = self.log_config(topic)
-        if self.state.in_memory:
+        if self.in_memory:
             lg = MemoryLog(cfg, now_ms=now_ms)
         else:
             d = self._dir(topic.name, partition)
@@ -144,7 +153,7 @@ class ReplicaManager:
             self.log_dir.startup()
             log.info("log_dir.loading", data_dir=str(self.log_dir.path),
                      clean_shutdown=self.log_dir.had_clean_shutdown)
-        if self.state.zk is None:  # ZooKeeper mode: a partition's log opens with its first LeaderAndIsr
+        if not self.is_replicated:  # replicated: a partition's log opens with its first LeaderAndIsr
             for t in self.state.metadata.topics.values():
                 for p in t.partitions:
                     self._open(t, p.index, now_ms)
@@ -180,6 +189,10 @@ class ReplicaManager:
             except OSError as exc:
                 self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{state.index}")
                 return int(E.KAFKA_STORAGE_ERROR)
+            # the high watermark it had (replication-offset-checkpoint), not its log end offset: what the ISR
+            # never confirmed stays invisible until the leader (or, leading, its ISR) vouches for it
+            checkpointed = self.log_dir.high_watermarks.get(key, 0) if self.log_dir is not None else 0
+            lg.set_replicated_high_watermark(checkpointed)
         self.leader_epochs[key] = state.leader_epoch
         p = self.partitions.get(key)
         if p is None or p.log is not lg:
@@ -214,19 +227,13 @@ class ReplicaManager:
         if lg is not None:
             self._keys.pop(id(lg), None)
             lg.close()
-        if delete and not self.state.in_memory:
+        if delete and not self.in_memory:
             shutil.rmtree(self._dir(topic, partition), ignore_errors=True)
         self.notify(topic, partition)
 
     def on_topic_deleted(self, topic: "TopicInfo") -> None:
         for p in topic.partitions:
-            self.partitions.pop((topic.name, p.index), None)
-            lg = self.logs.pop((topic.name, p.index), None)
-            if lg is not None:
-                self._keys.pop(id(lg), None)
-                lg.close()
-            if not self.state.in_memory:
-                shutil.rmtree(self._dir(topic.name, p.index), ignore_errors=True)
+            self.stop_replica(topic.name, p.index, delete=True)
 
     def on_configs_changed(self, topic: "TopicInfo") -> None:
         cfg = self.log_config(topic)
@@ -249,7 +256,7 @@ class ReplicaManager:
     def handle_log_dir_failure(self, exc: BaseException, what: str) -> KafkaStorageException:
         """A write or fsync in the data dir failed (see the module comment): take it offline, once.
         Returns the KafkaStorageException for the caller to raise or answer."""
-        d = str(self.state.data_dir)
+        d = str(self.data_dir)
         if d not in self.offline_log_dirs:
             self.offline_log_dirs[d] = f"{what}: {exc}"
             log.error("log_dir.failed", dir=d, what=what, error=str(exc), partitions=len(self.logs),
@@ -262,7 +269,7 @@ class ReplicaManager:
                 for ev in events:
                     ev.set()
             self._watchers.clear()
-            for b in list(self.state.brokers.values()):  # the coordinators give up their partitions
+            for b in [b for b in self.state.brokers.values() if b.replicas is self]:  # coordinators give up theirs
                 b.groups.on_metadata(b.cache)
             self._abandon(runs)
         return KafkaStorageException(f"Log directory {d} is offline ({self.offline_log_dirs[d]})")
@@ -290,6 +297,7 @@ class ReplicaManager:
         clean = not self.offline_log_dirs
         ends = {tp: lg.log_end_offset for tp, lg in self.logs.items()}
         starts = LogDirectory.log_start_offsets_of(self.logs) if self.log_dir is not None else {}
+        hws = LogDirectory.high_watermarks_of(self.logs) if self.log_dir is not None and self.is_replicated else {}
         for lg in self.logs.values():
             try:
                 clean = lg.close() is not False and clean
@@ -303,6 +311,8 @@ class ReplicaManager:
             if clean:
                 self.log_dir.write_recovery_points(ends)
                 self.log_dir.write_log_start_offsets(starts)
+                if self.is_replicated:
+                    self.log_dir.write_high_watermarks(hws)
                 self.log_dir.write_clean_shutdown()
         except OSError:
             clean = False

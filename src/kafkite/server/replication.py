@@ -1,4 +1,4 @@
-"""Replication between brokers (ZooKeeper mode): the replica fetchers of a follower and the ISR requests of a leader.
+"""Replication between brokers (ZooKeeper mode, and the brokers of an in-process cluster): the replica fetchers of a follower and the ISR requests of a leader.
 
 **Followers** copy from their leaders as Kafka's ReplicaFetcherManager / ReplicaFetcherThread do: one fetcher
 per (leader broker, fetcher id), `num.replica.fetchers` per leader, partitions spread by hash. A fetcher holds
@@ -102,7 +102,7 @@ class _Fetcher:
 
 
 class Replication:
-    """A ZooKeeper-mode broker's replica fetchers and ISR proposals (see the module comment)."""
+    """A replicating broker's replica fetchers and ISR proposals (see the module comment)."""
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -120,10 +120,27 @@ class Replication:
         self._nursery: trio.Nursery | None = None
         self._proposals: dict[Key, tuple[int, list[int], int]] = {}  # key -> (leader epoch, ISR, partition epoch)
         self._proposed = trio.Event()
+        self._resumed: trio.Event | None = None  # set while paused (a test fault), set when resumed
+
+    # -- a test fault: this broker's followers stop fetching (the leaders see them fall behind) --------
+    def pause(self) -> None:
+        if self._resumed is None:
+            self._resumed = trio.Event()
+            log.info("replica_fetchers.paused", broker=self.node_id)
+
+    def resume(self) -> None:
+        if self._resumed is not None:
+            self._resumed.set()
+            self._resumed = None
+            log.info("replica_fetchers.resumed", broker=self.node_id)
+
+    @property
+    def paused(self) -> bool:
+        return self._resumed is not None
 
     @property
     def rm(self):
-        return self.broker.state.replicas
+        return self.broker.replicas
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -144,8 +161,12 @@ class Replication:
         f.partitions[key] = _FetchState(leader_epoch)
         f.wake.set()
         if not f.running and self._nursery is not None:
+            try:
+                self._nursery.start_soon(self._fetcher, f)
+            except RuntimeError:  # the broker is stopping: its fetchers are not started again
+                self._nursery = None
+                return
             f.running = True
-            self._nursery.start_soon(self._fetcher, f)
 
     def remove_fetch(self, key: Key, keep: tuple[int, int] | None = None) -> None:
         for fid, f in self.fetchers.items():
@@ -161,6 +182,9 @@ class Replication:
         client = InterBrokerClient(self.node_id, self.socket_timeout)
         try:
             while f.partitions:
+                if self._resumed is not None:
+                    await self._resumed.wait()
+                    continue
                 endpoint = self._endpoint(f.leader)
                 if endpoint is None:
                     await self._sleep(f, self.backoff)
@@ -265,6 +289,8 @@ class Replication:
             max_bytes=self.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
             topics=[T(topic=t, partitions=ps) for t, ps in topics.items()], forgotten_topics_data=[], rack_id="")
         resp = await client.request(endpoint, req, extra_timeout=self.fetch_wait_ms / 1000.0)
+        if self.paused:  # paused while it waited: as if the answer never arrived
+            return True
         for rt in resp.responses:
             for rp in rt.partitions:
                 await self._apply(f, (rt.topic, rp.partition_index), rp, asked)

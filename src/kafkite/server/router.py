@@ -62,6 +62,9 @@ INTER_BROKER_ROUTES: dict[int, tuple[int, int, Handler]] = {
 
 _SUPPORTED = {k: (lo, hi) for k, (lo, hi, _) in ROUTES.items()}
 _INTER_BROKER = {**_SUPPORTED, **{k: (lo, hi) for k, (lo, hi, _) in INTER_BROKER_ROUTES.items()}}
+# an in-process cluster's inter-broker listener: its controller's commands are calls, a leader's AlterPartition
+# comes over the network as between processes
+_IN_PROCESS_INTER_BROKER = {**_SUPPORTED, ApiKey.AlterPartition: _INTER_BROKER[ApiKey.AlterPartition]}
 
 
 def supported() -> dict[int, tuple[int, int]]:
@@ -75,6 +78,7 @@ class CloseConnection(Exception):
 class Router:
     def __init__(self, broker):
         self.broker = broker
+        self._inter_broker = _INTER_BROKER if getattr(broker, "zk", None) is not None else _IN_PROCESS_INTER_BROKER
 
     @staticmethod
     def supported() -> dict[int, tuple[int, int]]:
@@ -88,7 +92,7 @@ class Router:
         Produce's fsync). The connection awaits those and sends
         the responses in request order."""
         try:
-            req = codec.decode_request(frame, _INTER_BROKER if inter_broker else supported())
+            req = codec.decode_request(frame, self._inter_broker if inter_broker else supported())
         except (codec.UnknownApi, codec.UnsupportedVersion) as exc:
             if exc.api_key == ApiKey.ApiVersions:
                 # KIP-511: answer an ApiVersions we can't parse with v0 + UNSUPPORTED_VERSION + our list.
@@ -104,7 +108,7 @@ class Router:
                         client_id=req.client_id)
         ctx = RequestContext(self.broker, req, peer=peer, log=rlog)
         with structlog.contextvars.bound_contextvars(api=req.api_name, correlation_id=req.correlation_id):
-            faults = self.broker.faults
+            faults = None if inter_broker else self.broker.faults  # faults are the clients' (not replication's)
             if faults is not None:
                 await faults.before(ctx)
                 injected = faults.injected_error(ctx)

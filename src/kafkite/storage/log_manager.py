@@ -14,6 +14,11 @@
 - `log-start-offset-checkpoint`: the log start offsets above their log's first segment base,
   written every `log.flush.start.offset.checkpoint.interval.ms` and at shutdown (each partition
   also keeps its own `log-start-offset`, written as it moves; see log_loader.py).
+- `replication-offset-checkpoint`: the high watermark of each replicated partition (a broker of a
+  cluster), written every `replica.high.watermark.checkpoint.interval.ms` and at shutdown (Kafka's
+  ReplicaManager.checkpointHighWatermarks). A replica's log reopens with that high watermark (0
+  without an entry), not its log end offset: records it wrote that the ISR never confirmed stay
+  invisible until its leader, or its own ISR as leader, vouches for them.
 - A partition directory whose `partition.metadata` names another topic id than the topic's (the
   topic was deleted and re-created while the old directory stayed, or the metadata was lost) is
   never served under the new topic: it is renamed `<topic>-<partition>.<32 hex digits>-stray`,
@@ -34,6 +39,7 @@ from .checkpoint_file import fsync_dir, read_offsets, write_atomically, write_of
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 STRAY_DIR_SUFFIX = "-stray"
 
 Offsets = dict[tuple[str, int], int]
@@ -54,6 +60,7 @@ class LogDirectory:
         self.had_clean_shutdown = False
         self.recovery_points: Offsets = {}
         self.log_start_offsets: Offsets = {}
+        self.high_watermarks: Offsets = {}
 
     def startup(self) -> None:
         """Before any log is loaded: take the clean-shutdown marker away, read the checkpoints."""
@@ -65,6 +72,7 @@ class LogDirectory:
             fsync_dir(self.path)
         self.recovery_points = read_offsets(self.path / RECOVERY_POINT_CHECKPOINT_FILE)
         self.log_start_offsets = read_offsets(self.path / LOG_START_OFFSET_CHECKPOINT_FILE)
+        self.high_watermarks = read_offsets(self.path / HIGH_WATERMARK_CHECKPOINT_FILE)
 
     def load_options(self, topic: str, partition: int) -> dict:
         """FileLog's keyword arguments for loading this partition's directory."""
@@ -82,6 +90,14 @@ class LogDirectory:
         """(topic, partition) -> log start offset, where above the first segment's base (Kafka's rule)."""
         return {tp: lg.log_start_offset for tp, lg in logs.items()
                 if lg.dir is not None and lg.log_start_offset > lg.segments[0].base}
+
+    @staticmethod
+    def high_watermarks_of(logs: dict) -> Offsets:
+        """(topic, partition) -> high watermark of each file log."""
+        return {tp: lg.high_watermark for tp, lg in logs.items() if lg.dir is not None}
+
+    def write_high_watermarks(self, offsets: Offsets) -> None:
+        write_offsets(self.path / HIGH_WATERMARK_CHECKPOINT_FILE, offsets)
 
     def write_recovery_points(self, offsets: Offsets) -> None:
         write_offsets(self.path / RECOVERY_POINT_CHECKPOINT_FILE, offsets)

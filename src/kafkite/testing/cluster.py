@@ -5,10 +5,12 @@
         cluster.stop_broker(cluster.leader("orders", 0))
         ...
 
-Every broker has its own node id, listener and metadata cache; one controller
-(elected through the in-process coordination store) pushes metadata to all of
-them. Replicas of a partition share the partition's log inside the process (the
-in-process mode: there is no replication traffic between brokers).
+Every broker has its own node id, listener, metadata cache and partitions (in memory, or in
+`<data_dir>/broker-<id>`); one controller (elected through the in-process coordination store)
+pushes metadata to all of them. Followers copy from their leaders as between processes
+(Fetch with a replica id on each broker's inter-broker listener, the ISR changed with
+AlterPartition, acks=all waiting for the ISR), so tests see real follower lag: `pause_replication`
+stops a broker's fetchers and the leaders drop it from their ISRs after replica.lag.time.max.ms.
 Works from plain synchronous tests (the brokers run in a background thread) and
 from Trio tests: `async with KafkiteCluster(brokers=3) as cluster:` starts and stops it
 without blocking the test's own Trio loop; the fault-injection methods are quick calls
@@ -68,6 +70,10 @@ class KafkiteCluster(TrioThread):
         return {} if self.node is None else self.node.brokers
 
     @property
+    def node_ids(self) -> list[int]:
+        return list(range(1, self.n + 1))
+
+    @property
     def ports(self) -> dict[int, int]:
         return {} if self.node is None else self.node.ports
 
@@ -110,6 +116,34 @@ class KafkiteCluster(TrioThread):
     def leader_epoch(self, topic: str, partition: int) -> int:
         return self.state.metadata.partition(topic, partition).leader_epoch
 
+    def isr(self, topic: str, partition: int) -> list[int]:
+        """The partition's ISR as the controller has it."""
+        p = self.state.metadata.partition(topic, partition)
+        return [] if p is None else list(p.isr)
+
+    def replica_log(self, broker_id: int, topic: str, partition: int):
+        """Broker `broker_id`'s own copy of the partition (its UnifiedLog), or None when it hosts none."""
+        return self.brokers[broker_id].replicas.get(topic, partition)
+
+    def log_end_offsets(self, topic: str, partition: int) -> dict[int, int]:
+        """Each broker's log end offset of the partition (the brokers hosting a copy)."""
+        def read() -> dict[int, int]:
+            out = {}
+            for i, b in self.brokers.items():
+                lg = b.replicas.get(topic, partition)
+                if lg is not None:
+                    out[i] = lg.log_end_offset
+            return out
+        return self.call(read)
+
+    def pause_replication(self, broker_id: int) -> None:
+        """The broker's followers stop fetching (it stays up for clients): after replica.lag.time.max.ms its
+        partitions' leaders drop it from their ISRs. `resume_replication` lets it catch up and rejoin."""
+        self.call(lambda: self.brokers[broker_id].replicas.replication.pause())
+
+    def resume_replication(self, broker_id: int) -> None:
+        self.call(lambda: self.brokers[broker_id].replicas.replication.resume())
+
     def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
         self.call(lambda: self.state.active_controller().move_leader(topic, partition, broker_id))
 
@@ -121,6 +155,10 @@ class KafkiteCluster(TrioThread):
     def metadata_view(self, broker_id: int) -> dict:
         """A broker's own view of the cluster (to check every broker agrees)."""
         return self.call(lambda: self.brokers[broker_id].cache.snapshot(include_brokers=True))
+
+    def metadata_views(self) -> dict[int, dict]:
+        """Every live broker's own view, taken at one instant (ISR changes move on between separate calls)."""
+        return self.call(lambda: {i: self.brokers[i].cache.snapshot(include_brokers=True) for i in self.live_brokers})
 
     def inject_error(self, api, error: int, count: int = 1, broker_id: int | None = None) -> None:
         self.faults.inject_error(api, int(error), count=count, broker_id=broker_id)

@@ -1,7 +1,8 @@
 """LeaderAndIsr, UpdateMetadata, StopReplica (a broker applying its controller's requests), ControlledShutdown and
 AlterPartition (the controller taking a broker's request), as a ZooKeeper-mode Kafka broker does them.
 
-Served only on the inter-broker listener of a ZooKeeper-mode broker (router.INTER_BROKER_ROUTES), never advertised.
+Served only on the inter-broker listener of a ZooKeeper-mode broker (router.INTER_BROKER_ROUTES), never advertised;
+an in-process cluster's brokers serve AlterPartition there (their controller's commands are calls).
 
 Fencing, as Kafka's ReplicaManager and MetadataCache:
 - a request whose controller epoch is older than the newest this broker has seen is refused whole with
@@ -70,7 +71,7 @@ async def handle_leader_and_isr(ctx: RequestContext):
             T(topic_id=t.topic_id, partition_errors=[P(partition_index=p.partition_index, error_code=err)
                                                      for p in t.partition_states]) for t in r.topic_states])
     await _learn_topics(ctx, [(t.topic_name, t.topic_id) for t in r.topic_states])
-    epochs = b.state.replicas.leader_epochs
+    epochs = b.replicas.leader_epochs
     topics = []
     for t in r.topic_states:
         errors = []
@@ -88,7 +89,7 @@ async def handle_leader_and_isr(ctx: RequestContext):
             state = PartitionInfo(index=ps.partition_index, replicas=list(ps.replicas), leader=ps.leader,
                                   leader_epoch=ps.leader_epoch, isr=list(ps.isr), partition_epoch=ps.partition_epoch)
             _upsert(b, t.topic_name, ps.partition_index, state)
-            code = b.state.replicas.become_replica(info, state)
+            code = b.replicas.become_replica(info, state)
             errors.append(P(partition_index=ps.partition_index, error_code=code))
             log.info("leader_and_isr.applied", topic=t.topic_name, partition=ps.partition_index,
                      role="leader" if ps.leader == b.node_id else "follower", leader=ps.leader,
@@ -122,7 +123,7 @@ async def handle_update_metadata(ctx: RequestContext):
                 index=ps.partition_index, replicas=list(ps.replicas), leader=ps.leader, leader_epoch=ps.leader_epoch,
                 isr=list(ps.isr), partition_epoch=ps.zk_version))
             if ps.leader == b.node_id:  # an ISR the controller changed (a follower gone, an AlterPartition)
-                b.state.replicas.on_isr_changed(t.topic_name, ps.partition_index, list(ps.isr), ps.zk_version)
+                b.replicas.on_isr_changed(t.topic_name, ps.partition_index, list(ps.isr), ps.zk_version)
     for fn in b.cache.listeners:
         fn(None, b.cache)
     return UpdateMetadataResponse(version=v, error_code=0)
@@ -137,7 +138,7 @@ async def handle_stop_replica(ctx: RequestContext):
     out = []
     for t in r.topic_states:
         for ps in t.partition_states:
-            b.state.replicas.stop_replica(t.topic_name, ps.partition_index, delete=bool(ps.delete_partition))
+            b.replicas.stop_replica(t.topic_name, ps.partition_index, delete=bool(ps.delete_partition))
             out.append(P(topic_name=t.topic_name, partition_index=ps.partition_index, error_code=0))
     b.groups.on_metadata(b.cache)
     return StopReplicaResponse(version=v, error_code=0, partition_errors=out)
@@ -161,7 +162,10 @@ async def handle_alter_partition(ctx: RequestContext):
     zk = b.state.zk
     items = [(t.topic_name, p.partition_index, p.leader_epoch, list(p.new_isr), p.partition_epoch)
              for t in r.topics for p in t.partitions]
-    err, out = await zk.call(lambda: zk.controller.alter_partition(r.broker_id, r.broker_epoch, items))
+    if zk is None:  # an in-process cluster: its controller runs on this thread
+        err, out = b.controller.alter_partition(r.broker_id, r.broker_epoch, items)
+    else:
+        err, out = await zk.call(lambda: zk.controller.alter_partition(r.broker_id, r.broker_epoch, items))
     if err:
         return AlterPartitionResponse(version=v, throttle_time_ms=0, error_code=err, topics=[])
     topics: dict[str, list] = {}

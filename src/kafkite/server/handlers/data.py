@@ -19,7 +19,7 @@ ZERO_UUID = uuid.UUID(int=0)
 async def handle_produce(ctx: RequestContext):
     b = ctx.broker
     body = ctx.body
-    rm = b.state.replicas
+    rm = b.replicas
     T = ProduceResponse.TopicProduceResponse
     P = T.PartitionProduceResponse
     acks = body.acks
@@ -83,7 +83,7 @@ async def handle_fetch(ctx: RequestContext):
     b = ctx.broker
     body = ctx.body
     v = ctx.version
-    rm = b.state.replicas
+    rm = b.replicas
     if v >= 7 and body.session_id != 0:
         # Kafkite declines incremental fetch sessions (KIP-227 permits it): every fetch is a full fetch.
         return FetchResponseData(responses=[], error_code=int(E.FETCH_SESSION_ID_NOT_FOUND))
@@ -120,7 +120,7 @@ async def handle_fetch(ctx: RequestContext):
 
 
 def _read_fetch(b, body, v: int, max_bytes: int, replica_id: int = -1):
-    rm = b.state.replicas
+    rm = b.replicas
     now = now_ms()
     responses = []
     total = 0
@@ -157,7 +157,7 @@ async def handle_list_offsets(ctx: RequestContext):
     b = ctx.broker
     body = ctx.body
     v = ctx.version
-    rm = b.state.replicas
+    rm = b.replicas
     T = ListOffsetsResponse.ListOffsetsTopicResponse
     P = T.ListOffsetsPartitionResponse
     topics = []
@@ -181,7 +181,7 @@ async def handle_list_offsets(ctx: RequestContext):
 async def handle_offset_for_leader_epoch(ctx: RequestContext):
     b = ctx.broker
     body = ctx.body
-    rm = b.state.replicas
+    rm = b.replicas
     T = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
     P = T.EpochEndOffset
     topics = []
@@ -224,7 +224,7 @@ async def handle_init_producer_id(ctx: RequestContext):
 async def handle_delete_records(ctx: RequestContext):
     from kafka.protocol.admin import DeleteRecordsResponse
     b = ctx.broker
-    rm = b.state.replicas
+    rm = b.replicas
     T = DeleteRecordsResponse.DeleteRecordsTopicResult
     P = T.DeleteRecordsPartitionResult
     topics = []

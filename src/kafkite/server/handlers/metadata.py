@@ -56,9 +56,9 @@ def broker_entries(broker):
 
 def _partitions(topic, cls, broker):
     live = set(broker.metadata.live_broker_ids)
-    # replicas in an offline log dir (this process's brokers, when its data dir failed) are offline
+    # replicas in an offline log dir (this process's brokers whose data dir failed) are offline
     # replicas, as Kafka lists them; the leader stays and answers KAFKA_STORAGE_ERROR
-    failed = set(broker.state.brokers) if broker.state.replicas.log_dir_offline else set()
+    failed = {i for i, b in broker.state.brokers.items() if b.replicas.log_dir_offline}
     out = []
     for p in topic.partitions:
         offline = [r for r in p.replicas if r not in live or r in failed]

@@ -1,0 +1,169 @@
+"""Replication inside the in-process cluster: each broker keeps its own copy of a partition, followers fetch from
+the leader over the brokers' inter-broker listeners, the ISR follows them, acks=all waits for the ISR, and a
+failover loses no acknowledged record (the issue "Replication between brokers", point 6).
+
+The same rules as between processes (tests/integration/test_replication.py), with faults a test can drive
+directly: `KafkiteCluster.pause_replication` stops a broker's fetchers while it keeps serving clients.
+"""
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from helpers import wait_until
+from kafkite.testing.cluster import KafkiteCluster
+from kafkite.testing.replicas import compare_replicas, partition_dirs
+from kafkite.testing.wire_client import WireClient
+from kafkite.wire.errors import E
+from test_data_versions import batch, fetch, produce
+
+pytestmark = pytest.mark.timeout(120)
+LAG = {"replica.lag.time.max.ms": "600", "replica.fetch.backoff.ms": "100"}
+
+
+def _create(cluster, name, partitions=1, rf=3, **configs):
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(name, partitions, rf, topic_configs=configs)])
+    finally:
+        admin.close()
+    wait_until(lambda: all(cluster.leader(name, p) > 0 for p in range(partitions)), timeout=10,
+               what=f"leaders of {name}")
+
+
+def _caught_up(cluster, topic, p=0):
+    ends = cluster.log_end_offsets(topic, p)
+    return len(ends) == 3 and len(set(ends.values())) == 1
+
+
+def test_each_broker_has_its_own_copy_byte_for_byte(tmp_path):
+    with KafkiteCluster(brokers=3, data_dir=tmp_path) as cluster:
+        _create(cluster, "copies", partitions=2)
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5)
+        for i in range(300):
+            producer.send("copies", key=str(i % 7).encode(), value=b"v%d" % i)
+        producer.flush()
+        producer.close()
+        for p in range(2):
+            wait_until(lambda p=p: _caught_up(cluster, "copies", p), timeout=20, what=f"followers of copies-{p}")
+            logs = [cluster.replica_log(b, "copies", p) for b in (1, 2, 3)]
+            assert len({id(lg) for lg in logs}) == 3  # three logs, not one shared
+            assert sum(lg.log_end_offset for lg in logs) == 3 * logs[0].log_end_offset
+            wait_until(lambda: all(lg.high_watermark == logs[0].log_end_offset for lg in logs), timeout=10,
+                       what="the followers' high watermark")  # learnt from the next fetch response
+            leader = cluster.leader("copies", p)
+            dirs = partition_dirs(cluster, "copies", p)
+            assert set(dirs) == {1, 2, 3} and all(str(tmp_path / f"broker-{b}") in str(d) for b, d in dirs.items())
+            diff = compare_replicas(dirs, reference=leader)
+            assert diff.same, diff
+            assert all(n > 0 for n in diff.batches.values())
+
+
+def test_paused_follower_leaves_the_isr_and_rejoins():
+    with KafkiteCluster(brokers=3, overrides=LAG) as cluster:
+        _create(cluster, "lag", **{"min.insync.replicas": "2"})
+        leader = cluster.leader("lag", 0)
+        f1, f2 = [b for b in (1, 2, 3) if b != leader]
+        assert sorted(cluster.isr("lag", 0)) == [1, 2, 3]
+        cluster.pause_replication(f1)
+        with WireClient.connect(cluster.bootstrap_of(leader)) as w:
+            assert produce(w, "lag", batch(5), acks=1).error_code == 0
+            wait_until(lambda: f1 not in cluster.isr("lag", 0), timeout=10, what=f"broker {f1} out of the ISR")
+            assert sorted(cluster.isr("lag", 0)) == sorted([leader, f2])
+            # every broker's view says so (the controller told them all)
+            assert all(sorted(v["topics"][0]["partitions"][0]["isr"]) == sorted([leader, f2])
+                       for v in cluster.metadata_views().values())
+            assert produce(w, "lag", batch(2)).error_code == 0  # acks=all: the ISR of two is enough
+            cluster.pause_replication(f2)
+            wait_until(lambda: cluster.isr("lag", 0) == [leader], timeout=10, what="the ISR down to the leader")
+            r = produce(w, "lag", batch(1))
+            assert r.error_code == E.NOT_ENOUGH_REPLICAS, r
+            assert produce(w, "lag", batch(1), acks=1).error_code == 0
+            # the high watermark is the ISR's: the leader alone, so the acks=1 record is visible
+            assert fetch(w, "lag", 0).high_watermark == 8
+            cluster.resume_replication(f1)
+            cluster.resume_replication(f2)
+            wait_until(lambda: sorted(cluster.isr("lag", 0)) == [1, 2, 3], timeout=15, what="both back in the ISR")
+            assert cluster.log_end_offsets("lag", 0) == {1: 8, 2: 8, 3: 8}
+            assert produce(w, "lag", batch(1)).error_code == 0
+
+
+def test_acks_all_waits_for_the_isr():
+    """A follower that holds the ISR back holds acks=all back too (until it is dropped from the ISR)."""
+    with KafkiteCluster(brokers=3, overrides={"replica.lag.time.max.ms": "3000"}) as cluster:
+        _create(cluster, "wait")
+        leader = cluster.leader("wait", 0)
+        follower = next(b for b in (1, 2, 3) if b != leader)
+        cluster.pause_replication(follower)
+        with WireClient.connect(cluster.bootstrap_of(leader)) as w:
+            import time
+            t0 = time.monotonic()
+            r = produce(w, "wait", batch(1))  # answered once the follower is out of the ISR
+            waited = time.monotonic() - t0
+            assert r.error_code == 0
+            assert waited > 1.0, waited
+            assert follower not in cluster.isr("wait", 0)
+        cluster.resume_replication(follower)
+        wait_until(lambda: follower in cluster.isr("wait", 0), timeout=15, what="the follower back")
+
+
+def test_leader_stopped_no_acknowledged_record_lost():
+    with KafkiteCluster(brokers=3) as cluster:
+        _create(cluster, "safe", **{"min.insync.replicas": "2"})
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", retries=20,
+                                 max_in_flight_requests_per_connection=1, linger_ms=2)
+        acked = []
+        for i in range(200):
+            producer.send("safe", value=b"a%d" % i).add_callback(lambda md, i=i: acked.append(i))
+        producer.flush()
+        assert len(acked) == 200
+        old = cluster.leader("safe", 0)
+        epoch = cluster.leader_epoch("safe", 0)
+        cluster.stop_broker(old)
+        new = cluster.leader("safe", 0)
+        assert new not in (old, -1) and cluster.leader_epoch("safe", 0) == epoch + 1
+        assert old not in cluster.isr("safe", 0)
+        for i in range(200, 300):
+            producer.send("safe", value=b"a%d" % i).add_callback(lambda md, i=i: acked.append(i))
+        producer.flush()
+        producer.close()
+        assert len(acked) == 300
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=3000)
+        consumer.assign([TopicPartition("safe", 0)])
+        values = [m.value for m in consumer]
+        consumer.close()
+        assert values == [b"a%d" % i for i in range(300)]
+        # the old leader comes back as a follower, copies what it missed and rejoins the ISR
+        cluster.start_broker(old)
+        wait_until(lambda: sorted(cluster.isr("safe", 0)) == [1, 2, 3], timeout=15, what="the old leader back")
+        assert cluster.log_end_offsets("safe", 0)[old] == 300
+
+
+def test_deposed_leader_truncates_what_was_never_replicated(tmp_path):
+    with KafkiteCluster(brokers=3, data_dir=tmp_path) as cluster:
+        _create(cluster, "div")
+        old = cluster.leader("div", 0)
+        f1, f2 = [b for b in (1, 2, 3) if b != old]
+        with WireClient.connect(cluster.bootstrap_of(old)) as w:
+            assert produce(w, "div", batch(3)).error_code == 0  # acks=all: on all three
+            cluster.pause_replication(f1)
+            cluster.pause_replication(f2)
+            assert produce(w, "div", batch(5), acks=1).error_code == 0  # the leader's alone
+        assert cluster.log_end_offsets("div", 0) == {old: 8, f1: 3, f2: 3}
+        cluster.stop_broker(old)  # still in the ISR (replica.lag.time.max.ms is 30 s): a clean election
+        new = cluster.leader("div", 0)
+        assert new in (f1, f2)
+        cluster.resume_replication(f1)
+        cluster.resume_replication(f2)
+        with WireClient.connect(cluster.bootstrap_of(new)) as w:
+            assert produce(w, "div", batch(2)).error_code == 0  # offsets 3 and 4, leader epoch 1
+        cluster.start_broker(old)
+        wait_until(lambda: sorted(cluster.isr("div", 0)) == [1, 2, 3], timeout=15, what="the deposed leader back")
+        assert cluster.log_end_offsets("div", 0) == {1: 5, 2: 5, 3: 5}
+        diff = compare_replicas(partition_dirs(cluster, "div", 0), reference=new)
+        assert diff.same, diff
+        with WireClient.connect(cluster.bootstrap_of(new)) as w:
+            got = fetch(w, "div", 0)
+            assert got.high_watermark == 5
