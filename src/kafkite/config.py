@@ -289,6 +289,9 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("replica.lag.time.max.ms", ConfigType.LONG, "30000"),
     BrokerConfigDef("replica.socket.timeout.ms", ConfigType.INT, "30000"),
     BrokerConfigDef("replica.high.watermark.checkpoint.interval.ms", ConfigType.LONG, "5000"),
+    # KIP-392: consumers with client.rack fetch from an in-sync replica of their rack
+    BrokerConfigDef("replica.selector.class", ConfigType.STRING, ""),
+    BrokerConfigDef("broker.rack", ConfigType.STRING, ""),
     BrokerConfigDef("transaction.max.timeout.ms", ConfigType.INT, "900000"),
     BrokerConfigDef("producer.id.expiration.ms", ConfigType.INT, "86400000", True),
 ]}
@@ -463,7 +466,7 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
                      "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
                      "offsets.load.buffer.size", "offsets.commit.timeout.ms", "offsets.commit.required.acks",
                      "max.connection.creation.rate"], _TUNING),
-    **dict.fromkeys(["replica.socket.receive.buffer.bytes", "replica.selector.class"], _REPLICATION),
+    **dict.fromkeys(["replica.socket.receive.buffer.bytes"], _REPLICATION),
     **dict.fromkeys(["security.inter.broker.protocol",
                      "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"], _SECURITY),
     **dict.fromkeys(["process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
@@ -472,7 +475,6 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["transaction.state.log.replication.factor", "transaction.state.log.min.isr",
                      "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
                      "transactional.id.expiration.ms"], "transactions are not implemented yet"),
-    "broker.rack": "rack-aware replica placement is not implemented",
     "log.dir": "the data directory is log.dirs (or --data-dir)",
 }
 _UNUSED_PREFIXES = {

@@ -167,3 +167,73 @@ def test_deposed_leader_truncates_what_was_never_replicated(tmp_path):
         with WireClient.connect(cluster.bootstrap_of(new)) as w:
             got = fetch(w, "div", 0)
             assert got.high_watermark == 5
+
+
+RACK_AWARE = {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+RACKS = {1: "az-1", 2: "az-2", 3: "az-3"}
+
+
+def _fetch_v11(w, topic, offset, rack, version=11):
+    from kafka.protocol.consumer import FetchRequest
+    T = FetchRequest.FetchTopic
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                       session_id=0, session_epoch=-1, topics=[T(topic=topic, partitions=[T.FetchPartition(
+                           partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                           log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                       forgotten_topics_data=[], rack_id=rack)
+    return w.request(req, version).responses[0].partitions[0]
+
+
+def test_follower_fetching_by_rack_over_the_wire():
+    """KIP-392: the leader sends a consumer of another rack to the in-sync replica of its rack; a follower
+    answers consumers (v11+) from its own copy, up to its high watermark."""
+    with KafkiteCluster(brokers=3, racks=RACKS, overrides=RACK_AWARE) as cluster:
+        _create(cluster, "near")
+        leader = cluster.leader("near", 0)
+        follower = next(b for b in (1, 2, 3) if b != leader)
+        with WireClient.connect(cluster.bootstrap_of(leader)) as w:
+            assert produce(w, "near", batch(4)).error_code == 0
+            wait_until(lambda: _caught_up(cluster, "near"), timeout=10, what="followers")
+            wait_until(lambda: cluster.replica_log(follower, "near", 0).high_watermark == 4, timeout=10,
+                       what="the follower's high watermark")
+            r = _fetch_v11(w, "near", 0, RACKS[follower])
+            assert (r.error_code, r.preferred_read_replica, r.high_watermark) == (0, follower, 4)
+            assert not r.records
+            r = _fetch_v11(w, "near", 0, RACKS[leader])  # the leader is in the consumer's rack: it answers
+            assert (r.error_code, r.preferred_read_replica) == (0, -1) and r.records
+            r = _fetch_v11(w, "near", 0, "elsewhere")  # no replica in that rack: the leader answers
+            assert (r.error_code, r.preferred_read_replica) == (0, -1) and r.records
+        with WireClient.connect(cluster.bootstrap_of(follower)) as w:
+            r = _fetch_v11(w, "near", 0, RACKS[follower])
+            assert (r.error_code, r.high_watermark) == (0, 4) and r.records
+            assert _fetch_v11(w, "near", 5, "").error_code == E.OFFSET_OUT_OF_RANGE
+            assert _fetch_v11(w, "near", 0, "", version=10).error_code == E.NOT_LEADER_OR_FOLLOWER  # before KIP-392
+        assert cluster.brokers[follower].replicas.consumer_reads_as_follower >= 1
+
+
+def test_confluent_consumer_with_client_rack_reads_from_its_rack():
+    import confluent_kafka as ck
+    with KafkiteCluster(brokers=3, racks=RACKS, overrides=RACK_AWARE) as cluster:
+        _create(cluster, "nearby")
+        leader = cluster.leader("nearby", 0)
+        follower = next(b for b in (1, 2, 3) if b != leader)
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5)
+        for i in range(500):
+            producer.send("nearby", value=b"n%d" % i)
+        producer.flush()
+        producer.close()
+        consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "nearby",
+                                "client.rack": RACKS[follower], "enable.auto.commit": False,
+                                "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000})
+        try:
+            consumer.assign([ck.TopicPartition("nearby", 0, 0)])
+            values = []
+            deadline = __import__("time").monotonic() + 30
+            while len(values) < 500 and __import__("time").monotonic() < deadline:
+                m = consumer.poll(0.5)
+                if m is not None and m.error() is None:
+                    values.append(m.value())
+        finally:
+            consumer.close()
+        assert values == [b"n%d" % i for i in range(500)]
+        assert cluster.brokers[follower].replicas.consumer_reads_as_follower >= 1

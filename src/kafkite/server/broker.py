@@ -248,7 +248,7 @@ class Broker:
     """One broker: a node id, a listener, and the shared state behind it."""
 
     def __init__(self, state: ClusterState, *, node_id: int | None = None, host: str | None = None,
-                 port: int | None = None, advertised_host: str | None = None):
+                 port: int | None = None, advertised_host: str | None = None, rack: str | None = None):
         self.state = state
         self.config = state.config
         self.node_id = node_id if node_id is not None else state.config.node_id
@@ -260,6 +260,7 @@ class Broker:
         # ZooKeeper mode: the INTERNAL listener of `listeners` (or `inter.broker.listener.name`), else a free
         # port on the client listener's host
         self.internal_host, self.internal_port = inter_broker_listener(state.config, self.host)
+        self.rack = rack or state.config.get("broker.rack") or None  # broker.rack (KIP-392 follower fetching)
         self.cache = MetadataCache(self.node_id)  # this broker's view, fed by the controller
         # the partitions this broker hosts: its own in an in-process cluster, else the process's
         storage = state.storages.get(self.node_id)
@@ -436,9 +437,11 @@ class Broker:
                     self.replicas.replication = Replication(self)
                     await nursery.start(self.replicas.replication.run)
                 if self.zk is None:
-                    self.controller.startup(BrokerInfo(self.node_id, adv_host, self.bound_port, listeners=endpoints))
+                    self.controller.startup(BrokerInfo(self.node_id, adv_host, self.bound_port, self.rack,
+                                                       listeners=endpoints))
                 else:
-                    await self.zk.register(BrokerInfo(self.node_id, adv_host, self.bound_port, listeners=endpoints))
+                    await self.zk.register(BrokerInfo(self.node_id, adv_host, self.bound_port, self.rack,
+                                                      listeners=endpoints))
                 task_status.started(self.bound_port)
                 await trio.sleep(math.inf)
         finally:

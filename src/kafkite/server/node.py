@@ -31,8 +31,9 @@ log = structlog.get_logger("kafkite.node")
 class Node:
     """The brokers of this process over their shared state (yielded by `open_node`)."""
 
-    def __init__(self, state: ClusterState, nursery: trio.Nursery, *, faults=None):
+    def __init__(self, state: ClusterState, nursery: trio.Nursery, *, faults=None, racks: dict[int, str] | None = None):
         self.state = state
+        self.racks = dict(racks or {})  # node id -> broker.rack (else the config's)
         self.config = state.config
         self.faults = faults
         self.brokers: dict[int, Broker] = {}  # the last broker started under each node id (kept when stopped)
@@ -68,7 +69,7 @@ class Node:
             await trio.sleep(0.01)
 
     async def _run_broker(self, node_id: int, port: int | None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        b = Broker(self.state, node_id=node_id, port=port)
+        b = Broker(self.state, node_id=node_id, port=port, rack=self.racks.get(node_id))
         b.faults = self.faults
         with trio.CancelScope() as cs:
             self._scopes[node_id] = cs
@@ -97,10 +98,11 @@ def broker_plan(config: BrokerConfig, brokers: int, node_ids: Iterable[int] | No
 @asynccontextmanager
 async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None, in_memory: bool = False,
                     brokers: int = 1, node_ids: Iterable[int] | None = None,
-                    faults=None) -> AsyncIterator[Node]:
+                    faults=None, racks: dict[int, str] | None = None) -> AsyncIterator[Node]:
     """Build the shared state, start its services and `brokers` brokers (or one per id of `node_ids`) on
     the listener's host (see broker_plan), yield the `Node` once every broker listens; on exit stop everything and
-    close the logs. With `data_dir=None` (or `in_memory`) nothing touches the disk."""
+    close the logs. With `data_dir=None` (or `in_memory`) nothing touches the disk. `racks`: each node id's
+    broker.rack (an in-process cluster's brokers share one config)."""
     if brokers < 1:
         raise ValueError(f"brokers must be at least 1, got {brokers}")
     for key, message in config.unused_keys():  # one warning line per key Kafkite takes no notice of
@@ -128,7 +130,7 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
                 await nursery.start(state.zk.run)
             else:
                 nursery.start_soon(_preferred_leader_checks, state)
-            node = Node(state, nursery, faults=faults)
+            node = Node(state, nursery, faults=faults, racks=racks)
             for node_id, port in plan:
                 await node.start_broker(node_id, port=port)
             yield node

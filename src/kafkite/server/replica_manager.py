@@ -84,6 +84,21 @@ class LogReadResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: list | None = None  # the log's buffers, not copied
+    preferred_read_replica: int = -1  # KIP-392: the replica this consumer should fetch from instead
+
+
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def replica_selector(config) -> bool:
+    """`replica.selector.class`: unset (consumers read from leaders) or Kafka's RackAwareReplicaSelector (a
+    consumer with client.rack is sent to an in-sync replica of its rack, KIP-392); ValueError for another."""
+    name = (config.get("replica.selector.class") or "").strip()
+    if name in ("", "null"):
+        return False
+    if name == RACK_AWARE_SELECTOR:
+        return True
+    raise ValueError(f"replica.selector.class {name!r}: Kafkite implements {RACK_AWARE_SELECTOR} only")
 
 
 class ReplicaManager:
@@ -113,6 +128,8 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.node_id = state.config.node_id if node_id is None else node_id
         self.replication: "Replication | None" = None  # the broker's fetchers and ISR requests (ZooKeeper mode)
+        self.rack_aware = replica_selector(state.config)  # KIP-392: consumers sent to a replica of their rack
+        self.consumer_reads_as_follower = 0  # consumer fetches this broker answered from a follower's copy
 
     # -- lifecycle ------------------------------------------------------------
     def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
@@ -397,18 +414,68 @@ class ReplicaManager:
                 del self._append_locks[key]
 
     def read(self, cache: "MetadataCache", topic: str, partition: int, fetch_offset: int, current_leader_epoch: int,
-             max_bytes: int, min_one: bool) -> LogReadResult:
-        """One partition of a consumer's Fetch: whole batches from fetch_offset below the high watermark."""
+             max_bytes: int, min_one: bool, *, client_rack: str | None = None) -> LogReadResult:
+        """One partition of a consumer's Fetch: whole batches from fetch_offset below the high watermark.
+        `client_rack` (Fetch v11+, KIP-392; "" without client.rack): a follower answers too, from its own copy up
+        to its high watermark; a leader with the rack-aware selector sends a consumer of another rack to an
+        in-sync replica of the consumer's rack (preferred_read_replica, no records)."""
         err = self.leader_check(cache, topic, partition, current_leader_epoch)
+        leading = not err
+        if err == E.NOT_LEADER_OR_FOLLOWER and client_rack is not None:
+            err = self._follower_read_check(cache, topic, partition, current_leader_epoch)
         if err:
             return LogReadResult(partition, err)
         lg = self.logs[(topic, partition)]
         hw = lg.high_watermark
+        if leading and client_rack and self.rack_aware:
+            preferred = self.preferred_read_replica(cache, topic, partition, fetch_offset, client_rack)
+            if preferred >= 0:
+                return LogReadResult(partition, 0, hw, hw, lg.log_start_offset, [], preferred)  # empty, not null
         try:
             data = lg.read_parts(fetch_offset, max_bytes, min_one=min_one, max_offset=hw)
         except OffsetOutOfRange:
             return LogReadResult(partition, E.OFFSET_OUT_OF_RANGE, hw, hw, lg.log_start_offset)
+        if not leading:
+            self.consumer_reads_as_follower += 1
         return LogReadResult(partition, 0, hw, hw, lg.log_start_offset, data)
+
+    def _follower_read_check(self, cache: "MetadataCache", topic: str, partition: int,
+                             current_leader_epoch: int) -> int:
+        """A consumer's fetch from a follower (KIP-392): it must host a copy and follow the current leader epoch."""
+        p = cache.partition(topic, partition)
+        key = (topic, partition)
+        if p is None or not self.is_replicated or key not in self.logs or key not in self.partitions \
+                or self.node_id not in p.replicas:
+            return int(E.NOT_LEADER_OR_FOLLOWER)
+        if current_leader_epoch is not None and current_leader_epoch >= 0:
+            if current_leader_epoch < p.leader_epoch:
+                return int(E.FENCED_LEADER_EPOCH)
+            if current_leader_epoch > p.leader_epoch:
+                return int(E.UNKNOWN_LEADER_EPOCH)
+        return 0
+
+    def preferred_read_replica(self, cache: "MetadataCache", topic: str, partition: int, fetch_offset: int,
+                               client_rack: str) -> int:
+        """Kafka's RackAwareReplicaSelector over the leader's view: the leader itself when it is in the consumer's
+        rack (-1: no redirection), else the ISR member of that rack that holds fetch_offset, the one with the
+        largest log end offset (then the most recently caught up); -1 when there is none."""
+        p = self.partitions.get((topic, partition))
+        if p is None or not p.is_leader:
+            return -1
+        def rack(b: int) -> str | None:
+            info = cache.brokers.get(b)
+            return None if info is None else info.rack
+        if rack(self.node_id) == client_rack:
+            return -1
+        best = None
+        for r in p.isr:
+            remote = p.remotes.get(r)
+            if r == self.node_id or remote is None or rack(r) != client_rack or remote.log_end_offset < fetch_offset:
+                continue
+            rank = (remote.log_end_offset, remote.last_caught_up_ms)
+            if best is None or rank > best[0]:
+                best = (rank, r)
+        return -1 if best is None else best[1]
 
     def fetch_offset_for_timestamp(self, cache: "MetadataCache", topic: str, partition: int, timestamp: int,
                                    current_leader_epoch: int, *, max_timestamp: bool

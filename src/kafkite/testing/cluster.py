@@ -41,7 +41,11 @@ class KafkiteCluster(TrioThread):
         return super().__new__(cls)
 
     def __init__(self, brokers: int = 3, data_dir: str | Path | None = None,
-                 overrides: dict[str, str] | None = None, host: str = "127.0.0.1", processes: bool = False):
+                 overrides: dict[str, str] | None = None, host: str = "127.0.0.1", processes: bool = False,
+                 racks: dict[int, str] | None = None):
+        """`racks`: each broker's broker.rack, e.g. {1: "a", 2: "b", 3: "c"} (with overrides
+        {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}, consumers with
+        client.rack fetch from a replica of their rack, KIP-392)."""
         static = {"listeners": f"PLAINTEXT://{host}:0", "group.initial.rebalance.delay.ms": "0",
                   "default.replication.factor": str(min(3, brokers)),
                   "offsets.topic.replication.factor": str(min(3, brokers))}
@@ -54,11 +58,12 @@ class KafkiteCluster(TrioThread):
         self.state: ClusterState | None = None
         self.node: Node | None = None
         self.faults = Faults()
+        self.racks = dict(racks or {})
 
     # -- Trio side -----------------------------------------------------------
     async def _serve(self) -> None:
         async with open_node(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None,
-                             node_ids=range(1, self.n + 1), faults=self.faults) as node:
+                             node_ids=range(1, self.n + 1), faults=self.faults, racks=self.racks) as node:
             self.node = node
             self.state = node.state
             await self._started()

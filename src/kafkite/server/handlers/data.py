@@ -143,9 +143,10 @@ def _read_fetch(b, body, v: int, max_bytes: int, replica_id: int = -1):
             if replica_id >= 0:
                 r = rm.read_for_follower(b.metadata, name, fp.partition, replica_id, fp.fetch_offset, epoch, budget, now)
             else:
-                r = rm.read(b.metadata, name, fp.partition, fp.fetch_offset, epoch, budget, min_one=total == 0)
+                r = rm.read(b.metadata, name, fp.partition, fp.fetch_offset, epoch, budget, min_one=total == 0,
+                            client_rack=(body.rack_id or "") if v >= 11 else None)
             p = PartitionData(fp.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
-                              records=r.records)
+                              preferred_read_replica=r.preferred_read_replica, records=r.records)
             total += p.records_size
             parts.append(p)
         responses.append(TopicData(name, ft.topic_id if v >= 13 else None, parts))
