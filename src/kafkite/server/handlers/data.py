@@ -146,7 +146,8 @@ def _read_fetch(b, body, v: int, max_bytes: int, replica_id: int = -1):
                 r = rm.read(b.metadata, name, fp.partition, fp.fetch_offset, epoch, budget, min_one=total == 0,
                             client_rack=(body.rack_id or "") if v >= 11 else None)
             p = PartitionData(fp.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
-                              preferred_read_replica=r.preferred_read_replica, records=r.records)
+                              preferred_read_replica=r.preferred_read_replica,
+                              records=r.records if r.records is not None else ())  # Kafka: empty, never null
             total += p.records_size
             parts.append(p)
         responses.append(TopicData(name, ft.topic_id if v >= 13 else None, parts))
