@@ -200,7 +200,8 @@ def test_not_leader_and_fenced_leader_epoch():
         follower = 1 if lead == 2 else 2
         with WireClient.connect(cluster.bootstrap_of(follower)) as w:
             assert produce(w, "fence", batch(1)).error_code == E.NOT_LEADER_OR_FOLLOWER
-            assert fetch(w, "fence", 0).error_code == E.NOT_LEADER_OR_FOLLOWER
+            assert fetch(w, "fence", 0, version=10).error_code == E.NOT_LEADER_OR_FOLLOWER
+            assert fetch(w, "fence", 0, version=12).error_code == 0  # v11+: a follower serves consumers (KIP-392)
         cluster.move_leader("fence", 0, follower)  # leader epoch 0 -> 1
         with WireClient.connect(cluster.bootstrap_of(follower)) as w:
             assert fetch(w, "fence", 0, leader_epoch=0).error_code == E.FENCED_LEADER_EPOCH
