@@ -292,7 +292,15 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     # KIP-392: consumers with client.rack fetch from an in-sync replica of their rack
     BrokerConfigDef("replica.selector.class", ConfigType.STRING, ""),
     BrokerConfigDef("broker.rack", ConfigType.STRING, ""),
+    # transactions: the coordinator and __transaction_state
     BrokerConfigDef("transaction.max.timeout.ms", ConfigType.INT, "900000"),
+    BrokerConfigDef("transaction.state.log.num.partitions", ConfigType.INT, "50"),
+    BrokerConfigDef("transaction.state.log.replication.factor", ConfigType.SHORT, "3"),
+    BrokerConfigDef("transaction.state.log.min.isr", ConfigType.INT, "2"),
+    BrokerConfigDef("transaction.state.log.segment.bytes", ConfigType.INT, "104857600"),
+    BrokerConfigDef("transactional.id.expiration.ms", ConfigType.INT, "604800000", True),
+    BrokerConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", ConfigType.INT, "10000"),
+    BrokerConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", ConfigType.INT, "3600000"),
     BrokerConfigDef("producer.id.expiration.ms", ConfigType.INT, "86400000", True),
 ]}
 
@@ -472,9 +480,6 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
                      "controller.listener.names", "metadata.log.dir", "inter.broker.protocol.version",
                      "broker.id.generation.enable", "reserved.broker.max.id"], _KRAFT),
-    **dict.fromkeys(["transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-                     "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
-                     "transactional.id.expiration.ms"], "transactions are not implemented yet"),
     "log.dir": "the data directory is log.dirs (or --data-dir)",
 }
 _UNUSED_PREFIXES = {

@@ -39,8 +39,7 @@ zookeeper.ssl.client.enable=false
 group.initial.rebalance.delay.ms=0
 """
 UNUSED = ["num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-          "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
-          "transaction.state.log.min.isr", "zookeeper.ssl.client.enable"]
+          "num.recovery.threads.per.data.dir", "zookeeper.ssl.client.enable"]
 
 
 def test_stock_server_properties_warns_once_per_unused_key(tmp_path):

@@ -148,12 +148,19 @@ class GroupCoordinator:
             return None, CoordinatorResult(response=[(t, p, int(err)) for t, p, *_ in offsets])
         return shard, shard.offsets.commit(group_id=group_id, offsets=offsets, now_ms=now_ms, **kw)
 
-    def fetch_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[int, list[tuple[str, int, OffsetEntry | None, int]]]:
+    def fetch_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]] | None,
+                      require_stable: bool = False) -> tuple[int, list[tuple[str, int, OffsetEntry | None, int]]]:
         err, shard = self.shard_for(group_id, allow_empty=True)
         if err:
             return err, []
-        return 0, shard.offsets.fetch(group_id, partitions)
+        return 0, shard.offsets.fetch(group_id, partitions, require_stable)
+
+    def txn_commit_offsets(self, *, group_id: str | None, offsets: list[OffsetCommit], now_ms: int, **kw
+                           ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[list[tuple[str, int, int]]]]:
+        err, shard = self.shard_for(group_id)
+        if err:
+            return None, CoordinatorResult(response=[(t, p, int(err)) for t, p, *_ in offsets])
+        return shard, shard.offsets.txn_commit(group_id=group_id, offsets=offsets, now_ms=now_ms, **kw)
 
     def delete_offsets(self, group_id: str | None, partitions: list[tuple[str, int]]
                        ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[tuple[int, list]]]:

@@ -22,6 +22,8 @@ class OffsetMetadataManager:
     def __init__(self, cfg, groups: dict[str, Group]):
         self.cfg = cfg
         self.groups = groups
+        # TxnOffsetCommit: producer id -> offsets written in its open transaction, until its marker
+        self.pending: dict[int, dict[tuple[str, str, int], R.OffsetValue]] = {}
 
     # -- OffsetCommit ---------------------------------------------------------------------------
     def commit(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
@@ -44,6 +46,44 @@ class OffsetMetadataManager:
                          R.offset_value(R.OffsetValue(offset, leader_epoch, md, now_ms, expire))))
             results.append((topic, partition, 0))
         return CoordinatorResult(recs, results, on_failure=all_)
+
+    # -- TxnOffsetCommit -------------------------------------------------------------------------
+    def txn_commit(self, *, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                   member_id: str, group_instance_id: str | None, offsets: list[OffsetCommit], now_ms: int
+                   ) -> CoordinatorResult[list[tuple[str, int, int]]]:
+        """Offsets committed in a transaction (Kafka's transactional offset commit): written now as one
+        transactional batch of the producer, applied when its commit marker comes. A producer that does not give
+        its group's generation (TxnOffsetCommit v0-v2, or -1) is not checked against the membership."""
+        def all_(code) -> list[tuple[str, int, int]]:
+            return [(t, p, int(code)) for t, p, *_ in offsets]
+        if generation_id >= 0 or member_id or group_instance_id:
+            err = self._validate_member(group_id, generation_id, member_id, group_instance_id, now_ms)
+            if err:
+                return CoordinatorResult(response=all_(err))
+        results, recs = [], []
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            md = metadata or ""
+            if len(md.encode()) > self.cfg.offset_metadata_max_bytes:
+                results.append((topic, partition, int(E.OFFSET_METADATA_TOO_LARGE)))
+                continue
+            recs.append((R.offset_key(group_id, topic, partition),
+                         R.offset_value(R.OffsetValue(offset, leader_epoch, md, now_ms))))
+            results.append((topic, partition, 0))
+        return CoordinatorResult(recs, results, on_failure=all_, producer_id=producer_id,
+                                 producer_epoch=producer_epoch)
+
+    def replay_pending(self, producer_id: int, key: R.OffsetKey, value: R.OffsetValue | None) -> None:
+        if value is not None:
+            self.pending.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = value
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        offsets = self.pending.pop(producer_id, {})
+        if commit:
+            for (group, topic, partition), value in offsets.items():
+                self.replay(R.OffsetKey(group, topic, partition), value)
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        return any((group_id, topic, partition) in offs for offs in self.pending.values())
 
     def _validate_member(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                          now_ms: int) -> int:
@@ -71,13 +111,20 @@ class OffsetMetadataManager:
         return 0
 
     # -- OffsetFetch (a read) ---------------------------------------------------------------------
-    def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None
+    def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool = False
               ) -> list[tuple[str, int, OffsetEntry | None, int]]:
+        """With require_stable (KIP-447) a partition whose offset an open transaction is committing answers
+        UNSTABLE_OFFSET_COMMIT, no offset, until the transaction ends."""
         g = self.groups.get(group_id)
+
+        def one(t: str, p: int, e: OffsetEntry | None):
+            if require_stable and self.pending and self.has_pending(group_id, t, p):
+                return t, p, None, int(E.UNSTABLE_OFFSET_COMMIT)
+            return t, p, e, 0
         if partitions is None:
             items = sorted(g.offsets.items()) if g else []
-            return [(t, p, e, 0) for (t, p), e in items]
-        return [(t, p, g.offsets.get((t, p)) if g else None, 0) for t, p in partitions]
+            return [one(t, p, e) for (t, p), e in items]
+        return [one(t, p, g.offsets.get((t, p)) if g else None) for t, p in partitions]
 
     # -- OffsetDelete ------------------------------------------------------------------------------
     def delete(self, group_id: str, partitions: list[tuple[str, int]]

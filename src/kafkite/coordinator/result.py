@@ -46,6 +46,8 @@ class CoordinatorResult(Generic[T]):
     replay: bool = True
     on_success: Callable[[], None] | None = None
     on_failure: Callable[[int], T] | None = None  # error -> the response to give instead
+    producer_id: int = -1  # >= 0: a transactional write (TxnOffsetCommit), one batch of this producer
+    producer_epoch: int = -1
 
 
 def write_error(code: int) -> int:

@@ -54,10 +54,11 @@ class GroupCoordinatorShard:
         self.ignored: dict[int, int] = {}  # key version -> records skipped (replay)
 
     # -- replay ------------------------------------------------------------------------------------
-    def replay(self, key: bytes | None, value: bytes | None, offset: int = -1) -> None:
+    def replay(self, key: bytes | None, value: bytes | None, offset: int = -1, producer_id: int = -1) -> None:
         """Apply one record of the partition (`offset` where it was read from, for the log). A record
         that cannot be decoded or applied is logged and skipped: it must not stop a load or a write.
-        Record types of group kinds this broker does not run are counted in `ignored` (by key version)."""
+        Record types of group kinds this broker does not run are counted in `ignored` (by key version).
+        A transactional record (`producer_id` >= 0: TxnOffsetCommit) waits for its producer's marker."""
         if key is None:
             return
         try:
@@ -66,7 +67,9 @@ class GroupCoordinatorShard:
             log.warning("offsets.undecodable_record", partition=self.partition, offset=offset, error=str(exc))
             return
         try:
-            if isinstance(k, R.OffsetKey):
+            if isinstance(k, R.OffsetKey) and producer_id >= 0:
+                self.offsets.replay_pending(producer_id, k, v)
+            elif isinstance(k, R.OffsetKey):
                 self.offsets.replay(k, v)
             elif isinstance(k, R.GroupKey):
                 self._replay_group(k.group, v)
@@ -74,6 +77,10 @@ class GroupCoordinatorShard:
                 self.ignored[k.version] = self.ignored.get(k.version, 0) + 1
         except Exception:
             log.exception("offsets.replay_failed", partition=self.partition, offset=offset, key=repr(k))
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        """A transaction marker: the producer's pending offset commits take effect (commit) or are dropped."""
+        self.offsets.complete_transaction(producer_id, commit)
 
     def _replay_group(self, group_id: str, v: R.GroupValue | None) -> None:
         if v is None:

@@ -28,6 +28,7 @@ from ..controller.store import InProcessStore
 from ..wire.errors import E
 from .connection import serve_connection
 from .group_coordinator_service import GroupCoordinatorService
+from .transaction_coordinator_service import TransactionCoordinatorService
 from .quotas import ConnectionQuotas, MemoryPool, accept_loop
 from .router import Router
 
@@ -279,9 +280,11 @@ class Broker:
                                          auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"))
         self.router = Router(self)
         self.groups = GroupCoordinatorService(self)
+        self.transactions = TransactionCoordinatorService(self)
         if self.zk is None and self.replicas.is_replicated:  # an in-process cluster's broker: first its replicas
             self.cache.listeners.append(lambda _old, cache: self._apply_partition_states(cache))
         self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
+        self.cache.listeners.append(lambda _old, cache: self.transactions.on_metadata(cache))
         self.connections: set[trio.abc.Stream] = set()
         self.connection_quotas = ConnectionQuotas(self.config)  # max.connections, max.connections.per.ip
         self.memory_pool = MemoryPool.from_config(self.config)  # queued.max.request.bytes
@@ -425,6 +428,7 @@ class Broker:
                 if internal:
                     nursery.start_soon(self._accept_loop, internal, nursery, True)
                 await nursery.start(self.groups.run)
+                await nursery.start(self.transactions.run)
                 endpoints = []
                 if self.replicated:  # followers' fetchers and leaders' ISR requests
                     from .replication import Replication

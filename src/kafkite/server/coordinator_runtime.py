@@ -30,7 +30,7 @@ import structlog
 import trio
 
 from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, start_write, write_error
-from ..storage.batch import build_batch, decode_batch, iter_batches
+from ..storage.batch import COMMIT_MARKER, build_batch, control_type, decode_batch, iter_batches
 from ..wire.errors import E
 from .context import now_ms
 from .replica_manager import KafkaStorageException
@@ -52,7 +52,11 @@ def replay_batches(shard, data, offset: int, topic: str) -> tuple[int, int]:
     for pos, h in iter_batches(data):
         if h.last_offset < offset:
             continue
-        if not h.is_control:  # transaction markers: no transactional offset commits here
+        if h.is_control:  # a transaction marker: the producer's transactional records take effect, or not
+            marker = control_type(data, pos, h)
+            if marker is not None and h.base_offset >= offset:
+                shard.replay_marker(h.producer_id, marker == COMMIT_MARKER)
+        else:
             try:
                 recs = decode_batch(mv[pos:pos + h.size])
             except Exception as exc:
@@ -60,9 +64,10 @@ def replay_batches(shard, data, offset: int, topic: str) -> tuple[int, int]:
                 log.warning("coordinator.undecodable_batch", topic=topic, partition=shard.partition,
                             base_offset=h.base_offset, last_offset=h.last_offset, error=str(exc))
                 recs = ()
+            pid = h.producer_id if h.is_transactional else -1
             for rec in recs:
                 if rec.offset >= offset:
-                    shard.replay(rec.key, rec.value, rec.offset)
+                    shard.replay(rec.key, rec.value, rec.offset, pid)
         offset = h.last_offset + 1
     return offset, skipped
 
@@ -88,7 +93,12 @@ class CoordinatorRuntime:
     def _start(self, shard, result: CoordinatorResult) -> int:
         if shard is None:
             return 0
-        return start_write(result, shard.replay, lambda recs: self._append(shard.partition, recs))
+        if result.producer_id >= 0:  # a transactional write: pending until its marker
+            def replay(key, value, pid=result.producer_id):
+                shard.replay(key, value, -1, pid)
+        else:
+            replay = shard.replay
+        return start_write(result, replay, lambda recs: self._append(shard.partition, recs, result))
 
     async def _finish(self, shard, result: CoordinatorResult, error: int, completions: list) -> Any:
         """Answers to the operation and to requests it completed go out once its records are durable."""
@@ -122,14 +132,18 @@ class CoordinatorRuntime:
             pass  # the partition is unloaded: read() answers NOT_COORDINATOR
         return read()
 
-    def _append(self, partition: int, records: list[Record]) -> int:
+    def _append(self, partition: int, records: list[Record], result: CoordinatorResult | None = None) -> int:
         b = self.broker
         err = b.replicas.leader_check(b.metadata, self.topic, partition)
         if err:
             return int(err)
         p = b.metadata.partition(self.topic, partition)
         now = now_ms()
-        data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now)
+        if result is not None and result.producer_id >= 0:  # Kafka writes these with sequence 0, unchecked
+            data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now, producer_id=result.producer_id,
+                               producer_epoch=result.producer_epoch, base_sequence=0, is_transactional=True)
+        else:
+            data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now)
         out = b.replicas.append(self.topic, partition, data, now, leader_epoch=p.leader_epoch,
                                       defer_flush=True)
         if out.error:
@@ -158,6 +172,33 @@ class CoordinatorRuntime:
         code = await rm.wait_replicated(self.topic, partition, last[1] + 1,
                                         trio.current_time() + REPLICATION_TIMEOUT_S)
         return write_error(code) if code else 0
+
+    async def complete_transaction(self, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
+                                   coordinator_epoch: int) -> int:
+        """A WriteTxnMarkers for one of this topic's partitions: the marker is appended, the shard (when loaded; a
+        load under way replays it from the log) applies it, and the answer comes once it is durable and, when
+        replicated, in the ISR -> 0 or Kafka's error for the marker."""
+        b = self.broker
+        out = b.replicas.write_txn_marker(b.metadata, self.topic, partition, producer_id=producer_id,
+                                          producer_epoch=producer_epoch, commit=commit,
+                                          coordinator_epoch=coordinator_epoch, now_ms=now_ms())
+        if out.error:
+            return int(out.error)
+        lg = b.replicas.get(self.topic, partition)
+        self._last_write[partition] = (lg, out.last_offset)
+        shard = self.coordinator.shards.get(partition)
+        if shard is not None:
+            shard.replay_marker(producer_id, commit)
+        with trio.CancelScope(shield=True):
+            try:
+                await self._durable(partition)
+            except KafkaStorageException:
+                return int(E.KAFKA_STORAGE_ERROR)
+            rm = b.replicas
+            if rm.replicated(self.topic, partition):
+                return await rm.wait_replicated(self.topic, partition, out.last_offset + 1,
+                                                trio.current_time() + REPLICATION_TIMEOUT_S)
+        return 0
 
     # -- parked answers ------------------------------------------------------------------------------
     def _deliver(self, completions: list[tuple[Pending, Any]]) -> None:

@@ -73,12 +73,25 @@ class GroupCoordinatorService:
     async def fetch_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]] | None,
                             require_stable: bool = False
                             ) -> tuple[int, list[tuple[str, int, OffsetEntry | None, int]]]:
-        # require_stable: no transactions yet, so no offset is ever pending (KIP-447)
         err, shard = self.coordinator.shard_for(group_id, allow_empty=True)
         if err:
             return err, []
         return await self.runtime.read(shard.partition, lambda: self.coordinator.fetch_offsets(
-            group_id=group_id, partitions=partitions))
+            group_id=group_id, partitions=partitions, require_stable=require_stable))
+
+    async def txn_commit_offsets(self, *, group_id: str | None, producer_id: int, producer_epoch: int,
+                                 generation_id: int, member_id: str, group_instance_id: str | None,
+                                 offsets: list[OffsetCommit]) -> list[tuple[str, int, int]]:
+        return await self.runtime.write(*self.coordinator.txn_commit_offsets(
+            group_id=group_id, producer_id=producer_id, producer_epoch=producer_epoch, generation_id=generation_id,
+            member_id=member_id, group_instance_id=group_instance_id, offsets=offsets, now_ms=now_ms()))
+
+    async def complete_transaction(self, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
+                                   coordinator_epoch: int) -> int:
+        """A marker for one __consumer_offsets partition (WriteTxnMarkers)."""
+        return await self.runtime.complete_transaction(partition, producer_id=producer_id,
+                                                       producer_epoch=producer_epoch, commit=commit,
+                                                       coordinator_epoch=coordinator_epoch)
 
     async def delete_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]]
                              ) -> tuple[int, list[tuple[str, int, int]]]:

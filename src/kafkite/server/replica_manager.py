@@ -39,6 +39,7 @@ import trio
 
 from ..config import TOPIC_CONFIGS
 from ..controller.metadata import INTERNAL_TOPICS
+from ..storage.batch import build_control_batch
 from ..storage.log_config import LogConfig
 from ..storage.log_loader import InconsistentTopicId
 from ..storage.log_manager import LogDirectory
@@ -85,6 +86,7 @@ class LogReadResult:
     log_start_offset: int = -1
     records: list | None = None  # the log's buffers, not copied
     preferred_read_replica: int = -1  # KIP-392: the replica this consumer should fetch from instead
+    aborted_transactions: list[tuple[int, int]] | None = None  # read_committed: (producer id, first offset)
 
 
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -288,6 +290,7 @@ class ReplicaManager:
             self._watchers.clear()
             for b in [b for b in self.state.brokers.values() if b.replicas is self]:  # coordinators give up theirs
                 b.groups.on_metadata(b.cache)
+                b.transactions.on_metadata(b.cache)
             self._abandon(runs)
         return KafkaStorageException(f"Log directory {d} is offline ({self.offline_log_dirs[d]})")
 
@@ -414,7 +417,8 @@ class ReplicaManager:
                 del self._append_locks[key]
 
     def read(self, cache: "MetadataCache", topic: str, partition: int, fetch_offset: int, current_leader_epoch: int,
-             max_bytes: int, min_one: bool, *, client_rack: str | None = None) -> LogReadResult:
+             max_bytes: int, min_one: bool, *, client_rack: str | None = None,
+             read_committed: bool = False) -> LogReadResult:
         """One partition of a consumer's Fetch: whole batches from fetch_offset below the high watermark.
         `client_rack` (Fetch v11+, KIP-392; "" without client.rack): a follower answers too, from its own copy up
         to its high watermark; a leader with the rack-aware selector sends a consumer of another rack to an
@@ -426,18 +430,22 @@ class ReplicaManager:
         if err:
             return LogReadResult(partition, err)
         lg = self.logs[(topic, partition)]
-        hw = lg.high_watermark
+        hw, lso = lg.high_watermark, lg.last_stable_offset
         if leading and client_rack and self.rack_aware:
             preferred = self.preferred_read_replica(cache, topic, partition, fetch_offset, client_rack)
             if preferred >= 0:
-                return LogReadResult(partition, 0, hw, hw, lg.log_start_offset, [], preferred)  # empty, not null
+                return LogReadResult(partition, 0, hw, lso, lg.log_start_offset, [], preferred)  # empty, not null
+        # read_committed reads up to the last stable offset, with the aborted transactions it overlaps
+        # (Kafka's LogOffsetMetadata for FetchIsolation.TXN_COMMITTED); read_uncommitted never gets that list
+        upper = lso if read_committed else hw
         try:
-            data = lg.read_parts(fetch_offset, max_bytes, min_one=min_one, max_offset=hw)
+            data = lg.read_parts(fetch_offset, max_bytes, min_one=min_one, max_offset=upper)
         except OffsetOutOfRange:
-            return LogReadResult(partition, E.OFFSET_OUT_OF_RANGE, hw, hw, lg.log_start_offset)
+            return LogReadResult(partition, E.OFFSET_OUT_OF_RANGE, hw, lso, lg.log_start_offset)
         if not leading:
             self.consumer_reads_as_follower += 1
-        return LogReadResult(partition, 0, hw, hw, lg.log_start_offset, data)
+        aborted = lg.collect_aborted(fetch_offset, upper) if read_committed else None
+        return LogReadResult(partition, 0, hw, lso, lg.log_start_offset, data, aborted_transactions=aborted)
 
     def _follower_read_check(self, cache: "MetadataCache", topic: str, partition: int,
                              current_leader_epoch: int) -> int:
@@ -478,10 +486,11 @@ class ReplicaManager:
         return -1 if best is None else best[1]
 
     def fetch_offset_for_timestamp(self, cache: "MetadataCache", topic: str, partition: int, timestamp: int,
-                                   current_leader_epoch: int, *, max_timestamp: bool
+                                   current_leader_epoch: int, *, max_timestamp: bool, read_committed: bool = False
                                    ) -> tuple[int, int, int, int]:
         """ListOffsets for one partition: (error, timestamp, offset, leader epoch). -2 earliest, -1 latest
-        (the high watermark), -3 the record with the largest timestamp (when the version has it)."""
+        (the high watermark; the last stable offset for read_committed), -3 the record with the largest
+        timestamp (when the version has it)."""
         err = self.leader_check(cache, topic, partition, current_leader_epoch)
         if err:
             return err, -1, -1, -1
@@ -490,13 +499,15 @@ class ReplicaManager:
         if timestamp == EARLIEST:
             return 0, -1, lg.log_start_offset, epoch
         if timestamp == LATEST:
-            return 0, -1, lg.high_watermark, epoch
+            return 0, -1, lg.last_stable_offset if read_committed else lg.high_watermark, epoch
         if timestamp == MAX_TIMESTAMP and max_timestamp:
             found = lg.max_timestamp_entry()
         elif timestamp < 0:
             return (E.UNSUPPORTED_VERSION if timestamp == MAX_TIMESTAMP else E.INVALID_REQUEST), -1, -1, -1
         else:
             found = lg.offset_for_timestamp(timestamp)
+        if found is not None and read_committed and found[0] >= lg.last_stable_offset:
+            found = None  # Kafka: nothing a read_committed consumer may read yet
         return (0, -1, -1, -1) if found is None else (0, found[1], found[0], found[2])
 
     def last_offset_for_leader_epoch(self, cache: "MetadataCache", topic: str, partition: int,
@@ -539,10 +550,39 @@ class ReplicaManager:
         if lg is None:
             return AppendOutcome(error=E.KAFKA_STORAGE_ERROR if self.offline_log_dirs else E.UNKNOWN_TOPIC_OR_PARTITION)
         v = prepare_append(records, lg.config, now_ms=now_ms, topic_partition=f"{topic}-{partition}")
-        return self._append_validated((topic, partition), lg, v, now_ms, leader_epoch, defer_flush)
+        # a coordinator's transactional batch (TxnOffsetCommit) carries no sequence to check: Kafka's
+        # AppendOrigin.COORDINATOR
+        return self._append_validated((topic, partition), lg, v, now_ms, leader_epoch, defer_flush,
+                                      check_sequences=False)
+
+    def write_txn_marker(self, cache: "MetadataCache", topic: str, partition: int, *, producer_id: int,
+                         producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int) -> AppendOutcome:
+        """One partition of a WriteTxnMarkers: the control batch ending the producer's transaction, appended as
+        the leader (Kafka's appendRecords with AppendOrigin.COORDINATOR). A marker of an older producer epoch
+        than the partition knows is refused (INVALID_PRODUCER_EPOCH, Kafka's appendEndTxnMarker)."""
+        err = self.leader_check(cache, topic, partition)
+        lg = self.logs.get((topic, partition))
+        if err or lg is None:
+            return AppendOutcome(error=err or E.UNKNOWN_TOPIC_OR_PARTITION)
+        entry = lg.producer_state.last_entry(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            return AppendOutcome(error=E.INVALID_PRODUCER_EPOCH,
+                                 error_message=f"marker epoch {producer_epoch} below the producer's {entry.epoch}")
+        data = build_control_batch(producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+                                   timestamp_ms=now_ms)
+        try:
+            res = lg.append(bytearray(data), now_ms=now_ms, leader_epoch=cache.partition(topic, partition).leader_epoch,
+                            defer_flush=True)
+        except OSError as exc:
+            self.handle_log_dir_failure(exc, f"writing a transaction marker to {topic}-{partition}")
+            return AppendOutcome(error=E.KAFKA_STORAGE_ERROR)
+        wait = (lg, res.last_offset) if lg.flush_pending(res.last_offset) else None
+        if wait is None:
+            self._log_end_moved((topic, partition))
+        return AppendOutcome(error=0, base_offset=res.base_offset, durable_wait=wait, last_offset=res.last_offset)
 
     def _append_validated(self, key: tuple[str, int], lg, v: Validated, now_ms: int, leader_epoch: int,
-                          defer_flush: bool) -> AppendOutcome:
+                          defer_flush: bool, check_sequences: bool = True) -> AppendOutcome:
         """The producer-state checks and the append of validated records, in one step on the loop."""
         if v.error:
             return AppendOutcome(error=v.error, record_errors=v.record_errors,
@@ -552,7 +592,7 @@ class ReplicaManager:
         # Idempotent producers: a retried batch is acknowledged with its original offset.
         ps = lg.producer_state
         for pos, h in v.batches:
-            if h.producer_id >= 0:
+            if h.producer_id >= 0 and check_sequences:
                 chk = ps.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, now_ms=now_ms)
                 if chk.error == "duplicate":
                     # the original may still wait for its fsync: so does this acknowledgement

@@ -14,7 +14,7 @@ from kafka.protocol.api_key import ApiKey
 from ..wire import codec
 from ..wire.errors import E
 from .context import RequestContext
-from .handlers import admin, configs, controller_apis, data, groups, metadata
+from .handlers import admin, configs, controller_apis, data, groups, metadata, txn
 
 Handler = Callable[[RequestContext], Awaitable[object | None]]
 
@@ -47,6 +47,11 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.ListGroups: (0, 4, groups.handle_list_groups),
     ApiKey.DeleteGroups: (0, 2, groups.handle_delete_groups),
     ApiKey.OffsetDelete: (0, 0, groups.handle_offset_delete),
+    # transactions: the client forms (AddPartitionsToTxn v4+ is the brokers' batched form, not served)
+    ApiKey.AddPartitionsToTxn: (0, 3, txn.handle_add_partitions_to_txn),
+    ApiKey.AddOffsetsToTxn: (0, 4, txn.handle_add_offsets_to_txn),
+    ApiKey.EndTxn: (0, 4, txn.handle_end_txn),
+    ApiKey.TxnOffsetCommit: (0, 4, txn.handle_txn_offset_commit),
 }
 
 
@@ -58,13 +63,15 @@ INTER_BROKER_ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.UpdateMetadata: (8, 8, controller_apis.handle_update_metadata),
     ApiKey.ControlledShutdown: (3, 3, controller_apis.handle_controlled_shutdown),
     ApiKey.AlterPartition: (0, 1, controller_apis.handle_alter_partition),
+    ApiKey.WriteTxnMarkers: (1, 1, txn.handle_write_txn_markers),
 }
 
 _SUPPORTED = {k: (lo, hi) for k, (lo, hi, _) in ROUTES.items()}
 _INTER_BROKER = {**_SUPPORTED, **{k: (lo, hi) for k, (lo, hi, _) in INTER_BROKER_ROUTES.items()}}
 # an in-process cluster's inter-broker listener: its controller's commands are calls, a leader's AlterPartition
 # comes over the network as between processes
-_IN_PROCESS_INTER_BROKER = {**_SUPPORTED, ApiKey.AlterPartition: _INTER_BROKER[ApiKey.AlterPartition]}
+_IN_PROCESS_INTER_BROKER = {**_SUPPORTED, **{k: _INTER_BROKER[k] for k in (ApiKey.AlterPartition,
+                                                                             ApiKey.WriteTxnMarkers)}}
 
 
 def supported() -> dict[int, tuple[int, int]]:

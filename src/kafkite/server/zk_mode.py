@@ -221,6 +221,7 @@ class ZkMode:
         self._to_trio(lambda: [self.channel.remove_broker(b) for b in list(self.channel.brokers)])
         for b in self.state.brokers.values():
             self._to_trio(lambda b=b: b.groups.on_metadata(b.cache))
+            self._to_trio(lambda b=b: b.transactions.on_metadata(b.cache))
 
     def _to_trio(self, fn: Callable[[], Any]) -> None:
         try:

@@ -261,3 +261,43 @@ def rebuild_batch(header: BatchHeader, records: list[Record], compression: int |
     if header.log_append_time:
         set_log_append_time(data, 0, header.max_timestamp)
     return bytes(data)
+
+
+# -- transaction markers (control batches) ------------------------------------------------------
+ABORT_MARKER, COMMIT_MARKER = 0, 1  # Kafka's ControlRecordType
+_CONTROL_KEY = struct.Struct(">hh")  # version 0, type
+_MARKER_VALUE = struct.Struct(">hi")  # EndTransactionMarker: version 0, coordinator epoch
+
+
+def build_control_batch(producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int,
+                        timestamp_ms: int) -> bytes:
+    """A transaction marker as Kafka's EndTransactionMarker writes it: one control record (key: version 0 and
+    the type, 1 commit / 0 abort; value: version 0 and the coordinator epoch) in a batch with the
+    transactional and control bits, the producer's id and epoch and no sequence."""
+    key = _CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    b = _Builder(magic=2, compression_type=COMPRESSION_NONE, is_transactional=True, producer_id=producer_id,
+                 producer_epoch=producer_epoch, base_sequence=-1, batch_size=1 << 31)
+    b.append(0, timestamp=timestamp_ms, key=key, value=value, headers=[])
+    data = bytearray(b.build())
+    h = read_header(data, 0)
+    struct.pack_into(">h", data, _ATTR_POS, h.attributes | CONTROL_BIT)
+    struct.pack_into(">I", data, _CRC_POS, crc32c.crc32c(memoryview(data)[CRC_START:h.size]))
+    return bytes(data)
+
+
+def control_type(buf, pos: int, h: BatchHeader) -> int | None:
+    """The marker type (COMMIT_MARKER / ABORT_MARKER) of the control batch at pos, or None when its record does
+    not read as a control record (control batches are never compressed)."""
+    if not h.is_control or h.compression != COMPRESSION_NONE or h.record_count < 1:
+        return None
+    try:
+        recs = DefaultRecordBatch(bytes(memoryview(buf)[pos:pos + h.size]))
+        for r in recs:
+            key = r.key
+            if key is None or len(key) < 4:
+                return None
+            return _CONTROL_KEY.unpack_from(key)[1]
+    except Exception:
+        return None
+    return None

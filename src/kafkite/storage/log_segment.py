@@ -152,6 +152,7 @@ class FileLogSegment(LogSegment):
         self.log_path = directory / (name + ".log" + suffix)
         self.offset_index = OffsetIndex(directory / (name + ".index" + suffix), base)
         self.time_index = TimeIndex(directory / (name + ".timeindex" + suffix), base)
+        self.txn_index_path = directory / (name + ".txnindex" + suffix)  # storage/transaction_index.py
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | (os.O_TRUNC if suffix else 0), 0o644)
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base
@@ -479,6 +480,7 @@ class FileLogSegment(LogSegment):
             try:
                 if delete:
                     self.unlink_indexes()
+                    self.txn_index_path.unlink(missing_ok=True)
                     self.log_path.unlink(missing_ok=True)
                 else:
                     cut = self._cut_position(offset)
@@ -510,7 +512,7 @@ class FileLogSegment(LogSegment):
 
     def delete(self) -> None:
         self.close()
-        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+        for p in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index_path):
             p.unlink(missing_ok=True)
 
 

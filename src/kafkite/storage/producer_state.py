@@ -18,6 +18,13 @@ batches (first/last sequence, base/last offset). The rules, checked in this orde
 `update` records an appended batch. The state is not checkpointed: a log rebuilds it from
 its batch headers when opened (`rebuild`), and evicts producers whose batches all fall
 below a moved log start offset (`truncate_head`).
+
+Transactions (Kafka's ProducerStateManager.ongoingTxns / unreplicatedTxns): a transactional
+batch opens its producer's transaction at its base offset unless one is open; a marker (control
+batch) closes it and returns the CompletedTxn, whose first offset is the transaction's first
+(the marker's own offset for a transaction without data here). The first unstable offset is the
+smallest first offset of an open transaction, or of a completed one whose marker is not yet
+below the high watermark: the last stable offset is min(high watermark, that).
 """
 from __future__ import annotations
 
@@ -51,6 +58,8 @@ class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=MAX_BATCHES))
     last_timestamp: int = -1
+    current_txn_first_offset: int = -1  # the open transaction's first offset, -1 without one
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -87,6 +96,14 @@ class CheckResult:
 _OK = CheckResult()
 
 
+@dataclass(frozen=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -94,6 +111,8 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.unreplicated: list[CompletedTxn] = []  # completed, marker not yet known below the high watermark
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -133,12 +152,28 @@ class ProducerStateManager:
         return self.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
                           h.is_transactional, now_ms=now_ms)
 
-    def update(self, h: BatchHeader, base_offset: int | None = None) -> None:
-        """Record an appended batch (h as written; base_offset overrides h.base_offset)."""
-        if h.producer_id < 0 or h.is_control:
-            return
+    def update(self, h: BatchHeader, base_offset: int | None = None, *, marker: int | None = None
+               ) -> CompletedTxn | None:
+        """Record an appended batch (h as written; base_offset overrides h.base_offset). A control batch needs its
+        `marker` type (batch.COMMIT_MARKER / ABORT_MARKER): it completes the producer's transaction, returned."""
+        if h.producer_id < 0:
+            return None
         base = h.base_offset if base_offset is None else base_offset
         e = self.producers.get(h.producer_id)
+        if h.is_control:
+            if marker is None:
+                return None
+            if e is None:
+                e = self.producers[h.producer_id] = ProducerEntry(h.producer_epoch)
+            elif h.producer_epoch > e.epoch:  # a marker of a bumped epoch (a fenced or timed-out transaction)
+                e.epoch = h.producer_epoch
+                e.batches.clear()
+            first = self.ongoing.pop(h.producer_id, base)
+            e.current_txn_first_offset = -1
+            e.last_timestamp = h.max_timestamp
+            done = CompletedTxn(h.producer_id, first, base, marker == 0)
+            self.unreplicated.append(done)
+            return done
         if e is None or e.epoch != h.producer_epoch:
             e = ProducerEntry(h.producer_epoch)  # a new epoch forgets the old epoch's batches
             self.producers[h.producer_id] = e
@@ -146,13 +181,35 @@ class ProducerStateManager:
             e.batches.append(BatchMeta(h.base_sequence, h.last_sequence, base, base + h.last_offset_delta,
                                        h.max_timestamp))
         e.last_timestamp = h.max_timestamp
+        if h.is_transactional and h.producer_id not in self.ongoing:
+            self.ongoing[h.producer_id] = base
+        if h.is_transactional:
+            e.current_txn_first_offset = self.ongoing[h.producer_id]
+        return None
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The smallest first offset of an open transaction or of a completed one whose marker is at or above the
+        high watermark (those below it are forgotten here); None when every transaction is decided and replicated."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+        firsts = [t.first_offset for t in self.unreplicated]
+        if self.ongoing:
+            firsts.append(min(self.ongoing.values()))
+        return min(firsts) if firsts else None
+
+    def last_stable_offset_after(self, done: CompletedTxn) -> int:
+        """Kafka's lastStableOffset(completedTxn), kept in the aborted-transaction index: the first offset of the
+        next open transaction, else the offset after the marker."""
+        others = [f for pid, f in self.ongoing.items() if pid != done.producer_id]
+        return min(others) if others else done.last_offset + 1
 
     update_from_header = update  # older name
 
     def truncate_head(self, log_start_offset: int) -> None:
         """Forget producers whose every batch lies below the log start offset (Kafka evicts them
         when retention or DeleteRecords moves the log start)."""
-        gone = [pid for pid, e in self.producers.items() if e.batches and e.last_offset < log_start_offset]
+        gone = [pid for pid, e in self.producers.items() if e.batches and e.last_offset < log_start_offset
+                and pid not in self.ongoing]  # an open transaction keeps its producer
         for pid in gone:
             del self.producers[pid]
         for e in self.producers.values():
@@ -169,11 +226,13 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         """State from a log's batch headers in offset order (a log passes `log.iter_headers()`,
-        or the log itself)."""
-        self.producers.clear()
+        or the log itself). Control batches need their marker type: a log rebuilds with `update` itself."""
+        self.clear()
         it = headers.iter_headers() if hasattr(headers, "iter_headers") else headers
         for h in it:
             if h.producer_id >= 0:

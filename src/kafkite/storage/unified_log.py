@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .batch import BatchHeader, Record, crc_ok, decode_batch, iter_batches, valid_prefix
+from .batch import BatchHeader, Record, control_type, crc_ok, decode_batch, iter_batches, valid_prefix
 from .leader_epoch_file_cache import LeaderEpochFileCache
 from .log_config import LogConfig
 from .checkpoint_file import write_atomically
@@ -47,7 +47,8 @@ from .log_loader import LogLoader, check_topic_id, read_topic_id, write_partitio
 from .log_segment import LogSegment
 from .log_validator import assign_offsets_and_compress
 from .memory_log_segment import MemoryLogSegment
-from .producer_state import ProducerStateManager
+from .producer_state import CompletedTxn, ProducerStateManager
+from .transaction_index import AbortedTxn, AbortedTxns, append_entry, sync_files
 
 INT32_MAX = (1 << 31) - 1
 
@@ -90,7 +91,8 @@ class UnifiedLog:
         self._last_flush_ms = now_ms
         self._dirty_from: int | None = None  # first offset whose deferred fsync has not happened
         self.version = 0  # bumped by every change other than an append or a roll (the cleaner checks it)
-        self.producer_state.rebuild(self)
+        self.aborted = AbortedTxns()
+        self._rebuild_producer_state()
 
     # -- offsets
     @property
@@ -116,8 +118,42 @@ class UnifiedLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """No transactions yet: every record below the high watermark is stable."""
-        return self.high_watermark
+        """The high watermark, or below it the first offset of a transaction still open (or whose marker the
+        ISR does not have yet): read_committed consumers read up to here."""
+        hw = self.high_watermark
+        first = self.producer_state.first_unstable_offset(hw)
+        return hw if first is None else min(hw, first)
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping [fetch_offset, upper_bound)."""
+        return self.aborted.collect(fetch_offset, upper_bound)
+
+    def _note_txn(self, done: CompletedTxn | None, seg_base: int, *, write: bool) -> None:
+        if done is None or not done.aborted:
+            return
+        txn = AbortedTxn(done.last_offset, done.producer_id, done.first_offset,
+                         self.producer_state.last_stable_offset_after(done))
+        self.aborted.add(txn)
+        if write and self.dir is not None:
+            append_entry(self.dir, seg_base, txn)
+
+    def _rebuild_producer_state(self) -> None:
+        """Producer and transaction state from the log's batches (a marker's type is read from its batch); a file
+        log's .txnindex files are made to agree with it."""
+        ps = self.producer_state
+        ps.clear()
+        self.aborted.clear()
+        for seg in self.segments:
+            for h in seg.iter_headers():
+                if h.producer_id < 0:
+                    continue
+                marker = None
+                if h.is_control:
+                    data = seg.read(h.base_offset, h.size, True, None)
+                    marker = control_type(data, 0, h) if data else None
+                self._note_txn(ps.update(h, marker=marker), seg.base, write=False)
+        if self.dir is not None:
+            sync_files(self.dir, [s.base for s in self.segments], self.aborted)
 
     @property
     def active(self) -> LogSegment:
@@ -200,9 +236,13 @@ class UnifiedLog:
         try:
             self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
                                sync=flush_due)
-            for _pos, h in headers:
+            for pos, h in headers:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset)
-                self.producer_state.update(h)
+                if h.is_control:
+                    done = self.producer_state.update(h, marker=control_type(buf, pos, h))
+                    self._note_txn(done, self.active.base, write=True)
+                else:
+                    self.producer_state.update(h)
                 self._unflushed += h.record_count
             self.log_end_offset = offset
             if deferring:
@@ -393,6 +433,7 @@ class UnifiedLog:
         self.log_start_offset = offset
         self.epochs.truncate_from_start(offset)
         self.producer_state.truncate_head(offset)
+        self.aborted.drop_below(offset)
         self._save_log_start()
 
     def _delete_oldest(self) -> LogSegment:
@@ -454,7 +495,7 @@ class UnifiedLog:
             self.segments.pop().delete()
         self.log_end_offset = self.active.next_offset if self.active.size else self.active.base
         self.epochs.truncate_from_end(self.log_end_offset)
-        self.producer_state.rebuild(self)
+        self._rebuild_producer_state()
         if self._dirty_from is not None and self._dirty_from >= self.log_end_offset:
             self._dirty_from = None  # what waited for an fsync is gone
 
@@ -468,7 +509,7 @@ class UnifiedLog:
         self.log_start_offset = self.log_end_offset = offset
         self._save_log_start()
         self.epochs.clear()
-        self.producer_state.rebuild(self)
+        self._rebuild_producer_state()
         self._dirty_from = None
         if self._hw is not None:
             self._hw = offset

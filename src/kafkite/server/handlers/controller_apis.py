@@ -96,6 +96,7 @@ async def handle_leader_and_isr(ctx: RequestContext):
                      leader_epoch=ps.leader_epoch, isr=list(ps.isr))
         topics.append(T(topic_id=t.topic_id, partition_errors=errors))
     b.groups.on_metadata(b.cache)
+    b.transactions.on_metadata(b.cache)
     return LeaderAndIsrResponse(version=v, error_code=0, topics=topics)
 
 
@@ -141,6 +142,7 @@ async def handle_stop_replica(ctx: RequestContext):
             b.replicas.stop_replica(t.topic_name, ps.partition_index, delete=bool(ps.delete_partition))
             out.append(P(topic_name=t.topic_name, partition_index=ps.partition_index, error_code=0))
     b.groups.on_metadata(b.cache)
+    b.transactions.on_metadata(b.cache)
     return StopReplicaResponse(version=v, error_code=0, partition_errors=out)
 
 

@@ -23,8 +23,6 @@ async def handle_produce(ctx: RequestContext):
     T = ProduceResponse.TopicProduceResponse
     P = T.PartitionProduceResponse
     acks = body.acks
-    if body.transactional_id is not None:
-        ctx.log.warning("produce.transactional_unsupported", transactional_id=body.transactional_id)
     topics = []
     now = now_ms()
     waits = []
@@ -144,8 +142,10 @@ def _read_fetch(b, body, v: int, max_bytes: int, replica_id: int = -1):
                 r = rm.read_for_follower(b.metadata, name, fp.partition, replica_id, fp.fetch_offset, epoch, budget, now)
             else:
                 r = rm.read(b.metadata, name, fp.partition, fp.fetch_offset, epoch, budget, min_one=total == 0,
-                            client_rack=(body.rack_id or "") if v >= 11 else None)
+                            client_rack=(body.rack_id or "") if v >= 11 else None,
+                            read_committed=body.isolation_level == 1)
             p = PartitionData(fp.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
+                              aborted_transactions=r.aborted_transactions,
                               preferred_read_replica=r.preferred_read_replica,
                               records=r.records if r.records is not None else ())  # Kafka: empty, never null
             total += p.records_size
@@ -168,7 +168,7 @@ async def handle_list_offsets(ctx: RequestContext):
         for lp in lt.partitions:
             err, ts_out, off, le = rm.fetch_offset_for_timestamp(
                 b.metadata, lt.name, lp.partition_index, lp.timestamp, lp.current_leader_epoch if v >= 4 else -1,
-                max_timestamp=v >= 7)
+                max_timestamp=v >= 7, read_committed=v >= 2 and body.isolation_level == 1)
             if v == 0:
                 parts.append(P(partition_index=lp.partition_index, error_code=int(err),
                                old_style_offsets=[off] if off >= 0 else []))
@@ -202,11 +202,9 @@ async def handle_init_producer_id(ctx: RequestContext):
     b = ctx.broker
     body = ctx.body
     v = ctx.version
-    if body.transactional_id is not None:
-        # Transactions are later work: say so clearly rather than hand out a half-working id.
-        ctx.log.warning("init_producer_id.transactions_unsupported", transactional_id=body.transactional_id)
-        return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=int(E.INVALID_REQUEST),
-                                      producer_id=-1, producer_epoch=-1)
+    if body.transactional_id is not None:  # a transactional producer: its transaction coordinator answers
+        from .txn import init_transactional_producer_id
+        return await init_transactional_producer_id(ctx)
     pid, epoch = -1, -1
     if v >= 3:
         pid, epoch = body.producer_id, body.producer_epoch

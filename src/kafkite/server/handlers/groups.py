@@ -13,6 +13,7 @@ from ...coordinator.hashing import partition_for
 from ...wire.errors import E
 from ..context import RequestContext
 from ..group_coordinator_service import OFFSETS_TOPIC
+from ..transaction_coordinator_service import TXN_TOPIC
 
 GROUP_KEY, TXN_KEY = 0, 1
 
@@ -34,19 +35,39 @@ async def ensure_offsets_topic(b) -> bool:
     return b.metadata.topic(OFFSETS_TOPIC) is not None
 
 
+async def ensure_transaction_topic(b) -> bool:
+    """__transaction_state, created on first use as Kafka's TransactionStateManager does: compacted, its
+    transaction.state.log.* settings."""
+    if b.metadata.topic(TXN_TOPIC) is not None:
+        return True
+    cfg = b.config
+    rf = max(1, min(cfg.get("transaction.state.log.replication.factor"), len(b.metadata.brokers)))
+    try:
+        await b.create_topic(TXN_TOPIC, cfg.get("transaction.state.log.num.partitions"), rf, None,
+                             {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                              "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
+                              "min.insync.replicas": str(min(rf, cfg.get("transaction.state.log.min.isr")))},
+                             wait=False)
+    except MetadataError as exc:
+        if exc.code != E.TOPIC_ALREADY_EXISTS:
+            raise
+    return b.metadata.topic(TXN_TOPIC) is not None
+
+
 async def _coordinator_for(b, key: str, key_type: int):
     """(error, message, node) for one FindCoordinator key."""
-    if key_type == TXN_KEY:
-        return int(E.INVALID_REQUEST), "Transactions are not supported by this broker yet", None
-    if key_type != GROUP_KEY:
+    if key_type not in (GROUP_KEY, TXN_KEY):
         return int(E.INVALID_REQUEST), f"Unknown coordinator key type {key_type}", None
+    if key_type == TXN_KEY and not key:
+        return int(E.INVALID_REQUEST), "Transactional id must not be empty", None
+    topic = TXN_TOPIC if key_type == TXN_KEY else OFFSETS_TOPIC
     try:
-        if not await ensure_offsets_topic(b):
+        if not await (ensure_transaction_topic(b) if key_type == TXN_KEY else ensure_offsets_topic(b)):
             return int(E.COORDINATOR_NOT_AVAILABLE), "The coordinator is not available.", None
     except MetadataError:  # e.g. KAFKA_STORAGE_ERROR: the data dir is offline
         return int(E.COORDINATOR_NOT_AVAILABLE), "The coordinator is not available.", None
-    n = len(b.metadata.topic(OFFSETS_TOPIC).partitions)
-    p = b.metadata.partition(OFFSETS_TOPIC, partition_for(key, n))
+    n = len(b.metadata.topic(topic).partitions)
+    p = b.metadata.partition(topic, partition_for(key, n))
     node = b.metadata.brokers.get(p.leader) if p is not None else None
     if node is None:
         return int(E.COORDINATOR_NOT_AVAILABLE), "The coordinator is not available.", None

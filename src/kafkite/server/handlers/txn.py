@@ -1,0 +1,117 @@
+"""InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit and
+WriteTxnMarkers: thin shells over the transaction coordinator (and, for TxnOffsetCommit, the group coordinator).
+
+Fencing answers PRODUCER_FENCED (KIP-588) to the versions that know it, INVALID_PRODUCER_EPOCH to older ones, as
+Kafka's KafkaApis does: InitProducerId below v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn below v2,
+TxnOffsetCommit below v3.
+"""
+from __future__ import annotations
+
+from kafka.protocol.producer.transaction import (AddOffsetsToTxnResponse, AddPartitionsToTxnResponse,
+                                                 EndTxnResponse, InitProducerIdResponse, TxnOffsetCommitResponse,
+                                                 WriteTxnMarkersResponse)
+
+from ...wire.errors import E
+from ..context import RequestContext
+from ..transaction_coordinator_service import write_markers_locally
+
+FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2,
+                "TxnOffsetCommit": 3}
+
+
+def _fenced(code: int, api: str, version: int) -> int:
+    if code == E.PRODUCER_FENCED and version < FENCED_SINCE[api]:
+        return int(E.INVALID_PRODUCER_EPOCH)
+    return int(code)
+
+
+async def init_transactional_producer_id(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    pid, epoch = (body.producer_id, body.producer_epoch) if v >= 3 else (-1, -1)
+    r = await ctx.broker.transactions.init_producer_id(body.transactional_id, body.transaction_timeout_ms, pid, epoch)
+    if r.error:
+        ctx.log.info("init_producer_id.refused", transactional_id=body.transactional_id, error=E(r.error).name)
+    return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=_fenced(r.error, "InitProducerId", v),
+                                  producer_id=r.producer_id if not r.error else -1,
+                                  producer_epoch=r.producer_epoch if not r.error else -1)
+
+
+async def handle_add_partitions_to_txn(ctx: RequestContext):
+    b, body, v = ctx.broker, ctx.body, ctx.version
+    T = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+    P = T.AddPartitionsToTxnPartitionResult
+    wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+    unknown = {tp for tp in wanted if b.metadata.partition(*tp) is None}
+    if unknown:  # Kafka: the unknown ones answer UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED
+        codes = {tp: int(E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED)
+                 for tp in wanted}
+    else:
+        err = await b.transactions.add_partitions(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                                                  body.v3_and_below_producer_epoch, wanted)
+        if err:
+            ctx.log.info("add_partitions_to_txn.refused", transactional_id=body.v3_and_below_transactional_id,
+                         error=E(err).name)
+        codes = {tp: _fenced(err, "AddPartitionsToTxn", v) for tp in wanted}
+    by_topic: dict[str, list] = {}
+    for (t, p), code in codes.items():
+        by_topic.setdefault(t, []).append(P(partition_index=p, partition_error_code=code))
+    return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0, results_by_topic_v3_and_below=[
+        T(name=t, results_by_partition=ps) for t, ps in by_topic.items()])
+
+
+async def handle_add_offsets_to_txn(ctx: RequestContext):
+    b, body, v = ctx.broker, ctx.body, ctx.version
+    from .groups import ensure_offsets_topic
+    if not body.group_id:
+        err = int(E.INVALID_GROUP_ID)
+    elif not await ensure_offsets_topic(b):
+        err = int(E.COORDINATOR_NOT_AVAILABLE)
+    else:
+        err = await b.transactions.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                  [b.transactions.offsets_partition(body.group_id)])
+    return AddOffsetsToTxnResponse(version=v, throttle_time_ms=0, error_code=_fenced(err, "AddOffsetsToTxn", v))
+
+
+async def handle_end_txn(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    err = await ctx.broker.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                body.committed)
+    if err:
+        ctx.log.info("end_txn.refused", transactional_id=body.transactional_id, error=E(err).name)
+    return EndTxnResponse(version=v, throttle_time_ms=0, error_code=_fenced(err, "EndTxn", v))
+
+
+async def handle_txn_offset_commit(ctx: RequestContext):
+    body, v = ctx.body, ctx.version
+    offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
+                p.committed_metadata) for t in body.topics for p in t.partitions]
+    rows = await ctx.broker.groups.txn_commit_offsets(
+        group_id=body.group_id, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
+        generation_id=body.generation_id if v >= 3 else -1, member_id=body.member_id if v >= 3 else "",
+        group_instance_id=body.group_instance_id if v >= 3 else None, offsets=offsets)
+    T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    P = T.TxnOffsetCommitResponsePartition
+    by_topic: dict[str, list] = {}
+    for t, p, code in rows:
+        by_topic.setdefault(t, []).append(P(partition_index=p, error_code=_fenced(code, "TxnOffsetCommit", v)))
+    return TxnOffsetCommitResponse(version=v, throttle_time_ms=0,
+                                   topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+async def handle_write_txn_markers(ctx: RequestContext):
+    """From a transaction coordinator on another broker (the inter-broker listener only)."""
+    b, body, v = ctx.broker, ctx.body, ctx.version
+    R = WriteTxnMarkersResponse.WritableTxnMarkerResult
+    T = R.WritableTxnMarkerTopicResult
+    P = T.WritableTxnMarkerPartitionResult
+    out = []
+    for m in body.markers:
+        parts = [(t.name, p) for t in m.topics for p in t.partition_indexes]
+        codes = await write_markers_locally(b, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                                            commit=m.transaction_result, coordinator_epoch=m.coordinator_epoch,
+                                            partitions=parts)
+        by_topic: dict[str, list] = {}
+        for (t, p), code in codes.items():
+            by_topic.setdefault(t, []).append(P(partition_index=p, error_code=code))
+        out.append(R(producer_id=m.producer_id, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]))
+    return WriteTxnMarkersResponse(version=v, markers=out)

@@ -1,0 +1,88 @@
+"""Transactions in the log: the last stable offset, markers, the aborted-transaction index (.txnindex)."""
+from __future__ import annotations
+
+import struct
+
+from kafkite.storage.batch import build_batch, build_control_batch, control_type, iter_batches, COMMIT_MARKER
+from kafkite.storage.log_config import LogConfig
+from kafkite.storage.transaction_index import decode_entries
+from kafkite.storage.unified_log import FileLog, MemoryLog
+
+
+def txn_batch(pid, epoch, seq, n=2, transactional=True):
+    return build_batch([(b"k%d" % i, b"v%d" % i, []) for i in range(n)], timestamp_ms=1000, producer_id=pid,
+                       producer_epoch=epoch, base_sequence=seq, is_transactional=transactional)
+
+
+def marker(pid, epoch, commit):
+    return build_control_batch(pid, epoch, commit=commit, coordinator_epoch=3, timestamp_ms=1000)
+
+
+def test_control_batch_format():
+    data = marker(7, 2, True)
+    (pos, h), = iter_batches(data)
+    assert h.is_control and h.is_transactional and h.producer_id == 7 and h.producer_epoch == 2
+    assert h.base_sequence == -1 and h.record_count == 1
+    assert control_type(data, pos, h) == COMMIT_MARKER
+    assert control_type(marker(7, 2, False), 0, h) == 0
+    from kafka.record.default_records import DefaultRecordBatch
+    b = DefaultRecordBatch(data)
+    assert b.is_control_batch and b.is_transactional
+    (rec,) = list(b)
+    assert rec.commit and struct.unpack(">hi", rec.value) == (0, 3)
+
+
+def test_last_stable_offset_and_aborted_transactions():
+    lg = MemoryLog(LogConfig())
+    lg.append(txn_batch(-1, -1, -1, transactional=False), now_ms=1)        # 0-1
+    lg.append(txn_batch(5, 0, 0), now_ms=1)                                # 2-3 pid 5 opens
+    assert lg.last_stable_offset == 2 and lg.high_watermark == 4
+    lg.append(txn_batch(6, 0, 0), now_ms=1)                                # 4-5 pid 6 opens
+    lg.append(txn_batch(5, 0, 2), now_ms=1)                                # 6-7
+    lg.append(marker(5, 0, commit=True), now_ms=1)                         # 8: pid 5 committed
+    assert lg.last_stable_offset == 4  # pid 6 still open
+    lg.append(marker(6, 0, commit=False), now_ms=1)                        # 9: pid 6 aborted
+    assert lg.last_stable_offset == lg.high_watermark == 10
+    assert lg.collect_aborted(0, 10) == [(6, 4)]
+    assert lg.collect_aborted(10, 20) == []  # the marker is below the fetch offset
+    assert lg.collect_aborted(0, 4) == []    # the transaction starts at the bound
+    assert not lg.producer_state.ongoing
+
+
+def test_lso_waits_for_the_marker_to_be_replicated():
+    lg = MemoryLog(LogConfig())
+    lg.set_replicated_high_watermark(0)
+    lg.append(txn_batch(5, 0, 0), now_ms=1)  # 0-1
+    lg.append(marker(5, 0, commit=True), now_ms=1)  # 2
+    lg.set_replicated_high_watermark(2)
+    assert lg.last_stable_offset == 0  # decided, but the marker is not below the high watermark
+    lg.set_replicated_high_watermark(3)
+    assert lg.last_stable_offset == 3
+
+
+def test_txnindex_written_and_rebuilt(tmp_path):
+    cfg = LogConfig(segment_bytes=300)
+    lg = FileLog(tmp_path / "t-0", cfg)
+    lg.append(txn_batch(5, 0, 0), now_ms=1)              # 0-1
+    lg.append(marker(5, 0, commit=False), now_ms=1)      # 2 aborted
+    lg.append(txn_batch(6, 0, 0), now_ms=1)              # 3-4 left open
+    lg.append(txn_batch(5, 1, 0), now_ms=1)              # 5-6 new epoch, open
+    lg.append(marker(5, 1, commit=False), now_ms=1)      # 7 aborted
+    assert len(lg.segments) > 1
+    files = sorted(tmp_path.glob("t-0/*.txnindex"))
+    entries = [e for f in files for e in decode_entries(f.read_bytes())]
+    assert [(e.producer_id, e.first_offset, e.last_offset) for e in entries] == [(5, 0, 2), (5, 5, 7)]
+    assert entries[0].last_stable_offset == 3 and entries[1].last_stable_offset == 3  # pid 6 still open
+    assert all(f.stat().st_size % 34 == 0 for f in files)
+    lso = lg.last_stable_offset
+    assert lso == 3
+    lg.close()
+    again = FileLog(tmp_path / "t-0", cfg)
+    assert again.last_stable_offset == 3  # the open transaction survives the restart
+    assert again.collect_aborted(0, 100) == [(5, 0), (5, 5)]
+    assert sorted(tmp_path.glob("t-0/*.txnindex")) == files
+    again.truncate_to(5)  # the second abort is cut: its index entry goes too
+    assert again.collect_aborted(0, 100) == [(5, 0)]
+    entries = [e for f in tmp_path.glob("t-0/*.txnindex") for e in decode_entries(f.read_bytes())]
+    assert [(e.producer_id, e.last_offset) for e in entries] == [(5, 2)]
+    again.close()
