@@ -156,6 +156,32 @@ def _groups(args) -> int:
     return 0
 
 
+def _transactions(args) -> int:
+    """Kafka's kafka-transactions.sh list / describe: every broker's transactions, or one transactional id."""
+    admin = _admin(args.bootstrap_server)
+    try:
+        if args.action == "list":
+            print(f"{'TRANSACTIONAL-ID':<32}{'COORDINATOR':>12}{'PRODUCER-ID':>13}  STATE")
+            rows = [(t.transactional_id, broker, t.producer_id, str(getattr(t.state, "value", t.state)))
+                    for broker, listings in admin.list_transactions().items() for t in listings]
+            for tid, broker, pid, state in sorted(rows):
+                print(f"{tid:<32}{broker:>12}{pid:>13}  {state}")
+            return 0
+        if not args.transactional_id:
+            print("transactions describe needs a transactional id", file=sys.stderr)
+            return 2
+        d = admin.describe_transactions([args.transactional_id])[args.transactional_id]
+        parts = ",".join(f"{tp.topic}-{tp.partition}" for tp in sorted(d.topic_partitions))
+        print(f"{'COORDINATOR':<12}{'TRANSACTIONAL-ID':<32}{'PRODUCER-ID':>12}{'EPOCH':>7}  {'STATE':<16}"
+              f"{'TIMEOUT-MS':>11}{'START-MS':>15}  PARTITIONS")
+        print(f"{d.coordinator_id:<12}{args.transactional_id:<32}{d.producer_id:>12}{d.producer_epoch:>7}  "
+              f"{str(getattr(d.state, 'value', d.state)):<16}{d.transaction_timeout_ms:>11}"
+              f"{d.transaction_start_time_ms:>15}  {parts}")
+    finally:
+        admin.close()
+    return 0
+
+
 def _cluster(args) -> int:
     admin = _admin(args.bootstrap_server)
     try:
@@ -212,6 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("group", nargs="?")
     g.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     g.set_defaults(func=_groups)
+
+    x = sub.add_parser("transactions", help="transactions: list every broker's, describe one transactional id")
+    x.add_argument("action", choices=["list", "describe"])
+    x.add_argument("transactional_id", nargs="?")
+    x.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    x.set_defaults(func=_transactions)
 
     c = sub.add_parser("cluster", help="describe a Kafka-compatible cluster")
     c.add_argument("action", choices=["describe"])

@@ -254,3 +254,44 @@ def test_kafka_python_transactions_end_to_end(broker):
     # each partition: 6 batches + 6 markers
     rm = broker.broker.replicas
     assert [rm.get("kp", i).log_end_offset for i in range(3)] == [18, 18, 18]
+
+
+def test_describe_list_transactions_producers_and_the_cli(broker, wire):
+    import subprocess
+    import sys
+    from kafka.admin import KafkaAdminClient
+    from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
+                                                   ListTransactionsRequest)
+    bs = broker.bootstrap_servers
+    create(bs, "desc")
+    r = init(wire, "tx-d")
+    pid, epoch = r.producer_id, r.producer_epoch
+    add(wire, "tx-d", pid, epoch, [("desc", 0)])
+    assert produce_txn(wire, "desc", pid, epoch, 0, 3, "tx-d").error_code == 0
+    d = wire.request(DescribeTransactionsRequest(transactional_ids=["tx-d", "nope"]), 0).transaction_states
+    assert (d[0].error_code, d[0].transaction_state, d[0].producer_id, d[0].transaction_timeout_ms) == \
+        (0, "Ongoing", pid, 60000)
+    assert [(t.topic, list(t.partitions)) for t in d[0].topics] == [("desc", [0])] and d[0].transaction_start_time_ms > 0
+    assert d[1].error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+    lt = wire.request(ListTransactionsRequest(state_filters=["Ongoing", "Bogus"], producer_id_filters=[]), 0)
+    assert [(t.transactional_id, t.transaction_state) for t in lt.transaction_states] == [("tx-d", "Ongoing")]
+    assert lt.unknown_state_filters == ["Bogus"]
+    lt = wire.request(ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=3600000), 1)
+    assert lt.transaction_states == []  # not running for an hour
+    T = DescribeProducersRequest.TopicRequest
+    dp = wire.request(DescribeProducersRequest(topics=[T(name="desc", partition_indexes=[0, 7])]), 0)
+    p0, p7 = dp.topics[0].partitions
+    assert [(s.producer_id, s.producer_epoch, s.last_sequence, s.current_txn_start_offset)
+            for s in p0.active_producers] == [(pid, epoch, 2, 0)]
+    assert p7.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    a = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        assert a.describe_transactions(["tx-d"])["tx-d"].producer_id == pid
+    finally:
+        a.close()
+    out = subprocess.run([sys.executable, "-m", "kafkite.cli", "transactions", "list", "--bootstrap-server", bs],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "tx-d" in out.stdout and "Ongoing" in out.stdout, out.stderr
+    out = subprocess.run([sys.executable, "-m", "kafkite.cli", "transactions", "describe", "tx-d",
+                          "--bootstrap-server", bs], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "desc-0" in out.stdout and str(pid) in out.stdout, out.stderr

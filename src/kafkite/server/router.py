@@ -52,6 +52,9 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.AddOffsetsToTxn: (0, 4, txn.handle_add_offsets_to_txn),
     ApiKey.EndTxn: (0, 4, txn.handle_end_txn),
     ApiKey.TxnOffsetCommit: (0, 4, txn.handle_txn_offset_commit),
+    ApiKey.DescribeTransactions: (0, 0, txn.handle_describe_transactions),
+    ApiKey.ListTransactions: (0, 1, txn.handle_list_transactions),
+    ApiKey.DescribeProducers: (0, 0, txn.handle_describe_producers),
 }
 
 

@@ -115,3 +115,75 @@ async def handle_write_txn_markers(ctx: RequestContext):
             by_topic.setdefault(t, []).append(P(partition_index=p, error_code=code))
         out.append(R(producer_id=m.producer_id, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]))
     return WriteTxnMarkersResponse(version=v, markers=out)
+
+
+async def handle_describe_transactions(ctx: RequestContext):
+    from kafka.protocol.admin.transactions import DescribeTransactionsResponse
+    S = DescribeTransactionsResponse.TransactionState
+    coord = ctx.broker.transactions.coordinator
+    out = []
+    for tid in ctx.body.transactional_ids:
+        err, m = coord.describe(tid)
+        if err:
+            out.append(S(error_code=int(err), transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
+                         transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]))
+            continue
+        topics: dict[str, list[int]] = {}
+        for t, p in sorted(m.partitions):
+            topics.setdefault(t, []).append(p)
+        out.append(S(error_code=0, transactional_id=tid, transaction_state=m.state.kafka_name,
+                     transaction_timeout_ms=m.timeout_ms, transaction_start_time_ms=m.start_ms,
+                     producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                     topics=[S.TopicData(topic=t, partitions=ps) for t, ps in topics.items()]))
+    return DescribeTransactionsResponse(version=ctx.version, throttle_time_ms=0, transaction_states=out)
+
+
+async def handle_list_transactions(ctx: RequestContext):
+    """The transactions of the __transaction_state partitions this broker leads (an admin client asks every broker),
+    filtered by state names, producer ids and (v1+) how long they have been running."""
+    from kafka.protocol.admin.transactions import ListTransactionsResponse
+    from ...coordinator.transaction import TxnState
+    from ..context import now_ms
+    body, v = ctx.body, ctx.version
+    names = {s.kafka_name: s for s in TxnState}
+    unknown = [s for s in body.state_filters or [] if s not in names]
+    states = {names[s] for s in body.state_filters or [] if s in names}
+    pids = set(body.producer_id_filters or [])
+    duration = body.duration_filter if v >= 1 else -1
+    now = now_ms()
+    rows = []
+    for m in sorted(ctx.broker.transactions.coordinator.list(), key=lambda m: m.transactional_id):
+        if (body.state_filters and m.state not in states) or (pids and m.producer_id not in pids):
+            continue
+        if duration >= 0 and (m.start_ms < 0 or now - m.start_ms < duration):
+            continue
+        rows.append(ListTransactionsResponse.TransactionState(
+            transactional_id=m.transactional_id, producer_id=m.producer_id, transaction_state=m.state.kafka_name))
+    return ListTransactionsResponse(version=v, throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
+                                    transaction_states=rows)
+
+
+async def handle_describe_producers(ctx: RequestContext):
+    """The producers a partition's leader knows (Kafka's ReplicaManager.activeProducerState)."""
+    from kafka.protocol.admin.transactions import DescribeProducersResponse
+    b = ctx.broker
+    T = DescribeProducersResponse.TopicResponse
+    P = T.PartitionResponse
+    topics = []
+    for t in ctx.body.topics:
+        parts = []
+        for i in t.partition_indexes:
+            err = b.replicas.leader_check(b.metadata, t.name, i)
+            lg = b.replicas.get(t.name, i)
+            if err or lg is None:
+                parts.append(P(partition_index=i, error_code=int(err or E.UNKNOWN_TOPIC_OR_PARTITION),
+                               error_message=None, active_producers=[]))
+                continue
+            ps = lg.producer_state
+            active = [P.ProducerState(producer_id=pid, producer_epoch=e.epoch, last_sequence=e.last_seq,
+                                      last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+                                      current_txn_start_offset=ps.ongoing.get(pid, -1))
+                      for pid, e in sorted(ps.producers.items())]
+            parts.append(P(partition_index=i, error_code=0, error_message=None, active_producers=active))
+        topics.append(T(name=t.name, partitions=parts))
+    return DescribeProducersResponse(version=ctx.version, throttle_time_ms=0, topics=topics)
