@@ -86,3 +86,26 @@ def test_txnindex_written_and_rebuilt(tmp_path):
     entries = [e for f in tmp_path.glob("t-0/*.txnindex") for e in decode_entries(f.read_bytes())]
     assert [(e.producer_id, e.last_offset) for e in entries] == [(5, 2)]
     again.close()
+
+
+def test_compaction_removes_aborted_data_keeps_markers_and_open_transactions():
+    lg = MemoryLog(LogConfig(cleanup_policy="compact", segment_bytes=200, min_cleanable_dirty_ratio=0.0))
+    lg.append(txn_batch(5, 0, 0), now_ms=1)              # 0-1 committed: k0 k1
+    lg.append(marker(5, 0, commit=True), now_ms=1)       # 2
+    lg.append(txn_batch(6, 0, 0), now_ms=1)              # 3-4 aborted: k0 k1 (must not supersede 0-1)
+    lg.append(marker(6, 0, commit=False), now_ms=1)      # 5
+    lg.append(txn_batch(7, 0, 0), now_ms=1)              # 6-7 open
+    lg.append(txn_batch(-1, -1, -1, n=1, transactional=False), now_ms=1)  # 8
+    removed = lg.compact(now_ms=10)
+    from kafkite.storage.batch import decode_batch
+    kept = []
+    for seg in lg.segments:
+        for h, data in seg.iter_batches():
+            kept.append((h.base_offset, h.is_control, [r.offset for r in decode_batch(data)] if not h.is_control else []))
+    offsets = [o for _, _, rs in kept for o in rs]
+    assert 3 not in offsets and 4 not in offsets  # the aborted records are gone
+    assert 0 in offsets and 1 in offsets          # the committed ones stay: the aborted k0/k1 never superseded them
+    assert [b for b, c, _ in kept if c] == [2, 5]  # both markers kept
+    assert 6 in offsets and 7 in offsets           # the open transaction is not cleaned
+    assert removed >= 2
+    assert lg.last_stable_offset == 6 and lg.log_end_offset == 9

@@ -20,7 +20,10 @@ dirty tail. Kafka's rules, sans-IO (callers pass now_ms; nothing here touches tr
   dropping keyless records and tombstones whose batch is older than `delete.retention.ms`.
   Offsets are preserved (a batch keeps its records' offsets; a batch left empty is dropped); the
   log end offset never moves. Control batches and batches that cannot be decoded (logged as a
-  warning) are kept as they are. A changed segment's replacement is prepared as `.cleaned`
+  warning) are kept as they are. Transactions (Kafka's cleaner with its aborted-transaction index):
+  the cleanable range and the map end at the last stable offset, not the high watermark, so an
+  open transaction's records stay as they are; the batches of aborted transactions are left out of
+  the map and removed; commit and abort markers are kept. A changed segment's replacement is prepared as `.cleaned`
   files (log_segment.py).
 - Swap-in (`LogCleaner.swap_in`, on the log's own thread): only if the log did not change
   underneath (its `version`: retention, DeleteRecords, truncation); else the result is
@@ -97,6 +100,13 @@ class CleanJob:
     to_clean: list[tuple[LogSegment, BatchSource]] = field(default_factory=list)
     delete_horizon_ms: int = 0                     # tombstones in batches older than this go
     max_map_entries: int = DEDUPE_BUFFER_SIZE // MAP_ENTRY_BYTES
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer -> (first, marker offset)
+
+    def is_aborted(self, h) -> bool:
+        """A data batch of an aborted transaction."""
+        if not h.is_transactional or h.is_control:
+            return False
+        return any(first <= h.base_offset <= last for first, last in self.aborted.get(h.producer_id, ()))
 
     def run(self) -> CleanResult:
         """The cleaning itself: safe in a worker thread (see the module comment). On an error the
@@ -116,7 +126,8 @@ class CleanJob:
         latest: dict[bytes, int] = {}
         for source in self.map_sources:
             for h, data in source():
-                if h.is_control or h.last_offset < self.first_dirty or h.base_offset >= self.map_end:
+                if h.is_control or h.last_offset < self.first_dirty or h.base_offset >= self.map_end \
+                        or self.is_aborted(h):
                     continue
                 if latest and len(latest) + h.record_count > self.max_map_entries:
                     self.map_end = h.base_offset
@@ -131,6 +142,10 @@ class CleanJob:
         for seg, source in self.to_clean:
             out, changed = [], False
             for h, data in source():
+                if self.is_aborted(h):
+                    result.records_removed += h.record_count
+                    changed = True
+                    continue
                 recs = None if h.is_control else self._records(h, data)
                 if recs is None:
                     result.batches_kept_undecodable += not h.is_control
@@ -194,7 +209,7 @@ class LogCleaner:
         """A job cleaning `lg` when it is due (see the module comment), or from its start whenever
         anything is cleanable with force; None otherwise."""
         cfg = lg.config
-        hw = lg.high_watermark
+        hw = lg.last_stable_offset  # the high watermark, or an open transaction's first offset
         cleanable: list[LogSegment] = []
         for seg in lg.segments[:-1]:
             if seg.closing or seg.next_offset > hw:  # a roll not finished: bytes may still be on their way
@@ -218,9 +233,12 @@ class LogCleaner:
             if ratio < cfg.min_cleanable_dirty_ratio and not overdue:
                 return None
         sources = [s for s in lg.segments if s.next_offset > first_dirty and s.base < hw]
+        aborted: dict[int, list[tuple[int, int]]] = {}
+        for t in lg.aborted.entries:
+            aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
         return CleanJob(lg, name, lg.version, first_dirty, first_uncleanable, ratio, hw,
                         [s.batch_source() for s in sources], [(s, s.batch_source()) for s in cleanable],
-                        now_ms - cfg.delete_retention_ms, self.max_map_entries)
+                        now_ms - cfg.delete_retention_ms, self.max_map_entries, aborted)
 
     def grab_filthiest_log(self, logs: Iterable[tuple[str, object]], now_ms: int) -> CleanJob | None:
         """Roll compacted logs' active segments past segment.ms, then plan the dirtiest due log."""
