@@ -199,3 +199,32 @@ def test_export_to_parquet_with_timestamps(spark_kafka, broker, tmp_path):
     assert export(spark_kafka, bs, "spark-export", str(tmp_path / "none"), starting_timestamp=base + 10**9) == 0
     assert export(spark_kafka, bs, "spark-export", str(tmp_path / "tail"), starting_timestamp=base + 15000,
                   ending_timestamp=base + 10**9) == 5
+
+
+def test_batch_read_committed_returns_only_committed_rows(spark_kafka, broker):
+    """kafka.isolation.level=read_committed: aborted rows are skipped, and "latest" is the last stable offset, so
+    the rows of a transaction still open are not read either."""
+    from kafka import KafkaProducer
+    bs = broker.bootstrap_servers
+    create(bs, "spark-tx")
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id="spark-tx")
+    p.init_transactions()
+    want = []
+    for t, fate in enumerate(["commit", "abort", "commit", "abort", "commit", "open"]):
+        p.begin_transaction()
+        vals = [b"%s-%d-%d" % (fate.encode(), t, i) for i in range(20)]
+        for i, v in enumerate(vals):
+            p.send("spark-tx", value=v, partition=i % 2)
+        p.flush()
+        if fate == "commit":
+            p.commit_transaction()
+            want += vals
+        elif fate == "abort":
+            p.abort_transaction()
+    try:
+        committed = read_batch(spark_kafka, bs, "spark-tx", **{"kafka.isolation.level": "read_committed"}).collect()
+        assert sorted(r.value for r in committed) == sorted(want)
+        everything = read_batch(spark_kafka, bs, "spark-tx").collect()
+        assert len(everything) == 120  # read_uncommitted: the aborted and the open rows too
+    finally:
+        p.close(timeout=5)
