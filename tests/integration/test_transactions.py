@@ -176,11 +176,14 @@ def test_txn_offset_commit_is_pending_until_the_marker(broker, wire):
                                         T(name="in", partitions=[T.TxnOffsetCommitRequestPartition(
                                             partition_index=0, committed_offset=42, committed_leader_epoch=-1,
                                             committed_metadata="m")])])
+    # AddOffsetsToTxn creates nothing: the client finds the group's coordinator (creating __consumer_offsets)
+    assert wire.request(FindCoordinatorRequest(key="grp", key_type=0), 2).error_code == 0
     for _ in range(100):
         resp = wire.request(commit, 3)
         code = resp.topics[0].partitions[0].error_code
         if code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR):
             break
+        time.sleep(0.05)
     assert code == 0
     # bad membership: a generation for a group that does not exist
     bad = TxnOffsetCommitRequest(transactional_id="tx-o", group_id="grp", producer_id=pid, producer_epoch=epoch,

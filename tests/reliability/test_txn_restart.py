@@ -85,9 +85,9 @@ def test_kill9_during_an_open_transaction(tmp_path):
         p.init_transactions(30)  # the same id, an epoch further: the reloaded state fences the old epoch
         p.begin_transaction()
         p.produce("txr", value=b"after", partition=0)
-        p.commit_transaction(30)
-        got, done = read_committed(bs)
-        assert done and got == [b"c%d" % i for i in range(5)] + [b"after"]
+        p.commit_transaction(30)  # answered once PrepareCommit is durable: the marker follows
+        wait_until(lambda: read_committed(bs) == ([b"c%d" % i for i in range(5)] + [b"after"], True),
+                   timeout=30, what="the committed record after the aborted transaction")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)

@@ -117,6 +117,21 @@ def test_fencing_and_version_errors():
     assert r.response.error == E.INVALID_REQUEST
 
 
+def test_a_fenced_producer_naming_its_old_epoch_stays_fenced():
+    h = Harness()
+    zombie = h.init()
+    new = h.init()  # a new instance: epoch bumped without an expected epoch
+    assert new.producer_epoch == zombie.producer_epoch + 1
+    assert h.init(pid=zombie.producer_id, epoch=zombie.producer_epoch).error == E.PRODUCER_FENCED
+    # a timeout's fencing abort does not make the old epoch a retry either
+    h2 = Harness(abort_check_interval_ms=10)
+    p = h2.init(timeout=100)
+    h2.add(p.producer_id, 0, [("x", 0)], now=5)
+    h2.run(*h2.c.poll(1000)[0])
+    h2.complete(now=1001)
+    assert h2.init(pid=p.producer_id, epoch=0).error == E.PRODUCER_FENCED
+
+
 def test_exhausted_epoch_gets_a_new_producer_id():
     h = Harness()
     pid = h.init().producer_id

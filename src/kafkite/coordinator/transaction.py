@@ -152,9 +152,11 @@ class TransactionShard:
         m = TxnMetadata(tid, v.producer_id, v.producer_epoch, v.timeout_ms, state, set(v.partitions),
                         v.start_ms, v.last_update_ms)
         if old is not None:
+            # the epoch before a bump counts as a retry's only when the producer asked for that bump (KIP-360:
+            # set by init_producer_id once written); a fencing bump or a timeout's forgets it, as Kafka does
+            if old.producer_id == v.producer_id and old.producer_epoch == v.producer_epoch:
+                m.last_producer_epoch = old.last_producer_epoch
             if old.producer_id == v.producer_id:
-                m.last_producer_epoch = old.producer_epoch if old.producer_epoch != v.producer_epoch \
-                    else old.last_producer_epoch
                 m.previous_producer_id = old.previous_producer_id
             else:
                 m.previous_producer_id = old.producer_id
@@ -226,7 +228,14 @@ class TransactionShard:
             pid, epoch = m.producer_id, m.producer_epoch + 1
         rec = self._record(m, S.EMPTY, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout_ms,
                            partitions=set(), update_ms=now_ms, start_ms=-1)
-        return CoordinatorResult([rec], InitResult(0, pid, epoch), on_failure=lambda err: InitResult(err))
+        requested = producer_id >= 0 and producer_id == m.producer_id and producer_epoch == m.producer_epoch
+
+        def remember() -> None:  # its retry answers the same (a producer that did not name its epoch has none)
+            cur = self.txns.get(tid)
+            if requested and cur is not None and (cur.producer_id, cur.producer_epoch) == (pid, epoch):
+                cur.last_producer_epoch = producer_epoch
+        return CoordinatorResult([rec], InitResult(0, pid, epoch), on_success=remember,
+                                 on_failure=lambda err: InitResult(err))
 
     def _abort_fenced(self, m: TxnMetadata, now_ms: int, send_markers: Callable[[MarkerJob], None]
                       ) -> CoordinatorResult:

@@ -45,6 +45,33 @@
 //           "committed":{"<p>":offset}|null}   (committed = what the broker returns for the group after --commit)
 //   offsets-for-times BS TOPIC TS                      -> {"<p>":[offset,timestamp]|null}
 //   list-offsets BS TOPIC                              -> {"<p>":{"earliest":N,"latest":N}}
+//   txn-produce BS TOPIC TXNS PER_PARTITION [--transactional-id ID] [--fence none|idle|mid] [--prop k=v ...]
+//        a transactional producer (acks=all, idempotent, String serdes) runs TXNS transactions; transaction t sends
+//        PER_PARTITION records to every partition of TOPIC (key "k-<p>-<j>", value "t<t>-p<p>-<j>"), flushes and
+//        waits for every ack, then commits (t even) or aborts (t odd): a line a transaction
+//        {"txn":t,"result":"commit"|"abort","partitions":{"<p>":[first,last,count]}}.
+//        --fence idle: after the last one a second producer with the same transactional.id calls initTransactions,
+//        then the first begins a transaction, sends "fenced-p0" to partition 0 and commits;
+//        --fence mid: the first begins a transaction, sends "fenced-p<p>" to every partition and flushes, then the
+//        second producer calls initTransactions (which aborts that open transaction) and the first commits.
+//        Either way: {"fence":MODE,"send_error":null|"<Class>","commit_error":null|"<Class>","init_ms":N}, then the second
+//        producer commits one transaction of "after-fence-p<p>" to every partition: {"after_fence":"commit"}.
+//        Last line {"txns":N,"committed":N,"aborted":N,"elapsed_ms":N}.
+//   txn-ctp BS INPUT OUTPUT GROUP TRANSACTIONAL_ID [--max-per-txn N] [--crash-after-txns T] [--group-instance-id ID]
+//           [--timeout-ms N] [--prop k=v ...]
+//        consume-transform-produce: a read_committed group consumer of INPUT (subscribe, max.poll.records N, default
+//        50) and a transactional producer; every non-empty poll is one transaction that sends each record to the
+//        same partition of OUTPUT (same key, value "out:" + value), then sendOffsetsToTransaction(offsets,
+//        consumer.groupMetadata()) and commits: {"txn":i,"records":N}. Ends once the consumer owns every partition
+//        of INPUT and its position is at the end of each: {"txns":N,"records":N,"generation":G,"elapsed_ms":N}.
+//        --crash-after-txns T: transaction T (0-based) is sent, its offsets added and flushed, then
+//        {"crashing":true,"txn":T,"records":N} and Runtime.halt(3): no commit, no leaving the group.
+//   consume-all BS TOPIC [--isolation read_committed|read_uncommitted] [--timeout-ms N] [--prop k=v ...]
+//        assign every partition, read from the beginning until the position of each reaches its log end offset
+//        (read_uncommitted end offsets, taken at the start): record lines as consume-assign, then
+//        {"consumed":N,"timed_out":bool,"log_end":{"<p>":N},"positions":{"<p>":N},"end_offsets":{"<p>":N}}
+//        (end_offsets: endOffsets() at the end under the consumer's isolation, i.e. the last stable offset for
+//        read_committed).
 //
 // Legacy forms kept for existing tests: `admin BS create|list|describe|delete|cluster ...`,
 // `produce BS TOPIC COUNT CODEC IDEMPOTENT [PAUSE_MS_PER_1000]` (acks=all, headers on),
@@ -173,6 +200,9 @@ public class KafkiteDriver {
                 case "group": group(bs, a); break;
                 case "offsets-for-times": offsetsForTimes(bs, a); break;
                 case "list-offsets": listOffsets(bs, a); break;
+                case "txn-produce": txnProduce(bs, a); break;
+                case "txn-ctp": txnCtp(bs, a); break;
+                case "consume-all": consumeAll(bs, a); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
             }
         } catch (IllegalArgumentException e) {
@@ -648,6 +678,206 @@ public class KafkiteDriver {
                  .append(",\"latest\":").append(end.get(tp)).append("}");
             }
             out(b.append("}").toString());
+        }
+    }
+
+    // ---- transactions ------------------------------------------------------------------------------
+    static Properties txnProducerProps(String bs, String transactionalId, Args a) {
+        Properties p = base(bs, null);
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        p.put("transactional.id", transactionalId);
+        p.put("linger.ms", "5");
+        p.put("max.block.ms", "30000");
+        p.put("delivery.timeout.ms", "60000");
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        p.putAll(a.props);
+        return p;
+    }
+
+    static byte[] utf8(String s) { return s.getBytes(StandardCharsets.UTF_8); }
+
+    static String className(Throwable e) { return e == null ? null : cause(e).getClass().getSimpleName(); }
+
+    static String offsetsJson(Map<Integer, long[]> ranges) {
+        StringBuilder b = new StringBuilder("{");
+        boolean first = true;
+        for (Map.Entry<Integer, long[]> e : new TreeMap<>(ranges).entrySet()) {
+            b.append(first ? "" : ",").append(q(String.valueOf(e.getKey()))).append(":[").append(e.getValue()[0]).append(",")
+             .append(e.getValue()[1]).append(",").append(e.getValue()[2]).append("]");
+            first = false;
+        }
+        return b.append("}").toString();
+    }
+
+    static void txnProduce(String bs, Args a) throws Exception {
+        String topic = a.pos(0);
+        int txns = Integer.parseInt(a.pos(1)), per = Integer.parseInt(a.pos(2));
+        String tid = a.get("--transactional-id", "kafkite-java-txn");
+        String fence = a.get("--fence", "none");
+        if (!Set.of("none", "idle", "mid").contains(fence)) throw new IllegalArgumentException("--fence none|idle|mid");
+        long t0 = System.nanoTime();
+        int committed = 0, aborted = 0;
+        KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(txnProducerProps(bs, tid, a));
+        try {
+            prod.initTransactions();
+            int nparts = prod.partitionsFor(topic).size();
+            for (int t = 0; t < txns; t++) {
+                boolean abort = t % 2 == 1;
+                prod.beginTransaction();
+                List<java.util.concurrent.Future<RecordMetadata>> fs = new ArrayList<>();
+                for (int j = 0; j < per; j++)
+                    for (int part = 0; part < nparts; part++)
+                        fs.add(prod.send(new ProducerRecord<>(topic, part, utf8("k-" + part + "-" + j), utf8("t" + t + "-p" + part + "-" + j))));
+                prod.flush();
+                Map<Integer, long[]> ranges = new TreeMap<>();
+                for (java.util.concurrent.Future<RecordMetadata> f : fs) {
+                    RecordMetadata md = f.get();
+                    long[] rg = ranges.computeIfAbsent(md.partition(), x -> new long[]{Long.MAX_VALUE, -1, 0});
+                    rg[0] = Math.min(rg[0], md.offset()); rg[1] = Math.max(rg[1], md.offset()); rg[2]++;
+                }
+                if (abort) { prod.abortTransaction(); aborted++; } else { prod.commitTransaction(); committed++; }
+                out("{\"txn\":" + t + ",\"result\":" + q(abort ? "abort" : "commit") + ",\"partitions\":" + offsetsJson(ranges) + "}");
+            }
+            if (!fence.equals("none")) {
+                if (fence.equals("mid")) {
+                    prod.beginTransaction();
+                    List<java.util.concurrent.Future<RecordMetadata>> fs = new ArrayList<>();
+                    for (int part = 0; part < nparts; part++)
+                        fs.add(prod.send(new ProducerRecord<>(topic, part, utf8("fenced"), utf8("fenced-p" + part))));
+                    prod.flush();
+                    for (java.util.concurrent.Future<RecordMetadata> f : fs) f.get();
+                }
+                try (KafkaProducer<byte[], byte[]> second = new KafkaProducer<>(txnProducerProps(bs, tid, a))) {
+                    long i0 = System.nanoTime();
+                    second.initTransactions();
+                    long initMs = (System.nanoTime() - i0) / 1_000_000;
+                    String sendError = null, commitError = null;
+                    if (fence.equals("idle")) {
+                        try {
+                            prod.beginTransaction();
+                            prod.send(new ProducerRecord<>(topic, 0, utf8("fenced"), utf8("fenced-p0"))).get(30, java.util.concurrent.TimeUnit.SECONDS);
+                        } catch (Exception e) {
+                            sendError = className(e);
+                        }
+                    }
+                    try {
+                        prod.commitTransaction();
+                    } catch (Exception e) {
+                        commitError = className(e);
+                    }
+                    out("{\"fence\":" + q(fence) + ",\"send_error\":" + q(sendError) + ",\"commit_error\":" + q(commitError)
+                            + ",\"init_ms\":" + initMs + "}");
+                    second.beginTransaction();
+                    for (int part = 0; part < nparts; part++)
+                        second.send(new ProducerRecord<>(topic, part, utf8("after"), utf8("after-fence-p" + part)));
+                    second.commitTransaction();
+                    out("{\"after_fence\":\"commit\"}");
+                }
+            }
+        } finally {
+            prod.close(Duration.ofSeconds(5));
+        }
+        out("{\"txns\":" + txns + ",\"committed\":" + committed + ",\"aborted\":" + aborted + ",\"elapsed_ms\":"
+                + (System.nanoTime() - t0) / 1_000_000 + "}");
+    }
+
+    static void txnCtp(String bs, Args a) throws Exception {
+        String in = a.pos(0), outTopic = a.pos(1), group = a.pos(2), tid = a.pos(3);
+        int crashAfter = a.getInt("--crash-after-txns", -1);
+        long deadline = System.currentTimeMillis() + a.getLong("--timeout-ms", 60000);
+        Properties cp = consumerProps(bs, a);
+        cp.put("group.id", group);
+        cp.put("isolation.level", "read_committed");
+        cp.put("max.poll.records", String.valueOf(a.getInt("--max-per-txn", 50)));
+        cp.put("session.timeout.ms", "10000");
+        cp.put("heartbeat.interval.ms", "500");
+        if (a.opt.containsKey("--group-instance-id")) cp.put("group.instance.id", a.get("--group-instance-id", null));
+        cp.putAll(a.props);
+        long t0 = System.nanoTime();
+        int txns = 0, records = 0;
+        try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(txnProducerProps(bs, tid, a));
+             KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cp)) {
+            prod.initTransactions();
+            out("{\"initialized\":true,\"init_ms\":" + (System.nanoTime() - t0) / 1_000_000 + "}");
+            int nparts = c.partitionsFor(in).size();
+            c.subscribe(List.of(in));
+            Map<TopicPartition, Long> end = null;
+            while (true) {
+                if (System.currentTimeMillis() > deadline)
+                    throw new org.apache.kafka.common.errors.TimeoutException("txn-ctp: not done after " + txns + " transactions, "
+                            + records + " records; assignment " + c.assignment());
+                ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(200));
+                if (rs.isEmpty()) {
+                    Set<TopicPartition> asg = c.assignment();
+                    if (asg.size() == nparts) {
+                        if (end == null) end = c.endOffsets(asg);
+                        boolean done = true;
+                        for (TopicPartition tp : asg) done &= c.position(tp) >= end.get(tp);
+                        if (done) break;
+                    }
+                    continue;
+                }
+                prod.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offs = new HashMap<>();
+                for (ConsumerRecord<byte[], byte[]> r : rs) {
+                    byte[] v = r.value() == null ? new byte[0] : r.value();
+                    byte[] nv = new byte[4 + v.length];
+                    System.arraycopy(utf8("out:"), 0, nv, 0, 4);
+                    System.arraycopy(v, 0, nv, 4, v.length);
+                    prod.send(new ProducerRecord<>(outTopic, r.partition(), r.key(), nv));
+                    offs.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                }
+                prod.sendOffsetsToTransaction(offs, c.groupMetadata());
+                if (txns == crashAfter) {
+                    prod.flush();
+                    out("{\"crashing\":true,\"txn\":" + txns + ",\"records\":" + rs.count() + "}");
+                    Runtime.getRuntime().halt(3);
+                }
+                prod.commitTransaction();
+                records += rs.count();
+                out("{\"txn\":" + txns + ",\"records\":" + rs.count() + "}");
+                txns++;
+            }
+            out("{\"txns\":" + txns + ",\"records\":" + records + ",\"generation\":" + c.groupMetadata().generationId()
+                    + ",\"elapsed_ms\":" + (System.nanoTime() - t0) / 1_000_000 + "}");
+        }
+    }
+
+    static String longsJson(List<TopicPartition> tps, Map<TopicPartition, Long> m) {
+        StringBuilder b = new StringBuilder("{");
+        for (int i = 0; i < tps.size(); i++)
+            b.append(i > 0 ? "," : "").append(q(String.valueOf(tps.get(i).partition()))).append(":").append(m.get(tps.get(i)));
+        return b.append("}").toString();
+    }
+
+    static void consumeAll(String bs, Args a) {
+        String topic = a.pos(0);
+        long timeout = a.getLong("--timeout-ms", 30000);
+        Properties p = consumerProps(bs, a);
+        p.putAll(a.props);
+        Properties pu = consumerProps(bs, a);
+        pu.put("isolation.level", "read_uncommitted");
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p); KafkaConsumer<byte[], byte[]> u = new KafkaConsumer<>(pu)) {
+            List<TopicPartition> tps = partitions(c, topic, a);
+            Map<TopicPartition, Long> leo = u.endOffsets(tps);
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            int got = 0;
+            long deadline = System.currentTimeMillis() + timeout;
+            Map<TopicPartition, Long> pos = new HashMap<>();
+            while (true) {
+                boolean done = true;
+                for (TopicPartition tp : tps) { pos.put(tp, c.position(tp)); done &= pos.get(tp) >= leo.get(tp); }
+                if (done || System.currentTimeMillis() >= deadline) break;
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(Math.max(1, Math.min(200, deadline - System.currentTimeMillis()))))) { out(record(r)); got++; }
+            }
+            boolean timedOut = false;
+            for (TopicPartition tp : tps) timedOut |= pos.get(tp) < leo.get(tp);
+            Map<TopicPartition, Long> end = c.endOffsets(tps);
+            out("{\"consumed\":" + got + ",\"timed_out\":" + timedOut + ",\"log_end\":" + longsJson(tps, leo) + ",\"positions\":"
+                    + longsJson(tps, pos) + ",\"end_offsets\":" + longsJson(tps, end) + "}");
         }
     }
 }

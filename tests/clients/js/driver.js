@@ -24,6 +24,20 @@
 //        -> record lines, then {"consumed":N,"timed_out":bool,"assignment":[partitions],"committed":{"<p>":offset}|null}
 //   list-offsets BS TOPIC                             -> {"<p>":{"earliest":N,"latest":N}}
 //   offsets-for-times BS TOPIC TS                     -> {"<p>":offset}  (kafkajs gives the high watermark when none)
+//   txn-produce BS TOPIC TXNS PER_PARTITION [--transactional-id ID] [--fence none|idle]
+//        a transactional producer (idempotent, maxInFlightRequests 1) runs TXNS transactions; transaction t sends
+//        PER_PARTITION records to every partition (key "k-<p>-<j>", value "t<t>-p<p>-<j>"), one awaited send a
+//        partition, then commits (t even) or aborts (t odd): {"txn":t,"result":"commit"|"abort","partitions":
+//        {"<p>":[first,last,count]}}. --fence idle: then a second producer with the same transactionalId connects
+//        and begins a transaction (kafkajs sends the transactional InitProducerId at a
+//        producer's first transaction(), not at connect()), then the first runs one more transaction ("fenced-p0" to partition 0, commit):
+//        {"fence":"idle","error":null|"<kafkajs error type>"}, then the second commits "after-fence-p<p>" to every
+//        partition: {"after_fence":"commit"}. Last line {"txns":N,"committed":N,"aborted":N,"elapsed_ms":N}.
+//   txn-ctp BS INPUT OUTPUT GROUP TRANSACTIONAL_ID EXPECTED [--timeout-ms N]
+//        consume-transform-produce: a read_committed group consumer of INPUT (from the beginning, eachBatch, no
+//        auto commit) and a transactional producer; each batch is one transaction: its records to the same
+//        partition of OUTPUT (same key, value "out:" + value), transaction.sendOffsets() of the batch's next offset
+//        for GROUP, commit: {"txn":i,"records":N}. Ends after EXPECTED records: {"txns":N,"records":N,"timed_out":bool}.
 // Legacy forms kept for existing tests: `admin BS create|list|describe|delete ...`, `produce BS TOPIC COUNT CODEC`
 // (headers on), `consume BS TOPIC COUNT` (timeout 60 s), `group BS TOPIC GROUP` (runs until SIGTERM).
 'use strict';
@@ -323,6 +337,128 @@ async function offsetsForTimes(kafka, a) {
   } finally { await adm.disconnect(); }
 }
 
+// ---- transactions --------------------------------------------------------------------------------
+async function partitionCount(kafka, topic) {
+  const adm = kafka.admin();
+  await adm.connect();
+  try {
+    const deadline = Date.now() + 30000;
+    for (;;) {
+      try {
+        const ps = (await adm.fetchTopicMetadata({ topics: [topic] })).topics[0].partitions;
+        if (ps.length) return ps.length;
+      } catch (e) { if (Date.now() > deadline) throw e; }
+      if (Date.now() > deadline) throw new Error(`no partitions for ${topic}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally { await adm.disconnect(); }
+}
+
+const txnProducer = (kafka, transactionalId) => kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1,
+  allowAutoTopicCreation: false });
+
+async function txnProduce(kafka, a) {
+  const topic = a.need(0);
+  const txns = +a.need(1);
+  const per = +a.need(2);
+  const tid = a.opt['--transactional-id'] || 'kafkite-js-txn';
+  const fence = a.opt['--fence'] || 'none';
+  if (!['none', 'idle'].includes(fence)) throw new Usage('--fence none|idle');
+  const nparts = await partitionCount(kafka, topic);
+  const t0 = Date.now();
+  const p = txnProducer(kafka, tid);
+  await p.connect();
+  let committed = 0;
+  let aborted = 0;
+  try {
+    for (let t = 0; t < txns; t++) {
+      const abort = t % 2 === 1;
+      const txn = await p.transaction();
+      const ranges = {};
+      for (let part = 0; part < nparts; part++) {
+        const messages = [];
+        for (let j = 0; j < per; j++) messages.push({ partition: part, key: `k-${part}-${j}`, value: `t${t}-p${part}-${j}` });
+        const res = await txn.send({ topic, acks: -1, messages });
+        for (const r of res) {
+          const base = +r.baseOffset;
+          ranges[r.partition] = [base, base + per - 1, per];
+        }
+      }
+      if (abort) { await txn.abort(); aborted++; } else { await txn.commit(); committed++; }
+      out({ txn: t, result: abort ? 'abort' : 'commit', partitions: ranges });
+    }
+    if (fence === 'idle') {
+      const second = txnProducer(kafka, tid);
+      await second.connect();
+      const txn2 = await second.transaction();  // the transactional InitProducerId: fences the first producer
+      let error = null;
+      try {
+        const txn = await p.transaction();
+        try {
+          await txn.send({ topic, acks: -1, messages: [{ partition: 0, key: 'fenced', value: 'fenced-p0' }] });
+          await txn.commit();
+        } catch (e) {
+          error = errType(e);
+          try { await txn.abort(); } catch (e2) { /* fenced: nothing to abort */ }
+        }
+      } catch (e) { if (error === null) error = errType(e); }
+      out({ fence, error });
+      const messages = [];
+      for (let part = 0; part < nparts; part++) messages.push({ partition: part, key: 'after', value: `after-fence-p${part}` });
+      await txn2.send({ topic, acks: -1, messages });
+      await txn2.commit();
+      await second.disconnect();
+      out({ after_fence: 'commit' });
+    }
+  } finally { await p.disconnect(); }
+  out({ txns, committed, aborted, elapsed_ms: Date.now() - t0 });
+}
+
+async function txnCtp(kafka, a) {
+  const [input, output, groupId, tid] = [a.need(0), a.need(1), a.need(2), a.need(3)];
+  const expected = +a.need(4);
+  const timeoutMs = +(a.opt['--timeout-ms'] || 60000);
+  const p = txnProducer(kafka, tid);
+  await p.connect();
+  const c = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 500, rebalanceTimeout: 10000,
+    maxWaitTimeInMs: 200, readUncommitted: false, allowAutoTopicCreation: false });
+  await c.connect();
+  await c.subscribe({ topics: [input], fromBeginning: true });
+  let records = 0;
+  let txns = 0;
+  let done;
+  const finished = new Promise((resolve) => { done = resolve; });
+  const timer = setTimeout(() => done(true), timeoutMs);
+  let failure = null;
+  await c.run({ autoCommit: false, eachBatchAutoResolve: false, eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning }) => {
+    if (!batch.messages.length || !isRunning()) return;
+    const txn = await p.transaction();
+    try {
+      await txn.send({ topic: output, acks: -1, messages: batch.messages.map((m) => ({ partition: batch.partition, key: m.key,
+        value: Buffer.concat([Buffer.from('out:'), m.value || Buffer.alloc(0)]) })) });
+      const next = String(+batch.messages[batch.messages.length - 1].offset + 1);
+      await txn.sendOffsets({ consumerGroupId: groupId, topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: next }] }] });
+      await txn.commit();
+    } catch (e) {
+      failure = e;
+      try { await txn.abort(); } catch (e2) { /* already failed */ }
+      clearTimeout(timer);
+      done(false);
+      return;
+    }
+    for (const m of batch.messages) resolveOffset(m.offset);
+    records += batch.messages.length;
+    out({ txn: txns++, records: batch.messages.length });
+    await heartbeat();
+    if (records >= expected) { clearTimeout(timer); done(false); }
+  } });
+  const timedOut = await finished;
+  await c.disconnect();
+  await p.disconnect();
+  if (failure) throw failure;
+  out({ txns, records, timed_out: timedOut });
+}
+
 async function main() {
   let [cmd, bs, ...rest] = process.argv.slice(2);
   if (!cmd || !bs) throw new Usage('usage: node driver.js COMMAND BOOTSTRAP ... (see the head of driver.js)');
@@ -343,6 +479,8 @@ async function main() {
     case 'group': return group(kafka, a);
     case 'list-offsets': return listOffsets(kafka, a);
     case 'offsets-for-times': return offsetsForTimes(kafka, a);
+    case 'txn-produce': return txnProduce(kafka, a);
+    case 'txn-ctp': return txnCtp(kafka, a);
     default: throw new Usage(`unknown command ${cmd}`);
   }
 }

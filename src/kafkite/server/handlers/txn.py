@@ -61,11 +61,9 @@ async def handle_add_partitions_to_txn(ctx: RequestContext):
 
 async def handle_add_offsets_to_txn(ctx: RequestContext):
     b, body, v = ctx.broker, ctx.body, ctx.version
-    from .groups import ensure_offsets_topic
+    # the group's __consumer_offsets partition by its hash, as Kafka's partitionFor: nothing is created here
     if not body.group_id:
         err = int(E.INVALID_GROUP_ID)
-    elif not await ensure_offsets_topic(b):
-        err = int(E.COORDINATOR_NOT_AVAILABLE)
     else:
         err = await b.transactions.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
                                                   [b.transactions.offsets_partition(body.group_id)])
