@@ -35,17 +35,23 @@ class OffsetMetadataManager:
         err = self._validate_member(group_id, generation_id, member_id, group_instance_id, now_ms)
         if err:
             return CoordinatorResult(response=all_(err))
+        expire = now_ms + retention_ms if retention_ms and retention_ms > 0 else -1
+        recs, results = self._offset_records(group_id, offsets, now_ms, expire)
+        return CoordinatorResult(recs, results, on_failure=all_)
+
+    def _offset_records(self, group_id: str, offsets: list[OffsetCommit], now_ms: int, expire: int = -1
+                        ) -> tuple[list, list[tuple[str, int, int]]]:
+        """The records of a commit and its answer per partition (metadata too large: OFFSET_METADATA_TOO_LARGE)."""
         results, recs = [], []
         for topic, partition, offset, leader_epoch, metadata in offsets:
             md = metadata or ""
             if len(md.encode()) > self.cfg.offset_metadata_max_bytes:
                 results.append((topic, partition, int(E.OFFSET_METADATA_TOO_LARGE)))
                 continue
-            expire = now_ms + retention_ms if retention_ms and retention_ms > 0 else -1
             recs.append((R.offset_key(group_id, topic, partition),
                          R.offset_value(R.OffsetValue(offset, leader_epoch, md, now_ms, expire))))
             results.append((topic, partition, 0))
-        return CoordinatorResult(recs, results, on_failure=all_)
+        return recs, results
 
     # -- TxnOffsetCommit -------------------------------------------------------------------------
     def txn_commit(self, *, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
@@ -60,15 +66,7 @@ class OffsetMetadataManager:
             err = self._validate_member(group_id, generation_id, member_id, group_instance_id, now_ms)
             if err:
                 return CoordinatorResult(response=all_(err))
-        results, recs = [], []
-        for topic, partition, offset, leader_epoch, metadata in offsets:
-            md = metadata or ""
-            if len(md.encode()) > self.cfg.offset_metadata_max_bytes:
-                results.append((topic, partition, int(E.OFFSET_METADATA_TOO_LARGE)))
-                continue
-            recs.append((R.offset_key(group_id, topic, partition),
-                         R.offset_value(R.OffsetValue(offset, leader_epoch, md, now_ms))))
-            results.append((topic, partition, 0))
+        recs, results = self._offset_records(group_id, offsets, now_ms)
         return CoordinatorResult(recs, results, on_failure=all_, producer_id=producer_id,
                                  producer_epoch=producer_epoch)
 
