@@ -18,40 +18,41 @@ from ..transaction_coordinator_service import TXN_TOPIC
 GROUP_KEY, TXN_KEY = 0, 1
 
 
-async def ensure_offsets_topic(b) -> bool:
-    """__consumer_offsets is created on first use, compacted, like Kafka's -> whether it exists now (in ZooKeeper
-    mode it is written to ZooKeeper and comes once the controller elected its leaders: clients retry)."""
-    if b.metadata.topic(OFFSETS_TOPIC) is not None:
+async def _ensure_internal_topic(b, name: str, partitions: int, replication_factor: int,
+                                 configs: dict[str, str]) -> bool:
+    """An internal topic is created on first use, compacted, like Kafka's -> whether it exists now (in ZooKeeper
+    mode it is written to ZooKeeper and comes once the controller elected its leaders: clients retry).
+    The replication factor is capped by the brokers there are."""
+    if b.metadata.topic(name) is not None:
         return True
-    cfg = b.config
-    rf = max(1, min(cfg.get("offsets.topic.replication.factor"), len(b.metadata.brokers)))
+    rf = max(1, min(replication_factor, len(b.metadata.brokers)))
+    if "min.insync.replicas" in configs:
+        configs = {**configs, "min.insync.replicas": str(min(rf, int(configs["min.insync.replicas"])))}
     try:
-        await b.create_topic(OFFSETS_TOPIC, cfg.get("offsets.topic.num.partitions"), rf, None,
-                             {"cleanup.policy": "compact", "segment.bytes": str(cfg.get("offsets.topic.segment.bytes")),
-                              "compression.type": "producer"}, wait=False)
+        await b.create_topic(name, partitions, rf, None, {"cleanup.policy": "compact", **configs}, wait=False)
     except MetadataError as exc:
         if exc.code != E.TOPIC_ALREADY_EXISTS:
             raise
-    return b.metadata.topic(OFFSETS_TOPIC) is not None
+    return b.metadata.topic(name) is not None
+
+
+async def ensure_offsets_topic(b) -> bool:
+    """__consumer_offsets: offsets.topic.* settings."""
+    cfg = b.config
+    return await _ensure_internal_topic(b, OFFSETS_TOPIC, cfg.get("offsets.topic.num.partitions"),
+                                        cfg.get("offsets.topic.replication.factor"),
+                                        {"segment.bytes": str(cfg.get("offsets.topic.segment.bytes")),
+                                         "compression.type": "producer"})
 
 
 async def ensure_transaction_topic(b) -> bool:
-    """__transaction_state, created on first use as Kafka's TransactionStateManager does: compacted, its
-    transaction.state.log.* settings."""
-    if b.metadata.topic(TXN_TOPIC) is not None:
-        return True
+    """__transaction_state, as Kafka's TransactionStateManager creates it: transaction.state.log.* settings."""
     cfg = b.config
-    rf = max(1, min(cfg.get("transaction.state.log.replication.factor"), len(b.metadata.brokers)))
-    try:
-        await b.create_topic(TXN_TOPIC, cfg.get("transaction.state.log.num.partitions"), rf, None,
-                             {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                              "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
-                              "min.insync.replicas": str(min(rf, cfg.get("transaction.state.log.min.isr")))},
-                             wait=False)
-    except MetadataError as exc:
-        if exc.code != E.TOPIC_ALREADY_EXISTS:
-            raise
-    return b.metadata.topic(TXN_TOPIC) is not None
+    return await _ensure_internal_topic(b, TXN_TOPIC, cfg.get("transaction.state.log.num.partitions"),
+                                        cfg.get("transaction.state.log.replication.factor"),
+                                        {"compression.type": "uncompressed",
+                                         "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
+                                         "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr"))})
 
 
 async def _coordinator_for(b, key: str, key_type: int):
