@@ -5,6 +5,7 @@ import json
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -16,7 +17,9 @@ class ConsumerProc:
     """A consumer process; collects what it processed and what it committed."""
 
     def __init__(self, argv: list[str]):
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        # stderr kept in a file: a consumer that dies unexpectedly says why when the scenario fails
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         self.processed: list[tuple[int, int]] = []
         self.committed_upto = 0  # number of processed records covered by the last commit
         self.unconfirmed: set[tuple[int, int]] = set()  # processed, but their commit was refused
@@ -56,6 +59,12 @@ class ConsumerProc:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        self.stderr.close()
+
+    def diagnosis(self) -> str:
+        self.stderr.seek(0)
+        tail = self.stderr.read()[-2000:]
+        return f"exit={self.proc.poll()} processed={len(self.processed)} stderr tail:\n{tail}"
 
 
 def python_consumer(client: str, bs: str, topic: str, group: str, strategy: str | None = None) -> ConsumerProc:
@@ -150,6 +159,9 @@ def run_group_scenario(bs: str, topic: str, group: str, make_consumer, n_partiti
         dupes = {r for r in seen if all_processed.count(r) > 1}
         allowed = set(crashed.uncommitted()).union(*(c.unconfirmed for c in consumers))
         assert dupes <= allowed, f"processed twice beyond the crashed member's uncommitted tail: {sorted(dupes - allowed)[:5]}"
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n" + "\n".join(f"consumer {i}: {c.diagnosis()}"
+                                                    for i, c in enumerate(consumers))) from None
     finally:
         for c in consumers:
             c.stop()

@@ -32,6 +32,7 @@ def out(obj) -> None:
 
 def run_kafka_python(bs, topic, group, strategy):
     from kafka import KafkaConsumer
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
@@ -48,8 +49,13 @@ def run_kafka_python(bs, topic, group, strategy):
                 out({"rec": [m.partition, m.offset]})
                 n += 1
         if batch:
-            c.commit()
-            out({"commit": n})
+            # a commit while the group rebalances is refused (as Kafka refuses it): those records
+            # may be processed again by the partition's next owner
+            try:
+                c.commit()
+                out({"commit": n})
+            except (CommitFailedError, RebalanceInProgressError) as e:
+                out({"commit_failed": n, "error": repr(e)})
     c.close()
     out({"closed": True})
 
@@ -59,6 +65,7 @@ def run_aiokafka(bs, topic, group, strategy):
 
     async def main():
         from aiokafka import AIOKafkaConsumer
+        from aiokafka.errors import CommitFailedError, IllegalStateError, RebalanceInProgressError
         c = AIOKafkaConsumer(topic, bootstrap_servers=bs, group_id=group, enable_auto_commit=False,
                              auto_offset_reset="earliest", session_timeout_ms=3000, heartbeat_interval_ms=300)
         await c.start()
@@ -71,8 +78,11 @@ def run_aiokafka(bs, topic, group, strategy):
                         out({"rec": [m.partition, m.offset]})
                         n += 1
                 if batch:
-                    await c.commit()
-                    out({"commit": n})
+                    try:
+                        await c.commit()
+                        out({"commit": n})
+                    except (CommitFailedError, IllegalStateError, RebalanceInProgressError) as e:
+                        out({"commit_failed": n, "error": repr(e)})
         finally:
             await c.stop()
         out({"closed": True})
