@@ -261,6 +261,70 @@ def test_delete_topic_through_admin_client(cluster):
     _wait(cluster, gone, 30, "doomed gone from ZooKeeper and from every broker's metadata")
 
 
+
+def test_delete_topic_while_a_replicas_broker_is_down(kafkite_zookeeper):
+    """Kafka's TopicDeletionManager: the topic leaves every live broker's metadata at once, but its nodes and
+    the /admin/delete_topics marker stay (and its name cannot be taken) until the broker that was down has
+    come back and deleted its copy."""
+    from kafka import KafkaProducer
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+    with _cluster(kafkite_zookeeper, "delete-down", session_timeout_ms=SESSION_MS) as c:
+        _wait(c, lambda: c.live_brokers == [1, 2, 3] and _settled(c), 30, "cluster up")
+        leaders = _create_topic(c, 1, "doomed", partitions=6)
+        p = KafkaProducer(bootstrap_servers=c.bootstrap_of(1), acks="all")
+        try:
+            for i in range(60):
+                p.send("doomed", value=b"x", partition=i % 6)
+            p.flush(30)
+        finally:
+            p.close()
+        down = next(b for b in (1, 2, 3) if b != c.controller_id and b in leaders.values())
+        live = [b for b in (1, 2, 3) if b != down]
+
+        def dirs(broker: int) -> list[str]:
+            return sorted(d.name for d in (c.data_dir / f"broker-{broker}").glob("doomed-*"))
+        held = dirs(down)
+        assert held and all(dirs(b) for b in live), {b: dirs(b) for b in (1, 2, 3)}
+
+        c.stop_broker(down)
+        _wait(c, lambda: down not in c.live_brokers, 30, f"broker {down} deregistered")
+        admin = _admin(c.bootstrap_of(live[0]))
+        try:
+            admin.delete_topics(["doomed"], timeout_ms=20000)
+            _wait(c, lambda: all("doomed" not in c.metadata_view(b)["topics"] for b in live)
+                  and all(not dirs(b) for b in live), 30, "doomed gone from the live brokers and their disks")
+            # pending: the broker that is down still holds a copy
+            assert c.zk_children("/admin/delete_topics") == ["doomed"]
+            assert "doomed" in c.zk_children("/brokers/topics")
+            with pytest.raises(TopicAlreadyExistsError):
+                admin.create_topics([NewTopic("doomed", 1, 1)])
+        finally:
+            admin.close()
+        # the controller changes meanwhile (it held replicas too): the new one finds the marker and resumes
+        old_controller, epoch = c.controller_id, c.controller_epoch
+        c.stop_broker(old_controller)
+        _wait(c, lambda: c.controller_id not in (-1, old_controller) and c.controller_epoch == epoch + 1, 30,
+              "another controller")
+        c.start_broker(down)
+        c.start_broker(old_controller)
+
+        def finished():
+            return (c.live_brokers == [1, 2, 3] and c.zk_children("/admin/delete_topics") == []
+                    and "doomed" not in c.zk_children("/brokers/topics")
+                    and "doomed" not in c.zk_children("/config/topics") and not any(dirs(b) for b in (1, 2, 3))
+                    and all("doomed" not in c.metadata_view(b)["topics"] for b in (1, 2, 3)))
+        _wait(c, finished, 30, "both brokers back, their copies deleted, the deletion completed")
+        # the name is free again, for a new topic with nothing of the old one's records
+        _create_topic(c, 2, "doomed", partitions=6)
+        from kafka import KafkaConsumer
+        cons = KafkaConsumer("doomed", bootstrap_servers=c.bootstrap_of(down), auto_offset_reset="earliest",
+                             consumer_timeout_ms=2000)
+        try:
+            assert list(cons) == []
+        finally:
+            cons.close()
+
 # The layout the README documents (Kafka 3.x's, kafkite.controller.zk_data): the persistent parents a
 # broker creates at start-up, then the nodes with values.
 PERSISTENT = {"/brokers", "/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config", "/config/changes",

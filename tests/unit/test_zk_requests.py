@@ -78,6 +78,7 @@ def test_a_deleted_topic_stops_its_replicas_and_leaves_every_cache():
     rb.build(2, 2, 3, snap)
     gone = copy.deepcopy(snap)
     gone["topics"] = []
+    gone["deleting"] = [{"name": "t", "topic_id": TID, "pending": [(1, 0), (2, 1)]}]
     reqs = rb.build(1, 2, 3, gone)
     assert kinds(reqs) == ["StopReplicaRequest", "UpdateMetadataRequest"]
     sr, um = reqs
@@ -86,9 +87,36 @@ def test_a_deleted_topic_stops_its_replicas_and_leaves_every_cache():
             for p in t.partition_states] == [("t", 0, True)]
     assert [(t.topic_name, p.partition_index, p.leader) for t in um.topic_states for p in t.partition_states] == [
         ("t", 0, LEADER_DURING_DELETE), ("t", 1, LEADER_DURING_DELETE)]
-    # told once: the next UpdateMetadata no longer mentions it
+    # told once: the next UpdateMetadata no longer mentions it, and the StopReplica is not sent twice
     assert kinds(rb.build(1, 2, 3, gone)) == ["UpdateMetadataRequest"]
     assert rb.build(1, 2, 3, gone)[0].topic_states == []
+    # an error answer: the next build sends it again
+    rb.stop_failed(1, [("t", 0)])
+    assert kinds(rb.build(1, 2, 3, gone)) == ["StopReplicaRequest", "UpdateMetadataRequest"]
+
+
+def test_a_replica_down_during_a_deletion_gets_its_stop_replica_when_it_registers_again():
+    """A broker that was down (or came back with a new registration) is sent the pending StopReplica, though
+    this controller never told it about the topic."""
+    rb = RequestBuilder()
+    deleting = {"name": "t", "topic_id": TID, "pending": [(2, 1)]}
+    snap = snapshot([], brokers=(1,))
+    snap["topics"], snap["deleting"] = [], [deleting]
+    assert kinds(rb.build(1, 2, 3, snap)) == ["UpdateMetadataRequest"]  # broker 1 holds nothing of it
+    back = copy.deepcopy(snap)
+    back["brokers"] = [broker(1), broker(2, epoch=20)]
+    reqs = rb.build(2, 2, 3, back)
+    assert kinds(reqs) == ["StopReplicaRequest", "UpdateMetadataRequest"]
+    assert [(t.topic_name, p.partition_index) for t in reqs[0].topic_states for p in t.partition_states] == [("t", 1)]
+    assert kinds(rb.build(2, 2, 3, back)) == ["UpdateMetadataRequest"]
+    # registered again (a new broker epoch: it restarted before answering): sent again
+    again = copy.deepcopy(back)
+    again["brokers"] = [broker(1), broker(2, epoch=30)]
+    assert kinds(rb.build(2, 2, 3, again)) == ["StopReplicaRequest", "UpdateMetadataRequest"]
+    # once no replica is pending, nothing more
+    done = copy.deepcopy(again)
+    done["deleting"] = []
+    assert kinds(rb.build(2, 2, 3, done)) == ["UpdateMetadataRequest"]
 
 
 def test_inter_broker_endpoint_falls_back_to_the_client_listener():

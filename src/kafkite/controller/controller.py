@@ -325,5 +325,8 @@ class Controller:
 
     def publish(self) -> list[int]:
         """Push the cluster view to every live broker; returns their answers (error codes)."""
-        cmd = MetadataUpdate(self.node_id, self.epoch, self.authority.snapshot(include_brokers=True))
+        cmd = self.metadata_update()
         return [self.send(b, cmd) for b in sorted(self.live_brokers())]
+
+    def metadata_update(self) -> MetadataUpdate:
+        return MetadataUpdate(self.node_id, self.epoch, self.authority.snapshot(include_brokers=True))

@@ -12,6 +12,10 @@ The election, the epoch and the leadership rules are `Controller`'s (controller.
 - the preferred replica gets leadership back from `check_preferred_leaders` (every
   leader.imbalance.check.interval.seconds with auto.leader.rebalance.enable), not at once;
 - ControlledShutdown moves leadership off a stopping broker where another ISR member can take it;
+- a topic marked under /admin/delete_topics leaves the view at once (brokers get leader -2 and forget it),
+  but its nodes and the marker stay until every replica has answered a StopReplica (delete) without
+  error (Kafka's TopicDeletionManager): a replica whose broker is down gets it when the broker comes
+  back, and a new controller resumes the deletions it finds marked;
 - a session loss resigns (`on_session_event`); the new session registers again and joins the election.
 
 Every method runs on the broker's controller event thread (ZooKeeper calls block), one at a time.
@@ -37,6 +41,9 @@ class ZkController(Controller):
         self.broker_epoch = -1
         self._session_lost = False
         self._watched_topics: set[str] = set()
+        # topics being deleted: name -> their TopicInfo, and the (broker, partition) replicas not yet deleted
+        self.deleting: dict[str, object] = {}
+        self.deletion_pending: dict[str, set[tuple[int, int]]] = {}
 
     # -- membership ---------------------------------------------------------------------------------
     def startup(self, info: BrokerInfo) -> None:
@@ -79,6 +86,9 @@ class ZkController(Controller):
             log.info("controller.resigned", broker=self.node_id, controller_epoch=self.epoch)
         self.active = False
         self._watched_topics.clear()
+        self.deleting.clear()
+        self.deletion_pending.clear()
+        self.authority.store.keep.clear()
         if self.on_resign is not None:
             self.on_resign()
 
@@ -102,6 +112,8 @@ class ZkController(Controller):
         md = self.authority
         md.load_snapshot(md.store.load(), brokers=False)
         md.controller_epoch = self.epoch
+        for name in self.deleting:  # still in ZooKeeper until their replicas are deleted; never in the view
+            md.forget_topic(name)
         for name in md.topics:
             if name not in self._watched_topics:
                 self._watched_topics.add(name)
@@ -143,22 +155,60 @@ class ZkController(Controller):
         self.on_brokers_changed()
 
     def on_delete_topics(self) -> None:
+        """Topics newly marked under /admin/delete_topics leave the view; StopReplica (delete) goes to their replicas."""
         md = self.authority
         marked = self.store.children(z.DELETE_TOPICS)
-        if not marked:
+        started = False
+        for name in marked:
+            if name in self.deleting:
+                continue
+            t = md.topic(name)
+            if t is None:  # nothing of that name (any more): the marker alone goes, as Kafka drops it
+                self._delete_marker(name)
+                continue
+            md.forget_topic(name)
+            self._watched_topics.discard(name)
+            md.store.keep.add(name)
+            self.deleting[name] = t
+            self.deletion_pending[name] = {(r, p.index) for p in t.partitions for r in p.replicas}
+            log.info("topic.deletion_started", topic=name, replicas=len(self.deletion_pending[name]))
+            started = True
+        if started:
+            md.persist()  # other topics' changes only: the deleted ones' nodes are kept
+            self.publish()  # live replicas get StopReplica (delete), every broker leader -2 for the topic
+        self._complete_deletions()
+
+    def on_replicas_deleted(self, broker_id: int, controller_epoch: int, partitions: list[tuple[str, int]]) -> None:
+        """A StopReplica (delete) answered without error by `broker_id` for these partitions."""
+        if not self._is_active() or controller_epoch != self.epoch:
             return
-        for name in marked:
-            if md.topic(name) is not None:
-                md.forget_topic(name)
-                self._watched_topics.discard(name)
-                log.info("topic.deleted", topic=name)
-        md.persist()  # the topic's nodes (assignment, partition states, config) go
-        for name in marked:
-            try:
-                self.store.delete(z.delete_topic_path(name))
-            except NoNode:
-                pass
-        self.publish()  # replicas get StopReplica (delete), every broker an UpdateMetadata without the topic
+        for topic, index in partitions:
+            self.deletion_pending.get(topic, set()).discard((broker_id, index))
+        self.guarded(self._complete_deletions)
+
+    def _complete_deletions(self) -> None:
+        done = [name for name, left in self.deletion_pending.items() if not left]
+        if not done:
+            return
+        for name in done:
+            self.authority.store.keep.discard(name)
+            del self.deleting[name], self.deletion_pending[name]
+        self.authority.persist()  # the topics' nodes go now (assignment, partition states, config)
+        for name in done:
+            self._delete_marker(name)
+            log.info("topic.deleted", topic=name)
+
+    def _delete_marker(self, name: str) -> None:
+        try:
+            self.store.delete(z.delete_topic_path(name))
+        except NoNode:
+            pass
+
+    def deletion_snapshot(self) -> list[dict]:
+        """What RequestBuilder needs to send StopReplica (delete): each topic being deleted, with the replicas
+        that have not yet deleted their copy."""
+        return [{"name": name, "topic_id": str(t.topic_id),
+                 "pending": sorted(self.deletion_pending[name])} for name, t in self.deleting.items()]
 
     def on_brokers_changed(self) -> None:
         self.guarded(super().on_brokers_changed)
@@ -221,6 +271,11 @@ class ZkController(Controller):
             for p in t.partitions:
                 p.partition_epoch = store.partition_epoch(t.name, p.index)
         return super().publish()
+
+    def metadata_update(self):
+        cmd = super().metadata_update()
+        cmd.snapshot["deleting"] = self.deletion_snapshot()
+        return cmd
 
     def is_current(self) -> bool:
         cur = self.store.get(CONTROLLER)

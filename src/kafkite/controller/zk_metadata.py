@@ -36,6 +36,10 @@ class ControllerMoved(Exception):
     """A controller write found /controller_epoch changed: another controller was elected."""
 
 
+class TopicQueuedForDeletion(Exception):
+    """A topic of that name is marked under /admin/delete_topics and not yet gone (Kafka: TopicExistsException)."""
+
+
 def topic_id_to_zk(topic_id: uuid.UUID) -> str:
     """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
@@ -76,6 +80,9 @@ class ZkMetadataStore:
         self._saved: dict[str, Any] = {}  # path -> value as last read or written
         self._dirs: set[str] = set()  # partition directories found without a state node in them
         self.versions: dict[str, int] = {}  # partition state path -> its znode version (the partition epoch)
+        # topics being deleted (Kafka's TopicDeletionManager): out of the controller's view, but their nodes stay,
+        # as Kafka keeps them, until every replica has deleted its copy
+        self.keep: set[str] = set()
 
     # -- MetadataStore ------------------------------------------------------------------------------
     def load(self) -> dict:
@@ -141,9 +148,16 @@ class ZkMetadataStore:
                                                                    epoch))
         return out
 
+    def _kept(self, path: str) -> bool:
+        return any(path == z.topic_path(n) or path.startswith(z.topic_path(n) + "/") or path == z.topic_config_path(n)
+                   for n in self.keep)
+
     def save(self, snapshot: dict) -> None:
         want, have = self.desired(snapshot), self._saved
+        if self.keep:
+            want.update({path: v for path, v in have.items() if self._kept(path)})
         want_tree, have_tree = _tree(want), _tree(have) | self._dirs
+        want_tree |= {d for d in self._dirs if self._kept(d)}
         tx = self.store.client.transaction()
         if self.epoch_zk_version is not None:
             tx.check(z.CONTROLLER_EPOCH, self.epoch_zk_version)
@@ -213,8 +227,11 @@ class AdminZk:
 
     def create_topic(self, name: str, replicas: list[list[int]], configs: dict[str, str],
                      topic_id: uuid.UUID) -> None:
-        """Config node first, then the assignment the controller watches for (NodeExists when taken)."""
+        """Config node first, then the assignment the controller watches for (NodeExists when taken;
+        TopicQueuedForDeletion while the name's old topic is still being deleted)."""
         s = self.store
+        if s.get(z.delete_topic_path(name)) is not None:
+            raise TopicQueuedForDeletion(name)
         if configs:
             self._set_or_create(z.topic_config_path(name), z.topic_config(configs))
         s.create(z.topic_path(name), z.topic_assignment(dict(enumerate(replicas)), topic_id_to_zk(topic_id)))

@@ -5,7 +5,9 @@ For each live broker, from a `MetadataUpdate` (the controller's whole view, stam
 - LeaderAndIsr (v7) with the partitions the broker replicates whose leader, leader epoch, ISR or
   replicas changed since this controller last told it, or all of them when the broker is new to this
   controller or registered again (a new broker epoch: it restarted and knows nothing);
-- StopReplica (v4, delete_partition) for the partitions it replicated of topics that are gone;
+- StopReplica (v4, delete_partition) for its replicas of topics being deleted (the snapshot's "deleting":
+  the replicas that have not yet answered one), once per broker epoch: the channel resends it until the
+  broker answers, and a broker that comes back (a new epoch) gets it again;
 - UpdateMetadata (v8) with every live broker and every partition, and the partitions of deleted topics
   once more with leader -2 (Kafka's LeaderDuringDelete), so the broker forgets them.
 
@@ -44,11 +46,18 @@ class RequestBuilder:
         self._told: dict[int, tuple[int, dict[tuple[str, int], tuple]]] = {}  # broker -> (epoch, partition states)
         self._topics: dict[int, dict[str, str]] = {}  # broker -> topics in its last UpdateMetadata (name -> id)
         self._parts: dict[int, dict[str, list[int]]] = {}  # broker -> those topics' partition indexes
+        self._stopped: dict[int, tuple[int, set[tuple[str, int]]]] = {}  # broker -> (epoch, StopReplica sent)
 
     def reset(self) -> None:
         self._told.clear()
         self._topics.clear()
         self._parts.clear()
+        self._stopped.clear()
+
+    def stop_failed(self, broker_id: int, partitions: list[tuple[str, int]]) -> None:
+        """A StopReplica answered with an error for these: the next publish sends them again."""
+        sent = self._stopped.get(broker_id, (None, set()))[1]
+        sent.difference_update(partitions)
 
     def build(self, broker_id: int, controller_id: int, controller_epoch: int, snapshot: dict) -> list:
         brokers = {b["node_id"]: b for b in snapshot.get("brokers", [])}
@@ -86,11 +95,19 @@ class RequestBuilder:
                 lai_topics.append(_LaiTopic(topic_name=t["name"], topic_id=tid, partition_states=lai_parts))
             if um_parts:
                 um_topics.append(_UmTopic(topic_name=t["name"], topic_id=tid, partition_states=um_parts))
-        # partitions of deleted topics: StopReplica to the replicas that held them, leader -2 in UpdateMetadata
+        # replicas of topics being deleted: StopReplica (delete) to their brokers, once per broker epoch
+        stopped_epoch, stopped = self._stopped.get(broker_id, (None, set()))
+        if stopped_epoch != broker_epoch:
+            stopped = set()
         stop: dict[str, list[int]] = {}
-        for (topic, index) in told:
-            if topic not in current:
-                stop.setdefault(topic, []).append(index)
+        for d in snapshot.get("deleting", ()):
+            for b, index in d["pending"]:
+                if b == broker_id and (d["name"], index) not in stopped:
+                    stop.setdefault(d["name"], []).append(index)
+                    stopped.add((d["name"], index))
+        deleting = {d["name"] for d in snapshot.get("deleting", ())}
+        self._stopped[broker_id] = (broker_epoch, {k for k in stopped if k[0] in deleting})
+        # and leader -2 in UpdateMetadata for the topics this broker was told about that are gone
         for topic, tid in self._topics.get(broker_id, {}).items():
             if topic not in current:
                 um_topics.append(_UmTopic(topic_name=topic, topic_id=uuid.UUID(tid), partition_states=[

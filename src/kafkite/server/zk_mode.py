@@ -31,9 +31,10 @@ from ..controller import zk_data as z
 from ..controller.metadata import ClusterMetadata, MetadataError, TopicInfo
 from ..controller.store import NodeExists
 from ..controller.zk_controller import ZkController
-from ..controller.zk_metadata import AdminZk, ZkMetadataStore, claim_producer_id_block
+from ..controller.zk_metadata import AdminZk, TopicQueuedForDeletion, ZkMetadataStore, claim_producer_id_block
 from ..controller.zk_requests import RequestBuilder, inter_broker_endpoint
 from ..controller.zk_store import ZooKeeperStore
+from ..wire.interbroker import StopReplicaRequest
 from ..wire.errors import E
 from .context import now_ms
 from .controller_channel import ControllerChannelManager, send_once
@@ -208,13 +209,25 @@ class ZkMode:
         for r in reqs:
             self.channel.send(broker_id, r, lambda resp, b=broker_id, r=r: self._answered(b, r, resp))
 
-    def _answered(self, broker_id: int, request, response) -> None:
-        if response is None:
-            return
-        err = getattr(response, "error_code", 0)
+    def _answered(self, broker_id: int, request, response) -> None:  # Trio thread
+        err = getattr(response, "error_code", 0) if response is not None else 0
         if err:
             log.warning("controller_request.refused", broker=broker_id, api=type(request).__name__,
                         error=E(err).name, controller_epoch=request.controller_epoch)
+        if isinstance(request, StopReplicaRequest):
+            asked = [(t.topic_name, p.partition_index) for t in request.topic_states for p in t.partition_states
+                     if p.delete_partition]
+            ok = [] if err or response is None else [  # None: never answered (the broker went away)
+                (pe.topic_name, pe.partition_index) for pe in response.partition_errors if pe.error_code == 0]
+            failed = [tp for tp in asked if tp not in set(ok)]
+            epoch = request.controller_epoch
+
+            def record() -> None:  # event thread: the controller's deletion bookkeeping
+                if failed:
+                    self.builder.stop_failed(broker_id, failed)
+                if ok and self.controller is not None:
+                    self.controller.on_replicas_deleted(broker_id, epoch, ok)
+            self.events.put(record)
 
     def _on_resign(self) -> None:  # event thread
         self.builder.reset()
@@ -288,6 +301,8 @@ class ZkMode:
             await self.call(lambda: self.admin.create_topic(name, replicas, clean, uuid.uuid4()))
         except NodeExists:
             raise MetadataError(E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
+        except TopicQueuedForDeletion:
+            raise MetadataError(E.TOPIC_ALREADY_EXISTS, f'Topic "{name}" is queued for deletion.') from None
         log.info("topic.created", topic=name, partitions=len(replicas), replication_factor=len(replicas[0]))
         if not wait:
             return None
