@@ -322,9 +322,12 @@ def read_properties(path: Path) -> dict[str, str]:
 
 @dataclass
 class BrokerConfig:
-    """The broker's effective settings: static (file + overrides) and dynamic (AlterConfigs)."""
+    """The broker's effective settings, most specific first: dynamic for this broker (AlterConfigs on its id),
+    dynamic cluster-wide default (AlterConfigs on the empty broker name), static (file + overrides), Kafka's
+    default."""
     static: dict[str, str] = field(default_factory=dict)
     dynamic: dict[str, str] = field(default_factory=dict)
+    dynamic_default: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         synonyms = _topic_synonyms()
@@ -346,6 +349,8 @@ class BrokerConfig:
     def raw(self, name: str) -> tuple[str | None, ConfigSource]:
         if name in self.dynamic:
             return self.dynamic[name], ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self.dynamic_default:
+            return self.dynamic_default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         if name in self.static:
             return self.static[name], ConfigSource.STATIC_BROKER_CONFIG
         d = BROKER_CONFIGS.get(name)
@@ -373,7 +378,8 @@ class BrokerConfig:
         d = TOPIC_CONFIGS[topic_key]
         for syn in d.synonyms:
             value, source = self.raw(syn)
-            if source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG) and value:
+            if source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                          ConfigSource.STATIC_BROKER_CONFIG) and value:
                 scale = BROKER_CONFIGS[syn].scale_ms if syn in BROKER_CONFIGS else 1
                 return str(int(value) * scale) if scale != 1 else value, source, syn
         # Kafka's default for the topic config (equal to its first synonym's default).
@@ -383,9 +389,18 @@ class BrokerConfig:
         """Broker-level synonyms that are set, most specific first (DescribeConfigs synonyms)."""
         out = []
         for syn in TOPIC_CONFIGS[topic_key].synonyms:
-            value, source = self.raw(syn)
-            if value:
-                out.append((syn, value, source))
+            out += [(syn, value, source) for value, source in self.layers(syn) if value]
+        return out
+
+    def layers(self, name: str) -> list[tuple[str, ConfigSource]]:
+        """Every value `name` has, most specific first (Kafka's DescribeConfigs synonyms of a broker config)."""
+        out = [(layer[name], source) for layer, source in (
+            (self.dynamic, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (self.static, ConfigSource.STATIC_BROKER_CONFIG)) if name in layer]
+        d = BROKER_CONFIGS.get(name)
+        if d is not None and d.default != "":
+            out.append((d.default, ConfigSource.DEFAULT_CONFIG))
         return out
 
 

@@ -265,13 +265,14 @@ def test_incremental_alter_configs_every_version(wire, broker, v):
     assert [r.error_code for r in resp.responses] == [0, E.INVALID_CONFIG, 0, E.INVALID_REQUEST]
     assert broker.state.metadata.topic(name).configs == {"segment.bytes": "1048576",
                                                           "cleanup.policy": "delete,compact"}
-    # the dynamic broker default now shows through for topics without an override
+    # the dynamic broker default (the empty broker name: cluster-wide) now shows through for topics without
+    # an override
     R2 = DescribeConfigsRequest.DescribeConfigsResource
     d = wire.request(DescribeConfigsRequest(resources=[R2(resource_type=2, resource_name=name,
                                                           configuration_keys=["retention.ms"])],
                                             include_synonyms=True), 4)
     entry = d.results[0].configs[0]
-    assert entry.value == "7200000" and entry.config_source == 2  # DYNAMIC_BROKER_CONFIG
+    assert entry.value == "7200000" and entry.config_source == 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
 
 
 @pytest.mark.parametrize("v", versions(60))

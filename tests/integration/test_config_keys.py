@@ -138,3 +138,44 @@ def test_create_topics_refuses_a_not_implemented_value(wire):
                                          timeout_ms=10000, validate_only=False), 5)
     assert r.topics[0].error_code == E.INVALID_CONFIG
     assert "Kafkite does not implement unclean.leader.election.enable" in r.topics[0].error_message
+
+
+def _describe_broker_key(w, node_id: int, key: str):
+    from kafka.protocol.admin import DescribeConfigsRequest
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    d = w.request(DescribeConfigsRequest(resources=[R(resource_type=4, resource_name=str(node_id),
+                                                      configuration_keys=[key])], include_synonyms=True), 4)
+    e = d.results[0].configs[0]
+    return e.value, e.config_source, [(s.value, s.source) for s in e.synonyms]
+
+
+def _incremental_broker(w, name: str, key: str, value: str | None, op: int = 0) -> int:
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    r = w.request(IncrementalAlterConfigsRequest(resources=[R(resource_type=4, resource_name=name, configs=[
+        R.AlterableConfig(name=key, config_operation=op, value=value)])], validate_only=False), 1)
+    return r.responses[0].error_code
+
+
+def test_broker_configs_per_broker_over_the_cluster_default(broker_factory):
+    """Kafka's layers of a broker config: dynamic for this broker (the resource named by its id) over the
+    dynamic cluster-wide default (the empty name) over the static file, over Kafka's default."""
+    from kafka.protocol.metadata import MetadataRequest
+    from kafkite.testing.wire_client import WireClient
+    b = broker_factory(overrides={"num.partitions": "2"})
+    node = b.broker.node_id
+    with WireClient.connect(b.bootstrap_servers) as w:
+        assert _describe_broker_key(w, node, "num.partitions") == ("2", 4, [("2", 4), ("1", 5)])
+        assert _incremental_broker(w, "", "num.partitions", "3") == 0
+        assert _incremental_broker(w, str(node), "num.partitions", "5") == 0
+        assert _incremental_broker(w, str(node + 1), "num.partitions", "7") == E.INVALID_REQUEST
+        assert _describe_broker_key(w, node, "num.partitions") == ("5", 2, [("5", 2), ("3", 3), ("2", 4), ("1", 5)])
+
+        def auto_created(name: str) -> int:
+            m = w.request(MetadataRequest[4](topics=[name], allow_auto_topic_creation=True), 4)
+            return len(m.topics[0].partitions)
+        assert auto_created("dyn-five") == 5
+        # this broker's own value deleted: the cluster-wide default shows through again
+        assert _incremental_broker(w, str(node), "num.partitions", None, op=1) == 0
+        assert _describe_broker_key(w, node, "num.partitions")[:2] == ("3", 3)
+        assert auto_created("dyn-three") == 3

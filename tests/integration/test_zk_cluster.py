@@ -325,6 +325,45 @@ def test_delete_topic_while_a_replicas_broker_is_down(kafkite_zookeeper):
         finally:
             cons.close()
 
+
+def test_dynamic_broker_configs_are_kept_in_zookeeper(cluster):
+    """AlterConfigs on a broker resource (Kafka 3.x on ZooKeeper): the empty name writes the cluster-wide default
+    /config/brokers/<default>, a broker's id its own /config/brokers/<id>, each with a /config/changes
+    notification every broker follows; a broker reads both when it starts."""
+    from kafka.protocol.metadata import MetadataRequest
+    from kafkite.testing.wire_client import WireClient
+
+    from test_config_keys import _describe_broker_key, _incremental_broker
+
+    def describe(b: int):
+        with WireClient.connect(cluster.bootstrap_of(b)) as w:
+            return _describe_broker_key(w, b, "num.partitions")[:2]
+    with WireClient.connect(cluster.bootstrap_of(1)) as w:
+        assert _incremental_broker(w, "", "num.partitions", "4") == 0
+    with WireClient.connect(cluster.bootstrap_of(2)) as w:
+        assert _incremental_broker(w, "2", "num.partitions", "6") == 0
+    try:
+        assert cluster.zk_get("/config/brokers/<default>") == {"version": 1, "config": {"num.partitions": "4"}}
+        assert cluster.zk_get("/config/brokers/2") == {"version": 1, "config": {"num.partitions": "6"}}
+        changes = [cluster.zk_get(f"/config/changes/{c}") for c in cluster.zk_children("/config/changes")]
+        assert {"version": 2, "entity_path": "brokers/<default>"} in changes
+        assert {"version": 2, "entity_path": "brokers/2"} in changes
+        _wait(cluster, lambda: [describe(b) for b in (1, 2, 3)] == [("4", 3), ("6", 2), ("4", 3)], 20,
+              "every broker follows the notifications")
+        cluster.stop_broker(3)
+        cluster.start_broker(3)
+        _wait(cluster, lambda: cluster.live_brokers == [1, 2, 3] and _all_led(_settled(cluster)), 30, "broker 3 back")
+        assert describe(3) == ("4", 3)  # read from ZooKeeper at start-up
+        with WireClient.connect(cluster.bootstrap_of(3)) as w:  # what it takes effect on: auto-creation there
+            _wait(cluster, lambda: len(w.request(MetadataRequest[4](topics=["dyn-auto"], allow_auto_topic_creation=True),
+                                                 4).topics[0].partitions) == 4, 20, "dyn-auto created with 4 partitions")
+    finally:
+        with WireClient.connect(cluster.bootstrap_of(1)) as w:
+            assert _incremental_broker(w, "", "num.partitions", None, op=1) == 0
+        with WireClient.connect(cluster.bootstrap_of(2)) as w:
+            assert _incremental_broker(w, "2", "num.partitions", None, op=1) == 0
+    assert cluster.zk_get("/config/brokers/<default>") == {"version": 1, "config": {}}
+
 # The layout the README documents (Kafka 3.x's, kafkite.controller.zk_data): the persistent parents a
 # broker creates at start-up, then the nodes with values.
 PERSISTENT = {"/brokers", "/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config", "/config/changes",
@@ -334,7 +373,7 @@ PERSISTENT = {"/brokers", "/brokers/ids", "/brokers/topics", "/brokers/seqid", "
 LAYOUT = [re.compile(p) for p in (
     r"/cluster/id", r"/controller", r"/controller_epoch", r"/brokers/ids/\d+", r"/brokers/topics/[^/]+",
     r"/brokers/topics/[^/]+/partitions", r"/brokers/topics/[^/]+/partitions/\d+",
-    r"/brokers/topics/[^/]+/partitions/\d+/state", r"/config/topics/[^/]+",
+    r"/brokers/topics/[^/]+/partitions/\d+/state", r"/config/topics/[^/]+", r"/config/brokers/(\d+|<default>)",
     r"/config/changes/config_change_\d{10}", r"/admin/delete_topics/[^/]+")]
 
 
@@ -384,7 +423,7 @@ def test_zookeeper_tree_has_the_documented_shape(cluster):
     assert tree["/config/topics/configured"] == {"version": 1, "config": {"retention.ms": "3600000"}}
     for path, value in tree.items():
         if path.startswith("/config/changes/config_change_"):
-            assert value["version"] == 2 and value["entity_path"].startswith("topics/"), (path, value)
+            assert value["version"] == 2 and value["entity_path"].startswith(("topics/", "brokers/")), (path, value)
     block = tree["/latest_producer_id_block"]
     assert set(block) == {"version", "broker", "block_start", "block_end"} and block["broker"] in (1, 2, 3), block
     assert int(block["block_end"]) - int(block["block_start"]) == 999, block

@@ -34,12 +34,13 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
+CONFIG_BROKERS = "/config/brokers"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # the persistent parents Kafka creates at start-up (KafkaZkClient.createTopLevelPaths), so watches on
 # their children can be set before the first child exists
 PERSISTENT_PATHS = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, CONFIG_TOPICS, "/config/clients",
-                    "/config/users", "/config/brokers", DELETE_TOPICS, "/brokers/seqid", "/isr_change_notification",
+                    "/config/users", CONFIG_BROKERS, DELETE_TOPICS, "/brokers/seqid", "/isr_change_notification",
                     "/latest_producer_id_block", "/log_dir_event_notification")
 
 
@@ -57,6 +58,14 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+DEFAULT_BROKER_ENTITY = "<default>"  # Kafka's ZooKeeper name for the cluster-wide dynamic broker configs
+
+
+def broker_config_path(entity: str) -> str:
+    """/config/brokers/<id> or /config/brokers/<default>."""
+    return f"{CONFIG_BROKERS}/{entity}"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -161,8 +170,9 @@ def parse_topic_config(value: dict | None) -> dict[str, str]:
     return {k: str(v) for k, v in ((value or {}).get("config") or {}).items()}
 
 
-def config_change(topic: str) -> dict:
-    return {"version": 2, "entity_path": f"topics/{topic}"}
+def config_change(name: str, entity_type: str = "topics") -> dict:
+    """A /config/changes notification: entity_path "topics/<topic>" or "brokers/<id or <default>>"."""
+    return {"version": 2, "entity_path": f"{entity_type}/{name}"}
 
 
 def producer_id_block(broker_id: int, start: int, end: int) -> dict:

@@ -264,6 +264,17 @@ class AdminZk:
         got = self.store.get(z.topic_config_path(name))
         return z.parse_topic_config(got[0] if got else None)
 
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Dynamic broker configs of one broker (`entity` its id) or of all (`<default>`), plus the notification
+        every broker follows (Kafka's AdminZkClient.changeBrokerConfig; with none left the node stays, empty)."""
+        self._set_or_create(z.broker_config_path(entity), z.topic_config(configs))
+        self.store.client.create(f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
+                                 _encode(z.config_change(entity, "brokers")), sequence=True, makepath=True)
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        got = self.store.get(z.broker_config_path(entity))
+        return z.parse_topic_config(got[0] if got else None)
+
     def _set_or_create(self, path: str, value: Any) -> None:
         try:
             self.store.create(path, value)

@@ -232,8 +232,12 @@ class ClusterState:
         for h in self.hooks:
             h.on_configs_changed(self.metadata.topic(name))
 
-    def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None:
-        self.config.dynamic = dict(configs)
+    def set_dynamic_broker_configs(self, configs: dict[str, str], *, default: bool = False) -> None:
+        """This process's dynamic broker configs (`default`: the cluster-wide default layer) replaced by `configs`."""
+        if default:
+            self.config.dynamic_default = dict(configs)
+        else:
+            self.config.dynamic = dict(configs)
         for h in self.hooks:
             for t in list(self.metadata.topics.values()):
                 h.on_configs_changed(t)
@@ -387,8 +391,13 @@ class Broker:
             return self.state.allocate_producer_id()
         return await self.zk.allocate_producer_id()
 
-    def set_dynamic_broker_configs(self, configs: dict[str, str]) -> None:
-        self.state.set_dynamic_broker_configs(configs)
+    async def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
+        """AlterConfigs on a broker resource: this broker's id, or "" for the cluster-wide default. In ZooKeeper
+        mode they are kept in /config/brokers/<id> or /config/brokers/<default>, which every broker follows."""
+        if self.zk is not None:
+            await self.zk.set_broker_configs(resource_name, configs)
+        else:
+            self.state.set_dynamic_broker_configs(configs, default=resource_name == "")
 
     async def maybe_auto_create_topic(self, name: str, allowed: bool = True) -> tuple[int, TopicInfo | None]:
         """Kafka's AutoTopicCreationManager, for Metadata and Produce: an unknown topic is created when

@@ -113,7 +113,7 @@ class ZkMode:
         self.controller: ZkController | None = None
         self.broker: "Broker | None" = None
         self._token: trio.lowlevel.TrioToken | None = None
-        self._last_config_change = -1
+        self._last_config_change: int | None = None  # the last /config/changes sequence applied (-1: none)
         self._pid_next = self._pid_end = 0
 
     # -- start and stop --------------------------------------------------------------------------
@@ -129,9 +129,13 @@ class ZkMode:
             return ClusterMetadata(ZkMetadataStore(self.store, self.node_id), node_id=self.node_id)
         try:
             authority = await self.events.call(connect)
+            dynamic = await self.events.call(self.load_broker_configs)
         except Exception as exc:
             self.events.stop()
             raise RuntimeError(f"cannot connect to ZooKeeper at {self.connect}: {exc!r}") from None
+        for entity, configs in dynamic.items():
+            if configs:
+                self.apply_broker_configs(entity, configs)
         log.info("zookeeper.connected", connect=self.connect, session_timeout_ms=self.session_timeout_ms,
                  cluster_id=authority.cluster_id)
         return authority
@@ -255,10 +259,10 @@ class ZkMode:
         children = self.store.children(z.CONFIG_CHANGES)
         self.store.watch(z.CONFIG_CHANGES + "/", fired)
         seqs = sorted(int(c[len(z.CONFIG_CHANGE_PREFIX):]) for c in children if c.startswith(z.CONFIG_CHANGE_PREFIX))
-        if self._last_config_change < 0:  # at start-up: configs are read with each topic, not from the old changes
-            self._last_config_change = seqs[-1] if seqs else 0
+        if self._last_config_change is None:  # at start-up: configs are read with each topic, not from old changes
+            self._last_config_change = seqs[-1] if seqs else -1
             return
-        topics = set()
+        topics, brokers = set(), set()
         for seq in seqs:
             if seq <= self._last_config_change:
                 continue
@@ -266,10 +270,49 @@ class ZkMode:
             entity = (got[0] or {}).get("entity_path", "") if got else ""
             if entity.startswith("topics/"):
                 topics.add(entity[len("topics/"):])
+            elif entity in (f"brokers/{z.DEFAULT_BROKER_ENTITY}", f"brokers/{self.node_id}"):
+                brokers.add(entity[len("brokers/"):])
             self._last_config_change = seq
         configs = {t: self.admin.topic_configs(t) for t in topics}
         if configs:
             self._to_trio(lambda: self.apply_topic_configs(configs))
+        for entity in brokers:
+            cfg = self.admin.broker_configs(entity)
+            self._to_trio(lambda e=entity, c=cfg: self.apply_broker_configs(e, c))
+
+    def load_broker_configs(self) -> dict[str, dict[str, str]]:  # event thread
+        """At start-up: the dynamic broker configs kept in ZooKeeper, the default's and this broker's."""
+        return {e: self.admin.broker_configs(e) for e in (z.DEFAULT_BROKER_ENTITY, str(self.node_id))}
+
+    def apply_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Dynamic broker configs read from ZooKeeper (Kafka's DynamicBrokerConfig): keys this broker cannot take
+        dynamically, or values that do not parse, are left out with a warning, as Kafka skips them."""
+        from ..config import BROKER_CONFIGS, ConfigError, _parse
+        good = {}
+        for k, v in configs.items():
+            d = BROKER_CONFIGS.get(k)
+            try:
+                if d is None or not d.dynamic:
+                    raise ConfigError(f"{k} cannot be updated dynamically")
+                _parse(d.type, k, v)
+                good[k] = v
+            except ConfigError as exc:
+                log.warning("broker_config.ignored", entity=entity, key=k, error=str(exc))
+        cfg = self.state.config
+        if entity == z.DEFAULT_BROKER_ENTITY:
+            cfg.dynamic_default = good
+        else:
+            cfg.dynamic = good
+        if self.broker is not None:
+            for t in list(self.broker.cache.topics.values()):
+                for h in self.state.hooks:
+                    h.on_configs_changed(t)
+        log.info("broker_config.applied", entity=entity, configs=good)
+
+    async def set_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
+        entity = resource_name or z.DEFAULT_BROKER_ENTITY
+        await self.call(lambda: self.admin.set_broker_configs(entity, configs))
+        self.apply_broker_configs(entity, configs)  # this broker at once; the others through the notification
 
     def apply_topic_configs(self, configs: dict[str, dict[str, str]]) -> None:
         b = self.broker

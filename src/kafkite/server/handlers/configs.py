@@ -54,7 +54,8 @@ def broker_config_entries(broker, keys, *, synonyms: bool, documentation: bool) 
         if keys is not None and name not in keys:
             continue
         value, source = broker.config.raw(name)
-        syns = [Synonym(name=name, value=value, source=int(source))] if synonyms and value is not None else []
+        syns = [Synonym(name=name, value=v, source=int(src)) for v, src in broker.config.layers(name)] \
+            if synonyms else []
         out.append(Entry(name=name, value=value, read_only=not d.dynamic, config_source=int(source),
                          is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=d.type == ConfigType.PASSWORD,
                          synonyms=syns, config_type=int(d.type), documentation=None))
@@ -139,7 +140,8 @@ async def _apply_topic(b, name: str, new_configs: dict[str, str], validate_only:
 _NOT_IMPLEMENTED_SYNONYMS = {syn: name for name in NOT_IMPLEMENTED_TOPIC_CONFIGS for syn in TOPIC_CONFIGS[name].synonyms}
 
 
-def _apply_broker(b, name: str, new_dynamic: dict[str, str], validate_only: bool) -> None:
+async def _apply_broker(b, name: str, new_dynamic: dict[str, str], validate_only: bool) -> None:
+    """The dynamic configs of one broker (`name` its id) or the cluster-wide default (`name` empty)."""
     err = _broker_resource_error(b, name)
     if err:
         raise _Reject(E.INVALID_REQUEST, err)
@@ -156,7 +158,7 @@ def _apply_broker(b, name: str, new_dynamic: dict[str, str], validate_only: bool
             raise _Reject(E.INVALID_CONFIG, f"Invalid value {val} for configuration {k}: Kafkite does not implement "
                                             f"{k} ({NOT_IMPLEMENTED_TOPIC_CONFIGS[topic_key]})")
     if not validate_only:
-        b.set_dynamic_broker_configs(new_dynamic)
+        await b.set_dynamic_broker_configs(name, new_dynamic)
 
 
 def _responses(cls, items):
@@ -177,7 +179,7 @@ async def handle_alter_configs(ctx: RequestContext):
             if res.resource_type == TOPIC:
                 await _apply_topic(b, res.resource_name, configs, bool(body.validate_only))
             elif res.resource_type == BROKER:
-                _apply_broker(b, res.resource_name, configs, bool(body.validate_only))
+                await _apply_broker(b, res.resource_name, configs, bool(body.validate_only))
             else:
                 raise _Reject(E.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             out.append((0, None, res.resource_type, res.resource_name))
@@ -239,9 +241,10 @@ async def handle_incremental_alter_configs(ctx: RequestContext):
                 new = _incremental(base, res.configs, lambda n: TOPIC_CONFIGS[n].type)
                 await _apply_topic(b, res.resource_name, new, bool(body.validate_only))
             elif res.resource_type == BROKER:
-                new = _incremental(dict(b.config.dynamic), res.configs,
+                current = b.config.dynamic_default if res.resource_name == "" else b.config.dynamic
+                new = _incremental(dict(current), res.configs,
                                    lambda n: BROKER_CONFIGS[n].type if n in BROKER_CONFIGS else None)
-                _apply_broker(b, res.resource_name, new, bool(body.validate_only))
+                await _apply_broker(b, res.resource_name, new, bool(body.validate_only))
             else:
                 raise _Reject(E.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             out.append((0, None, res.resource_type, res.resource_name))
