@@ -15,11 +15,32 @@ written and fsynced; never backwards). It proposes ISR changes, which the contro
 As **follower** it holds the leader's id and epoch; the replica fetcher (replication.py) does the copying and sets
 the high watermark from the leader's answers.
 
+A leader configured with Kafka's RackAwareReplicaSelector (`replica_selector`) sends a consumer of another rack
+to an in-sync replica of the consumer's rack (KIP-392, `preferred_read_replica`).
+
 Sans-IO: times come in as `now_ms`; the broker's replica manager calls in.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..controller.metadata import BrokerInfo
+
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def replica_selector(config) -> bool:
+    """`replica.selector.class`: unset (consumers read from leaders) or Kafka's RackAwareReplicaSelector (a
+    consumer with client.rack is sent to an in-sync replica of its rack, KIP-392); ValueError for another."""
+    name = (config.get("replica.selector.class") or "").strip()
+    if name in ("", "null"):
+        return False
+    if name == RACK_AWARE_SELECTOR:
+        return True
+    raise ValueError(f"replica.selector.class {name!r}: Kafkite implements {RACK_AWARE_SELECTOR} only")
 
 
 @dataclass
@@ -138,3 +159,26 @@ class Partition:
     def enough_replicas_reached(self, offset: int) -> bool:
         """acks=all: every member of the (maximal) ISR has the records below `offset`."""
         return self.log.high_watermark >= offset
+
+    # -- leader: a consumer's preferred read replica (KIP-392) ------------------------------------------------
+    def preferred_read_replica(self, fetch_offset: int, client_rack: str, brokers: Mapping[int, "BrokerInfo"]) -> int:
+        """Kafka's RackAwareReplicaSelector over the leader's view (`brokers`: the metadata's, for their racks): the
+        leader itself when it is in the consumer's rack (-1: no redirection), else the ISR member of that rack that
+        holds fetch_offset, the one with the largest log end offset (then the most recently caught up); -1 when
+        there is none (or this replica does not lead)."""
+        if not self.is_leader:
+            return -1
+        def rack(b: int) -> str | None:
+            info = brokers.get(b)
+            return None if info is None else info.rack
+        if rack(self.node_id) == client_rack:
+            return -1
+        best = None
+        for r in self.isr:
+            remote = self.remotes.get(r)
+            if r == self.node_id or remote is None or rack(r) != client_rack or remote.log_end_offset < fetch_offset:
+                continue
+            rank = (remote.log_end_offset, remote.last_caught_up_ms)
+            if best is None or rank > best[0]:
+                best = (rank, r)
+        return -1 if best is None else best[1]

@@ -7,6 +7,9 @@ producer checks); a waiting Fetch watches the partitions it reads (`watch`), and
 append (or a deferred write moving the high watermark) wakes the fetches watching
 that partition at once, and no others.
 
+Replicated partitions (LeaderAndIsr, followers' fetches and appends, acks=all, consumers reading from a
+follower) are served by the base class in replicated_partitions.py; the preferred read replica is Partition's.
+
 Disk faults (Kafka's LogDirFailureChannel and ReplicaManager.handleLogDirFailure): a write or
 fsync that fails (a full disk, an I/O error) takes the log dir offline at once, for good (until
 a restart). Its logs are taken out of service (`UnifiedLog.fail`: what was not acknowledged is
@@ -47,11 +50,12 @@ from ..storage.log_validator import NeedsWorker, Validated, prepare_append
 from ..storage.unified_log import FileLog, MemoryLog, OffsetOutOfRange
 from ..wire.errors import E
 from .context import now_ms
-from .partition import Partition
+from .partition import Partition, replica_selector
+from .replicated_partitions import LogReadResult, ReplicatedPartitions
 
 if TYPE_CHECKING:
     from ..controller.controller import MetadataCache
-    from ..controller.metadata import PartitionInfo, TopicInfo
+    from ..controller.metadata import TopicInfo
     from .broker import ClusterState
     from .replication import Replication
 
@@ -76,34 +80,7 @@ class AppendOutcome:
     last_offset: int = -1  # of the records appended (or of the original, for a duplicate)
 
 
-@dataclass
-class LogReadResult:
-    """One partition of a Fetch (Kafka's LogReadResult)."""
-    partition: int
-    error: int = 0
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    records: list | None = None  # the log's buffers, not copied
-    preferred_read_replica: int = -1  # KIP-392: the replica this consumer should fetch from instead
-    aborted_transactions: list[tuple[int, int]] | None = None  # read_committed: (producer id, first offset)
-
-
-RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
-
-
-def replica_selector(config) -> bool:
-    """`replica.selector.class`: unset (consumers read from leaders) or Kafka's RackAwareReplicaSelector (a
-    consumer with client.rack is sent to an in-sync replica of its rack, KIP-392); ValueError for another."""
-    name = (config.get("replica.selector.class") or "").strip()
-    if name in ("", "null"):
-        return False
-    if name == RACK_AWARE_SELECTOR:
-        return True
-    raise ValueError(f"replica.selector.class {name!r}: Kafkite implements {RACK_AWARE_SELECTOR} only")
-
-
-class ReplicaManager:
+class ReplicaManager(ReplicatedPartitions):
     def __init__(self, state: "ClusterState", *, node_id: int | None = None, data_dir: Path | None = None,
                  in_memory: bool | None = None, replicated: bool | None = None):
         """The partitions of one broker. By default the process's own (its single broker's: `state`'s data dir and
@@ -192,49 +169,6 @@ class ReplicaManager:
                     self._open(topic, p.index, now_ms())
                 except OSError as exc:
                     raise self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{p.index}") from None
-
-    def become_replica(self, topic: "TopicInfo", state: "PartitionInfo") -> int:
-        """A LeaderAndIsr for a partition this broker replicates (ZooKeeper mode): its log opened (recovered) when
-        it is not yet, then leader (the high watermark from the ISR's fetches) or follower (the replica fetcher
-        truncates to the new leader's epoch and copies from it) -> 0, or KAFKA_STORAGE_ERROR when the log dir
-        is offline or the log cannot be made."""
-        key = (topic.name, state.index)
-        if self.offline_log_dirs:
-            return int(E.KAFKA_STORAGE_ERROR)
-        lg = self.logs.get(key)
-        if lg is None:
-            try:
-                lg = self._open(topic, state.index, now_ms())
-            except OSError as exc:
-                self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{state.index}")
-                return int(E.KAFKA_STORAGE_ERROR)
-            # the high watermark it had (replication-offset-checkpoint), not its log end offset: what the ISR
-            # never confirmed stays invisible until the leader (or, leading, its ISR) vouches for it
-            checkpointed = self.log_dir.high_watermarks.get(key, 0) if self.log_dir is not None else 0
-            lg.set_replicated_high_watermark(checkpointed)
-        self.leader_epochs[key] = state.leader_epoch
-        p = self.partitions.get(key)
-        if p is None or p.log is not lg:
-            p = self.partitions[key] = Partition(topic.name, state.index, self.node_id, lg)
-        if state.leader == self.node_id:
-            if self.replication is not None:
-                self.replication.remove_fetch(key)
-            p.make_leader(state.leader_epoch, state.partition_epoch, state.replicas, state.isr, now_ms())
-        else:
-            p.make_follower(state.leader, state.leader_epoch, state.partition_epoch, state.replicas, state.isr)
-            if self.replication is not None:
-                if state.leader >= 0:
-                    self.replication.add_fetch(key, state.leader, state.leader_epoch)
-                else:  # offline: nobody to copy from until a leader is elected
-                    self.replication.remove_fetch(key)
-        self.notify(topic.name, state.index)  # fetches and produces waiting on it look again
-        return 0
-
-    def on_isr_changed(self, topic: str, partition: int, isr: list[int], partition_epoch: int) -> None:
-        """The controller's ISR for a partition this broker leads (an AlterPartition answer, an UpdateMetadata)."""
-        p = self.partitions.get((topic, partition))
-        if p is not None and p.apply_isr(isr, partition_epoch) and p.maybe_increment_hw():
-            self.notify(topic, partition)
 
     def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
         """StopReplica (ZooKeeper mode): close the partition's log; with `delete`, remove its directory."""
@@ -432,7 +366,8 @@ class ReplicaManager:
         lg = self.logs[(topic, partition)]
         hw, lso = lg.high_watermark, lg.last_stable_offset
         if leading and client_rack and self.rack_aware:
-            preferred = self.preferred_read_replica(cache, topic, partition, fetch_offset, client_rack)
+            p = self.partitions.get((topic, partition))
+            preferred = -1 if p is None else p.preferred_read_replica(fetch_offset, client_rack, cache.brokers)
             if preferred >= 0:
                 return LogReadResult(partition, 0, hw, lso, lg.log_start_offset, [], preferred)  # empty, not null
         # read_committed reads up to the last stable offset, with the aborted transactions it overlaps
@@ -446,44 +381,6 @@ class ReplicaManager:
             self.consumer_reads_as_follower += 1
         aborted = lg.collect_aborted(fetch_offset, upper) if read_committed else None
         return LogReadResult(partition, 0, hw, lso, lg.log_start_offset, data, aborted_transactions=aborted)
-
-    def _follower_read_check(self, cache: "MetadataCache", topic: str, partition: int,
-                             current_leader_epoch: int) -> int:
-        """A consumer's fetch from a follower (KIP-392): it must host a copy and follow the current leader epoch."""
-        p = cache.partition(topic, partition)
-        key = (topic, partition)
-        if p is None or not self.is_replicated or key not in self.logs or key not in self.partitions \
-                or self.node_id not in p.replicas:
-            return int(E.NOT_LEADER_OR_FOLLOWER)
-        if current_leader_epoch is not None and current_leader_epoch >= 0:
-            if current_leader_epoch < p.leader_epoch:
-                return int(E.FENCED_LEADER_EPOCH)
-            if current_leader_epoch > p.leader_epoch:
-                return int(E.UNKNOWN_LEADER_EPOCH)
-        return 0
-
-    def preferred_read_replica(self, cache: "MetadataCache", topic: str, partition: int, fetch_offset: int,
-                               client_rack: str) -> int:
-        """Kafka's RackAwareReplicaSelector over the leader's view: the leader itself when it is in the consumer's
-        rack (-1: no redirection), else the ISR member of that rack that holds fetch_offset, the one with the
-        largest log end offset (then the most recently caught up); -1 when there is none."""
-        p = self.partitions.get((topic, partition))
-        if p is None or not p.is_leader:
-            return -1
-        def rack(b: int) -> str | None:
-            info = cache.brokers.get(b)
-            return None if info is None else info.rack
-        if rack(self.node_id) == client_rack:
-            return -1
-        best = None
-        for r in p.isr:
-            remote = p.remotes.get(r)
-            if r == self.node_id or remote is None or rack(r) != client_rack or remote.log_end_offset < fetch_offset:
-                continue
-            rank = (remote.log_end_offset, remote.last_caught_up_ms)
-            if best is None or rank > best[0]:
-                best = (rank, r)
-        return -1 if best is None else best[1]
 
     def fetch_offset_for_timestamp(self, cache: "MetadataCache", topic: str, partition: int, timestamp: int,
                                    current_leader_epoch: int, *, max_timestamp: bool, read_committed: bool = False
@@ -653,71 +550,6 @@ class ReplicaManager:
         if p is not None:
             p.maybe_increment_hw()
         self.notify(*key)
-
-    # -- replication (ZooKeeper mode) ----------------------------------------------------------------
-    def read_for_follower(self, cache: "MetadataCache", topic: str, partition: int, replica_id: int,
-                          fetch_offset: int, current_leader_epoch: int, max_bytes: int, now: int) -> LogReadResult:
-        """One partition of a follower's Fetch (Kafka's fetchMessages with a replica id): batches up to the log
-        end offset (written records only), the leader's high watermark; the follower's position is noted
-        first (it has every record below fetch_offset), which may move the high watermark and the ISR."""
-        err = self.leader_check(cache, topic, partition, current_leader_epoch)
-        key = (topic, partition)
-        p = self.partitions.get(key)
-        if not err and (p is None or replica_id not in p.replicas):
-            err = E.NOT_LEADER_OR_FOLLOWER  # not a replica of this partition (Kafka: NotLeaderOrFollower)
-        if err:
-            return LogReadResult(partition, err)
-        lg = self.logs[key]
-        try:
-            data = lg.read_parts(fetch_offset, max_bytes, min_one=True)
-        except OffsetOutOfRange:
-            return LogReadResult(partition, E.OFFSET_OUT_OF_RANGE, lg.high_watermark, lg.high_watermark,
-                                 lg.log_start_offset)
-        if p.update_follower_fetch(replica_id, fetch_offset, lg.log_end_offset, now):
-            self.notify(topic, partition)  # acks=all produces and consumers waiting on the watermark
-        if self.replication is not None:
-            self.replication.maybe_expand_isr(p)
-        hw = lg.high_watermark
-        return LogReadResult(partition, 0, hw, hw, lg.log_start_offset, data)
-
-    def append_as_follower(self, key: tuple[str, int], data) -> tuple[object, int] | None:
-        """A follower's append of the leader's batches (UnexpectedAppend when they do not follow on); returns
-        (log, last offset) for wait_durable, or None when the partition is no longer here."""
-        lg = self.logs.get(key)
-        if lg is None:
-            return None
-        try:
-            res = lg.append_as_follower(data, now_ms=now_ms(), defer_flush=True)
-        except OSError as exc:
-            raise self.handle_log_dir_failure(exc, f"appending to {key[0]}-{key[1]} as a follower") from None
-        return lg, res.last_offset
-
-    async def wait_replicated(self, topic: str, partition: int, offset: int, deadline: float) -> int:
-        """acks=all (Kafka's DelayedProduce): wait until every ISR member has the records below `offset` ->
-        0, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is then smaller than min.insync.replicas,
-        NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile, REQUEST_TIMED_OUT at the deadline."""
-        key = (topic, partition)
-        while True:
-            p = self.partitions.get(key)
-            if p is None or not p.is_leader or self.logs.get(key) is not p.log:
-                return int(E.NOT_LEADER_OR_FOLLOWER)
-            if p.enough_replicas_reached(offset):
-                if len(p.isr) < p.log.config.min_insync_replicas:
-                    return int(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-                return 0
-            ev = self.watch([key])
-            try:
-                with trio.move_on_at(deadline):
-                    await ev.wait()
-            finally:
-                self.unwatch([key], ev)
-            if trio.current_time() >= deadline:
-                return int(E.REQUEST_TIMED_OUT)
-
-    def replicated(self, topic: str, partition: int) -> bool:
-        """True when acks=all must wait for followers: a partition of several replicas on a ZooKeeper-mode broker."""
-        p = self.partitions.get((topic, partition))
-        return p is not None and len(p.replicas) > 1
 
     # -- fetches waiting for data ---------------------------------------------------------------
     def watch(self, partitions: list[tuple[str, int]]) -> trio.Event:
