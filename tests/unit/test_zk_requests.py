@@ -135,3 +135,31 @@ def test_an_isr_change_alone_goes_out_in_update_metadata_not_leader_and_isr():
     reqs = rb.build(2, 1, 3, shrunk)
     assert kinds(reqs) == ["UpdateMetadataRequest"]
     assert [list(p.isr) for t in reqs[0].topic_states for p in t.partition_states] == [[1]]
+
+
+def test_update_metadata_carries_only_the_partitions_that_changed():
+    """Like Kafka's controller, a publish tells each broker what changed for it; a broker new to this controller
+    (or registered again) gets everything. Every live broker is always listed."""
+    rb = RequestBuilder()
+    snap = snapshot([([1, 2], 1, 0, [1, 2]), ([2, 1], 2, 0, [2, 1]), ([1], 1, 0, [1])])
+
+    def um_parts(reqs):
+        um = reqs[-1]
+        assert isinstance(um, UpdateMetadataRequest) and [b.id for b in um.live_brokers] == [1, 2]
+        return [(t.topic_name, p.partition_index, p.leader, list(p.isr)) for t in um.topic_states
+                for p in t.partition_states]
+    assert [x[1] for x in um_parts(rb.build(1, 2, 3, snap))] == [0, 1, 2]
+    assert um_parts(rb.build(1, 2, 3, snap)) == []
+    shrunk = copy.deepcopy(snap)
+    shrunk["topics"][0]["partitions"][1].update(isr=[2], partition_epoch=1)
+    assert um_parts(rb.build(1, 2, 3, shrunk)) == [("t", 1, 2, [2])]
+    # broker 2 gone: the partitions naming it get it as an offline replica
+    gone = copy.deepcopy(shrunk)
+    gone["brokers"] = [broker(1)]
+    um = rb.build(1, 2, 3, gone)[-1]
+    assert [(p.partition_index, list(p.offline_replicas)) for t in um.topic_states for p in t.partition_states] == [
+        (0, [2]), (1, [2])]
+    # registered again (a new broker epoch): told everything
+    again = copy.deepcopy(shrunk)
+    again["brokers"] = [broker(1, epoch=99), broker(2)]
+    assert [x[1] for x in um_parts(rb.build(1, 2, 3, again))] == [0, 1, 2]

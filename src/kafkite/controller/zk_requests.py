@@ -8,8 +8,10 @@ For each live broker, from a `MetadataUpdate` (the controller's whole view, stam
 - StopReplica (v4, delete_partition) for its replicas of topics being deleted (the snapshot's "deleting":
   the replicas that have not yet answered one), once per broker epoch: the channel resends it until the
   broker answers, and a broker that comes back (a new epoch) gets it again;
-- UpdateMetadata (v8) with every live broker and every partition, and the partitions of deleted topics
-  once more with leader -2 (Kafka's LeaderDuringDelete), so the broker forgets them.
+- UpdateMetadata (v8) with every live broker and the partitions whose state changed since this controller
+  last told the broker (all of them for a broker new to it or registered again), and the partitions of
+  deleted topics once more with leader -2 (Kafka's LeaderDuringDelete), so the broker forgets them; the
+  broker merges it into its cache, as Kafka's ZkMetadataCache does.
 
 They go out in that order on the broker's one controller connection. Sans-IO.
 """
@@ -47,12 +49,14 @@ class RequestBuilder:
         self._topics: dict[int, dict[str, str]] = {}  # broker -> topics in its last UpdateMetadata (name -> id)
         self._parts: dict[int, dict[str, list[int]]] = {}  # broker -> those topics' partition indexes
         self._stopped: dict[int, tuple[int, set[tuple[str, int]]]] = {}  # broker -> (epoch, StopReplica sent)
+        self._um: dict[int, tuple[int, dict[tuple[str, int], tuple]]] = {}  # broker -> (epoch, states in UpdateMetadata)
 
     def reset(self) -> None:
         self._told.clear()
         self._topics.clear()
         self._parts.clear()
         self._stopped.clear()
+        self._um.clear()
 
     def stop_failed(self, broker_id: int, partitions: list[tuple[str, int]]) -> None:
         """A StopReplica answered with an error for these: the next publish sends them again."""
@@ -67,6 +71,10 @@ class RequestBuilder:
         if told_epoch != broker_epoch:
             told = {}
         now: dict[tuple[str, int], tuple] = {}
+        um_epoch, um_told = self._um.get(broker_id, (None, {}))
+        if um_epoch != broker_epoch:
+            um_told = {}
+        um_now: dict[tuple[str, int], tuple] = {}
         lai_topics, um_topics = [], []
         current: dict[str, str] = {}
         for t in snapshot["topics"]:
@@ -76,10 +84,15 @@ class RequestBuilder:
             for p in t["partitions"]:
                 if p["leader_epoch"] < 0:
                     continue  # never elected (no live replica yet)
-                um_parts.append(_UmPartition(
-                    partition_index=p["index"], controller_epoch=controller_epoch, leader=p["leader"],
-                    leader_epoch=p["leader_epoch"], isr=list(p["isr"]), zk_version=p["partition_epoch"],
-                    replicas=list(p["replicas"]), offline_replicas=[r for r in p["replicas"] if r not in brokers]))
+                offline = [r for r in p["replicas"] if r not in brokers]
+                um_state = (p["leader"], p["leader_epoch"], tuple(p["isr"]), p["partition_epoch"],
+                            tuple(p["replicas"]), tuple(offline))
+                um_now[(t["name"], p["index"])] = um_state
+                if um_told.get((t["name"], p["index"])) != um_state:  # only what changed since it was last told
+                    um_parts.append(_UmPartition(
+                        partition_index=p["index"], controller_epoch=controller_epoch, leader=p["leader"],
+                        leader_epoch=p["leader_epoch"], isr=list(p["isr"]), zk_version=p["partition_epoch"],
+                        replicas=list(p["replicas"]), offline_replicas=offline))
                 if broker_id in p["replicas"]:
                     # LeaderAndIsr goes out when leadership changes (a new leader epoch); an ISR change alone
                     # (AlterPartition, a follower gone) reaches brokers through UpdateMetadata, as in Kafka
@@ -115,6 +128,7 @@ class RequestBuilder:
                                  leader_epoch=-1, isr=[], zk_version=-1, replicas=[], offline_replicas=[])
                     for i in self._parts.get(broker_id, {}).get(topic, [])]))
         self._told[broker_id] = (broker_epoch, now)
+        self._um[broker_id] = (broker_epoch, um_now)
         self._topics[broker_id] = {name: tid for name, tid in current.items()}
         self._parts[broker_id] = {t["name"]: [p["index"] for p in t["partitions"]] for t in snapshot["topics"]}
         out = []
