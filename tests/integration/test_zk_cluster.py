@@ -262,6 +262,30 @@ def test_delete_topic_through_admin_client(cluster):
 
 
 
+def test_create_partitions_through_any_broker(cluster):
+    """CreatePartitions writes the longer assignment; the controller reads that one topic again, elects the new
+    partitions' leaders and tells every broker."""
+    from kafka import KafkaProducer
+    from kafka.admin import NewPartitions
+    _create_topic(cluster, 1, "growing", partitions=2)
+    admin = _admin(cluster.bootstrap_of(3))
+    try:
+        admin.create_partitions({"growing": NewPartitions(5)})
+    finally:
+        admin.close()
+
+    def grown():
+        parts = [cluster.metadata_view(b)["topics"].get("growing", {}) for b in (1, 2, 3)]
+        return all(len(p) == 5 and all(s[0] != -1 for s in p.values()) for p in parts) and parts[0] == parts[1] == parts[2]
+    _wait(cluster, grown, 30, "five partitions with leaders on every broker")
+    assert sorted(map(int, cluster.zk_get("/brokers/topics/growing")["partitions"])) == [0, 1, 2, 3, 4]
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap_of(2), acks="all")
+    try:
+        assert p.send("growing", b"x", partition=4).get(timeout=30).partition == 4
+    finally:
+        p.close()
+
+
 def test_delete_topic_while_a_replicas_broker_is_down(kafkite_zookeeper):
     """Kafka's TopicDeletionManager: the topic leaves every live broker's metadata at once, but its nodes and
     the /admin/delete_topics marker stay (and its name cannot be taken) until the broker that was down has

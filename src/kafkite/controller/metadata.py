@@ -205,14 +205,20 @@ class ClusterMetadata:
         self.controller_epoch = snap.get("controller_epoch", 0)
         self.producer_id_next_block = snap.get("producer_id_next_block", 0)
         self.topics = {}
+        self._by_id = {}
         for t in snap["topics"]:
-            self.topics[t["name"]] = TopicInfo(
-                name=t["name"], topic_id=uuid.UUID(t["topic_id"]),
-                partitions=[PartitionInfo(**p) for p in t["partitions"]],
-                configs=dict(t.get("configs", {})))
-        self._by_id = {t.topic_id: t for t in self.topics.values()}
+            self.put_topic(t)
         if brokers and "brokers" in snap:
             self.brokers = {b["node_id"]: BrokerInfo(**b) for b in snap["brokers"]}
+
+    def put_topic(self, t: dict) -> TopicInfo:
+        """A topic from its snapshot entry, added or replacing the one of that name."""
+        self.forget_topic(t["name"])
+        info = self.topics[t["name"]] = TopicInfo(
+            name=t["name"], topic_id=uuid.UUID(t["topic_id"]), partitions=[PartitionInfo(**p) for p in t["partitions"]],
+            configs=dict(t.get("configs", {})))
+        self._by_id[info.topic_id] = info
+        return info
 
     def snapshot(self, include_brokers: bool = False) -> dict:
         extra = {"brokers": [vars(b).copy() for b in self.brokers.values()]} if include_brokers else {}

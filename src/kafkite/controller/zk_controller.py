@@ -114,7 +114,10 @@ class ZkController(Controller):
         md.controller_epoch = self.epoch
         for name in self.deleting:  # still in ZooKeeper until their replicas are deleted; never in the view
             md.forget_topic(name)
-        for name in md.topics:
+        self._watch_new_topics()
+
+    def _watch_new_topics(self) -> None:
+        for name in self.authority.topics:
             if name not in self._watched_topics:
                 self._watched_topics.add(name)
                 self._watch_topic(name)
@@ -136,7 +139,7 @@ class ZkController(Controller):
                     self._watched_topics.discard(name)
                     return
                 self._watch_topic(name)
-                self.guarded(self.on_topics_changed)
+                self.guarded(self.on_topics_changed, {name})
         self.store.watch(z.topic_path(name), fired)
 
     def guarded(self, fn, *a):
@@ -149,9 +152,16 @@ class ZkController(Controller):
             return None
 
     # -- events --------------------------------------------------------------------------------------
-    def on_topics_changed(self) -> None:
-        """New topics or new partitions written by AdminZk: elect their leaders, write their states, publish."""
-        self._reload()
+    def on_topics_changed(self, changed: set[str] | None = None) -> None:
+        """New topics (a /brokers/topics child) or new partitions (`changed`: a topic's node) written by AdminZk:
+        only those topics are read again; their leaders elected, their states written, every broker told."""
+        md = self.authority
+        names = set(self.store.children(z.TOPICS))
+        todo = {n for n in names if n not in md.topics and n not in self.deleting}
+        todo |= {n for n in (changed or ()) if n in names and n not in self.deleting}
+        for t in md.store.load_topics(sorted(todo)):
+            md.put_topic(t)
+        self._watch_new_topics()
         self.on_brokers_changed()
 
     def on_delete_topics(self) -> None:

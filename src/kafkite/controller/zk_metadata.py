@@ -92,38 +92,55 @@ class ZkMetadataStore:
         saved: dict[str, Any] = {}
         self._dirs = set()
         self.versions = {}
-        topics = []
-        for name in s.children(z.TOPICS):
-            got = s.get(z.topic_path(name))
-            if got is None:
-                continue
-            saved[z.topic_path(name)] = got[0]
-            assignment, tid = z.parse_topic_assignment(got[0])
-            cfg = s.get(z.topic_config_path(name))
-            configs = z.parse_topic_config(cfg[0] if cfg else None)
-            if cfg is not None:
-                saved[z.topic_config_path(name)] = cfg[0]
-            parts = []
-            pdirs = s.children(z.topic_path(name) + "/partitions")
-            if pdirs:
-                self._dirs |= {z.topic_path(name) + "/partitions"} | {
-                    f"{z.topic_path(name)}/partitions/{q}" for q in pdirs}
-            for p, replicas in assignment.items():
-                st = s.get(z.partition_state_path(name, p))
-                if st is None:
-                    parts.append({"index": p, "replicas": replicas, "leader": -1, "leader_epoch": -1, "isr": [],
-                                  "partition_epoch": -1})
-                else:
-                    saved[z.partition_state_path(name, p)] = st[0]
-                    self.versions[z.partition_state_path(name, p)] = st[1]
-                    ps = z.parse_partition_state(st[0])
-                    parts.append({"index": p, "replicas": replicas, "leader": ps.leader,
-                                  "leader_epoch": ps.leader_epoch, "isr": list(ps.isr), "partition_epoch": st[1]})
-            topics.append({"name": name, "topic_id": str(topic_id_from_zk(tid)), "configs": configs,
-                           "partitions": parts})
+        topics = [t for t in (self._read_topic(name, saved) for name in s.children(z.TOPICS)) if t is not None]
         self._saved = saved
         return {"cluster_id": cid, "node_id": self.node_id, "controller_epoch": epoch[0] if epoch else 0,
                 "producer_id_next_block": 0, "topics": topics}
+
+    def _read_topic(self, name: str, saved: dict[str, Any]) -> dict | None:
+        """One topic's nodes (assignment, config, partition states) -> its snapshot entry; what was read goes into
+        `saved`, the state nodes' versions into `versions`, directories without a state into `_dirs`."""
+        s = self.store
+        got = s.get(z.topic_path(name))
+        if got is None:
+            return None
+        saved[z.topic_path(name)] = got[0]
+        assignment, tid = z.parse_topic_assignment(got[0])
+        cfg = s.get(z.topic_config_path(name))
+        configs = z.parse_topic_config(cfg[0] if cfg else None)
+        if cfg is not None:
+            saved[z.topic_config_path(name)] = cfg[0]
+        parts = []
+        pdirs = s.children(z.topic_path(name) + "/partitions")
+        if pdirs:
+            self._dirs |= {z.topic_path(name) + "/partitions"} | {
+                f"{z.topic_path(name)}/partitions/{q}" for q in pdirs}
+        for p, replicas in assignment.items():
+            st = s.get(z.partition_state_path(name, p))
+            if st is None:
+                parts.append({"index": p, "replicas": replicas, "leader": -1, "leader_epoch": -1, "isr": [],
+                              "partition_epoch": -1})
+            else:
+                saved[z.partition_state_path(name, p)] = st[0]
+                self.versions[z.partition_state_path(name, p)] = st[1]
+                ps = z.parse_partition_state(st[0])
+                parts.append({"index": p, "replicas": replicas, "leader": ps.leader,
+                              "leader_epoch": ps.leader_epoch, "isr": list(ps.isr), "partition_epoch": st[1]})
+        return {"name": name, "topic_id": str(topic_id_from_zk(tid)), "configs": configs, "partitions": parts}
+
+    def load_topics(self, names) -> list[dict]:
+        """Only these topics, read again (new ones, or ones given partitions): what a topic change costs, not a
+        reload of the whole context."""
+        out = []
+        for name in names:
+            mine = [q for q in self._saved if q == z.topic_path(name) or q.startswith(z.topic_path(name) + "/")
+                    or q == z.topic_config_path(name)]
+            for q in mine:
+                del self._saved[q]
+            t = self._read_topic(name, self._saved)
+            if t is not None:
+                out.append(t)
+        return out
 
     def desired(self, snapshot: dict) -> dict[str, Any]:
         """path -> value of every node the snapshot's topics make (partitions never elected: no state node)."""
