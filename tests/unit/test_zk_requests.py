@@ -78,7 +78,7 @@ def test_a_deleted_topic_stops_its_replicas_and_leaves_every_cache():
     rb.build(2, 2, 3, snap)
     gone = copy.deepcopy(snap)
     gone["topics"] = []
-    gone["deleting"] = [{"name": "t", "topic_id": TID, "pending": [(1, 0), (2, 1)]}]
+    gone["deleting"] = [{"name": "t", "pending": [(1, 0), (2, 1)]}]
     reqs = rb.build(1, 2, 3, gone)
     assert kinds(reqs) == ["StopReplicaRequest", "UpdateMetadataRequest"]
     sr, um = reqs
@@ -99,7 +99,7 @@ def test_a_replica_down_during_a_deletion_gets_its_stop_replica_when_it_register
     """A broker that was down (or came back with a new registration) is sent the pending StopReplica, though
     this controller never told it about the topic."""
     rb = RequestBuilder()
-    deleting = {"name": "t", "topic_id": TID, "pending": [(2, 1)]}
+    deleting = {"name": "t", "pending": [(2, 1)]}
     snap = snapshot([], brokers=(1,))
     snap["topics"], snap["deleting"] = [], [deleting]
     assert kinds(rb.build(1, 2, 3, snap)) == ["UpdateMetadataRequest"]  # broker 1 holds nothing of it

@@ -41,8 +41,7 @@ class ZkController(Controller):
         self.broker_epoch = -1
         self._session_lost = False
         self._watched_topics: set[str] = set()
-        # topics being deleted: name -> their TopicInfo, and the (broker, partition) replicas not yet deleted
-        self.deleting: dict[str, object] = {}
+        # topics being deleted: name -> the (broker, partition) replicas that have not yet deleted their copy
         self.deletion_pending: dict[str, set[tuple[int, int]]] = {}
 
     # -- membership ---------------------------------------------------------------------------------
@@ -86,7 +85,6 @@ class ZkController(Controller):
             log.info("controller.resigned", broker=self.node_id, controller_epoch=self.epoch)
         self.active = False
         self._watched_topics.clear()
-        self.deleting.clear()
         self.deletion_pending.clear()
         self.authority.store.keep.clear()
         if self.on_resign is not None:
@@ -112,7 +110,7 @@ class ZkController(Controller):
         md = self.authority
         md.load_snapshot(md.store.load(), brokers=False)
         md.controller_epoch = self.epoch
-        for name in self.deleting:  # still in ZooKeeper until their replicas are deleted; never in the view
+        for name in self.deletion_pending:  # still in ZooKeeper until their replicas are deleted; never in the view
             md.forget_topic(name)
         self._watch_new_topics()
 
@@ -157,8 +155,8 @@ class ZkController(Controller):
         only those topics are read again; their leaders elected, their states written, every broker told."""
         md = self.authority
         names = set(self.store.children(z.TOPICS))
-        todo = {n for n in names if n not in md.topics and n not in self.deleting}
-        todo |= {n for n in (changed or ()) if n in names and n not in self.deleting}
+        todo = {n for n in names if n not in md.topics and n not in self.deletion_pending}
+        todo |= {n for n in (changed or ()) if n in names and n not in self.deletion_pending}
         for t in md.store.load_topics(sorted(todo)):
             md.put_topic(t)
         self._watch_new_topics()
@@ -170,7 +168,7 @@ class ZkController(Controller):
         marked = self.store.children(z.DELETE_TOPICS)
         started = False
         for name in marked:
-            if name in self.deleting:
+            if name in self.deletion_pending:
                 continue
             t = md.topic(name)
             if t is None:  # nothing of that name (any more): the marker alone goes, as Kafka drops it
@@ -179,7 +177,6 @@ class ZkController(Controller):
             md.forget_topic(name)
             self._watched_topics.discard(name)
             md.store.keep.add(name)
-            self.deleting[name] = t
             self.deletion_pending[name] = {(r, p.index) for p in t.partitions for r in p.replicas}
             log.info("topic.deletion_started", topic=name, replicas=len(self.deletion_pending[name]))
             started = True
@@ -202,7 +199,7 @@ class ZkController(Controller):
             return
         for name in done:
             self.authority.store.keep.discard(name)
-            del self.deleting[name], self.deletion_pending[name]
+            del self.deletion_pending[name]
         self.authority.persist()  # the topics' nodes go now (assignment, partition states, config)
         for name in done:
             self._delete_marker(name)
@@ -217,8 +214,7 @@ class ZkController(Controller):
     def deletion_snapshot(self) -> list[dict]:
         """What RequestBuilder needs to send StopReplica (delete): each topic being deleted, with the replicas
         that have not yet deleted their copy."""
-        return [{"name": name, "topic_id": str(t.topic_id),
-                 "pending": sorted(self.deletion_pending[name])} for name, t in self.deleting.items()]
+        return [{"name": name, "pending": sorted(left)} for name, left in self.deletion_pending.items()]
 
     def on_brokers_changed(self) -> None:
         self.guarded(super().on_brokers_changed)
