@@ -379,6 +379,37 @@ def test_log_directory_files(tmp_path):
     aside = ld2.set_aside(d, "t", 0)
     assert not d.exists() and re.fullmatch(r"t-0\.[0-9a-f]{32}-stray", aside.name)
     assert len(stray_dir_name("x" * 249, 3)) == 255  # Kafka caps the name, cutting the topic
+    # a deletion a crash cut short (renamed, not yet removed) is finished at the next start; strays are kept
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(b"x")
+    doomed = ld2.set_aside(d, "t", 0, "-delete")
+    assert re.fullmatch(r"t-0\.[0-9a-f]{32}-delete", doomed.name)
+    ld2.startup()
+    assert not doomed.exists() and aside.exists()
+
+
+def test_a_deleted_topics_directories_are_renamed_at_once_and_removed_off_the_event_loop(tmp_path):
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafkite.testing.runner import BrokerThread
+    with BrokerThread(data_dir=tmp_path) as b:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        try:
+            admin.create_topics([NewTopic("gone", 2, 1)])
+            p = KafkaProducer(bootstrap_servers=b.bootstrap_servers)
+            for i in range(50):
+                p.send("gone", b"x" * 1000, partition=i % 2)
+            p.flush()
+            p.close()
+            assert sorted(x.name for x in tmp_path.glob("gone-*")) == ["gone-0", "gone-1"]
+            admin.delete_topics(["gone"])
+            assert not (tmp_path / "gone-0").exists() and not (tmp_path / "gone-1").exists()
+            deadline = time.monotonic() + 10
+            while list(tmp_path.glob("gone-*")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert list(tmp_path.glob("gone-*")) == []
+        finally:
+            admin.close()
 
 
 def test_producer_id_blocks_survive_a_lost_snapshot(tmp_path):

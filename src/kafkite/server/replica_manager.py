@@ -45,7 +45,7 @@ from ..controller.metadata import INTERNAL_TOPICS
 from ..storage.batch import build_control_batch
 from ..storage.log_config import LogConfig
 from ..storage.log_loader import InconsistentTopicId
-from ..storage.log_manager import LogDirectory
+from ..storage.log_manager import DELETE_DIR_SUFFIX, LogDirectory
 from ..storage.log_validator import NeedsWorker, Validated, prepare_append
 from ..storage.unified_log import FileLog, MemoryLog, OffsetOutOfRange
 from ..wire.errors import E
@@ -181,8 +181,21 @@ class ReplicaManager(ReplicatedPartitions):
             self._keys.pop(id(lg), None)
             lg.close()
         if delete and not self.in_memory:
-            shutil.rmtree(self._dir(topic, partition), ignore_errors=True)
+            self._delete_dir(topic, partition)
         self.notify(topic, partition)
+
+    def _delete_dir(self, topic: str, partition: int) -> None:
+        """Kafka's LogManager.asyncDelete: renamed at once (a new log of the name starts clean), removed in a worker
+        thread (a big log takes a while); a removal a crash cut short is finished at the next start."""
+        d = self._dir(topic, partition)
+        if not d.exists():
+            return
+        try:
+            doomed = self.log_dir.set_aside(d, topic, partition, DELETE_DIR_SUFFIX)
+        except OSError as exc:
+            log.warning("log.delete_failed", partition=d.name, error=repr(exc))
+            return
+        self._in_worker(lambda: shutil.rmtree(doomed, ignore_errors=True))
 
     def on_topic_deleted(self, topic: "TopicInfo") -> None:
         for p in topic.partitions:
@@ -236,13 +249,17 @@ class ReplicaManager(ReplicatedPartitions):
                     run()
                 except Exception:  # best effort: recovery checks what the disk kept at the next start
                     log.exception("log_dir.abandon_failed")
+        self._in_worker(run_all)
 
+    @staticmethod
+    def _in_worker(fn) -> None:
+        """Run `fn` in a worker thread, off the event loop, without waiting for it (inline outside Trio)."""
         async def in_worker() -> None:
-            await trio.to_thread.run_sync(run_all, abandon_on_cancel=True)
+            await trio.to_thread.run_sync(fn, abandon_on_cancel=True)
         try:
             trio.lowlevel.spawn_system_task(in_worker)
         except RuntimeError:  # not inside Trio (tools, tests)
-            run_all()
+            fn()
 
     def close(self) -> None:
         """Close (flush) every log; when all of them closed without an error, write the

@@ -23,6 +23,9 @@
   topic was deleted and re-created while the old directory stayed, or the metadata was lost) is
   never served under the new topic: it is renamed `<topic>-<partition>.<32 hex digits>-stray`,
   Kafka's name for a stray log, and kept for the operator; the new topic starts empty.
+- A deleted partition's directory is first renamed `<topic>-<partition>.<32 hex digits>-delete`
+  (Kafka's LocalLog.logDeleteDirName), at once, then removed in a worker thread; one a crash left
+  behind is removed at the next start.
 
 Sans-IO with respect to time; the checkpoint writes fsync, so the broker runs them in a worker
 thread (services.py), except at shutdown.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -41,14 +45,15 @@ RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 STRAY_DIR_SUFFIX = "-stray"
+DELETE_DIR_SUFFIX = "-delete"
 
 Offsets = dict[tuple[str, int], int]
 
 
-def stray_dir_name(topic: str, partition: int) -> str:
-    """Kafka's LocalLog.logStrayDirName: `<topic>-<partition>.<uuid without dashes>-stray`, the
-    topic cut so that the name stays within 255 characters."""
-    suffix = f"-{partition}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+def stray_dir_name(topic: str, partition: int, kind: str = STRAY_DIR_SUFFIX) -> str:
+    """Kafka's LocalLog.logStrayDirName (logDeleteDirName with `kind` "-delete"):
+    `<topic>-<partition>.<uuid without dashes>-stray`, the topic cut so that the name stays within 255 characters."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{kind}"
     return topic[:255 - len(suffix)] + suffix
 
 
@@ -70,6 +75,9 @@ class LogDirectory:
         if self.had_clean_shutdown:
             marker.unlink()
             fsync_dir(self.path)
+        for leftover in self.path.glob(f"*{DELETE_DIR_SUFFIX}"):  # deletions a crash interrupted
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
         self.recovery_points = read_offsets(self.path / RECOVERY_POINT_CHECKPOINT_FILE)
         self.log_start_offsets = read_offsets(self.path / LOG_START_OFFSET_CHECKPOINT_FILE)
         self.high_watermarks = read_offsets(self.path / HIGH_WATERMARK_CHECKPOINT_FILE)
@@ -110,9 +118,10 @@ class LogDirectory:
         write_atomically(self.path / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1},
                                                                      separators=(",", ":")), sync=True)
 
-    def set_aside(self, directory: Path, topic: str, partition: int) -> Path:
-        """Rename a partition directory that is not to be served to its stray name; returns the new path."""
-        target = directory.with_name(stray_dir_name(topic, partition))
+    def set_aside(self, directory: Path, topic: str, partition: int, kind: str = STRAY_DIR_SUFFIX) -> Path:
+        """Rename a partition directory that is not to be served to its stray name (or, `kind` "-delete", to the
+        name of one being deleted); returns the new path."""
+        target = directory.with_name(stray_dir_name(topic, partition, kind))
         os.replace(directory, target)
         fsync_dir(directory.parent)
         return target
