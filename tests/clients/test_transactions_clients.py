@@ -318,10 +318,11 @@ def test_confluent_transactions_read_committed_and_fencing(broker):
 
 
 def ck_ctp(bs: str, src: str, dst: str, group: str, tid: str, *, stop_after_txns: int | None = None,
-           timeout: float = 60.0) -> list[int]:
+           timeout: float = 60.0, crash: bool = False) -> list[int]:
     """confluent-kafka consume-transform-produce; returns the records of each committed transaction. With
     stop_after_txns the transaction of that index is produced, its offsets sent and flushed, and then the
-    producer is dropped without commit or abort (the consumer closes)."""
+    producer is dropped without commit or abort (the consumer closes); with `crash` too, the process prints
+    what it did (a JSON list) and kills itself with SIGKILL instead (nothing closes)."""
     from confluent_kafka import Consumer, TopicPartition
     end = log_end_offsets(bs, src)
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
@@ -349,6 +350,12 @@ def ck_ctp(bs: str, src: str, dst: str, group: str, tid: str, *, stop_after_txns
                                           c.consumer_group_metadata(), 30)
             if stop_after_txns is not None and len(done) == stop_after_txns:
                 assert p.flush(30) == 0
+                if crash:
+                    import json
+                    import os
+                    import signal
+                    print(json.dumps(done + [-len(msgs)]), flush=True)
+                    os.kill(os.getpid(), signal.SIGKILL)
                 return done + [-len(msgs)]
             p.commit_transaction(30)
             done.append(len(msgs))
@@ -373,6 +380,38 @@ def test_confluent_consume_transform_produce_with_abandoned_transaction(broker):
     assert sum(map(len, ck_read_to_end(bs, "ckctp-out", "read_uncommitted").values())) == n + abandoned
     end = log_end_offsets(bs, "ckctp-in")
     assert group_offsets(bs, "ckctp-group") == {("ckctp-in", p): end[p] for p in range(PARTITIONS)}
+
+
+def test_confluent_consume_transform_produce_killed_and_restarted(broker):
+    """The acceptance's crash with confluent-kafka: a process runs the loop and is killed with SIGKILL after
+    transaction 2's records and offsets reached the broker, before its commit; the restart (same
+    transactional.id, same group) aborts it in init_transactions and goes on from the committed offsets."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    bs = broker.bootstrap_servers
+    create(bs, "ckkill-in", "ckkill-out")
+    n = 300
+    inp = produce_input(bs, "ckkill-in", n)
+    tests_dir = str(Path(__file__).resolve().parent.parent)
+    code = (f"import sys; sys.path.insert(0, {tests_dir!r}); "
+            "from clients.test_transactions_clients import ck_ctp; "
+            f"ck_ctp({bs!r}, 'ckkill-in', 'ckkill-out', 'ckkill-group', 'ckkill-tid', stop_after_txns=2, crash=True)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    first = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(first) == 3 and first[-1] < 0
+    # the killed transaction is still open: the last stable offset stays at its first record
+    lso, leo = stable_offsets(bs, "ckkill-out"), log_end_offsets(bs, "ckkill-out")
+    assert any(lso[p] < leo[p] for p in range(PARTITIONS)), (lso, leo)
+    second = ck_ctp(bs, "ckkill-in", "ckkill-out", "ckkill-group", "ckkill-tid")
+    assert sum(first[:-1]) + sum(second) == n
+    want = {p: [f"out:{v}" for v in vs] for p, vs in inp.items()}
+    assert values(ck_read_to_end(bs, "ckkill-out", "read_committed")) == want
+    assert sum(map(len, ck_read_to_end(bs, "ckkill-out", "read_uncommitted").values())) == n - first[-1]
+    end = log_end_offsets(bs, "ckkill-in")
+    assert group_offsets(bs, "ckkill-group") == {("ckkill-in", p): end[p] for p in range(PARTITIONS)}
 
 
 def test_confluent_group_consumer_waits_for_pending_transactional_offsets(broker):
