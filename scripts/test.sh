@@ -22,4 +22,12 @@ if [ -z "${KAFKITE_SPARK_JARS:-}" ] && [ -f .ci/spark-jars.sh ]; then
     echo "spark-jars: KAFKITE_SPARK_JARS=$SPARK_JARS"
   fi
 fi
-exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+case "${CI:-}" in
+  true|TRUE|True|1|yes)
+    if [ -z "${KAFKITE_SPARK_JARS:-}" ]; then
+      echo "test.sh: FAILED under CI: no Spark connector jars (bash .ci/spark-jars.sh found none in ${KAFKITE_SPARK_JARS_SRC:-../shared/spark-jars})" >&2
+      exit 1
+    fi ;;
+esac
+# -rs: every skip is listed with its reason (under CI=true a skip fails the run: tests/conftest.py)
+exec .venv/bin/python -m pytest -p no:cacheprovider -rs "$@"
