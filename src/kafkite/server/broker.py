@@ -433,7 +433,8 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
-                nursery.start_soon(self._accept_loop, listeners, nursery, False)
+                if self.zk is None:
+                    nursery.start_soon(self._accept_loop, listeners, nursery, False)
                 if internal:
                     nursery.start_soon(self._accept_loop, internal, nursery, True)
                 await nursery.start(self.groups.run)
@@ -455,6 +456,11 @@ class Broker:
                 else:
                     await self.zk.register(BrokerInfo(self.node_id, adv_host, self.bound_port, self.rack,
                                                       listeners=endpoints))
+                    # As Kafka enables request processing at the end of start-up: the client port is bound (a
+                    # port 0 had to be known to register) but no client connection is taken before this broker
+                    # knows the cluster, so no client ever sees Metadata without the live brokers.
+                    await self._knows_the_cluster()
+                    nursery.start_soon(self._accept_loop, listeners, nursery, False)
                 task_status.started(self.bound_port)
                 await trio.sleep(math.inf)
         finally:
@@ -471,6 +477,30 @@ class Broker:
             for lst in listeners + internal:
                 with trio.CancelScope(shield=True):
                     await lst.aclose()
+
+    def knows_the_cluster(self) -> bool:
+        """The controller's UpdateMetadata reached this broker: its cache lists itself and the controller."""
+        c = self.cache
+        return self.node_id in c.brokers and c.controller_id in c.brokers
+
+    async def _knows_the_cluster(self) -> None:
+        ready = trio.Event()
+
+        def check(_old, _cache) -> None:
+            if self.knows_the_cluster():
+                ready.set()
+        self.cache.listeners.append(check)
+        try:
+            check(None, None)
+            while not ready.is_set():
+                with trio.move_on_after(5):
+                    await ready.wait()
+                if not ready.is_set():
+                    log.info("broker.waiting_for_metadata", broker=self.node_id,
+                             controller=self.cache.controller_id, known_brokers=sorted(self.cache.brokers),
+                             message="no UpdateMetadata from the controller yet: client connections wait")
+        finally:
+            self.cache.listeners.remove(check)
 
     async def _accept_loop(self, listeners, nursery, inter_broker: bool) -> None:
         async with trio.open_nursery() as accepting:
