@@ -409,9 +409,21 @@ def test_zookeeper_tree_has_the_documented_shape(cluster):
         p.send("configured", b"x").get(timeout=20)
     finally:
         p.close()
-    views = _wait(cluster, lambda: _settled(cluster), 20, "brokers agree")
-    meta = views[cluster.controller_id]
-    tree = cluster.zk_tree()
+    def agreed():
+        """The brokers' views alike and the partition states in ZooKeeper equal to them: read together, as an ISR
+        may still grow (a follower catching up) between one read and the next."""
+        views = _settled(cluster)
+        if views is None:
+            return None
+        meta, tree = views[cluster.controller_id], cluster.zk_tree()
+        for t, parts in meta["topics"].items():
+            for p, (leader, leader_epoch, isr, _replicas) in parts.items():
+                state = tree.get(f"/brokers/topics/{t}/partitions/{p}/state")
+                if state is None or (state["leader"], state["leader_epoch"], tuple(sorted(state["isr"]))) != (
+                        leader, leader_epoch, isr):
+                    return None
+        return meta, tree
+    meta, tree = _wait(cluster, agreed, 20, "brokers agree with ZooKeeper")
     undocumented = sorted(p for p in tree if p not in PERSISTENT and not any(r.fullmatch(p) for r in LAYOUT))
     assert not undocumented, f"znodes outside the documented layout: {undocumented}"
 
