@@ -241,3 +241,21 @@ def test_appends_keep_arrival_order_while_a_large_batch_is_validated(broker, adm
     a.join()
     assert (results["big"].error_code, results["small"].error_code) == (0, 0)
     assert (results["big"].base_offset, results["small"].base_offset) == (0, 6000)
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_producer_log_append_time_flag_is_invalid_timestamp(admin, wire, timestamp_type):
+    """A producer must not flag its batch LogAppendTime: Kafka's LogValidator answers INVALID_TIMESTAMP with a record
+    error per record, on either kind of topic (the timestamp is in range, so the flag is what is checked)."""
+    topic = f"lat-flag-{timestamp_type}"
+    admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"message.timestamp.type": timestamp_type})])
+    for codec in (rb.NONE, rb.GZIP):
+        r = produce(wire, topic, rb.batch(rb.records(2), 2, codec=codec, attributes=codec | 0x08, base_ts=NOW,
+                                          max_ts=NOW + 1))
+        assert r.error_code == E.INVALID_TIMESTAMP, r
+        assert r.error_message == "One or more records have been rejected due to invalid timestamp"
+        assert [e.batch_index for e in r.record_errors] == [0, 1]
+        assert all("Producer should not set timestamp type to LogAppendTime." in e.batch_index_error_message
+                   for e in r.record_errors)
+    assert list_offset(wire, topic).offset == 0
+    assert produce(wire, topic, rb.good(1, rb.NONE, base_ts=NOW)).error_code == 0

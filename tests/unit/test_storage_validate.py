@@ -295,9 +295,13 @@ def test_producer_log_append_time_flag(codec):
     v = check(data, timestamp_type="LogAppendTime")
     assert v.error == INVALID_TS and [i for i, _ in v.record_errors] == [0, 1]
     assert "Producer should not set timestamp type to LogAppendTime" in v.record_errors[0][1]
-    # a CreateTime topic takes it, as Kafka does, and stores it as CreateTime
+    # a CreateTime topic refuses it too, as Kafka's validateTimestamp does (the flag is checked whenever the
+    # timestamp is not out of range), and appends nothing
+    v = check(data)
+    assert v.error == INVALID_TS and [i for i, _ in v.record_errors] == [0, 1]
+    assert "Producer should not set timestamp type to LogAppendTime" in v.record_errors[1][1]
     p = prepare_append(data, LogConfig(), now_ms=NOW)
-    assert p.ok and not read_header(p.data).log_append_time and read_header(p.data).max_timestamp == NOW + 7
+    assert not p.ok and p.error == INVALID_TS
 
 
 @codecs

@@ -164,12 +164,11 @@ def _fields(buf, p: int, end: int, size: int, index: int, base_ts: int, checks: 
     if checks.compacted and key_size < 0:
         out.record_errors.append((index, "Compacted topic cannot accept message without key in topic "
                                          f"partition {checks.topic_partition}", False))
-    elif checks.lo is not None and ts != NO_TIMESTAMP:
-        if ts < checks.lo or ts > checks.hi:
-            out.record_errors.append((index, f"Timestamp {ts} of message with offset {offset_delta} is out of "
-                                             f"range. The timestamp should be within [{checks.lo}, {checks.hi}]",
-                                      True))
-    elif checks.log_append_time is not None:
+    elif checks.lo is not None and ts != NO_TIMESTAMP and (ts < checks.lo or ts > checks.hi):
+        out.record_errors.append((index, f"Timestamp {ts} of message with offset {offset_delta} is out of "
+                                         f"range. The timestamp should be within [{checks.lo}, {checks.hi}]",
+                                  True))
+    elif checks.log_append_time is not None:  # whatever the topic's timestamp type, as Kafka's validateTimestamp
         out.record_errors.append((index, f"Invalid timestamp type in message DefaultRecord(offset={offset_delta}, "
                                          f"timestamp={ts}, key={max(key_size, 0)} bytes, value="
                                          f"{max(value_size, 0)} bytes). Producer should not set timestamp type to "

@@ -30,8 +30,8 @@ have no "custom" message); every message is logged.
    - LogValidator.validateRecord, collected per record as record errors (KIP-467: index
      and message): compacted topic and a null key -> INVALID_RECORD; CreateTime topic and a
      timestamp outside [now - message.timestamp.before.max.ms, now +
-     message.timestamp.after.max.ms] (KIP-937), or a LogAppendTime topic and a batch
-     flagged LogAppendTime by its producer -> INVALID_TIMESTAMP (32). INVALID_TIMESTAMP wins
+     message.timestamp.after.max.ms] (KIP-937), or otherwise a batch flagged LogAppendTime by
+     its producer (on any topic) -> INVALID_TIMESTAMP (32). INVALID_TIMESTAMP wins
      if any record has it, else INVALID_RECORD, with "One or more records have been rejected".
 5. The rewrite (`prepare_append`): a CreateTime batch whose maxTimestamp is not its records'
    largest gets it (as Kafka's setMaxTimestamp; a producer's LogAppendTime flag is cleared
