@@ -55,13 +55,13 @@ def end(w, tid, pid, epoch, commit, v=3):
                      v).error_code
 
 
-def produce_txn(w, topic, pid, epoch, seq, n, tid, partition=0):
+def produce_txn(w, topic, pid, epoch, seq, n, tid, partition=0, v=9):
     data = build_batch([(b"k", b"v%d" % i, []) for i in range(n)], timestamp_ms=int(time.time() * 1000),
                        producer_id=pid,
                        producer_epoch=epoch, base_sequence=seq, is_transactional=True)
     T = ProduceRequest.TopicProduceData
     r = w.request(ProduceRequest(transactional_id=tid, acks=-1, timeout_ms=5000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=data)])]), 9)
+        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=data)])]), v)
     return r.responses[0].partition_responses[0]
 
 

@@ -262,6 +262,23 @@ class TransactionShard:
         rec = self._record(m, S.ONGOING, partitions=m.partitions | set(partitions), update_ms=now_ms, start_ms=start)
         return CoordinatorResult([rec], 0, on_failure=lambda err: err)
 
+    def verify(self, tid: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+               ) -> dict[tuple[str, int], int]:
+        """KIP-890 part 1 (Kafka's handleVerifyPartitionsInTransaction): is each partition in the producer's ongoing
+        transaction? A partition not added answers TRANSACTION_ABORTABLE; the producer's id or epoch not the
+        transaction's, or a transaction being ended, answer for all of them. Nothing is written."""
+        m = self.txns.get(tid)
+        if m is None or m.producer_id != producer_id:
+            err = E.INVALID_PRODUCER_ID_MAPPING
+        elif m.producer_epoch != producer_epoch:
+            err = E.PRODUCER_FENCED
+        elif m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
+            err = E.CONCURRENT_TRANSACTIONS
+        else:
+            return {tp: 0 if m.state == S.ONGOING and tp in m.partitions else int(E.TRANSACTION_ABORTABLE)
+                    for tp in partitions}
+        return {tp: int(err) for tp in partitions}
+
     def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool, now_ms: int,
                 send_markers: Callable[[MarkerJob], None]) -> CoordinatorResult[int]:
         m = self.txns.get(tid)
@@ -386,6 +403,13 @@ class TransactionCoordinator:
         if err:
             return None, CoordinatorResult(response=err)
         return shard, shard.end_txn(tid, producer_id, producer_epoch, commit, now_ms, self.send_markers)
+
+    def verify(self, tid: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+               ) -> dict[tuple[str, int], int]:
+        err, shard = self.shard_for(tid)
+        if err:
+            return {tp: int(err) for tp in partitions}
+        return shard.verify(tid, producer_id, producer_epoch, partitions)
 
     def complete(self, job: MarkerJob, now_ms: int) -> tuple[TransactionShard | None, CoordinatorResult[int]]:
         shard = self.shards.get(job.shard)

@@ -367,6 +367,18 @@ class ReplicaManager(ReplicatedPartitions):
             if not lock.locked() and self._append_locks.get(key) is lock:
                 del self._append_locks[key]
 
+    def needs_txn_verification(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a transactional batch must be verified with its coordinator before the append (Kafka's
+        UnifiedLog.maybeStartTransactionVerification): not when the producer already has a transaction open on this
+        partition at that epoch (its first batch was verified), nor where this broker has no such log (the append
+        answers that error)."""
+        lg = self.logs.get((topic, partition))
+        if lg is None:
+            return False
+        ps = lg.producer_state
+        entry = ps.last_entry(producer_id)
+        return not (producer_id in ps.ongoing and entry is not None and entry.epoch == producer_epoch)
+
     def read(self, cache: "MetadataCache", topic: str, partition: int, fetch_offset: int, current_leader_epoch: int,
              max_bytes: int, min_one: bool, *, client_rack: str | None = None,
              read_committed: bool = False) -> LogReadResult:

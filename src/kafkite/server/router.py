@@ -67,6 +67,8 @@ INTER_BROKER_ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.ControlledShutdown: (3, 3, controller_apis.handle_controlled_shutdown),
     ApiKey.AlterPartition: (0, 1, controller_apis.handle_alter_partition),
     ApiKey.WriteTxnMarkers: (1, 1, txn.handle_write_txn_markers),
+    # the clients' 0-3 and the brokers' v4 (KIP-890 part 1's verification), which only brokers send
+    ApiKey.AddPartitionsToTxn: (0, 4, txn.handle_add_partitions_to_txn),
 }
 
 _SUPPORTED = {k: (lo, hi) for k, (lo, hi, _) in ROUTES.items()}
@@ -74,7 +76,8 @@ _INTER_BROKER = {**_SUPPORTED, **{k: (lo, hi) for k, (lo, hi, _) in INTER_BROKER
 # an in-process cluster's inter-broker listener: its controller's commands are calls, a leader's AlterPartition
 # comes over the network as between processes
 _IN_PROCESS_INTER_BROKER = {**_SUPPORTED, **{k: _INTER_BROKER[k] for k in (ApiKey.AlterPartition,
-                                                                             ApiKey.WriteTxnMarkers)}}
+                                                                             ApiKey.WriteTxnMarkers,
+                                                                             ApiKey.AddPartitionsToTxn)}}
 
 
 def supported() -> dict[int, tuple[int, int]]:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kafkite.transactions")
 TXN_TOPIC = "__transaction_state"
 WRITE_TXN_MARKERS_VERSION = 1
+VERIFY_VERSION = 4  # AddPartitionsToTxn's brokers' form (KIP-890 part 1), verify only
 MARKER_RETRY_S = 0.1
 MARKER_TIMEOUT_S = 10.0  # Kafka's request.timeout.ms for the marker channel
 _CONFIG_KEYS = ["transaction.state.log.num.partitions", "transaction.max.timeout.ms",
@@ -116,6 +117,53 @@ class TransactionCoordinatorService:
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
         return await self._answer(*self.coordinator.end_txn(transactional_id, producer_id, producer_epoch, commit,
                                                             now_ms()))
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """KIP-890 part 1, the partition leader's side (Kafka's AddPartitionsToTxnManager): ask the transactional id's
+        coordinator whether the partitions are in its ongoing transaction -> error per partition. The coordinator is
+        asked in place when this broker is it, else with AddPartitionsToTxn v4 (verify only) on its inter-broker
+        listener; a coordinator that cannot be reached answers NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE."""
+        b = self.broker
+        if not transactional_id:
+            return {tp: int(E.INVALID_REQUEST) for tp in partitions}
+        shard = self.coordinator.partition_of(transactional_id)
+        info = b.metadata.partition(TXN_TOPIC, shard)
+        if info is None or info.leader < 0:
+            return {tp: int(E.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
+        if info.leader == b.node_id:
+            return await self.runtime.read(shard, lambda: self.coordinator.verify(
+                transactional_id, producer_id, producer_epoch, partitions))
+        return await self._verify_remote(info.leader, transactional_id, producer_id, producer_epoch, partitions)
+
+    async def _verify_remote(self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
+        from .replication import InterBrokerClient
+        info = self.broker.cache.brokers.get(leader)
+        if info is None:
+            return {tp: int(E.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
+        topics: dict[str, list[int]] = {}
+        for t, p in partitions:
+            topics.setdefault(t, []).append(p)
+        T = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+        req = AddPartitionsToTxnRequest[VERIFY_VERSION](transactions=[T(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=True, topics=[T.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()])])
+        client = InterBrokerClient(self.broker.node_id, MARKER_TIMEOUT_S)
+        try:
+            resp = await client.request(inter_broker_endpoint(vars(info)), req)
+        except (OSError, trio.BrokenResourceError, trio.TooSlowError, ConnectionError, ValueError) as exc:
+            log.info("transactions.verify_failed", broker=leader, error=repr(exc))
+            return {tp: int(E.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
+        finally:
+            with trio.CancelScope(shield=True):
+                await client.close()
+        if resp.error_code:
+            return {tp: int(resp.error_code) for tp in partitions}
+        out = {(t.name, p.partition_index): int(p.partition_error_code)
+               for r in resp.results_by_transaction for t in r.topic_results for p in t.results_by_partition}
+        return {tp: out.get(tp, int(E.UNKNOWN_SERVER_ERROR)) for tp in partitions}
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
         return OFFSETS_TOPIC, self.broker.groups.coordinator.partition_of(group_id)

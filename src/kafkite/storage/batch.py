@@ -121,6 +121,17 @@ def read_header(buf, pos: int = 0) -> BatchHeader:
     return BatchHeader(*_HDR.unpack_from(buf, pos))
 
 
+def transactional_header(records) -> BatchHeader | None:
+    """The first batch's header when it is a v2 transactional data batch with a producer id (what a Produce is
+    checked against for KIP-890's verification), else None. Validation proper comes later, on the append."""
+    if not records or len(records) < HEADER_SIZE:
+        return None
+    h = read_header(records, 0)
+    if h.magic != 2 or not h.is_transactional or h.is_control or h.producer_id < 0:
+        return None
+    return h
+
+
 def peek_size(buf, pos: int) -> int | None:
     """The whole batch size at pos, or None if not even baseOffset+batchLength are there."""
     if len(buf) - pos < LOG_OVERHEAD:

@@ -8,7 +8,8 @@ from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochRes
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from ...wire.errors import E
-from ..replica_manager import KafkaStorageException
+from ...storage.batch import transactional_header
+from ..replica_manager import AppendOutcome, KafkaStorageException
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
 from ..context import RequestContext, now_ms, wait_unless_peer_closed
 
@@ -26,14 +27,19 @@ async def handle_produce(ctx: RequestContext):
     topics = []
     now = now_ms()
     waits = []
+    unverified = await _verify_transaction(ctx)
     for td in body.topic_data:
         name = td.name
         parts = []
         if b.metadata.topic(name) is None:
             await b.maybe_auto_create_topic(name)
         for pd in td.partition_data:
-            out = await rm.append_records(b.metadata, name, pd.index, pd.records or b"", acks=acks, now_ms=now,
-                                          produce_version=ctx.version)
+            if (name, pd.index) in unverified:
+                code, message = unverified[(name, pd.index)]
+                out = AppendOutcome(error=code, error_message=message)
+            else:
+                out = await rm.append_records(b.metadata, name, pd.index, pd.records or b"", acks=acks, now_ms=now,
+                                              produce_version=ctx.version)
             if out.error:
                 ctx.log.info("produce.rejected", topic=name, partition=pd.index, error=E(out.error).name,
                              message=out.log_message or out.error_message)
@@ -74,6 +80,52 @@ async def handle_produce(ctx: RequestContext):
                         fail(part, code)
         ctx.before_send.append(fsynced)
     return ProduceResponse(version=ctx.version, responses=topics, throttle_time_ms=0)
+
+
+# KIP-890 part 1: verification errors as a Produce answers them (Kafka's ReplicaManager), by produce version
+_RETRY_AS_NOT_ENOUGH_REPLICAS = (E.CONCURRENT_TRANSACTIONS, E.NETWORK_EXCEPTION, E.COORDINATOR_LOAD_IN_PROGRESS,
+                                 E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR)
+TRANSACTION_ABORTABLE_SINCE = 11  # Produce v11 (KIP-890): older producers get INVALID_TXN_STATE
+
+
+def _verification_error(code: int, version: int) -> tuple[int, str | None]:
+    if code == E.PRODUCER_FENCED:
+        return int(E.INVALID_PRODUCER_EPOCH), None
+    if code == E.TRANSACTION_ABORTABLE and version < TRANSACTION_ABORTABLE_SINCE:
+        code = E.INVALID_TXN_STATE
+    if code in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+        return int(E.NOT_ENOUGH_REPLICAS), ("Unable to verify the partition has been added to the transaction. "
+                                            f"Underlying error: {E(code).name}")
+    if code == E.INVALID_TXN_STATE:
+        return int(code), "Partition was not added to the transaction"
+    return int(code), None
+
+
+async def _verify_transaction(ctx: RequestContext) -> dict[tuple[str, int], tuple[int, str | None]]:
+    """KIP-890 part 1 (transaction.partition.verification.enable, on by default in Kafka 3.6+): a transactional
+    batch to a partition where its producer has no ongoing transaction yet is appended only if the transaction
+    coordinator says the partition was added to the transaction, so a late or stray write can leave no hanging
+    transaction. -> the refused partitions with their error and message."""
+    b, body = ctx.broker, ctx.body
+    tid = body.transactional_id if ctx.version >= 3 else None
+    if not tid:
+        return {}
+    need: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for td in body.topic_data:
+        for pd in td.partition_data:
+            h = transactional_header(pd.records)
+            if h is not None and b.replicas.needs_txn_verification(td.name, pd.index, h.producer_id,
+                                                                   h.producer_epoch):
+                need.setdefault((h.producer_id, h.producer_epoch), []).append((td.name, pd.index))
+    out = {}
+    for (pid, epoch), parts in need.items():
+        codes = await b.transactions.verify(tid, pid, epoch, parts)
+        for tp, code in codes.items():
+            if code:
+                out[tp] = _verification_error(code, ctx.version)
+                ctx.log.info("produce.not_in_transaction", transactional_id=tid, topic=tp[0], partition=tp[1],
+                             producer_id=pid, producer_epoch=epoch, error=E(code).name)
+    return out
 
 
 # -- Fetch ---------------------------------------------------------------------

@@ -40,6 +40,8 @@ async def handle_add_partitions_to_txn(ctx: RequestContext):
     b, body, v = ctx.broker, ctx.body, ctx.version
     T = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
     P = T.AddPartitionsToTxnPartitionResult
+    if v >= 4:  # the brokers' batched form (the inter-broker listener only): KIP-890 part 1's verification
+        return await _add_partitions_batched(ctx)
     wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
     unknown = {tp for tp in wanted if b.metadata.partition(*tp) is None}
     if unknown:  # Kafka: the unknown ones answer UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED
@@ -57,6 +59,30 @@ async def handle_add_partitions_to_txn(ctx: RequestContext):
         by_topic.setdefault(t, []).append(P(partition_index=p, partition_error_code=code))
     return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0, results_by_topic_v3_and_below=[
         T(name=t, results_by_partition=ps) for t, ps in by_topic.items()])
+
+
+async def _add_partitions_batched(ctx: RequestContext):
+    """AddPartitionsToTxn v4: a partition leader asks whether partitions are in transactions (verify only), or adds
+    them (a broker adding on a client's behalf). Each transaction is answered on its own, as Kafka's coordinator."""
+    b, body, v = ctx.broker, ctx.body, ctx.version
+    R = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+    T = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+    P = T.AddPartitionsToTxnPartitionResult
+    results = []
+    for txn in body.transactions:
+        wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+        if txn.verify_only:
+            codes = await b.transactions.verify(txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+        else:
+            err = await b.transactions.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                      wanted)
+            codes = {tp: int(err) for tp in wanted}
+        by_topic: dict[str, list] = {}
+        for (t, p), code in codes.items():
+            by_topic.setdefault(t, []).append(P(partition_index=p, partition_error_code=code))
+        results.append(R(transactional_id=txn.transactional_id,
+                         topic_results=[T(name=t, results_by_partition=ps) for t, ps in by_topic.items()]))
+    return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0, error_code=0, results_by_transaction=results)
 
 
 async def handle_add_offsets_to_txn(ctx: RequestContext):
