@@ -5,6 +5,9 @@ The partition leader asks the transaction coordinator in place, or with AddParti
 coordinator is another broker."""
 from __future__ import annotations
 
+import time
+
+import pytest
 from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
 
 from helpers import wait_until
@@ -92,3 +95,59 @@ def test_verification_asks_a_coordinator_on_another_broker():
             assert wl.is_closed()
         with WireClient.connect(c.bootstrap_of(coordinator)) as wc:
             assert end(wc, tid, pid, epoch, False) == 0
+
+
+@pytest.mark.parametrize("v", [2, 3, 4])
+def test_txn_offset_commit_of_a_fenced_producer_or_a_group_not_added(broker, wire, v):
+    """TxnOffsetCommit is verified like a Produce (Kafka's handleTxnCommitOffsets): the group's __consumer_offsets
+    partition must be in the producer's transaction at its current epoch. A producer fenced by a newer one with its
+    transactional id gets PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v3), a group not added with AddOffsetsToTxn
+    INVALID_TXN_STATE; nothing is committed, not even pending."""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+    from kafka.protocol.consumer import OffsetFetchRequest
+    from kafka.protocol.producer.transaction import AddOffsetsToTxnRequest, TxnOffsetCommitRequest
+    tid, group = f"tx-oc-{v}", f"g-oc-{v}"
+    create(broker.bootstrap_servers, f"in-{v}")
+    wait_until(lambda: wire.request(FindCoordinatorRequest(key=group, key_type=0), 2).error_code == 0,
+               what="the group coordinator")
+    first = init(wire, tid)
+    pid, epoch = first.producer_id, first.producer_epoch
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+
+    def commit(producer_epoch, offset=7):
+        req = TxnOffsetCommitRequest(transactional_id=tid, group_id=group, producer_id=pid,
+                                     producer_epoch=producer_epoch, generation_id=-1, member_id="",
+                                     group_instance_id=None, topics=[T(name=f"in-{v}", partitions=[
+                                         T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
+                                                                           committed_leader_epoch=-1,
+                                                                           committed_metadata="")])])
+        for _ in range(100):
+            code = wire.request(req, v).topics[0].partitions[0].error_code
+            if code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR):
+                return code
+            time.sleep(0.05)
+        return code
+
+    def committed():
+        OT = OffsetFetchRequest.OffsetFetchRequestTopic
+        r = wire.request(OffsetFetchRequest(group_id=group, topics=[OT(name=f"in-{v}", partition_indexes=[0])],
+                                            require_stable=False), 7)
+        return r.topics[0].partitions[0].committed_offset
+
+    assert commit(epoch) == E.INVALID_TXN_STATE  # AddOffsetsToTxn first
+    assert wire.request(AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                               group_id=group), 3).error_code == 0
+    second = init(wire, tid)  # fences the first producer: its transaction is aborted at a bumped epoch
+    assert second.producer_id == pid and second.producer_epoch > epoch
+    assert commit(epoch) == (E.PRODUCER_FENCED if v >= 3 else E.INVALID_PRODUCER_EPOCH)
+    assert committed() == -1
+    # the new producer, once it added the group, commits
+    assert wire.request(AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid,
+                                               producer_epoch=second.producer_epoch, group_id=group), 3).error_code == 0
+    assert commit(second.producer_epoch, 9) == 0
+    assert end(wire, tid, pid, second.producer_epoch, True) == 0
+    wait_until(lambda: committed() == 9, what="the committed offset")
+    # the old epoch stays fenced after the commit
+    assert commit(epoch) == (E.PRODUCER_FENCED if v >= 3 else E.INVALID_PRODUCER_EPOCH)
+
+

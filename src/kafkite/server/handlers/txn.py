@@ -105,16 +105,53 @@ async def handle_end_txn(ctx: RequestContext):
     return EndTxnResponse(version=v, throttle_time_ms=0, error_code=_fenced(err, "EndTxn", v))
 
 
+# Kafka's maybeConvertOffsetCommitError for a verification that failed
+_OFFSET_COMMIT_ERROR = {E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
+                        E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
+                        E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
+                        E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
+                        E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR, E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR}
+TXN_OFFSET_COMMIT_ABORTABLE_SINCE = 5  # TxnOffsetCommit v5 (KIP-890) knows TRANSACTION_ABORTABLE; not served yet
+
+
+async def _verify_offsets_partition(ctx: RequestContext) -> int:
+    """KIP-890 part 1 for TxnOffsetCommit (Kafka's GroupCoordinator.handleTxnCommitOffsets): the group's
+    __consumer_offsets partition must be in the producer's ongoing transaction (AddOffsetsToTxn), at its current
+    epoch, unless the producer already wrote there in this transaction -> 0 or the error every partition gets."""
+    b, body, v = ctx.broker, ctx.body, ctx.version
+    if not body.group_id or not body.transactional_id:
+        return 0  # the group coordinator answers these
+    topic, partition = b.transactions.offsets_partition(body.group_id)
+    if not b.replicas.needs_txn_verification(topic, partition, body.producer_id, body.producer_epoch):
+        return 0
+    code = (await b.transactions.verify(body.transactional_id, body.producer_id, body.producer_epoch,
+                                        [(topic, partition)]))[(topic, partition)]
+    if not code:
+        return 0
+    ctx.log.info("txn_offset_commit.not_in_transaction", transactional_id=body.transactional_id,
+                 group_id=body.group_id, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
+                 error=E(code).name)
+    code = _OFFSET_COMMIT_ERROR.get(code, code)
+    if code == E.TRANSACTION_ABORTABLE and v < TXN_OFFSET_COMMIT_ABORTABLE_SINCE:
+        code = E.INVALID_TXN_STATE
+    return _fenced(code, "TxnOffsetCommit", v)
+
+
 async def handle_txn_offset_commit(ctx: RequestContext):
     body, v = ctx.body, ctx.version
+    T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    P = T.TxnOffsetCommitResponsePartition
+    err = await _verify_offsets_partition(ctx)
+    if err:
+        return TxnOffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
+            T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=err) for p in t.partitions])
+            for t in body.topics])
     offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
                 p.committed_metadata) for t in body.topics for p in t.partitions]
     rows = await ctx.broker.groups.txn_commit_offsets(
         group_id=body.group_id, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
         generation_id=body.generation_id if v >= 3 else -1, member_id=body.member_id if v >= 3 else "",
         group_instance_id=body.group_instance_id if v >= 3 else None, offsets=offsets)
-    T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-    P = T.TxnOffsetCommitResponsePartition
     by_topic: dict[str, list] = {}
     for t, p, code in rows:
         by_topic.setdefault(t, []).append(P(partition_index=p, error_code=_fenced(code, "TxnOffsetCommit", v)))
