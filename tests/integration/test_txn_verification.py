@@ -151,3 +151,36 @@ def test_txn_offset_commit_of_a_fenced_producer_or_a_group_not_added(broker, wir
     assert commit(epoch) == (E.PRODUCER_FENCED if v >= 3 else E.INVALID_PRODUCER_EPOCH)
 
 
+
+
+def test_a_marker_from_a_zombie_coordinator_is_fenced():
+    """WriteTxnMarkers from a transaction coordinator whose epoch is older than the one that last ended the producer's
+    transaction on the partition answers TRANSACTION_COORDINATOR_FENCED and appends nothing (Kafka's
+    appendEndTxnMarker); one of an older producer epoch INVALID_PRODUCER_EPOCH. The coordinator epoch survives a
+    restart of the partition's log (it is read back from the markers)."""
+    from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
+    M = WriteTxnMarkersRequest.WritableTxnMarker
+    with KafkiteCluster(brokers=3) as c:
+        create(c.bootstrap_of(c.node_ids[0]), "zombie")
+        leader = c.leader("zombie", 0)
+        b = c.state.brokers[leader]
+        host, port = next((h, p) for n, h, p in b.cache.brokers[leader].listeners if n == "INTERNAL")
+
+        def marker(producer_epoch, coordinator_epoch, pid=4242):
+            req = WriteTxnMarkersRequest(markers=[M(
+                producer_id=pid, producer_epoch=producer_epoch, transaction_result=False, coordinator_epoch=coordinator_epoch,
+                topics=[M.WritableTxnMarkerTopic(name="zombie", partition_indexes=[0])])])
+            with WireClient(host, port) as w:
+                return w.request(req, 1).markers[0].topics[0].partitions[0].error_code
+
+        def log_end():
+            return b.replicas.get("zombie", 0).log_end_offset
+
+        assert marker(3, 7) == 0
+        end_offset = log_end()
+        assert marker(3, 6) == E.TRANSACTION_COORDINATOR_FENCED
+        assert marker(2, 7) == E.INVALID_PRODUCER_EPOCH
+        assert log_end() == end_offset, "a fenced marker was appended"
+        assert marker(3, 7) == 0 and marker(4, 8) == 0
+        assert marker(4, 7) == E.TRANSACTION_COORDINATOR_FENCED
+        assert marker(4, 0, pid=4243) == 0  # another producer: its own coordinator epoch

@@ -109,3 +109,20 @@ def test_compaction_removes_aborted_data_keeps_markers_and_open_transactions():
     assert 6 in offsets and 7 in offsets           # the open transaction is not cleaned
     assert removed >= 2
     assert lg.last_stable_offset == 6 and lg.log_end_offset == 9
+
+
+def test_a_markers_coordinator_epoch_is_kept_and_reloaded(tmp_path):
+    """Kafka's appendEndTxnMarker keeps the marker's coordinator epoch per producer (a later marker of an older
+    coordinator is fenced: ReplicaManager.write_txn_marker); a log loaded from its segments knows it again."""
+    cfg = LogConfig()
+    lg = FileLog(tmp_path / "t-0", cfg)
+    lg.append(txn_batch(5, 0, 0), now_ms=1)
+    lg.append(build_control_batch(5, 0, commit=True, coordinator_epoch=9, timestamp_ms=1000), now_ms=1)
+    lg.append(build_control_batch(6, 1, commit=False, coordinator_epoch=2, timestamp_ms=1000), now_ms=1)
+    assert lg.producer_state.last_entry(5).coordinator_epoch == 9
+    assert lg.producer_state.last_entry(6).coordinator_epoch == 2
+    lg.close()
+    again = FileLog(tmp_path / "t-0", cfg)
+    assert again.producer_state.last_entry(5).coordinator_epoch == 9
+    assert again.producer_state.last_entry(6).coordinator_epoch == 2
+    again.close()

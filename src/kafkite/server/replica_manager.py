@@ -485,7 +485,9 @@ class ReplicaManager(ReplicatedPartitions):
                          producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int) -> AppendOutcome:
         """One partition of a WriteTxnMarkers: the control batch ending the producer's transaction, appended as
         the leader (Kafka's appendRecords with AppendOrigin.COORDINATOR). A marker of an older producer epoch
-        than the partition knows is refused (INVALID_PRODUCER_EPOCH, Kafka's appendEndTxnMarker)."""
+        than the partition knows is refused (INVALID_PRODUCER_EPOCH), and so is one from a transaction coordinator
+        older than the one that last ended this producer's transaction here (TRANSACTION_COORDINATOR_FENCED: a zombie
+        coordinator), as Kafka's appendEndTxnMarker."""
         err = self.leader_check(cache, topic, partition)
         lg = self.logs.get((topic, partition))
         if err or lg is None:
@@ -494,6 +496,11 @@ class ReplicaManager(ReplicatedPartitions):
         if entry is not None and producer_epoch < entry.epoch:
             return AppendOutcome(error=E.INVALID_PRODUCER_EPOCH,
                                  error_message=f"marker epoch {producer_epoch} below the producer's {entry.epoch}")
+        if entry is not None and entry.coordinator_epoch > coordinator_epoch:
+            return AppendOutcome(error=E.TRANSACTION_COORDINATOR_FENCED,
+                                 error_message=f"Invalid coordinator epoch for producerId {producer_id} in partition "
+                                               f"{topic}-{partition}: {coordinator_epoch} (zombie), "
+                                               f"{entry.coordinator_epoch} (current)")
         data = build_control_batch(producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
                                    timestamp_ms=now_ms)
         try:

@@ -203,6 +203,11 @@ class TransactionCoordinatorService:
                             log.info("transactions.marker_stale", transactional_id=job.transactional_id,
                                      topic=tp[0], partition=tp[1])
                             remaining.discard(tp)
+                        elif code == E.TRANSACTION_COORDINATOR_FENCED:  # a newer coordinator ended it: this one is
+                            # a zombie about to lose its __transaction_state partition, whose new leader takes over
+                            log.warning("transactions.coordinator_fenced", transactional_id=job.transactional_id,
+                                        topic=tp[0], partition=tp[1], coordinator_epoch=coordinator_epoch)
+                            remaining.discard(tp)
                         else:
                             log.debug("transactions.marker_retry", transactional_id=job.transactional_id,
                                       topic=tp[0], partition=tp[1], error=E(code).name)

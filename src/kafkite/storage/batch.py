@@ -300,6 +300,13 @@ def build_control_batch(producer_id: int, producer_epoch: int, *, commit: bool, 
 def control_type(buf, pos: int, h: BatchHeader) -> int | None:
     """The marker type (COMMIT_MARKER / ABORT_MARKER) of the control batch at pos, or None when its record does
     not read as a control record (control batches are never compressed)."""
+    marker = read_marker(buf, pos, h)
+    return None if marker is None else marker[0]
+
+
+def read_marker(buf, pos: int, h: BatchHeader) -> tuple[int, int] | None:
+    """(marker type, coordinator epoch) of the control batch at pos (Kafka's EndTransactionMarker; the epoch is -1
+    when the value does not hold one), or None when its record does not read as a control record."""
     if not h.is_control or h.compression != COMPRESSION_NONE or h.record_count < 1:
         return None
     try:
@@ -308,7 +315,9 @@ def control_type(buf, pos: int, h: BatchHeader) -> int | None:
             key = r.key
             if key is None or len(key) < 4:
                 return None
-            return _CONTROL_KEY.unpack_from(key)[1]
+            value = r.value
+            epoch = _MARKER_VALUE.unpack_from(value)[1] if value is not None and len(value) >= 6 else -1
+            return _CONTROL_KEY.unpack_from(key)[1], epoch
     except Exception:
         return None
     return None

@@ -152,10 +152,11 @@ class ProducerStateManager:
         return self.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
                           h.is_transactional, now_ms=now_ms)
 
-    def update(self, h: BatchHeader, base_offset: int | None = None, *, marker: int | None = None
+    def update(self, h: BatchHeader, base_offset: int | None = None, *, marker: tuple[int, int] | None = None
                ) -> CompletedTxn | None:
         """Record an appended batch (h as written; base_offset overrides h.base_offset). A control batch needs its
-        `marker` type (batch.COMMIT_MARKER / ABORT_MARKER): it completes the producer's transaction, returned."""
+        `marker`, (type, coordinator epoch) as batch.read_marker gives it: it completes the producer's transaction,
+        returned, and the entry keeps the coordinator epoch (Kafka's appendEndTxnMarker)."""
         if h.producer_id < 0:
             return None
         base = h.base_offset if base_offset is None else base_offset
@@ -168,10 +169,12 @@ class ProducerStateManager:
             elif h.producer_epoch > e.epoch:  # a marker of a bumped epoch (a fenced or timed-out transaction)
                 e.epoch = h.producer_epoch
                 e.batches.clear()
+            kind, coordinator_epoch = marker
             first = self.ongoing.pop(h.producer_id, base)
             e.current_txn_first_offset = -1
             e.last_timestamp = h.max_timestamp
-            done = CompletedTxn(h.producer_id, first, base, marker == 0)
+            e.coordinator_epoch = max(e.coordinator_epoch, coordinator_epoch)
+            done = CompletedTxn(h.producer_id, first, base, kind == 0)
             self.unreplicated.append(done)
             return done
         if e is None or e.epoch != h.producer_epoch:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .batch import BatchHeader, Record, control_type, crc_ok, decode_batch, iter_batches, valid_prefix
+from .batch import BatchHeader, Record, crc_ok, decode_batch, iter_batches, read_marker, valid_prefix
 from .leader_epoch_file_cache import LeaderEpochFileCache
 from .log_config import LogConfig
 from .checkpoint_file import write_atomically
@@ -150,7 +150,7 @@ class UnifiedLog:
                 marker = None
                 if h.is_control:
                     data = seg.read(h.base_offset, h.size, True, None)
-                    marker = control_type(data, 0, h) if data else None
+                    marker = read_marker(data, 0, h) if data else None
                 self._note_txn(ps.update(h, marker=marker), seg.base, write=False)
         if self.dir is not None:
             sync_files(self.dir, [s.base for s in self.segments], self.aborted)
@@ -239,7 +239,7 @@ class UnifiedLog:
             for pos, h in headers:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset)
                 if h.is_control:
-                    done = self.producer_state.update(h, marker=control_type(buf, pos, h))
+                    done = self.producer_state.update(h, marker=read_marker(buf, pos, h))
                     self._note_txn(done, self.active.base, write=True)
                 else:
                     self.producer_state.update(h)
