@@ -255,10 +255,13 @@ def test_init_producer_id_every_version(wire, v):
     r2 = wire.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, **kw), v)
     assert r1.error_code == 0 and r1.producer_epoch == 0
     assert r2.producer_id != r1.producer_id
-    if v >= 3:
+    if v >= 3:  # naming its id and epoch (KIP-360) still gets a new id at epoch 0, as Kafka's handleInitProducerId
         r3 = wire.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
                                                 producer_id=r1.producer_id, producer_epoch=0), v)
-        assert (r3.producer_id, r3.producer_epoch) == (r1.producer_id, 1)
+        assert r3.error_code == 0 and r3.producer_epoch == 0 and r3.producer_id not in (r1.producer_id, r2.producer_id)
+        r4 = wire.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                                producer_id=r3.producer_id, producer_epoch=32767), v)
+        assert r4.error_code == 0 and r4.producer_epoch == 0 and r4.producer_id != r3.producer_id
 
 
 def test_idempotent_retry_and_gap(wire):

@@ -257,19 +257,11 @@ async def handle_init_producer_id(ctx: RequestContext):
     if body.transactional_id is not None:  # a transactional producer: its transaction coordinator answers
         from .txn import init_transactional_producer_id
         return await init_transactional_producer_id(ctx)
-    pid, epoch = -1, -1
-    if v >= 3:
-        pid, epoch = body.producer_id, body.producer_epoch
-    if pid >= 0 and epoch >= 0:
-        # KIP-360: an idempotent producer asks to bump its epoch after a fatal sequence error.
-        if epoch + 1 > 32767:
-            pid, epoch = await b.allocate_producer_id(), 0
-        else:
-            epoch += 1
-    else:
-        pid, epoch = await b.allocate_producer_id(), 0
-    return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=0, producer_id=pid,
-                                  producer_epoch=epoch)
+    # An idempotent producer (no transactional id) always gets a new producer id at epoch 0, whatever id and epoch
+    # it names (v3+): Kafka's TransactionCoordinator.handleInitProducerId "blindly accepts" it. KIP-360's epoch bump
+    # of an idempotent producer is the client's own (it sends the next epoch, which the partitions take).
+    pid = await b.allocate_producer_id()
+    return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
 
 
 # -- DeleteRecords ------------------------------------------------------------------------
