@@ -465,7 +465,6 @@ NOT_IMPLEMENTED_TOPIC_CONFIGS = {
     "preallocate": "segment files are not preallocated",
     "segment.index.bytes": "segments are not rolled on a full index",
     "segment.jitter.ms": "segments roll at segment.ms without jitter",
-    "unclean.leader.election.enable": "only in-sync replicas become leaders",
 }
 
 

@@ -237,3 +237,48 @@ def test_confluent_consumer_with_client_rack_reads_from_its_rack():
             consumer.close()
         assert values == [b"n%d" % i for i in range(500)]
         assert cluster.brokers[follower].replicas.consumer_reads_as_follower >= 1
+
+
+def test_unclean_leader_election_when_the_isr_is_gone():
+    """unclean.leader.election.enable (Kafka's OfflinePartitionLeaderElectionStrategy): with every ISR member down a
+    partition stays offline unless the topic (or the broker) allows an out-of-sync replica to lead; turning the topic
+    config on elects one at once (Kafka's TopicUncleanLeaderElectionEnable), losing what it never got."""
+    with KafkiteCluster(brokers=3, overrides=LAG) as cluster:
+        _create(cluster, "unclean", rf=2)
+        leader = cluster.leader("unclean", 0)
+        follower = next(b for b in cluster.state.metadata.partition("unclean", 0).replicas if b != leader)
+        cluster.pause_replication(follower)
+        with WireClient.connect(cluster.bootstrap_of(leader)) as w:
+            assert produce(w, "unclean", batch(4), acks=1).error_code == 0
+            wait_until(lambda: cluster.isr("unclean", 0) == [leader], timeout=10, what="the follower out of the ISR")
+            assert produce(w, "unclean", batch(2), acks=1).error_code == 0
+        behind = cluster.log_end_offsets("unclean", 0)[follower]
+        assert behind < 6
+        cluster.stop_broker(leader)
+        wait_until(lambda: cluster.leader("unclean", 0) == -1, timeout=10, what="the partition offline")
+        cluster.resume_replication(follower)
+        assert cluster.leader("unclean", 0) == -1  # clean election only: it stays offline
+        other = next(b for b in (1, 2, 3) if b not in (leader, follower))
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_of(other))
+        try:
+            from kafka.admin import ConfigResource, ConfigResourceType
+            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "unclean",
+                                                configs={"unclean.leader.election.enable": "true"})])
+        finally:
+            admin.close()
+        wait_until(lambda: cluster.leader("unclean", 0) == follower, timeout=10, what="the unclean leader")
+        assert cluster.isr("unclean", 0) == [follower]
+        with WireClient.connect(cluster.bootstrap_of(follower)) as w:
+            assert fetch(w, "unclean", 0).high_watermark == behind  # what it never got is gone
+            assert produce(w, "unclean", batch(1), acks=-1).error_code == 0
+
+
+def test_unclean_leader_election_by_the_broker_default():
+    with KafkiteCluster(brokers=3, overrides={**LAG, "unclean.leader.election.enable": "true"}) as cluster:
+        _create(cluster, "unclean-default", rf=2)
+        leader = cluster.leader("unclean-default", 0)
+        follower = next(b for b in cluster.state.metadata.partition("unclean-default", 0).replicas if b != leader)
+        cluster.pause_replication(follower)
+        wait_until(lambda: cluster.isr("unclean-default", 0) == [leader], timeout=10, what="the follower out")
+        cluster.stop_broker(leader)
+        wait_until(lambda: cluster.leader("unclean-default", 0) == follower, timeout=10, what="the unclean leader")

@@ -134,10 +134,10 @@ def test_create_topics_refuses_a_not_implemented_value(wire):
     T = CreateTopicsRequest.CreatableTopic
     r = wire.request(CreateTopicsRequest(topics=[T(name="unclean", num_partitions=1, replication_factor=1,
                                                    assignments=[], configs=[T.CreatableTopicConfig(
-                                                       name="unclean.leader.election.enable", value="true")])],
+                                                       name="segment.jitter.ms", value="5")])],
                                          timeout_ms=10000, validate_only=False), 5)
     assert r.topics[0].error_code == E.INVALID_CONFIG
-    assert "Kafkite does not implement unclean.leader.election.enable" in r.topics[0].error_message
+    assert "Kafkite does not implement segment.jitter.ms" in r.topics[0].error_message
 
 
 def _describe_broker_key(w, node_id: int, key: str):

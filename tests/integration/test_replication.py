@@ -69,7 +69,8 @@ def _create(c: ProcessCluster, topic: str, replicas: list[int], min_isr: int = 2
     c.wait_until(lambda: _state(c, topic).get("leader") == replicas[0] and
                  sorted(_state(c, topic).get("isr", [])) == sorted(replicas), 30, f"{topic}: leader and full ISR")
     # every live replica has applied its LeaderAndIsr (its log exists)
-    c.wait_until(lambda: all(d.exists() for b, d in partition_dirs(c, topic, 0).items() if b in c.live_brokers),
+    c.wait_until(lambda: all(d.exists() for b, d in partition_dirs(c, topic, 0, replicas).items()
+                             if b in c.live_brokers),
                  30, f"{topic}: a log on every replica")
 
 
@@ -273,3 +274,34 @@ def test_alter_partition_and_follower_fetch_are_fenced(cluster):
     assert follower_fetch(le) == 0
     assert follower_fetch(le - 1) == E.FENCED_LEADER_EPOCH
     assert follower_fetch(le + 1) == E.UNKNOWN_LEADER_EPOCH
+
+
+def test_unclean_leader_election_across_processes(cluster):
+    """ZooKeeper mode: the partition's only in-sync replica is killed while the other replica is out of the ISR; the
+    partition stays offline until unclean.leader.election.enable is set on the topic (kept in /config/topics, seen by
+    the controller through /config/changes), then the out-of-sync replica leads with ISR [itself]."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+    c = cluster
+    _create(c, "unclean", [1, 2], min_isr=1)
+    c.pause_broker(2)   # its session expires: the controller drops it from the ISR
+    c.wait_until(lambda: _state(c, "unclean").get("isr") == [1], 30, "broker 2 out of the ISR" + _why(c))
+    p = _producer(c, acks=1, via=1)
+    try:
+        for i in range(3):
+            p.send("unclean", b"only-on-1-%d" % i, partition=0).get(timeout=20)
+    finally:
+        p.close()
+    c.kill_broker(1)
+    c.resume_broker(2)
+    c.wait_until(lambda: 2 in c.live_brokers and 1 not in c.live_brokers, 30, "broker 2 back, 1 gone")
+    c.wait_until(lambda: _state(c, "unclean").get("leader") == -1, 30, "the partition offline" + _why(c))
+    time.sleep(1.0)  # a clean controller leaves it offline (no event should change that)
+    assert _state(c, "unclean").get("leader") == -1
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_of(3), request_timeout_ms=20000)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "unclean",
+                                            configs={"unclean.leader.election.enable": "true"})])
+    finally:
+        admin.close()
+    c.wait_until(lambda: _state(c, "unclean").get("leader") == 2, 30, "broker 2 leads (unclean)" + _why(c))
+    assert _state(c, "unclean")["isr"] == [2]

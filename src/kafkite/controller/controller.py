@@ -85,8 +85,9 @@ class Controller:
 
     def __init__(self, node_id: int, store: CoordinationStore, authority: ClusterMetadata,
                  send: Callable[[int, MetadataUpdate], int], *, auto_leader_rebalance: bool = True,
-                 now_ms: Callable[[], int] = lambda: 0):
+                 now_ms: Callable[[], int] = lambda: 0, unclean_default: Callable[[], bool] = lambda: False):
         self.node_id = node_id
+        self.unclean_default = unclean_default  # the broker's unclean.leader.election.enable (dynamic)
         self.now_ms = now_ms
         self.store = store
         self.authority = authority
@@ -184,14 +185,29 @@ class Controller:
                 out[int(child)] = broker_info(zk_data.parse_broker_registration(int(child), got[0]))
         return out
 
-    def elect_leader(self, p, live: dict[int, BrokerInfo]) -> int:
-        """Clean election only: a new partition's leader is its first live replica; a leader that is gone is
-        replaced by a live member of the ISR (none: the partition goes offline, leader -1)."""
+    def elect_leader(self, p, live: dict[int, BrokerInfo], topic: str = "") -> int:
+        """Kafka's OfflinePartitionLeaderElectionStrategy: a new partition's leader is its first live replica; a
+        leader that is gone is replaced by the first live member of the ISR in assignment order. With none, the
+        partition goes offline (leader -1), unless the topic's unclean.leader.election.enable (else the broker's)
+        lets the first live replica out of the ISR lead: records it never got are lost, and Kafka logs it too."""
         if p.leader_epoch < 0:
             return next((r for r in p.replicas if r in live), -1)
         if p.leader in live:
             return p.leader
-        return next((r for r in p.replicas if r in p.isr and r in live), -1)
+        clean = next((r for r in p.replicas if r in p.isr and r in live), -1)
+        if clean != -1 or not topic or not self.unclean_allowed(topic):
+            return clean
+        unclean = next((r for r in p.replicas if r in live), -1)
+        if unclean != -1:
+            log.warning("partition.unclean_leader_election", topic=topic, partition=p.index, leader=unclean,
+                        isr=list(p.isr), message="a replica out of the ISR becomes leader: data may be lost")
+        return unclean
+
+    def unclean_allowed(self, topic: str) -> bool:
+        """The topic's unclean.leader.election.enable, else the broker's."""
+        t = self.authority.topic(topic)
+        value = (t.configs if t is not None else {}).get("unclean.leader.election.enable")
+        return self.unclean_default() if value is None else str(value).lower() == "true"
 
     def next_isr(self, p, live: dict[int, BrokerInfo], leader: int) -> list[int]:
         """A broker that goes away leaves every ISR; one that comes back is added by the partition's leader once it
@@ -214,7 +230,7 @@ class Controller:
         changed = False
         for t in md.topics.values():
             for p in t.partitions:
-                new_leader = self.elect_leader(p, live)
+                new_leader = self.elect_leader(p, live, t.name)
                 if new_leader != p.leader:
                     log.info("partition.leader_changed", topic=t.name, partition=p.index, old=p.leader,
                              new=new_leader, leader_epoch=p.leader_epoch + 1)

@@ -219,6 +219,18 @@ class ZkController(Controller):
     def on_brokers_changed(self) -> None:
         self.guarded(super().on_brokers_changed)
 
+    def unclean_allowed(self, topic: str) -> bool:
+        """Read from ZooKeeper's /config/topics/<topic>: topic configs change there without the controller."""
+        got = self.store.get(z.topic_config_path(topic))
+        value = z.parse_topic_config(got[0] if got else None).get("unclean.leader.election.enable")
+        return self.unclean_default() if value is None else str(value).lower() == "true"
+
+    def on_topic_configs_changed(self, topics: set[str]) -> None:
+        """Kafka's TopicUncleanLeaderElectionEnable: a topic's config changed, so its offline partitions may now
+        have a leader (unclean.leader.election.enable turned on)."""
+        if self.active and any(self.unclean_allowed(t) for t in topics):
+            self.on_brokers_changed()
+
     # -- leadership: clean elections only (Controller's rules), written to ZooKeeper ----------------------------
     def check_preferred_leaders(self) -> int:
         return self.guarded(super().check_preferred_leaders) or 0

@@ -134,6 +134,12 @@ class ClusterState:
         if c is not None:
             c.publish()
 
+    def _elect_offline(self) -> None:
+        """The active controller elects again (on_brokers_changed), e.g. offline partitions that may now lead."""
+        c = self.active_controller()
+        if c is not None:
+            c.on_brokers_changed()
+
     # -- topic lifecycle (the controller's job; single controller for now) ---------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
@@ -228,6 +234,8 @@ class ClusterState:
         validate_topic_configs(configs)
         with self._storage(f"altering the configs of {name}"):
             self.metadata.set_topic_configs(name, configs)
+        if str(configs.get("unclean.leader.election.enable", "")).lower() == "true":
+            self._elect_offline()  # Kafka's TopicUncleanLeaderElectionEnable: its offline partitions may lead now
         self.publish()
         for h in self.hooks:
             h.on_configs_changed(self.metadata.topic(name))
@@ -281,7 +289,9 @@ class Broker:
         else:
             from .context import now_ms
             self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver, now_ms=now_ms,
-                                         auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"))
+                                         auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"),
+                                         unclean_default=lambda: bool(state.config.get(
+                                             "unclean.leader.election.enable")))
         self.router = Router(self)
         self.groups = GroupCoordinatorService(self)
         self.transactions = TransactionCoordinatorService(self)

@@ -145,6 +145,7 @@ class ZkMode:
         self.controller = ZkController(
             self.node_id, self.store, self.state.metadata, self.send,
             auto_leader_rebalance=self.state.config.get("auto.leader.rebalance.enable"), now_ms=now_ms,
+            unclean_default=lambda: bool(self.state.config.get("unclean.leader.election.enable")),
             on_resign=self._on_resign)
         return self.controller
 
@@ -276,6 +277,8 @@ class ZkMode:
         configs = {t: self.admin.topic_configs(t) for t in topics}
         if configs:
             self._to_trio(lambda: self.apply_topic_configs(configs))
+            if self.controller is not None:
+                self.controller.on_topic_configs_changed(topics)
         for entity in brokers:
             cfg = self.admin.broker_configs(entity)
             self._to_trio(lambda e=entity, c=cfg: self.apply_broker_configs(e, c))
