@@ -305,3 +305,31 @@ def test_unclean_leader_election_across_processes(cluster):
         admin.close()
     c.wait_until(lambda: _state(c, "unclean").get("leader") == 2, 30, "broker 2 leads (unclean)" + _why(c))
     assert _state(c, "unclean")["isr"] == [2]
+
+
+def test_controlled_shutdown_every_version(cluster):
+    """ControlledShutdown v0-3 on the controller's inter-broker listener (v0 with request header v0; no broker epoch
+    before v2): leadership moves off the broker; a stale broker epoch (v2+) or an unknown broker is refused."""
+    from kafkite.testing.wire_client import WireClient
+    from kafkite.wire.errors import E
+    from kafkite.wire.interbroker import ControlledShutdownRequest
+    c = cluster
+    _create(c, "cs", [1, 2, 3], min_isr=1)
+    ctl = c.controller_id
+    host, port = c.endpoints(ctl)["INTERNAL"]
+    epochs = {b: c.zk.exists(f"/brokers/ids/{b}").czxid for b in (1, 2, 3)}
+
+    def shutdown(v: int, broker: int, epoch: int | None = None):
+        kw = {"broker_epoch": epochs[broker] if epoch is None else epoch} if v >= 2 else {}
+        with WireClient(host, port) as w:
+            r = w.request(ControlledShutdownRequest(broker_id=broker, **kw), v)
+        return r.error_code, [(p.topic_name, p.partition_index) for p in r.remaining_partitions]
+
+    assert shutdown(0, 1) == (0, [])
+    c.wait_until(lambda: _state(c, "cs").get("leader") == 2, 30, "leader 2 after v0" + _why(c))
+    assert shutdown(1, 2) == (0, [])
+    c.wait_until(lambda: _state(c, "cs").get("leader") == 3, 30, "leader 3 after v1" + _why(c))
+    assert shutdown(2, 3, epoch=epochs[3] - 1)[0] == E.STALE_BROKER_EPOCH
+    assert _state(c, "cs").get("leader") == 3
+    epochs[9] = -1
+    assert shutdown(3, 9)[0] == E.BROKER_NOT_AVAILABLE

@@ -64,7 +64,8 @@ INTER_BROKER_ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.LeaderAndIsr: (7, 7, controller_apis.handle_leader_and_isr),
     ApiKey.StopReplica: (4, 4, controller_apis.handle_stop_replica),
     ApiKey.UpdateMetadata: (8, 8, controller_apis.handle_update_metadata),
-    ApiKey.ControlledShutdown: (3, 3, controller_apis.handle_controlled_shutdown),
+    # v0-2 for older brokers (v0 with request header v0, no broker epoch before v2), v3 what Kafkite and Kafka 3.9 send
+    ApiKey.ControlledShutdown: (0, 3, controller_apis.handle_controlled_shutdown),
     ApiKey.AlterPartition: (0, 1, controller_apis.handle_alter_partition),
     ApiKey.WriteTxnMarkers: (1, 1, txn.handle_write_txn_markers),
     # the clients' 0-3 and the brokers' v4 (KIP-890 part 1's verification), which only brokers send

@@ -150,7 +150,8 @@ async def handle_controlled_shutdown(ctx: RequestContext):
     b, r, v = ctx.broker, ctx.body, ctx.version
     R = ControlledShutdownResponse.RemainingPartition
     zk = b.state.zk
-    err, left = await zk.call(lambda: zk.controller.controlled_shutdown(r.broker_id, r.broker_epoch))
+    epoch = r.broker_epoch if v >= 2 else -1  # v0-1 carry none: not checked, as Kafka's controller
+    err, left = await zk.call(lambda: zk.controller.controlled_shutdown(r.broker_id, epoch))
     log.info("controlled_shutdown.request", broker=r.broker_id, error=E(err).name if err else None,
              remaining=len(left))
     return ControlledShutdownResponse(version=v, error_code=err, remaining_partitions=[
