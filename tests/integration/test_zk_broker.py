@@ -22,7 +22,7 @@ from kafkite.controller.zk_store import ZooKeeperStore
 from kafkite.testing.runner import BrokerThread
 from kafkite.testing.wire_client import WireClient
 from kafkite.wire.errors import E
-from kafkite.wire.interbroker import LeaderAndIsrRequest, UpdateMetadataRequest
+from kafkite.wire.interbroker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 _roots = itertools.count()
 
@@ -192,4 +192,15 @@ def test_controller_requests_are_served_on_the_inter_broker_listener_only_and_fe
         # meant for an older registration of this broker
         lai.broker_epoch = 1
         assert w.request(lai, 7).error_code == E.STALE_BROKER_EPOCH
+        # StopReplica (with delete) from an older controller: refused whole, the replica and its log stay
+        T = StopReplicaRequest.StopReplicaTopicState
+        stop = StopReplicaRequest(version=4, controller_id=1, is_kraft_controller=False, controller_epoch=0,
+                                  broker_epoch=-1, topic_states=[T(topic_name="auto", partition_states=[
+                                      T.StopReplicaPartitionState(partition_index=0, leader_epoch=-2,
+                                                                  delete_partition=True)])])
+        r = w.request(stop, 4)
+        assert r.error_code == E.STALE_CONTROLLER_EPOCH and r.partition_errors == []
+        stop.controller_epoch, stop.broker_epoch = 1, 1  # the current controller, an older registration
+        assert w.request(stop, 4).error_code == E.STALE_BROKER_EPOCH
+    assert b.broker.replicas.get("auto", 0) is not None, "a stale StopReplica removed the replica"
     assert topic_leaders(b.bootstrap_servers, "auto")[1] == [(0, 1, 0)]  # nothing changed
