@@ -53,6 +53,10 @@ class ConfigError(ValueError):
     pass
 
 
+class NotDynamic(ConfigError):
+    """A broker config that cannot be changed while the broker runs (Kafka answers INVALID_REQUEST)."""
+
+
 def _parse(kind: ConfigType, name: str, raw: str) -> Any:
     raw = raw.strip()
     try:
@@ -439,6 +443,15 @@ def check_socket_limits(config: "BrokerConfig") -> None:
     if source != ConfigSource.DEFAULT_CONFIG and 0 < int(queued) < config.get("socket.request.max.bytes"):
         raise ConfigError("requirement failed: queued.max.request.bytes must be larger or equal to "
                           "socket.request.max.bytes")
+
+
+def check_dynamic_broker_config(key: str, value: str):
+    """A dynamic broker config's value, parsed (Kafka's DynamicBrokerConfig checks): NotDynamic for a key that
+    cannot be set dynamically, ConfigError with Kafka's wording for a value that does not parse."""
+    d = BROKER_CONFIGS.get(key)
+    if d is None or not d.dynamic:
+        raise NotDynamic(f"Cannot update these configs dynamically: Set({key})")
+    return _parse(d.type, key, value)
 
 
 def validate_topic_configs(configs: dict[str, str | None]) -> None:

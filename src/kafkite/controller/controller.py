@@ -289,6 +289,19 @@ class Controller:
     def _partition_epoch(self, topic: str, index: int, p) -> int:
         return p.partition_epoch
 
+    def check_broker(self, broker_id: int, broker_epoch: int, unknown: int) -> tuple[int, dict[int, BrokerInfo]]:
+        """The checks a broker's request to the controller opens with -> (error, the live brokers): this controller
+        active (NOT_CONTROLLER), the broker live (else `unknown`), its epoch not an older registration's (-1: not
+        given) (STALE_BROKER_EPOCH)."""
+        if not self._is_active():
+            return int(E.NOT_CONTROLLER), {}
+        live = self.live_brokers()
+        if broker_id not in live:
+            return int(unknown), live
+        if broker_epoch != -1 and broker_epoch < live[broker_id].epoch:
+            return int(E.STALE_BROKER_EPOCH), live
+        return 0, live
+
     def alter_partition(self, broker_id: int, broker_epoch: int,
                         items: list[tuple[str, int, int, list[int], int]]) -> tuple[int, list[tuple]]:
         """AlterPartition (Kafka's KafkaController.processAlterPartition): a leader's new ISRs ->
@@ -298,13 +311,9 @@ class Controller:
         (FENCED_LEADER_EPOCH), its partition epoch is not the current one (INVALID_UPDATE_VERSION), or the ISR
         names a broker that is not a live replica (INELIGIBLE_REPLICA). Accepted ones are written at once, then
         every broker learns them."""
-        if not self._is_active():
-            return int(E.NOT_CONTROLLER), []
-        live = self.live_brokers()
-        if broker_id not in live:
-            return int(E.STALE_BROKER_EPOCH), []
-        if broker_epoch != -1 and broker_epoch < live[broker_id].epoch:
-            return int(E.STALE_BROKER_EPOCH), []
+        err, live = self.check_broker(broker_id, broker_epoch, E.STALE_BROKER_EPOCH)
+        if err:
+            return err, []
         out, changed = [], False
         for topic, index, leader_epoch, new_isr, partition_epoch in items:
             p = self.authority.partition(topic, index)

@@ -239,13 +239,9 @@ class ZkController(Controller):
         """Move leadership off `broker_id` (Kafka's ControlledShutdownLeaderSelector: another live ISR member)
         and take it out of the ISRs it follows in -> (error, the partitions it still leads)."""
         from ..wire.errors import E
-        if not self._is_active():
-            return int(E.NOT_CONTROLLER), []
-        live = self.live_brokers()
-        if broker_id not in live:
-            return int(E.BROKER_NOT_AVAILABLE), []
-        if broker_epoch != -1 and broker_epoch < live[broker_id].epoch:
-            return int(E.STALE_BROKER_EPOCH), []
+        err, live = self.check_broker(broker_id, broker_epoch, E.BROKER_NOT_AVAILABLE)
+        if err:
+            return err, []
         remaining = []
         for t in self.authority.topics.values():
             for p in t.partitions:

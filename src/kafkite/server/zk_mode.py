@@ -290,14 +290,11 @@ class ZkMode:
     def apply_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Dynamic broker configs read from ZooKeeper (Kafka's DynamicBrokerConfig): keys this broker cannot take
         dynamically, or values that do not parse, are left out with a warning, as Kafka skips them."""
-        from ..config import BROKER_CONFIGS, ConfigError, _parse
+        from ..config import ConfigError, check_dynamic_broker_config
         good = {}
         for k, v in configs.items():
-            d = BROKER_CONFIGS.get(k)
             try:
-                if d is None or not d.dynamic:
-                    raise ConfigError(f"{k} cannot be updated dynamically")
-                _parse(d.type, k, v)
+                check_dynamic_broker_config(k, v)
                 good[k] = v
             except ConfigError as exc:
                 log.warning("broker_config.ignored", entity=entity, key=k, error=str(exc))

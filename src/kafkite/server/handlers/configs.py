@@ -6,7 +6,7 @@ from kafka.protocol.admin import (AlterConfigsResponse, DescribeConfigsResponse,
 
 import structlog
 
-from ...config import (BROKER_CONFIGS, NOT_IMPLEMENTED_TOPIC_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigSource,
+from ...config import (BROKER_CONFIGS, NOT_IMPLEMENTED_TOPIC_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigSource, NotDynamic, check_dynamic_broker_config,
                        ConfigType, message_format_below_v2, validate_topic_configs, _parse)
 from ...controller.metadata import MetadataError
 from ...wire.errors import E
@@ -146,13 +146,13 @@ async def _apply_broker(b, name: str, new_dynamic: dict[str, str], validate_only
     if err:
         raise _Reject(E.INVALID_REQUEST, err)
     for k, val in new_dynamic.items():
-        d = BROKER_CONFIGS.get(k)
-        if d is None or not d.dynamic:
-            raise _Reject(E.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({k})")
         try:
-            parsed = _parse(d.type, k, val)
+            parsed = check_dynamic_broker_config(k, val)
+        except NotDynamic as exc:
+            raise _Reject(E.INVALID_REQUEST, str(exc)) from None
         except ConfigError as exc:
             raise _Reject(E.INVALID_CONFIG, str(exc)) from None
+        d = BROKER_CONFIGS[k]
         topic_key = _NOT_IMPLEMENTED_SYNONYMS.get(k)
         if topic_key is not None and parsed != _parse(d.type, k, d.default or TOPIC_CONFIGS[topic_key].default):
             raise _Reject(E.INVALID_CONFIG, f"Invalid value {val} for configuration {k}: Kafkite does not implement "
