@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import struct
 import sys
 import time
 from contextlib import contextmanager
@@ -25,15 +26,17 @@ import structlog
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import CorruptRecordError
+from kafka.protocol.consumer import FetchRequest
 
 from helpers import wait_until
 from kafkite.controller.metadata import ClusterMetadata, FileMetadataStore, MemoryMetadataStore
-from kafkite.storage.batch import iter_batches
+from kafkite.storage.batch import decode_records, iter_batches
 from kafkite.storage.log_config import LogConfig
 from kafkite.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogDirectory, stray_dir_name
 from kafkite.storage.unified_log import FileLog
 from kafkite.testing.process import BrokerProcess
 from kafkite.testing.runner import BrokerThread
+from kafkite.testing.wire_client import WireClient
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
 from test_storage_log import batch, offsets  # noqa: E402 (tests/unit: a v2 batch builder)
@@ -223,6 +226,124 @@ def test_segments_below_the_recovery_point_are_not_rescanned(tmp_path):
         assert end == bases[-1]
     finally:
         b.stop()
+
+
+# -- a damaged offset index ------------------------------------------------------------------------
+def fetch_at(w, topic, offset, max_bytes):
+    """One Fetch (v12) of `offset` (a whole batch at least): (error code, high watermark, offsets)."""
+    T = FetchRequest.FetchTopic
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+                       session_id=0, session_epoch=-1, topics=[T(topic=topic, topic_id=None, partitions=[
+                           T.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                                            last_fetched_epoch=-1, log_start_offset=-1,
+                                            partition_max_bytes=max_bytes)])],
+                       forgotten_topics_data=[], rack_id="")
+    p = w.request(req, 12).responses[0].partitions[0]
+    return p.error_code, p.high_watermark, [r.offset for r in decode_records(p.records or b"")]
+
+
+# where the damaged entry points, bytes into its batch: without the check, a Fetch there answered no
+# error and no records (1), broke the connection on a garbage length (30), or skipped records (61)
+@pytest.mark.parametrize("shift", [1, 30, 61])
+def test_an_index_entry_damaged_after_a_clean_stop_is_passed_over_and_rebuilt(tmp_path, shift):
+    """After a clean stop the older segments' .index files are loaded as they are (Kafka too). One entry
+    is damaged so that it points inside a batch -- the file still passes the sanity check. A consumer
+    fetching one batch at a time from offset 0 (so that it fetches at every offset, through the damaged
+    entry) gets every record; a WARN line names the index file and the entry, and the index is rebuilt
+    on disk. Then, damaged again: a Fetch at every offset below the high watermark answers the batch
+    holding it, never an empty answer without an error (a consumer there would spin silently)."""
+    data = tmp_path / "data"
+    b = BrokerThread(data_dir=data).start()
+    try:
+        create_topic(b.bootstrap_servers, "t", {"segment.bytes": "3000", "index.interval.bytes": "300"})
+        assert produce_batches(b.bootstrap_servers, "t", 40) == list(range(40))
+    finally:
+        b.stop()
+    idx = data / "t-0" / "00000000000000000000.index"
+    good = idx.read_bytes()
+    ents = [struct.unpack_from(">ii", good, i) for i in range(0, len(good), 8)]
+    assert len(ents) >= 3
+    seg1 = sorted(int(p.stem) for p in (data / "t-0").glob("*.log"))[1]
+    k = len(ents) // 2
+    ents[k] = (ents[k][0], ents[k][1] + shift)  # inside the batch starting there
+    damaged = b"".join(struct.pack(">ii", r, p) for r, p in ents)
+
+    for phase in ("consumer", "fetch"):
+        assert (data / CLEAN_SHUTDOWN_FILE).exists()
+        idx.write_bytes(damaged)
+        with structlog.testing.capture_logs() as logs:
+            b = BrokerThread(data_dir=data).start()
+            try:
+                bs = b.bootstrap_servers
+                if phase == "consumer":
+                    c = KafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, max_partition_fetch_bytes=1)
+                    tp = TopicPartition("t", 0)
+                    c.assign([tp])
+                    c.seek(tp, 0)
+                    got, deadline = [], time.monotonic() + 15
+                    while len(got) < 40 and time.monotonic() < deadline:
+                        got += [m.offset for msgs in c.poll(timeout_ms=200).values() for m in msgs]
+                    c.close()
+                    assert got == list(range(40))
+                else:
+                    w = WireClient.connect(bs)
+                    try:
+                        for max_bytes in (1 << 20, 1):  # up to the segment's end, and one batch
+                            for off in range(seg1 + 2):
+                                err, hw, got = fetch_at(w, "t", off, max_bytes)
+                                assert (err, hw) == (0, 40) and got and got[0] <= off <= got[-1], \
+                                    (off, max_bytes, err, got)
+                    finally:
+                        w.close()
+                wait_until(lambda: idx.read_bytes() == good, timeout=10, what="the index rebuilt")
+            finally:
+                b.stop()
+        [warn] = [e for e in logs if e["log_level"] == "warning"]
+        assert warn["event"] == "log_segment.index_corrupt" and warn["file"] == str(idx)
+        assert (warn["entry_offset"], warn["position"]) == ents[k]
+        assert idx.read_bytes() == good
+
+
+def test_a_batch_header_damaged_after_a_clean_stop_is_answered_corrupt_message(tmp_path):
+    """A batch whose header (its length) was damaged after a clean stop, in a segment not rescanned:
+    a Fetch whose read must cross it answers CORRUPT_MESSAGE (Kafka's CorruptRecordException on the read
+    path), never an empty answer, and the consumer raises it; the batches before it and those after the
+    next index entry are served."""
+    data = tmp_path / "data"
+    b = BrokerThread(data_dir=data).start()
+    try:
+        create_topic(b.bootstrap_servers, "t", {"segment.bytes": "3000", "index.interval.bytes": "300"})
+        assert produce_batches(b.bootstrap_servers, "t", 40) == list(range(40))
+    finally:
+        b.stop()
+    seg = data / "t-0" / SEGMENT_0
+    raw = (data / "t-0" / "00000000000000000000.index").read_bytes()
+    indexed = {struct.unpack_from(">ii", raw, i) for i in range(0, len(raw), 8)}
+    pos, h = next((p, h) for p, h in batch_positions(seg) if h.base_offset >= 10 and p not in {q for _, q in indexed})
+    after = min(r for r, q in indexed if q > pos) + 1
+    damaged = bytearray(seg.read_bytes())
+    damaged[pos + 8:pos + 12] = struct.pack(">i", -12)  # batchLength: a batch of 0 bytes
+    seg.write_bytes(bytes(damaged))
+    with structlog.testing.capture_logs():
+        b = BrokerThread(data_dir=data).start()
+        try:
+            bs = b.bootstrap_servers
+            w = WireClient.connect(bs)
+            try:
+                assert fetch_at(w, "t", h.base_offset, 1 << 20) == (2, 40, [])  # CORRUPT_MESSAGE
+                assert fetch_at(w, "t", h.base_offset - 1, 1 << 20) == (0, 40, [h.base_offset - 1])
+                err, hw, got = fetch_at(w, "t", after, 1)
+                assert (err, hw) == (0, 40) and got[0] <= after <= got[-1]
+            finally:
+                w.close()
+            c, tp = consumer_at(bs, "t", h.base_offset)
+            with pytest.raises(CorruptRecordError):
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    c.poll(timeout_ms=200)
+            c.close()
+        finally:
+            b.stop()
 
 
 # -- topic ids -------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from ..storage.batch import build_control_batch
 from ..storage.log_config import LogConfig
 from ..storage.log_loader import InconsistentTopicId
 from ..storage.log_manager import DELETE_DIR_SUFFIX, LogDirectory
+from ..storage.log_segment import CorruptRecordException
 from ..storage.log_validator import NeedsWorker, Validated, prepare_append
 from ..storage.unified_log import FileLog, MemoryLog, OffsetOutOfRange
 from ..wire.errors import E
@@ -406,6 +407,8 @@ class ReplicaManager(ReplicatedPartitions):
             data = lg.read_parts(fetch_offset, max_bytes, min_one=min_one, max_offset=upper)
         except OffsetOutOfRange:
             return LogReadResult(partition, E.OFFSET_OUT_OF_RANGE, hw, lso, lg.log_start_offset)
+        except CorruptRecordException:  # a batch header damaged on disk: Kafka's CORRUPT_MESSAGE, never an empty answer
+            return LogReadResult(partition, E.CORRUPT_MESSAGE, hw, lso, lg.log_start_offset)
         if not leading:
             self.consumer_reads_as_follower += 1
         aborted = lg.collect_aborted(fetch_offset, upper) if read_committed else None

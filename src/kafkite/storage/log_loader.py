@@ -20,7 +20,11 @@ Recovery, as Kafka's: the log directory says whether the broker stopped cleanly 
   WARN line naming the file, the byte offset and the bytes dropped. Segments below the recovery
   point were fsynced before it moved past them: they are not rescanned.
 - A segment whose index files are missing or stale is recovered whatever the shutdown (a roll's
-  index files are written after its .log's fsync, see log_segment.py).
+  index files are written after its .log's fsync, see log_segment.py); so is one whose index
+  file fails its sanity check (Kafka's CorruptIndexException: "Found a corrupted index file
+  corresponding to log file ..., recovering segment and rebuilding index files..."). An .index
+  entry that passes it but does not point at a batch start is found and rebuilt by the read path
+  (log_segment.py).
 `.cleaned` files are an interrupted compaction's output: the old files stand, the leftovers are
 deleted.
 """
@@ -39,6 +43,7 @@ import structlog
 from .batch import CRC_START, HEADER_SIZE, MIN_BATCH_LENGTH, read_header
 from .checkpoint_file import write_atomically
 from .log_segment import FileLogSegment
+from .offset_index import CorruptIndexException
 
 log = structlog.get_logger("kafkite.log_loader")
 
@@ -145,12 +150,18 @@ class LogLoader:
                 dropped = self._recover(seg, check_crc=True)
             elif last:  # the active segment after a clean shutdown: its headers walked, not its CRCs
                 dropped = self._recover(seg, check_crc=False)
-            elif seg.load_indexes(segments[i + 1].base):
-                continue
             else:
-                log.warning("log.index_rebuilt", file=str(seg.log_path),
-                            message=f"Could not find offset index file corresponding to log file {seg.log_path}, "
-                                    "recovering segment and rebuilding index files...")
+                try:
+                    if seg.load_indexes(segments[i + 1].base):
+                        continue
+                    reason = "missing or stale"
+                    message = f"Could not find offset index file corresponding to log file {seg.log_path}, " \
+                              "recovering segment and rebuilding index files..."
+                except CorruptIndexException as exc:
+                    reason = str(exc)
+                    message = f"Found a corrupted index file corresponding to log file {seg.log_path} due to " \
+                              f"{exc}, recovering segment and rebuilding index files..."
+                log.warning("log.index_rebuilt", file=str(seg.log_path), reason=reason, message=message)
                 dropped = self._recover(seg, check_crc=True)
             if dropped:
                 later = segments[i + 1:]

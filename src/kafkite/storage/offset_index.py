@@ -3,10 +3,17 @@
 8-byte big-endian entries (offset relative to the segment's base -- the last offset of a
 batch -- and the int32 file position of that batch), one every `index.interval.bytes` of log.
 Held in memory as two compact arrays; written out whole when the segment stops being active.
+
+A file read at start-up passes Kafka's sanity checks (OffsetIndex.sanityCheck: a whole number of
+entries, offsets from the segment's base; here also offsets and positions strictly increasing and
+inside the segment) or `load` raises CorruptIndexException, and LogLoader rebuilds the segment's
+indexes, as Kafka does. An entry that passes them but does not point at a batch start is found
+on the read path (FileLogSegment.find_position checks the batch header at the position it gives).
 """
 from __future__ import annotations
 
 import bisect
+import operator
 import os
 import sys
 from array import array
@@ -37,6 +44,15 @@ def write_file(path: Path, data: bytes, sync: bool) -> None:
             os.fsync(f.fileno())
 
 
+def increasing(a: array, strictly: bool = True) -> bool:
+    """Every item above (or, not strictly, at least) the one before it: one pass at C speed."""
+    return all(map(operator.lt if strictly else operator.le, a, a[1:]))
+
+
+class CorruptIndexException(Exception):
+    """Kafka's CorruptIndexException: an index file that fails its sanity check (it is rebuilt)."""
+
+
 class IndexFile:
     """What OffsetIndex and TimeIndex share: a file of fixed-size entries held as two arrays."""
     entry_size = 8
@@ -55,13 +71,19 @@ class IndexFile:
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(*(getattr(self, c) for c in self.columns)))
 
+    kind = "Index"
+
     def _read(self) -> bytes | None:
-        """The file's bytes; None when missing or not a whole number of entries."""
+        """The file's bytes; None when missing. CorruptIndexException when not a whole number of
+        entries."""
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return None
-        return None if len(raw) % self.entry_size else raw
+        if len(raw) % self.entry_size:
+            raise CorruptIndexException(f"{self.kind} file {self.path} is corrupt, found {len(raw)} bytes which is "
+                                        f"neither positive nor a multiple of {self.entry_size}")
+        return raw
 
     def to_bytes(self) -> bytes:
         raise NotImplementedError
@@ -78,22 +100,53 @@ class OffsetIndex(IndexFile):
         self.rel.append(offset - self.base)
         self.pos.append(position)
 
+    def slot(self, offset: int) -> int:
+        """Number of the last entry whose offset is below or at `offset` (-1 if none)."""
+        return bisect.bisect_right(self.rel, offset - self.base) - 1
+
+    def entry(self, i: int) -> tuple[int, int]:
+        """Entry i as (absolute offset, position)."""
+        return self.base + self.rel[i], self.pos[i]
+
     def lookup(self, offset: int) -> int:
-        """Position of the last indexed batch whose last offset is below or at `offset` (0 if none)."""
-        i = bisect.bisect_right(self.rel, offset - self.base) - 1
+        """Position of the last indexed batch whose last offset is below or at `offset` (0 if none).
+        Unchecked: FileLogSegment.find_position checks that it is a batch start."""
+        i = self.slot(offset)
         return self.pos[i] if i >= 0 else 0
 
-    def load(self, log_size: int) -> bool:
-        """Read the file; False when missing, malformed, or pointing past the log's end."""
+    def load(self, log_size: int, next_offset: int | None = None) -> bool:
+        """Read the file: False when missing; CorruptIndexException when it fails the sanity check
+        (see `sanity_check`)."""
         raw = self._read()
         if raw is None:
             return False
         pairs = be_array("i", raw)
         rel, pos = pairs[0::2], pairs[1::2]
-        if any(p >= log_size for p in pos[-1:]):
-            return False
+        self.sanity_check(rel, pos, log_size, next_offset)
         self.rel, self.pos = rel, pos
         return True
+
+    def sanity_check(self, rel: array, pos: array, log_size: int, next_offset: int | None) -> None:
+        """Kafka's OffsetIndex.sanityCheck (no offset below the segment's base), and what an index this
+        broker or Kafka writes always holds: offsets and positions strictly increasing, every position
+        inside the .log and every offset below the segment's end (`next_offset`, when known)."""
+        if not rel:
+            return
+        where = f"Corrupt index found, index file ({self.path})"
+        if rel[0] < 0 or pos[0] < 0:
+            raise CorruptIndexException(f"{where} has an entry (offset {self.base + rel[0]}, position {pos[0]}) "
+                                        f"below the base offset {self.base} or the file start")
+        if not (increasing(rel) and increasing(pos)):
+            i = next(i for i in range(1, len(rel)) if rel[i] <= rel[i - 1] or pos[i] <= pos[i - 1])
+            raise CorruptIndexException(
+                f"{where} has entry {i} (offset {self.base + rel[i]}, position {pos[i]}) not above the "
+                f"one before it (offset {self.base + rel[i - 1]}, position {pos[i - 1]})")
+        if pos[-1] >= log_size:
+            raise CorruptIndexException(f"{where} has a position {pos[-1]} past the end of the log "
+                                        f"segment ({log_size} bytes)")
+        if next_offset is not None and self.base + rel[-1] >= next_offset:
+            raise CorruptIndexException(f"{where} has the offset {self.base + rel[-1]}, past the segment's last "
+                                        f"offset {next_offset - 1}")
 
     def to_bytes(self) -> bytes:
         pairs = array("i", [0]) * (2 * len(self.rel))

@@ -2,18 +2,20 @@
 
 12-byte big-endian entries (int64 largest timestamp so far, int32 offset relative to the base of
 the batch holding it), monotonic in the timestamp, added with the offset index's entries plus a
-final one when the segment stops being active.
+final one when the segment stops being active. A file that fails the sanity check at start-up
+(Kafka's TimeIndex.sanityCheck, and its entries in order) raises CorruptIndexException: rebuilt.
 """
 from __future__ import annotations
 
 import bisect
 from array import array
 
-from .offset_index import IndexFile, be_array, be_bytes
+from .offset_index import CorruptIndexException, IndexFile, be_array, be_bytes, increasing
 
 
 class TimeIndex(IndexFile):
     entry_size = 12
+    kind = "Time index"
     columns = ("ts", "rel")
     codes = ("q", "i")
     ts: array
@@ -36,12 +38,21 @@ class TimeIndex(IndexFile):
         i = bisect.bisect_left(self.ts, timestamp) - 1
         return self.base + self.rel[i] if i >= 0 else self.base
 
-    def load(self) -> bool:
+    def load(self, next_offset: int | None = None) -> bool:
+        """Read the file: False when missing; CorruptIndexException when it fails the sanity check."""
         raw = self._read()
         if raw is None:
             return False
-        self.ts = be_array("q", b"".join(raw[i:i + 8] for i in range(0, len(raw), 12)))
-        self.rel = be_array("i", b"".join(raw[i + 8:i + 12] for i in range(0, len(raw), 12)))
+        ts = be_array("q", b"".join(raw[i:i + 8] for i in range(0, len(raw), 12)))
+        rel = be_array("i", b"".join(raw[i + 8:i + 12] for i in range(0, len(raw), 12)))
+        if ts:
+            where = f"Corrupt time index found, time index file ({self.path})"
+            if not (increasing(ts, strictly=False) and increasing(rel, strictly=False)):
+                raise CorruptIndexException(f"{where} has entries whose timestamps or offsets go down")
+            if rel[0] < 0 or (next_offset is not None and self.base + rel[-1] >= next_offset):
+                raise CorruptIndexException(f"{where} has an offset outside the segment's "
+                                            f"[{self.base}, {next_offset})")
+        self.ts, self.rel = ts, rel
         return True
 
     def to_bytes(self) -> bytes:
