@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from kafkite.storage.batch import build_batch, build_control_batch, control_type, iter_batches, COMMIT_MARKER
 from kafkite.storage.log_config import LogConfig
 from kafkite.storage.transaction_index import decode_entries
@@ -126,3 +128,55 @@ def test_a_markers_coordinator_epoch_is_kept_and_reloaded(tmp_path):
     assert again.producer_state.last_entry(5).coordinator_epoch == 9
     assert again.producer_state.last_entry(6).coordinator_epoch == 2
     again.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "file"])
+def test_compaction_removes_markers_whose_transaction_is_gone_after_delete_retention(tmp_path, kind):
+    """Kafka's cleaner removes a commit or abort marker once no batch of its transaction is left and
+    delete.retention.ms has passed; a marker whose transaction still has data stays, and so does a young one."""
+    from kafkite.storage.batch import decode_batch
+
+    def data(pid, key, transactional=True, ts=1000):
+        return build_batch([(key, b"v", [])], timestamp_ms=ts, producer_id=pid if transactional else -1,
+                           producer_epoch=0 if transactional else -1, base_sequence=0 if transactional else -1,
+                           is_transactional=transactional)
+
+    def mk(pid, commit, ts):
+        return build_control_batch(pid, 0, commit=commit, coordinator_epoch=0, timestamp_ms=ts)
+
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=150, min_cleanable_dirty_ratio=0.0,
+                    delete_retention_ms=5000)
+    lg = MemoryLog(cfg) if kind == "memory" else FileLog(tmp_path / "t-0", cfg)
+    lg.append(data(5, b"a"), now_ms=1)                    # 0  P5 commits a (superseded below)
+    lg.append(mk(5, True, 1000), now_ms=1)                # 1  its marker: removable once a is gone
+    lg.append(data(6, b"b"), now_ms=1)                    # 2  P6 aborts b
+    lg.append(mk(6, False, 1000), now_ms=1)               # 3  its marker: removable (aborted data removed)
+    lg.append(data(7, b"c"), now_ms=1)                    # 4  P7 commits c (kept: newest c)
+    lg.append(mk(7, True, 1000), now_ms=1)                # 5  its marker stays: its data is still there
+    lg.append(data(8, b"d"), now_ms=1)                    # 6  P8 commits d, superseded, but its marker is young
+    lg.append(mk(8, True, 9000), now_ms=1)                # 7
+    lg.append(data(-1, b"a", transactional=False), now_ms=1)  # 8 supersedes a
+    lg.append(data(-1, b"d", transactional=False), now_ms=1)  # 9 supersedes d
+    lg.append(data(-1, b"x", transactional=False), now_ms=1)  # 10 (the active segment)
+
+    def kept():
+        out = []
+        for seg in lg.segments:
+            for h, raw in seg.iter_batches():
+                out.append((h.base_offset, "marker" if h.is_control else [r.key for r in decode_batch(raw)]))
+        return out
+
+    lg.compact(now_ms=2000)  # nothing is older than delete.retention.ms yet: every marker stays
+    assert [o for o, k in kept() if k == "marker"] == [1, 3, 5, 7]
+    lg.compact(now_ms=10000)  # markers of 1000 are past it, the one of 9000 is not
+    assert [o for o, k in kept() if k == "marker"] == [5, 7]
+    assert [o for o, k in kept() if k != "marker"] == [4, 8, 9, 10]
+    assert lg.last_stable_offset == lg.log_end_offset == 11  # no transaction looks open
+    lg.compact(now_ms=20000)
+    assert [o for o, k in kept() if k == "marker"] == [5]
+    if kind == "file":  # loaded again from its segments: still no open transaction
+        lg.close()
+        lg = FileLog(tmp_path / "t-0", cfg)
+        assert [o for o, k in kept() if k == "marker"] == [5]
+        assert lg.last_stable_offset == 11 and not lg.producer_state.ongoing
+        lg.close()

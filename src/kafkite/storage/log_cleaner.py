@@ -23,7 +23,10 @@ dirty tail. Kafka's rules, sans-IO (callers pass now_ms; nothing here touches tr
   warning) are kept as they are. Transactions (Kafka's cleaner with its aborted-transaction index):
   the cleanable range and the map end at the last stable offset, not the high watermark, so an
   open transaction's records stay as they are; the batches of aborted transactions are left out of
-  the map and removed; commit and abort markers are kept. A changed segment's replacement is prepared as `.cleaned`
+  the map and removed; a commit or abort marker is removed once no batch of its transaction is left (compacted away,
+  or aborted) and it is older than `delete.retention.ms`, as Kafka's cleaner removes markers with the tombstones'
+  retention (Kafka counts it from the first cleaning that found the marker removable, here from the marker's own
+  timestamp, as for tombstones). A changed segment's replacement is prepared as `.cleaned`
   files (log_segment.py).
 - Swap-in (`LogCleaner.swap_in`, on the log's own thread): only if the log did not change
   underneath (its `version`: retention, DeleteRecords, truncation); else the result is
@@ -84,6 +87,7 @@ class CleanResult:
     dirty_end: int = 0  # the map covered the dirty records below this: the next first dirty offset
     records_removed: int = 0
     batches_kept_undecodable: int = 0
+    markers_removed: int = 0
 
 
 @dataclass
@@ -139,6 +143,9 @@ class CleanJob:
         return latest
 
     def _clean(self, latest: dict[bytes, int], result: CleanResult) -> None:
+        # producer id -> whether a data batch of its current transaction is kept (Kafka's CleanedTransactionMetadata):
+        # a marker may go only once no batch of its transaction is left, so no transaction ever looks open again
+        txn_data_kept: dict[int, bool] = {}
         for seg, source in self.to_clean:
             out, changed = [], False
             for h, data in source():
@@ -146,10 +153,21 @@ class CleanJob:
                     result.records_removed += h.record_count
                     changed = True
                     continue
-                recs = None if h.is_control else self._records(h, data)
+                if h.is_control:
+                    # Kafka's rule (the tombstones' delete.retention.ms, piggy-backed): a commit or abort marker
+                    # whose transaction has no batch left goes once it is older than delete.retention.ms
+                    if not txn_data_kept.pop(h.producer_id, False) and 0 <= h.max_timestamp < self.delete_horizon_ms:
+                        result.records_removed += h.record_count
+                        result.markers_removed += 1
+                        changed = True
+                    else:
+                        out.append(data)
+                    continue
+                recs = self._records(h, data)
                 if recs is None:
-                    result.batches_kept_undecodable += not h.is_control
+                    result.batches_kept_undecodable += 1
                     out.append(data)
+                    self._kept(h, txn_data_kept)
                     continue
                 keep = [r for r in recs if r.key is not None and latest.get(_key_hash(r.key), r.offset) <= r.offset
                         and not (r.value is None and h.max_timestamp < self.delete_horizon_ms)]
@@ -160,8 +178,15 @@ class CleanJob:
                     changed = True
                     if keep:
                         out.append(rebuild_batch(h, keep))
+                if keep:
+                    self._kept(h, txn_data_kept)
             if changed:
                 result.replacements.append((seg, seg.prepare(out)))
+
+    @staticmethod
+    def _kept(h, txn_data_kept: dict[int, bool]) -> None:
+        if h.is_transactional and h.producer_id >= 0:
+            txn_data_kept[h.producer_id] = True
 
     def _records(self, h, data):
         try:
