@@ -284,4 +284,13 @@ def test_offset_delete(wire):
     assert resp.error_code == 0 and resp.topics[0].partitions[0].error_code == 0
     assert fetch_offsets(wire, "od", 5, {"odt": [0, 1]})[1] == {("odt", 0): -1, ("odt", 1): 2}
     missing = wire.request(OffsetDeleteRequest(group_id="nope", topics=[]), 0)
-    assert missing.error_code == E.GROUP_ID_NOT_FOUND
+    assert missing.error_code == E.GROUP_ID_NOT_FOUND and missing.topics == []
+    # as Kafka's KafkaApis: an unknown topic or partition answers UNKNOWN_TOPIC_OR_PARTITION, the rest is deleted
+    resp = wire.request(OffsetDeleteRequest(group_id="od", topics=[
+        T(name="odt", partitions=[T.OffsetDeleteRequestPartition(partition_index=1),
+                                  T.OffsetDeleteRequestPartition(partition_index=7)]),
+        T(name="no-such-topic", partitions=[T.OffsetDeleteRequestPartition(partition_index=0)])]), 0)
+    assert resp.error_code == 0
+    assert {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions} == {
+        ("odt", 1): 0, ("odt", 7): E.UNKNOWN_TOPIC_OR_PARTITION, ("no-such-topic", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert fetch_offsets(wire, "od", 5, {"odt": [0, 1]})[1] == {("odt", 0): -1, ("odt", 1): -1}

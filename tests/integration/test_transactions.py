@@ -286,7 +286,10 @@ def test_describe_list_transactions_producers_and_the_cli(broker, wire):
     p0, p7 = dp.topics[0].partitions
     assert [(s.producer_id, s.producer_epoch, s.last_sequence, s.current_txn_start_offset)
             for s in p0.active_producers] == [(pid, epoch, 2, 0)]
-    assert p7.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert p0.active_producers[0].coordinator_epoch == -1 and p0.active_producers[0].last_timestamp > 0
+    assert p7.error_code == E.UNKNOWN_TOPIC_OR_PARTITION and p7.active_producers == []
+    unknown = wire.request(DescribeProducersRequest(topics=[T(name="no-such", partition_indexes=[0])]), 0)
+    assert unknown.topics[0].partitions[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
     a = KafkaAdminClient(bootstrap_servers=bs)
     try:
         assert a.describe_transactions(["tx-d"])["tx-d"].producer_id == pid
@@ -298,3 +301,13 @@ def test_describe_list_transactions_producers_and_the_cli(broker, wire):
     out = subprocess.run([sys.executable, "-m", "kafkite.cli", "transactions", "describe", "tx-d",
                           "--bootstrap-server", bs], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "desc-0" in out.stdout and str(pid) in out.stdout, out.stderr
+    # as Kafka's ProducerStateManager: the marker ends the transaction and leaves its coordinator epoch (the
+    # __transaction_state partition's leader epoch)
+    assert end(wire, "tx-d", pid, epoch, True) == 0
+    txn_epoch = broker.broker.metadata.partition("__transaction_state",
+                                                 broker.broker.transactions.coordinator.partition_of("tx-d")).leader_epoch
+    wait_until(lambda: wire.request(DescribeProducersRequest(topics=[T(name="desc", partition_indexes=[0])]), 0)
+               .topics[0].partitions[0].active_producers[0].current_txn_start_offset == -1, what="the commit marker")
+    s0 = wire.request(DescribeProducersRequest(topics=[T(name="desc", partition_indexes=[0])]), 0) \
+        .topics[0].partitions[0].active_producers[0]
+    assert (s0.producer_id, s0.producer_epoch, s0.coordinator_epoch) == (pid, epoch, txn_epoch)

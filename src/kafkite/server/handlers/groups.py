@@ -260,12 +260,18 @@ async def handle_delete_groups(ctx: RequestContext):
 
 
 async def handle_offset_delete(ctx: RequestContext):
-    body, v = ctx.body, ctx.version
-    parts = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    err, rows = await ctx.broker.groups.delete_offsets(group_id=body.group_id, partitions=parts)
+    """Kafka's handleDeleteGroupOffsetsRequest: a partition of a topic the cluster does not know (or a partition
+    the topic does not have) answers UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator; a top-level
+    error from the coordinator (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) answers no topics."""
+    b, body, v = ctx.broker, ctx.body, ctx.version
+    known = [(t.name, p.partition_index) for t in body.topics for p in t.partitions
+             if b.metadata.partition(t.name, p.partition_index) is not None]
+    err, rows = await b.groups.delete_offsets(group_id=body.group_id, partitions=known)
     T = OffsetDeleteResponse.OffsetDeleteResponseTopic
     P = T.OffsetDeleteResponsePartition
     codes = {(t, p): c for t, p, c in rows}
+    codes.update({(t.name, p.partition_index): int(E.UNKNOWN_TOPIC_OR_PARTITION) for t in body.topics
+                  for p in t.partitions if (t.name, p.partition_index) not in set(known)})
     topics = [T(name=t.name, partitions=[P(partition_index=p.partition_index,
                                            error_code=codes.get((t.name, p.partition_index), 0))
                                          for p in t.partitions]) for t in body.topics] if not err else []
