@@ -242,6 +242,19 @@ def fetch_at(w, topic, offset, max_bytes):
     return p.error_code, p.high_watermark, [r.offset for r in decode_records(p.records or b"")]
 
 
+def _forty_batches_stopped(tmp_path):
+    """A data dir whose topic t holds 40 one-record batches in segments of 3000 bytes, an index entry every 300
+    bytes, after a clean stop."""
+    data = tmp_path / "data"
+    b = BrokerThread(data_dir=data).start()
+    try:
+        create_topic(b.bootstrap_servers, "t", {"segment.bytes": "3000", "index.interval.bytes": "300"})
+        assert produce_batches(b.bootstrap_servers, "t", 40) == list(range(40))
+    finally:
+        b.stop()
+    return data
+
+
 # where the damaged entry points, bytes into its batch: without the check, a Fetch there answered no
 # error and no records (1), broke the connection on a garbage length (30), or skipped records (61)
 @pytest.mark.parametrize("shift", [1, 30, 61])
@@ -252,13 +265,7 @@ def test_an_index_entry_damaged_after_a_clean_stop_is_passed_over_and_rebuilt(tm
     entry) gets every record; a WARN line names the index file and the entry, and the index is rebuilt
     on disk. Then, damaged again: a Fetch at every offset below the high watermark answers the batch
     holding it, never an empty answer without an error (a consumer there would spin silently)."""
-    data = tmp_path / "data"
-    b = BrokerThread(data_dir=data).start()
-    try:
-        create_topic(b.bootstrap_servers, "t", {"segment.bytes": "3000", "index.interval.bytes": "300"})
-        assert produce_batches(b.bootstrap_servers, "t", 40) == list(range(40))
-    finally:
-        b.stop()
+    data = _forty_batches_stopped(tmp_path)
     idx = data / "t-0" / "00000000000000000000.index"
     good = idx.read_bytes()
     ents = [struct.unpack_from(">ii", good, i) for i in range(0, len(good), 8)]
@@ -309,13 +316,7 @@ def test_a_batch_header_damaged_after_a_clean_stop_is_answered_corrupt_message(t
     a Fetch whose read must cross it answers CORRUPT_MESSAGE (Kafka's CorruptRecordException on the read
     path), never an empty answer, and the consumer raises it; the batches before it and those after the
     next index entry are served."""
-    data = tmp_path / "data"
-    b = BrokerThread(data_dir=data).start()
-    try:
-        create_topic(b.bootstrap_servers, "t", {"segment.bytes": "3000", "index.interval.bytes": "300"})
-        assert produce_batches(b.bootstrap_servers, "t", 40) == list(range(40))
-    finally:
-        b.stop()
+    data = _forty_batches_stopped(tmp_path)
     seg = data / "t-0" / SEGMENT_0
     raw = (data / "t-0" / "00000000000000000000.index").read_bytes()
     indexed = {struct.unpack_from(">ii", raw, i) for i in range(0, len(raw), 8)}
