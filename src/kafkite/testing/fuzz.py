@@ -12,15 +12,18 @@ run, figures by kind). Two sources of frames, for every (api, version) the broke
 
 `FrameRunner` hands one frame to the broker's router inside the broker's Trio loop (as a
 connection would), and classifies what happened: answered, connection closed (refused while
-decoding), still waiting at the time limit (a long Fetch or JoinGroup: cancelled, as a closing
-connection would), or an exception out of a handler -- a bug, recorded by kind. For a request that
-was refused (closed, or answered with an error for everything) it compares the broker's state
-before and after (`snapshot`): nothing may have changed.
+decoding), still waiting at the time limit -- only for a request that may wait by what it asks
+(`may_wait`: a long-poll Fetch, a Produce with acks=all, a JoinGroup, a SyncGroup; cancelled, as a
+closing connection would) --, or a bug, recorded by kind: an exception out of a handler, or any
+other request not answered within `slow_limit` (named by api, version and the frame in hex). For a
+request that was refused (closed, or answered with an error for everything) it compares the
+broker's state before and after (`snapshot`): nothing may have changed.
 """
 from __future__ import annotations
 
 import random
 import struct
+import time
 import traceback
 import uuid
 from collections import Counter
@@ -350,7 +353,7 @@ def _allowed(api: int, before: dict, after: dict) -> bool:
 # -- running frames -----------------------------------------------------------------------------------------
 @dataclass
 class Outcome:
-    kind: str  # answered | refused | closed | pending | skipped | crash | changed
+    kind: str  # answered | refused | closed | pending | skipped | crash | changed | slow
     api: int
     version: int
     detail: str = ""
@@ -389,14 +392,53 @@ def _too_many_partitions(api: int, frame: bytes) -> bool:
 
 
 GROUP_APIS = {11, 12, 13, 14, 8, 9, 15, 16, 42, 47, 10}
+PRODUCE, FETCH, SYNC_GROUP = 0, 1, 14
+
+
+def may_wait(api: int, frame: bytes) -> str | None:
+    """Why this request may be parked past the runner's time limit, read from the request itself (what Kafka
+    parks in a purgatory); None: it must be answered at once, and one that is not is a slow handler.
+
+    - Fetch (DelayedFetch): max_wait_ms > 0, min_bytes > 0, at least one partition, no incremental fetch
+      session (Kafka answers at once otherwise, a Fetch naming no partition too);
+    - Produce (DelayedProduce): acks=-1 with timeout_ms > 0 and at least one partition;
+    - JoinGroup (DelayedJoin): into a named group, with protocols;
+    - SyncGroup: a follower waits for the leader's assignment."""
+    if api not in (PRODUCE, FETCH, JOIN_GROUP, SYNC_GROUP):
+        return None
+    try:
+        req_cls, _ = registry.classes(api)
+        body = req_cls.decode(frame, version=struct.unpack_from(">h", frame, 2)[0], header=True)
+    except Exception:
+        return None  # refused while decoding: at once
+    if api == FETCH:
+        parts = sum(len(t.partitions or ()) for t in body.topics or ())
+        if body.max_wait_ms > 0 and body.min_bytes > 0 and not getattr(body, "session_id", 0) and parts:
+            return f"a long-poll Fetch (max_wait_ms={body.max_wait_ms}, min_bytes={body.min_bytes})"
+    elif api == PRODUCE:
+        parts = sum(len(t.partition_data or ()) for t in body.topic_data or ())
+        if body.acks == -1 and body.timeout_ms > 0 and parts:
+            return f"a Produce with acks=-1 (timeout_ms={body.timeout_ms})"
+    elif api == JOIN_GROUP:
+        if body.group_id and body.protocols:
+            return "a JoinGroup (waits for the rebalance)"
+    elif api == SYNC_GROUP:
+        if body.group_id and body.member_id:
+            return "a SyncGroup (a follower waits for the leader's assignment)"
+    return None
 
 
 class FrameRunner:
     """Runs frames through a broker's router in its own Trio loop (call `run` from inside it)."""
 
-    def __init__(self, broker, *, time_limit: float = 0.05, check_state: bool = True):
+    def __init__(self, broker, *, time_limit: float = 0.05, slow_limit: float = 2.0, check_state: bool = True):
+        """time_limit: how long a request that may wait (`may_wait`) is given before it is cancelled and
+        counted pending. slow_limit: how long any other request may take (waiting, or holding the loop)
+        before it is a failure, "slow api N vV" -- a bound for a shared CI machine, not for a request that
+        waits on purpose, which never gets that far."""
         self.broker = broker
         self.time_limit = time_limit
+        self.slow_limit = slow_limit
         self.check_state = check_state
         self.log = structlog.get_logger("kafkite.fuzz").bind(peer="fuzz")
         self.counts: Counter = Counter()
@@ -410,12 +452,16 @@ class FrameRunner:
             return self._count(Outcome("skipped", api, version, "partitions guard"))
         groups = _group_ids_of(api, frame) if api in GROUP_APIS else None
         before = snapshot(self.broker, groups) if self.check_state else None
+        waits_on_purpose = may_wait(api, frame)
         out: Any = None
-        with trio.move_on_after(self.time_limit) as scope:
+        started = time.perf_counter()
+        with trio.move_on_after(self.time_limit if waits_on_purpose else self.slow_limit) as scope:
             try:
                 out, waits = await self.broker.router.dispatch(frame, "127.0.0.1:1", self.log)
                 for wait in waits:
                     await wait()
+                if callable(out):  # encoded once the waits are over
+                    out = out()
             except CloseConnection as exc:
                 return self._count(self._after(Outcome("closed", api, version, str(exc)), before, groups))
             except Exception as exc:  # what serve_connection would log as connection.error
@@ -425,8 +471,11 @@ class FrameRunner:
                 self.examples.setdefault(kind, f"api {api} v{version}: {exc!r} frame={frame.hex()}")
                 self._after(Outcome("crash", api, version, kind), before, groups)  # half applied?
                 return self._count(Outcome("crash", api, version, kind))
-        if scope.cancelled_caught:
-            return self._count(Outcome("pending", api, version))
+        elapsed = time.perf_counter() - started
+        if scope.cancelled_caught and waits_on_purpose:
+            return self._count(Outcome("pending", api, version, waits_on_purpose))
+        if scope.cancelled_caught or elapsed > self.slow_limit:
+            return self._slow(api, version, frame, elapsed, still_waiting=scope.cancelled_caught)
         if out is None:
             return self._count(Outcome("answered", api, version))
         response = b"".join(bytes(p) for p in out) if isinstance(out, list) else bytes(out)
@@ -453,6 +502,18 @@ class FrameRunner:
             self.examples.setdefault(kind, f"v{o.version} {o.kind}: {diff(before, after)}")
             return Outcome("changed", o.api, o.version, diff(before, after))
         return o
+
+    def _slow(self, api: int, version: int, frame: bytes, elapsed: float, still_waiting: bool) -> Outcome:
+        """A request that does not wait on purpose and was not answered within slow_limit: a bug."""
+        try:
+            name = registry.classes(api)[0].__name__
+        except Exception:
+            name = "?"
+        kind = f"slow api {api} ({name}) v{version}"
+        self.crashes[kind] += 1
+        how = f"still waiting after {elapsed:.2f} s (cancelled)" if still_waiting else f"answered after {elapsed:.2f} s"
+        self.examples.setdefault(kind, f"{how}, and it is not a request that may wait; frame={frame.hex()}")
+        return self._count(Outcome("slow", api, version, how))
 
     def _count(self, o: Outcome) -> Outcome:
         self.counts[o.kind] += 1

@@ -137,7 +137,9 @@ async def handle_fetch(ctx: RequestContext):
     if v >= 7 and body.session_id != 0:
         # Kafkite declines incremental fetch sessions (KIP-227 permits it): every fetch is a full fetch.
         return FetchResponseData(responses=[], error_code=int(E.FETCH_SESSION_ID_NOT_FOUND))
-    max_wait = max(0, body.max_wait_ms)
+    # a Fetch naming no partition is answered at once, whatever max_wait_ms (Kafka's handleFetchRequest:
+    # `if (interesting.isEmpty) processResponseCallback(Seq.empty)`)
+    max_wait = max(0, body.max_wait_ms) if any(ft.partitions for ft in body.topics) else 0
     min_bytes = body.min_bytes
     max_bytes = body.max_bytes if v >= 3 else 2**31 - 1
     # a follower's fetch (Kafka: replica id in the body, in ReplicaState from v15): reads up to the log end
