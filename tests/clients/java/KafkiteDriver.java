@@ -76,7 +76,8 @@
 // Legacy forms kept for existing tests: `admin BS create|list|describe|delete|cluster ...`,
 // `produce BS TOPIC COUNT CODEC IDEMPOTENT [PAUSE_MS_PER_1000]` (acks=all, headers on),
 // `consume BS TOPIC COUNT` (= consume-assign, timeout 60 s),
-// `group BS TOPIC GROUP [STRATEGY]` (runs until SIGTERM: {"rec":[p,o]}, {"commit":n}, {"closed":true}).
+// `group BS TOPIC GROUP [STRATEGY]` (runs until SIGTERM: {"rec":[p,o]}, {"commit":n}, {"commit_failed":n,"error":"..."}
+// when a commit is refused in a rebalance, {"closed":true}).
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.*;
@@ -638,7 +639,14 @@ public class KafkiteDriver {
             while (!stop.get()) {
                 ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(200));
                 for (ConsumerRecord<byte[], byte[]> r : rs) { out("{\"rec\":[" + r.partition() + "," + r.offset() + "]}"); n++; }
-                if (!rs.isEmpty()) { c.commitSync(); out("{\"commit\":" + n + "}"); }
+                if (!rs.isEmpty()) {
+                    // refused while the group rebalances (as Kafka refuses it): those records may be processed
+                    // again by the partition's next owner
+                    try { c.commitSync(); out("{\"commit\":" + n + "}"); }
+                    catch (CommitFailedException | org.apache.kafka.common.errors.RebalanceInProgressException e) {
+                        out("{\"commit_failed\":" + n + ",\"error\":" + q(e.getClass().getSimpleName() + ": " + e.getMessage()) + "}");
+                    }
+                }
             }
         } catch (org.apache.kafka.common.errors.WakeupException ignored) {
         } finally {

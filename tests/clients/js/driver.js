@@ -39,7 +39,9 @@
 //        partition of OUTPUT (same key, value "out:" + value), transaction.sendOffsets() of the batch's next offset
 //        for GROUP, commit: {"txn":i,"records":N}. Ends after EXPECTED records: {"txns":N,"records":N,"timed_out":bool}.
 // Legacy forms kept for existing tests: `admin BS create|list|describe|delete ...`, `produce BS TOPIC COUNT CODEC`
-// (headers on), `consume BS TOPIC COUNT` (timeout 60 s), `group BS TOPIC GROUP` (runs until SIGTERM).
+// (headers on), `consume BS TOPIC COUNT` (timeout 60 s), `group BS TOPIC GROUP` (runs until SIGTERM:
+// {"rec":[p,o]}, {"commit":n}, {"commit_failed":n,"error":type} when a commit is refused, {"error":type,...}
+// when the consumer crashes, {"closed":true}).
 'use strict';
 const path = require('path');
 const { createRequire } = require('module');
@@ -307,9 +309,19 @@ async function group(kafka, a) {
     out({ closed: true });
     exit(0);
   });
+  // a crash of the consumer (kafkajs restarts it on retriable ones) is reported: the scenario allows none
+  c.on(c.events.CRASH, (e) => out({ error: errType(e.payload.error), message: e.payload.error && e.payload.error.message,
+    restart: e.payload.restart }));
   await c.run({ autoCommit: false, eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
     for (const m of batch.messages) { out({ rec: [batch.partition, +m.offset] }); n++; resolveOffset(m.offset); }
-    await c.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: String(+batch.lastOffset() + 1) }]);
+    try {
+      await c.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: String(+batch.lastOffset() + 1) }]);
+    } catch (e) {
+      // refused (e.g. REBALANCE_IN_PROGRESS): these records may be processed again by the next owner;
+      // rethrown so kafkajs handles it as it would (rejoin on a rebalance error)
+      out({ commit_failed: n, error: errType(e) });
+      throw e;
+    }
     out({ commit: n });
     await heartbeat();
   } });
