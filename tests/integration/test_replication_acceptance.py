@@ -10,9 +10,9 @@ while, one after another:
 3. a follower (neither leader of partition 0 nor controller) is stopped (SIGSTOP) past replica.lag.time.max.ms,
    leaves the ISR, resumes and rejoins it.
 
-At the end: every acknowledged record is in the topic exactly once, at the offset it was acknowledged with; the
-group's committed offsets never went backwards; every replica's segment files hold the same batches at the same
-offsets, byte for byte (kafkite.testing.replicas).
+At the end: every record was acknowledged (the producer retries: none may fail); every acknowledged record is in
+the topic exactly once, at the offset it was acknowledged with; the group's committed offsets never went backwards;
+every replica's segment files hold the same batches at the same offsets, byte for byte (kafkite.testing.replicas).
 """
 from __future__ import annotations
 
@@ -165,7 +165,10 @@ def test_no_acknowledged_record_lost_through_kills_and_a_pause(kafkite_zookeeper
         acked, failed, summary = produce_log_outcome(lines)
         assert producer.returncode == 0, producer.stderr.read()[-2000:]
         assert len(acked) + len(failed) == RECORDS, summary
-        assert len(acked) > RECORDS * 0.9, (summary, list(failed.items())[:3])
+        # the producer retries every retriable error (retries=MAX, delivery.timeout.ms 120 s, far above any
+        # leader election here): through kills and a pause, no record may fail
+        assert not failed, (f"{len(failed)} of {RECORDS} records failed although the producer retries", summary,
+                            list(failed.items())[:3])
 
         found = _read_all(c)
         for value, (p, o) in acked.items():

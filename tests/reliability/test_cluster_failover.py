@@ -3,7 +3,6 @@ leader of partition 0 and then the controller's broker stop and come back."""
 from __future__ import annotations
 
 import subprocess
-import time
 
 from clients import drivers
 from clients.group_scenario import python_consumer, wait_for
@@ -18,6 +17,11 @@ def views_agree(cluster):
     return all(s == strip[0] for s in strip)
 
 
+def records_in(cluster, topic: str, partitions: int) -> int:
+    """Records in the topic now: per partition its leader's log end offset (0 while it has none)."""
+    return sum(cluster.log_end_offsets(topic, p).get(cluster.leader(topic, p), 0) for p in range(partitions))
+
+
 def test_producer_and_group_survive_leader_and_controller_failover():
     drivers.need("java")
     from kafka.admin import KafkaAdminClient, NewTopic
@@ -30,22 +34,35 @@ def test_producer_and_group_survive_leader_and_controller_failover():
         consumers = [python_consumer("confluent", bs, "fo", "fo-group") for _ in range(2)]
         producer = subprocess.Popen(drivers.java_argv("produce", bs, "fo", str(N), "lz4", "true", "300"),
                                     stdout=subprocess.PIPE, text=True)
+        def processed() -> int:
+            return sum(len(c.processed) for c in consumers)
+
+        def landed_mid_traffic(what: str, appended_before: int, processed_before: int) -> None:
+            """The fault came while records were flowing (the producer still running, records appended and
+            consumed before it), and they flowed on after it: both counts grow past what they were."""
+            assert producer.poll() is None, f"the producer had finished before {what}"
+            assert appended_before > 0 and processed_before > 0, what
+            wait_for(lambda: records_in(cluster, "fo", 6) > appended_before + 500
+                     and processed() > processed_before + 500, 60, f"records produced and consumed after {what}")
+
         try:
-            wait_for(lambda: sum(len(c.processed) for c in consumers) > 2000, 60, "consumption started")
+            wait_for(lambda: processed() > 2000, 60, "consumption started")
             epoch0 = cluster.controller_epoch
             leader0 = cluster.leader("fo", 0)
+            appended, consumed = records_in(cluster, "fo", 6), processed()
             cluster.stop_broker(leader0)
             assert cluster.leader("fo", 0) not in (leader0, -1)
-            time.sleep(1.0)  # keep producing and consuming through the change
+            landed_mid_traffic(f"stopping partition 0's leader {leader0}", appended, consumed)
             controller = cluster.controller_id
             if controller == leader0:  # already moved with the first stop
                 assert cluster.controller_epoch == epoch0 + 1
                 epoch0 += 1
                 controller = cluster.controller_id
+            appended, consumed = records_in(cluster, "fo", 6), processed()
             cluster.stop_broker(controller)
             assert cluster.controller_id not in (-1, controller)
             assert cluster.controller_epoch == epoch0 + 1
-            time.sleep(1.0)
+            landed_mid_traffic(f"stopping the controller's broker {controller}", appended, consumed)
             cluster.start_broker(leader0)
             cluster.start_broker(controller)
             assert cluster.live_brokers == [1, 2, 3]
@@ -55,6 +72,7 @@ def test_producer_and_group_survive_leader_and_controller_failover():
             if producer.poll() is None:
                 producer.kill()
         import json
+        assert records_in(cluster, "fo", 6) == N
         result = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
         assert result["acked"] == N and result["errors"] == 0
         # every acknowledged record is there exactly once
