@@ -11,11 +11,13 @@ read_committed holds every input record exactly once, and the group's committed 
 """
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
 import pytest
 
+from clients import drivers
 from clients.drivers import decode_records, run_java, run_node, summary
 
 PARTITIONS = 3
@@ -37,6 +39,34 @@ def java(*args, **kw) -> list[dict]:
     last = lines[-1] if lines else {}
     if last.get("error") == "IllegalArgumentException" and "unknown command" in (last.get("message") or ""):
         pytest.skip(f"the compiled Java driver has no {args[0]} command: rerun .ci/install-clients.sh")
+    return lines
+
+
+def java_killed_when_crashing(*args, timeout: float = 180) -> list[dict]:
+    """Run the Java driver until it prints {"crashing": true}, then SIGKILL the JVM (a real crash: no shutdown
+    hook, no close, nothing flushed after) -> its JSON lines; asserts it died of the signal."""
+    import signal
+    import subprocess
+    drivers.need("java")
+    proc = subprocess.Popen(drivers.java_argv(*map(str, args)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    lines: list[dict] = []
+    try:
+        deadline = time.monotonic() + timeout
+        for line in proc.stdout:
+            if line.startswith("{"):
+                lines.append(json.loads(line))
+                if lines[-1].get("crashing"):
+                    proc.send_signal(signal.SIGKILL)
+                    break
+            assert time.monotonic() < deadline, f"no crash within {timeout} s: {lines[-3:]}"
+        assert proc.wait(30) == -signal.SIGKILL, (proc.returncode, lines[-3:], proc.stderr.read()[-2000:])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
     return lines
 
 
@@ -231,7 +261,7 @@ def test_java_consume_transform_produce(broker):
 
 @pytest.mark.parametrize("restart_broker", [False, True], ids=["same-broker", "broker-restarted"])
 def test_java_consume_transform_produce_crash_and_restart(broker_factory, tmp_path, restart_broker):
-    """The first run halts the JVM after transaction 2's records and offsets reached the broker, before its
+    """The first run's JVM is killed (SIGKILL) after transaction 2's records and offsets reached the broker, before its
     commit; the restart (same transactional.id and group.instance.id) aborts it in initTransactions (the broker
     answers CONCURRENT_TRANSACTIONS until the abort is complete) and goes on from the last committed offsets.
     broker-restarted: the broker stops (cleanly) and starts again on its data directory in between, so the open
@@ -243,7 +273,7 @@ def test_java_consume_transform_produce_crash_and_restart(broker_factory, tmp_pa
     inp = produce_input(bs, "jcrash-in", n)
     args = ("jcrash-in", "jcrash-out", "jcrash-group", "jcrash-tid", "--max-per-txn", per_txn,
             "--group-instance-id", "jcrash-member")
-    first = java("txn-ctp", bs, *args, "--crash-after-txns", crash_at, check=False)
+    first = java_killed_when_crashing("txn-ctp", bs, *args, "--crash-after-txns", crash_at)
     assert first and first[-1].get("crashing") is True, first[-3:]
     assert [x["txn"] for x in first if "records" in x and "crashing" not in x] == list(range(crash_at))
     done_first = sum(x["records"] for x in first if "txn" in x and "crashing" not in x)

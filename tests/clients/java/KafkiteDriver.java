@@ -65,7 +65,8 @@
 //        consumer.groupMetadata()) and commits: {"txn":i,"records":N}. Ends once the consumer owns every partition
 //        of INPUT and its position is at the end of each: {"txns":N,"records":N,"generation":G,"elapsed_ms":N}.
 //        --crash-after-txns T: transaction T (0-based) is sent, its offsets added and flushed, then
-//        {"crashing":true,"txn":T,"records":N} and Runtime.halt(3): no commit, no leaving the group.
+//        {"crashing":true,"txn":T,"records":N}, then it waits to be killed (the test sends SIGKILL: no
+//        commit, no leaving the group, no shutdown hook); were it not killed within 60 s it halts (exit 3).
 //   consume-all BS TOPIC [--isolation read_committed|read_uncommitted] [--timeout-ms N] [--prop k=v ...]
 //        assign every partition, read from the beginning until the position of each reaches its log end offset
 //        (read_uncommitted end offsets, taken at the start): record lines as consume-assign, then
@@ -841,7 +842,8 @@ public class KafkiteDriver {
                 if (txns == crashAfter) {
                     prod.flush();
                     out("{\"crashing\":true,\"txn\":" + txns + ",\"records\":" + rs.count() + "}");
-                    Runtime.getRuntime().halt(3);
+                    try { Thread.sleep(60_000); } catch (InterruptedException ignored) { }
+                    Runtime.getRuntime().halt(3);  // never killed: the test failed to send SIGKILL
                 }
                 prod.commitTransaction();
                 records += rs.count();
