@@ -3,6 +3,10 @@
 Kafka's LogManager schedules, each a loop here:
 - retention: every log.retention.check.interval.ms, delete segments past retention.ms /
   retention.bytes (cleanup.policy=delete);
+- segment file deletion: a deleted segment's files (retention, DeleteRecords, truncation, the files a
+  compaction replaced) are renamed `.deleted` at once and removed file.delete.delay.ms later, in a
+  worker thread (Kafka's "delete-file" tasks on its scheduler); checked every 100 ms here, so a file
+  goes at most that long after its delay (storage/unified_log.py, `files_to_delete`);
 - the log cleaner (cleanup.policy=compact): continuously, the dirtiest log first
   (storage/log_cleaner.py); the cleaning runs in a worker thread and its result is swapped in
   here, on the event loop; log.cleaner.backoff.ms between checks when nothing is to clean;
@@ -87,6 +91,7 @@ async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         nursery.start_soon(clean_logs, state)
         nursery.start_soon(flush_logs, state)
         if state.replicas.log_dir is not None:
+            nursery.start_soon(delete_segment_files, state)
             log_dir = state.replicas.log_dir
             nursery.start_soon(checkpoint, state, "log.flush.offset.checkpoint.interval.ms",
                                log_dir.recovery_points_of, log_dir.write_recovery_points)
@@ -112,6 +117,27 @@ async def retention(state) -> None:
                         break
                 if n:
                     log.info("log.retention", log=name, segments_deleted=n, log_start_offset=lg.log_start_offset)
+
+
+FILE_DELETE_CHECK_S = 0.1
+
+
+async def delete_segment_files(state) -> None:
+    """Remove the `.deleted` files whose file.delete.delay.ms has passed, in a worker thread."""
+    from .server.context import now_ms
+    while True:
+        await trio.sleep(FILE_DELETE_CHECK_S)
+        for (topic, partition), lg in list(state.replicas.logs.items()):
+            run = lg.files_to_delete(now_ms())
+            if run is None:
+                continue
+            try:
+                await trio.to_thread.run_sync(run)
+            except OSError as exc:  # Kafka's maybeHandleIOException: the log dir goes offline
+                if state.replicas.get(topic, partition) is not lg:
+                    continue  # deleted meanwhile (its directory with it): not a disk fault
+                state.replicas.handle_log_dir_failure(exc, f"deleting segment files of {topic}-{partition}")
+                break
 
 
 async def clean_logs(state) -> None:

@@ -1,5 +1,6 @@
-"""Configuration keys Kafkite does not implement are warned about or refused, never silently taken; deprecated
-topic keys that Kafka 3.x still accepts are accepted the same way."""
+"""Configuration keys Kafkite does not implement are warned about or refused, never silently taken; every topic
+config of Kafka's table is taken (and honoured: tests/unit/test_storage_topic_configs.py); deprecated topic keys
+that Kafka 3.x still accepts are accepted the same way."""
 from __future__ import annotations
 
 import collections
@@ -73,9 +74,12 @@ def test_check_broker_keys():
     assert check_broker_keys({"num.partitions": "3", "log.retention.hours": "1", "node.id": "2",
                               "log.message.format.version": "2.8", "log.message.downconversion.enable": "false",
                               "log.preallocate": "false"}) == []
-    warned = dict(check_broker_keys({"log.preallocate": "true", "zookeeper.ssl.client.enable": "true",
+    # the broker-level defaults of every topic config are used, whatever their value
+    assert check_broker_keys({"log.preallocate": "true", "log.segment.delete.delay.ms": "0",
+                              "log.index.size.max.bytes": "4096", "log.roll.jitter.ms": "1000",
+                              "log.roll.jitter.hours": "1"}) == []
+    warned = dict(check_broker_keys({"zookeeper.ssl.client.enable": "true",
                                      "ssl.keystore.location": "/k", "what.is.this": "x"}))
-    assert "is not used by Kafkite" in warned["log.preallocate"]
     assert "ZooKeeper" in warned["zookeeper.ssl.client.enable"]
     assert "PLAINTEXT" in warned["ssl.keystore.location"]
     assert warned["what.is.this"] == "The configuration 'what.is.this' was supplied but isn't a known config."
@@ -88,11 +92,23 @@ def test_message_format_version_values_as_kafka_reads_them(value, release):
     assert metadata_version_release(value) == release
 
 
-def test_not_implemented_topic_configs_accept_only_their_default():
-    for name in NOT_IMPLEMENTED_TOPIC_CONFIGS:
-        validate_topic_configs({name: TOPIC_CONFIGS[name].default})
-    with pytest.raises(ConfigError, match="Kafkite does not implement segment.jitter.ms"):
-        validate_topic_configs({"segment.jitter.ms": "1000"})
+def test_every_topic_config_of_kafka_is_implemented():
+    assert NOT_IMPLEMENTED_TOPIC_CONFIGS == {}
+    validate_topic_configs({"preallocate": "true", "segment.index.bytes": "4", "segment.jitter.ms": "1000",
+                            "file.delete.delay.ms": "0"})
+    for name, value, why in [("segment.index.bytes", "3", "Value must be at least 4"),
+                             ("segment.jitter.ms", "-1", "Value must be at least 0"),
+                             ("file.delete.delay.ms", "-1", "Value must be at least 0")]:
+        with pytest.raises(ConfigError, match=f"^Invalid value {value} for configuration {name}: {why}$"):
+            validate_topic_configs({name: value})
+    with pytest.raises(ConfigError, match="Invalid value maybe for configuration preallocate"):
+        validate_topic_configs({"preallocate": "maybe"})
+    # log.roll.jitter.hours, Kafka's second broker-level name of segment.jitter.ms, in hours
+    cfg = BrokerConfig(static={"log.roll.jitter.hours": "2"})
+    assert cfg.topic_default("segment.jitter.ms") == ("7200000", 4, "log.roll.jitter.hours")
+    cfg = BrokerConfig(static={"log.roll.jitter.hours": "2", "log.roll.jitter.ms": "5"})
+    assert cfg.topic_default("segment.jitter.ms") == ("5", 4, "log.roll.jitter.ms")
+    assert TOPIC_CONFIGS["segment.jitter.ms"].synonyms == ("log.roll.jitter.ms", "log.roll.jitter.hours")
 
 
 def _alter(admin, kind, name, configs, incremental=True):
@@ -120,24 +136,34 @@ def test_topic_keys_over_the_wire(broker, incremental):
         assert cfg["retention.ms"]["value"] == "1000"
         err = _alter(a, ConfigResourceType.TOPIC, topic, {"message.format.version": "9.9"}, incremental)
         assert "Invalid value 9.9 for configuration message.format.version: Version 9.9 is not a valid version" in err
-        # a key of the table Kafkite does not implement: its default only
-        err = _alter(a, ConfigResourceType.TOPIC, topic, {"preallocate": "true"}, incremental)
-        assert "InvalidConfiguration" in err and "Kafkite does not implement preallocate" in err
-        assert _alter(a, ConfigResourceType.TOPIC, topic, {"preallocate": "false"}, incremental) is None
-        err = _alter(a, ConfigResourceType.BROKER, "1", {"log.preallocate": "true"}, incremental)
-        assert "InvalidConfiguration" in err and "Kafkite does not implement log.preallocate" in err
+        # the keys Kafkite once took at their default only: taken (their effect: test_storage_topic_configs.py)
+        assert _alter(a, ConfigResourceType.TOPIC, topic, {"preallocate": "true", "segment.jitter.ms": "1000",
+                                                           "segment.index.bytes": "4096",
+                                                           "file.delete.delay.ms": "0"}, incremental) is None
+        cfg = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+        assert (cfg["preallocate"]["value"], cfg["segment.jitter.ms"]["value"], cfg["segment.index.bytes"]["value"],
+                cfg["file.delete.delay.ms"]["value"]) == ("true", "1000", "4096", "0")
+        err = _alter(a, ConfigResourceType.TOPIC, topic, {"segment.index.bytes": "3"}, incremental)
+        assert "InvalidConfiguration" in err and "Value must be at least 4" in err
+        assert _alter(a, ConfigResourceType.BROKER, "1", {"log.preallocate": "true"}, incremental) is None
+        assert _alter(a, ConfigResourceType.BROKER, "1", {"log.preallocate": "false"}, incremental) is None
     finally:
         a.close()
 
 
-def test_create_topics_refuses_a_not_implemented_value(wire):
+def test_create_topics_takes_the_configs_once_refused(wire):
     T = CreateTopicsRequest.CreatableTopic
-    r = wire.request(CreateTopicsRequest(topics=[T(name="unclean", num_partitions=1, replication_factor=1,
-                                                   assignments=[], configs=[T.CreatableTopicConfig(
-                                                       name="segment.jitter.ms", value="5")])],
-                                         timeout_ms=10000, validate_only=False), 5)
-    assert r.topics[0].error_code == E.INVALID_CONFIG
-    assert "Kafkite does not implement segment.jitter.ms" in r.topics[0].error_message
+
+    def create(name, key, value):
+        r = wire.request(CreateTopicsRequest(topics=[T(name=name, num_partitions=1, replication_factor=1,
+                                                       assignments=[], configs=[T.CreatableTopicConfig(
+                                                           name=key, value=value)])],
+                                             timeout_ms=10000, validate_only=False), 5)
+        return r.topics[0].error_code, r.topics[0].error_message
+    assert create("jittered", "segment.jitter.ms", "5") == (0, None)
+    code, message = create("tiny-index", "segment.index.bytes", "2")
+    assert code == E.INVALID_CONFIG
+    assert message == "Invalid value 2 for configuration segment.index.bytes: Value must be at least 4"
 
 
 def _describe_broker_key(w, node_id: int, key: str):

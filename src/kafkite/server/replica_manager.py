@@ -110,6 +110,9 @@ class ReplicaManager(ReplicatedPartitions):
         self.replication: "Replication | None" = None  # the broker's fetchers and ISR requests (ZooKeeper mode)
         self.rack_aware = replica_selector(state.config)  # KIP-392: consumers sent to a replica of their rack
         self.consumer_reads_as_follower = 0  # consumer fetches this broker answered from a follower's copy
+        # the random source of the segments' roll jitter (segment.jitter.ms) in the logs opened from now on: None
+        # for the `random` module; a test sets its own to make the jitter deterministic
+        self.segment_rng = None
 
     # -- lifecycle ------------------------------------------------------------
     def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
@@ -128,18 +131,18 @@ class ReplicaManager(ReplicatedPartitions):
     def _open(self, topic: "TopicInfo", partition: int, now_ms: int):
         cfg = self.log_config(topic)
         if self.in_memory:
-            lg = MemoryLog(cfg, now_ms=now_ms)
+            lg = MemoryLog(cfg, now_ms=now_ms, rng=self.segment_rng)
         else:
             d = self._dir(topic.name, partition)
             try:
-                lg = FileLog(d, cfg, now_ms=now_ms, topic_id=topic.topic_id,
+                lg = FileLog(d, cfg, now_ms=now_ms, topic_id=topic.topic_id, rng=self.segment_rng,
                              **self.log_dir.load_options(topic.name, partition))
             except InconsistentTopicId as exc:  # another topic's records: kept aside, never served here
                 aside = self.log_dir.set_aside(d, topic.name, partition)
                 log.warning("log.inconsistent_topic_id", partition=d.name, topic_id=str(topic.topic_id),
                             found_topic_id=str(exc.found), moved_to=str(aside),
                             message=f"{exc}: the directory is set aside as {aside.name}, the partition starts empty")
-                lg = FileLog(d, cfg, now_ms=now_ms, topic_id=topic.topic_id)
+                lg = FileLog(d, cfg, now_ms=now_ms, topic_id=topic.topic_id, rng=self.segment_rng)
         self.logs[(topic.name, partition)] = lg
         self._keys[id(lg)] = (topic.name, partition)
         return lg
@@ -458,7 +461,7 @@ class ReplicaManager(ReplicatedPartitions):
         if target < 0:
             return E.OFFSET_OUT_OF_RANGE, -1
         try:
-            return 0, lg.delete_records_before(target)
+            return 0, lg.delete_records_before(target, now_ms())
         except OffsetOutOfRange:
             return E.OFFSET_OUT_OF_RANGE, -1
         except OSError as exc:

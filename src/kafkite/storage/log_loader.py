@@ -26,7 +26,10 @@ Recovery, as Kafka's: the log directory says whether the broker stopped cleanly 
   entry that passes it but does not point at a batch start is found and rebuilt by the read path
   (log_segment.py).
 `.cleaned` files are an interrupted compaction's output: the old files stand, the leftovers are
-deleted.
+deleted. `.deleted` files are segments whose delayed deletion (file.delete.delay.ms) a stop or a crash
+cut short: removed, as Kafka's LogLoader removes them. So is an index file (`.index`, `.timeindex`,
+`.txnindex`) with no `.log` of its base (Kafka's "Found an orphaned index file"), e.g. left by a
+crash while a deleted segment's files were being renamed.
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ import structlog
 
 from .batch import CRC_START, HEADER_SIZE, MIN_BATCH_LENGTH, read_header
 from .checkpoint_file import write_atomically
-from .log_segment import FileLogSegment
+from .log_segment import DELETED_SUFFIX, FileLogSegment
 from .offset_index import CorruptIndexException
 
 log = structlog.get_logger("kafkite.log_loader")
@@ -136,7 +139,16 @@ class LogLoader:
         self.dir.mkdir(parents=True, exist_ok=True)
         for leftover in self.dir.glob("*.cleaned"):  # an interrupted compaction: the old files stand
             leftover.unlink()
+        for leftover in self.dir.glob(f"*{DELETED_SUFFIX}"):  # a deletion file.delete.delay.ms still held
+            leftover.unlink()
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit() and len(p.stem) == 20)
+        known = set(bases)
+        for suffix in (".index", ".timeindex", ".txnindex"):
+            for orphan in self.dir.glob(f"*{suffix}"):
+                if orphan.stem.isdigit() and len(orphan.stem) == 20 and int(orphan.stem) not in known:
+                    log.warning("log.orphaned_index", file=str(orphan),
+                                message=f"Found an orphaned index file {orphan}, with no corresponding log file.")
+                    orphan.unlink()
         segments = [self.new_segment(b, self.now_ms) for b in bases] or [self.new_segment(0, self.now_ms)]
         # the first segment to recover: none after a clean shutdown, else the one holding the recovery point
         first_unflushed = len(segments) if self.had_clean_shutdown else \

@@ -41,6 +41,28 @@ thread (`index_rebuild`, never on the caller's thread: it reads every batch head
 place of the damaged one, in memory and on disk. A scan that meets a batch header no batch has
 (the .log damaged after a clean stop) raises CorruptRecordException (Kafka's, answered
 CORRUPT_MESSAGE) rather than reading garbage lengths as batches.
+
+Deletion (Kafka's LocalLog.deleteSegmentFiles with asyncDelete): a segment that leaves the log --
+retention, DeleteRecords, truncation -- is `retire()`d: its files renamed with the `.deleted`
+suffix at once, the segment kept open (a read that still holds it goes on working), and a
+`DeletedFiles` returned, which the log removes `file.delete.delay.ms` later, in a worker thread
+(UnifiedLog.files_to_delete). A compaction's `swap_in` keeps the replaced files the same way: the old
+.log is hard-linked as `.log.deleted` before the cleaned one is renamed over it (so a crash in between
+leaves the old segment whole, never no segment), its index files renamed `.deleted`; they wait in
+`retired` for the log to collect them. LogLoader removes the `.deleted` files a crash left behind.
+
+Index size (segment.index.bytes, Kafka's maxIndexSize): the offset index holds at most
+`max_index_bytes // 8` entries and the time index `max_index_bytes // 12` (full one short of that: its
+last slot is kept for the final entry a roll adds, as Kafka's TimeIndex.isFull); a full index takes no
+more entries and the log rolls the segment before its next append (`index_full`), as Kafka's
+LogSegment.shouldRoll does.
+
+Preallocation (preallocate, Kafka's FileRecords.open with preallocate): `preallocate(n)` sets a new,
+empty .log's length to segment.bytes (`ftruncate`: as Java's RandomAccessFile.setLength, sparse on
+Linux filesystems, so no block is reserved); `size` stays the logical end and every read, scan and
+recovery stops there. The file is trimmed back to it when the segment rolls (`finish_roll`, in a worker,
+before its fsync; `on_roll`) and on close. After a crash the zero tail of an untrimmed segment ends its
+recovery at the last batch (LogLoader truncates it, with Kafka's "Found invalid messages" warning).
 """
 from __future__ import annotations
 
@@ -82,6 +104,39 @@ def segment_name(base: int) -> str:
     return f"{base:020d}"
 
 
+DELETED_SUFFIX = ".deleted"  # Kafka's LogFileUtils.DELETED_FILE_SUFFIX
+
+
+def deleted_path(path: Path) -> Path:
+    return path if path.name.endswith(DELETED_SUFFIX) else path.with_name(path.name + DELETED_SUFFIX)
+
+
+class DeletedFiles:
+    """A segment's files renamed `.deleted` (see the module comment), waiting for file.delete.delay.ms:
+    `delete()`, in a worker thread, closes what kept them open and removes them; `close()` (shutdown) only
+    closes, the files staying for LogLoader to remove at the next start. `due_ms`: when the log may
+    delete them (None until the log knows the time)."""
+
+    def __init__(self, base: int, paths: list[Path], closer: Callable[[], None] | None = None):
+        if not all(p.name.endswith(DELETED_SUFFIX) for p in paths):  # never a live file
+            raise ValueError(f"not files renamed {DELETED_SUFFIX}: {paths}")
+        self.base, self.paths, self._closer = base, list(paths), closer
+        self.due_ms: int | None = None
+
+    def close(self) -> None:
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            closer()
+
+    def delete(self) -> None:
+        self.close()
+        for p in self.paths:
+            p.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"DeletedFiles({[p.name for p in self.paths]}, due_ms={self.due_ms})"
+
+
 class LogSegment:
     """What the log needs of a segment; the file and memory variants implement it."""
     base: int
@@ -91,6 +146,8 @@ class LogSegment:
     max_ts_offset: int   # last offset of the first batch carrying max_ts
     first_batch_ts: int  # max timestamp of the first batch (time-based rolling), -1 when none
     created_ms: int
+    roll_jitter_ms = 0   # subtracted from segment.ms for this segment (segment.jitter.ms, drawn by the log)
+    retired: list["DeletedFiles"] | tuple = ()  # files a swap_in replaced, for the log to delete later
 
     def _reset_stats(self) -> None:
         self.max_ts, self.max_ts_offset, self.first_batch_ts = -1, -1, -1
@@ -111,8 +168,21 @@ class LogSegment:
         return None if parts is None else b"".join(parts)
 
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
-               defer_write: bool = False, sync: bool = False) -> None:
+               defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None) -> None:
         raise NotImplementedError
+
+    def index_full(self, max_index_bytes: int) -> bool:
+        """Kafka's offsetIndex.isFull || timeIndex.isFull for indexes of at most `max_index_bytes`."""
+        return False
+
+    def preallocate(self, nbytes: int) -> None:
+        """A new, empty segment's file set to `nbytes` (see the module comment); the memory segment has none."""
+
+    def retire(self) -> "DeletedFiles | None":
+        """The segment leaves the log: a file segment's files are renamed `.deleted` and returned for a
+        delayed `delete()` (see the module comment); a memory segment is dropped at once (None)."""
+        self.delete()
+        return None
 
     def scratch(self) -> "LogSegment":
         raise NotImplementedError
@@ -201,6 +271,8 @@ class FileLogSegment(LogSegment):
         self._index_lock = threading.Lock()           # putting a rebuilt index in place vs swap_in
         self._rebuilding: OffsetIndex | None = None   # the damaged index whose rebuild was started
         self.index_rebuild: threading.Thread | None = None  # the last rebuild's thread (tests join it)
+        self.retired: list[DeletedFiles] = []         # files a swap_in replaced (see the module comment)
+        self._preallocated = False                    # the file is longer than `size` (preallocate)
 
     def _reset_indexes(self) -> None:
         self.offset_index.reset()
@@ -330,8 +402,9 @@ class FileLogSegment(LogSegment):
                                     (not fresh.rel or (entry > fresh.base + fresh.rel[-1] and p > fresh.pos[-1])):
                                 fresh.append(entry, p)  # increasing: the file passes the sanity check
             with self._index_lock:
-                if self.offset_index is not damaged or not self._index_from_file or self.fd < 0:
-                    return  # replaced (the cleaner), truncated, appended to or closed meanwhile
+                if self.offset_index is not damaged or not self._index_from_file or self.fd < 0 \
+                        or damaged.path != fresh.path:
+                    return  # replaced (the cleaner), truncated, appended to, closed or deleted meanwhile
                 fresh.write()
                 self.offset_index = fresh
             log.info("log_segment.index_rebuilt", file=str(fresh.path), entries=len(fresh.rel),
@@ -357,14 +430,17 @@ class FileLogSegment(LogSegment):
             pos += h.size
         return pos
 
-    def _index_batch(self, h: BatchHeader, pos: int, interval: int) -> None:
+    def _index_batch(self, h: BatchHeader, pos: int, interval: int, max_index_bytes: int | None = None) -> None:
         """Kafka's LogSegment.append: an index entry once more than index.interval.bytes were
-        appended since the last one; stats updated."""
+        appended since the last one (none into a full index: the log rolls before the next append);
+        stats updated."""
         self._note(h)
         self.size = pos + h.size
-        if self.bytes_since_index > interval:
+        if self.bytes_since_index > interval and \
+                (max_index_bytes is None or not self.offset_index.is_full(max_index_bytes)):
             self.offset_index.append(h.last_offset, pos)
-            self.final_time_entry()
+            if max_index_bytes is None or not self.time_index.is_full(max_index_bytes):
+                self.final_time_entry()
             self.bytes_since_index = 0
         self.bytes_since_index += h.size
 
@@ -379,12 +455,50 @@ class FileLogSegment(LogSegment):
         self.offset_index.path.unlink(missing_ok=True)
         self.time_index.path.unlink(missing_ok=True)
 
+    def index_full(self, max_index_bytes: int) -> bool:
+        return self.offset_index.is_full(max_index_bytes) or self.time_index.is_full(max_index_bytes)
+
+    # -- preallocate
+    def preallocate(self, nbytes: int) -> None:
+        if self.size == 0 and nbytes > 0 and not self._preallocated and self.fd >= 0:
+            os.ftruncate(self.fd, nbytes)  # sparse: a length, not blocks (Java's RandomAccessFile.setLength)
+            self._preallocated = True
+
+    def _trim(self) -> None:
+        """Cut a preallocated file back to its logical end (Kafka's FileRecords.trim)."""
+        if self._preallocated and self.fd >= 0 and not self._failed:
+            os.ftruncate(self.fd, self.size)
+            self._preallocated = False
+
+    # -- deletion
+    def retire(self) -> DeletedFiles:
+        """Rename the segment's files `.deleted` (Kafka's changeFileSuffixes("", ".deleted")), the .log first;
+        the file stays open for a read still under way. Pending deferred writes are dropped (the records go
+        with the segment) and a roll's finish under way ends first (it writes the index files by name)."""
+        with self._writer:
+            with self._io:
+                self._pending, self._pending_sync = [], False
+            self.closing = False  # no finish_roll for a segment being deleted
+            with self._index_lock:
+                paths = []
+                for holder, attr in ((self, "log_path"), (self.offset_index, "path"), (self.time_index, "path"),
+                                     (self, "txn_index_path")):
+                    old = getattr(holder, attr)
+                    new = deleted_path(old)
+                    try:
+                        os.replace(old, new)
+                        paths.append(new)
+                    except FileNotFoundError:  # the active segment's indexes are in memory; most have no .txnindex
+                        pass
+                    setattr(holder, attr, new)
+        return DeletedFiles(self.base, paths, self.close)
+
     # -- data
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
-               defer_write: bool = False, sync: bool = False) -> None:
+               defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None) -> None:
         """Write buf (any bytes-like: no copy) at the end; with defer_write the write (and with
         sync an fsync after it) is left to `write_deferred` in a worker thread (the caller keeps the
-        records invisible until then)."""
+        records invisible until then). The indexes take no entry past `max_index_bytes`."""
         start = self.size
         if self._failed:
             raise OSError(errno.EIO, f"{self.log_path}: an earlier write to this segment failed")
@@ -399,7 +513,7 @@ class FileLogSegment(LogSegment):
             self._pwrite(buf, start)
         self._index_from_file = False  # its entries now come from appends too: never rebuilt behind them
         for pos, h in headers:
-            self._index_batch(h, start + pos, index_interval)
+            self._index_batch(h, start + pos, index_interval, max_index_bytes)
 
     def _pwrite(self, data, pos: int, fd: int | None = None) -> None:
         """Write all of data at pos (a short write is continued: on a full disk the next call raises
@@ -589,6 +703,7 @@ class FileLogSegment(LogSegment):
     def finish_roll(self) -> None:
         def finish() -> None:
             if self.closing and self.fd >= 0 and not self._failed:
+                self._trim()  # to the logical end, which the pending writes fill: then their fsync
                 self._write_pending(force_sync=True)
                 self.write_indexes(sync=True)
                 self.closing = False
@@ -600,12 +715,28 @@ class FileLogSegment(LogSegment):
                               suffix=".cleaned")
 
     def swap_in(self, prepared: "FileLogSegment") -> None:
-        """Put a prepared replacement in place: indexes removed first, then each file renamed over
-        the old one, so a crash in between leaves a .log whose indexes are rebuilt on open."""
+        """Put a prepared replacement in place: the old indexes renamed `.deleted` first, the old .log
+        hard-linked as `.log.deleted`, then each new file renamed over the old one, so a crash in between
+        leaves a .log whose indexes are rebuilt on open. The old files wait in `retired` (the old .log kept
+        open) for the log to delete them after file.delete.delay.ms (see the module comment)."""
         self.complete_writes()
         with self._index_lock:  # an index rebuild under way is not put in place after this
-            self.unlink_indexes()
-            os.close(self.fd)
+            aside = []
+            for idx in (self.offset_index, self.time_index):
+                try:
+                    os.replace(idx.path, deleted_path(idx.path))
+                    aside.append(deleted_path(idx.path))
+                except FileNotFoundError:
+                    pass
+            old_log = deleted_path(self.log_path)
+            try:
+                old_log.unlink(missing_ok=True)  # an earlier compaction's, still waiting: its fd keeps it
+                os.link(self.log_path, old_log)
+                aside.append(old_log)
+            except OSError as exc:  # no hard links on this filesystem: the old .log goes at once
+                if exc.errno == errno.EIO:
+                    raise
+            old_fd = self.fd
             os.replace(prepared.log_path, self.log_path)
             for mine, theirs in ((self.offset_index, prepared.offset_index), (self.time_index, prepared.time_index)):
                 os.replace(theirs.path, mine.path)
@@ -613,6 +744,8 @@ class FileLogSegment(LogSegment):
             self.fd, prepared.fd = prepared.fd, -1
             self.offset_index, self.time_index = prepared.offset_index, prepared.time_index
             self._index_from_file = False
+            self._preallocated = False
+        self.retired.append(DeletedFiles(self.base, aside, lambda: os.close(old_fd)))
         self.bytes_since_index = prepared.bytes_since_index
         self._adopt(prepared)
 
@@ -622,6 +755,7 @@ class FileLogSegment(LogSegment):
         os.ftruncate(self.fd, pos)
         os.fsync(self.fd)
         self.size = pos
+        self._preallocated = False  # as Kafka's FileRecords.truncateTo: the file ends at the cut
         self.recover(check_crc=False)
         self.closing = False  # active again (truncation pops the segments after it)
 
@@ -629,6 +763,7 @@ class FileLogSegment(LogSegment):
         """No longer active: final time-index entry, indexes and .log on disk, now."""
         self.complete_writes()
         self.final_time_entry()
+        self._trim()
         os.fsync(self.fd)
         self.write_indexes(sync=True)
         self.closing = False
@@ -679,6 +814,10 @@ class FileLogSegment(LogSegment):
     def close(self) -> None:
         if self.fd >= 0:
             self.complete_writes()
+            try:
+                self._trim()
+            except OSError:
+                pass  # left for recovery at the next start (it ends the segment at its last batch)
             os.close(self.fd)
             self.fd = -1
 

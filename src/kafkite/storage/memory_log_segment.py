@@ -1,5 +1,9 @@
 """The memory variant of LogSegment (--in-memory brokers and tests): the segment's batches as a
-list of bytes objects, found by bisecting their last offsets."""
+list of bytes objects, found by bisecting their last offsets.
+
+It has no index files, but counts the entries a file segment's offset and time indexes would hold
+(one every index.interval.bytes, as FileLogSegment._index_batch adds them), so that
+segment.index.bytes rolls memory and file logs at the same offsets."""
 from __future__ import annotations
 
 import bisect
@@ -21,15 +25,34 @@ class MemoryLogSegment(LogSegment):
         self.lasts: list[int] = []  # last offset of each batch, for bisect
         self.size, self.next_offset = 0, self.base
         self._reset_stats()
+        # the entries a file segment's indexes would hold (segment.index.bytes)
+        self.index_entries = self.time_entries = self.bytes_since_index = 0
+        self._last_time_entry = -1
 
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
-               defer_write: bool = False, sync: bool = False) -> None:
+               defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None) -> None:
         mv = memoryview(buf)
+        self.index_interval = index_interval
         for pos, h in headers:
             self._note(h)
             self.batches.append(bytes(mv[pos:pos + h.size]))
             self.lasts.append(h.last_offset)
             self.size += h.size
+            self._count_index_entry(h.size, index_interval, max_index_bytes)
+
+    def _count_index_entry(self, size: int, interval: int, max_index_bytes: int | None) -> None:
+        """FileLogSegment._index_batch's entries, counted."""
+        if self.bytes_since_index > interval and (max_index_bytes is None or self.index_entries < max_index_bytes // 8):
+            self.index_entries += 1
+            if self.max_ts >= 0 and self.max_ts > self._last_time_entry and \
+                    (max_index_bytes is None or self.time_entries < max_index_bytes // 12 - 1):
+                self.time_entries += 1
+                self._last_time_entry = self.max_ts
+            self.bytes_since_index = 0
+        self.bytes_since_index += size
+
+    def index_full(self, max_index_bytes: int) -> bool:
+        return self.index_entries >= max_index_bytes // 8 or self.time_entries >= max_index_bytes // 12 - 1
 
     def iter_batches(self, from_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
         i = 0 if from_offset is None else bisect.bisect_left(self.lasts, from_offset)
@@ -74,7 +97,7 @@ class MemoryLogSegment(LogSegment):
         i = bisect.bisect_left(self.lasts, offset)  # first batch reaching offset: dropped whole
         data = b"".join(self.batches[:i])
         self._clear()
-        self.append(data, list(iter_batches(data)), 0)
+        self.append(data, list(iter_batches(data)), self.index_interval)
 
     def delete(self) -> None:
         self.batches, self.lasts = [], []

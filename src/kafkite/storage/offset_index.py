@@ -3,6 +3,7 @@
 8-byte big-endian entries (offset relative to the segment's base -- the last offset of a
 batch -- and the int32 file position of that batch), one every `index.interval.bytes` of log.
 Held in memory as two compact arrays; written out whole when the segment stops being active.
+At most `segment.index.bytes // 8` entries (`is_full`: the log rolls the segment, see log_segment.py).
 
 A file read at start-up passes Kafka's sanity checks (OffsetIndex.sanityCheck: a whole number of
 entries, offsets from the segment's base; here also offsets and positions strictly increasing and
@@ -84,6 +85,11 @@ class IndexFile:
             raise CorruptIndexException(f"{self.kind} file {self.path} is corrupt, found {len(raw)} bytes which is "
                                         f"neither positive nor a multiple of {self.entry_size}")
         return raw
+
+    def is_full(self, max_index_bytes: int) -> bool:
+        """Kafka's AbstractIndex.isFull for an index file of at most `max_index_bytes` (segment.index.bytes):
+        `max_index_bytes // entry_size` entries."""
+        return len(getattr(self, self.columns[0])) >= max_index_bytes // self.entry_size
 
     def to_bytes(self) -> bytes:
         raise NotImplementedError

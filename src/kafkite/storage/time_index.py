@@ -2,7 +2,8 @@
 
 12-byte big-endian entries (int64 largest timestamp so far, int32 offset relative to the base of
 the batch holding it), monotonic in the timestamp, added with the offset index's entries plus a
-final one when the segment stops being active. A file that fails the sanity check at start-up
+final one when the segment stops being active (segment.index.bytes: full one entry short of its
+`// 12` entries, the last slot kept for that final entry, as Kafka's). A file that fails the sanity check at start-up
 (Kafka's TimeIndex.sanityCheck, and its entries in order) raises CorruptIndexException: rebuilt.
 """
 from __future__ import annotations
@@ -20,6 +21,11 @@ class TimeIndex(IndexFile):
     codes = ("q", "i")
     ts: array
     rel: array
+
+    def is_full(self, max_index_bytes: int) -> bool:
+        """Kafka's TimeIndex.isFull: one entry short of `max_index_bytes // 12`, the last slot being kept for
+        the final entry a roll adds."""
+        return len(self.ts) >= max_index_bytes // self.entry_size - 1
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add (timestamp, offset) if the timestamp is larger than the last entry's."""
