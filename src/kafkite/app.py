@@ -14,9 +14,12 @@ log = structlog.get_logger("kafkite")
 
 
 async def serve(config: BrokerConfig, *, data_dir: Path | None, in_memory: bool, brokers: int = 1,
-                task_status=trio.TASK_STATUS_IGNORED) -> None:
+                loop_watchdog_ms: float | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve one broker, or `brokers` brokers of one in-process cluster (node ids 1..N; ports P, P+1, ...
-    or all free ports when P is 0), until SIGINT or SIGTERM."""
+    or all free ports when P is 0), until SIGINT or SIGTERM. The loop watchdog (kafkite.loop_watchdog) logs a
+    step holding the event loop past `loop_watchdog_ms` (default: KAFKITE_LOOP_WATCHDOG_MS, else 100; 0: off)."""
+    from .loop_watchdog import install
+    install(loop_watchdog_ms)
     # take SIGINT/SIGTERM over before the ready line: a signal sent the moment "ready" is read must be a
     # clean shutdown, not trio's default KeyboardInterrupt (or the default SIGTERM death)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -46,7 +46,7 @@ def _serve(args) -> int:
         return 1
     try:
         trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory,
-                               brokers=args.brokers))
+                               brokers=args.brokers, loop_watchdog_ms=args.loop_watchdog_ms))
     except KeyboardInterrupt:
         pass  # Ctrl-C during start-up, before serve() took the signals over
     except BaseExceptionGroup as group:
@@ -222,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--brokers", type=int, default=1, help="run an in-process cluster of N brokers")
     s.add_argument("--log-json", action="store_true", help="JSON log lines")
     s.add_argument("--log-level", default="INFO")
+    s.add_argument("--loop-watchdog-ms", type=float, default=None,
+                   help="WARN when one step holds the event loop longer (default 100, or KAFKITE_LOOP_WATCHDOG_MS; "
+                        "0 = off)")
     s.set_defaults(func=_serve)
 
     t = sub.add_parser("topics", help="manage topics on any Kafka-compatible cluster")

@@ -22,6 +22,7 @@ class TrioThread:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self.watchdog = None  # the loop's LoopWatchdog (kafkite.loop_watchdog), once running
 
     async def _serve(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -30,7 +31,9 @@ class TrioThread:
         self._ready.set()
 
     async def _main(self) -> None:
+        from ..loop_watchdog import install
         self._token = trio.lowlevel.current_trio_token()
+        self.watchdog = install()  # a WARN line for a step holding the loop past 100 ms (KAFKITE_LOOP_WATCHDOG_MS)
         with trio.CancelScope() as cs:
             self._cancel = cs
             await self._serve()

@@ -1,0 +1,71 @@
+"""A watchdog on the Trio event loop: a Trio instrument that times each task step and logs a WARN line naming
+the task when one step held the loop longer than a threshold (nothing else can run meanwhile: every client of
+the broker waits). On in `kafkite serve` and in the test helpers' loops (TrioThread), 100 ms by default;
+`KAFKITE_LOOP_WATCHDOG_MS` sets the threshold (0 turns it off), `kafkite serve --loop-watchdog-ms` too.
+
+    event='event_loop.blocked' task='kafkite.services.clean_logs' held_ms=312.4 threshold_ms=100
+
+A step is the code a task runs between two awaits that yield (a checkpoint), so the line names the task that
+did blocking work -- an fsync, a file rename, a decompression left on the loop -- and how long it held it.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import structlog
+import trio
+
+log = structlog.get_logger("kafkite.watchdog")
+DEFAULT_THRESHOLD_MS = 100.0
+ENV = "KAFKITE_LOOP_WATCHDOG_MS"
+
+
+class LoopWatchdog(trio.abc.Instrument):
+    def __init__(self, threshold_ms: float = DEFAULT_THRESHOLD_MS) -> None:
+        self.threshold_s = threshold_ms / 1000.0
+        self.blocked: list[tuple[str, float]] = []  # (task name, ms held), the last MAX_KEPT, for tests
+        self._started: dict[trio.lowlevel.Task, float] = {}
+
+    MAX_KEPT = 1000
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._started[task] = time.perf_counter()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        # (every step ends here, a task's last one too: trio calls task_exited before this hook)
+        start = self._started.pop(task, None)
+        if start is None:
+            return
+        held = time.perf_counter() - start
+        if held > self.threshold_s:
+            ms = round(held * 1000, 1)
+            if len(self.blocked) >= self.MAX_KEPT:
+                del self.blocked[0]
+            self.blocked.append((task.name, ms))
+            log.warning("event_loop.blocked", task=task.name, held_ms=ms, threshold_ms=self.threshold_s * 1000,
+                        message=f"task {task.name} held the event loop for {ms} ms")
+
+
+def threshold_from_env(default: float = DEFAULT_THRESHOLD_MS) -> float:
+    """The threshold in ms from KAFKITE_LOOP_WATCHDOG_MS (0: off), else `default`."""
+    raw = os.environ.get(ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{ENV} must be a number of milliseconds, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{ENV} must be 0 (off) or more, got {raw!r}")
+    return value
+
+
+def install(threshold_ms: float | None = None) -> LoopWatchdog | None:
+    """Add a watchdog to the running Trio loop (threshold from the environment unless given; None when 0)."""
+    ms = threshold_from_env() if threshold_ms is None else threshold_ms
+    if ms <= 0:
+        return None
+    dog = LoopWatchdog(ms)
+    trio.lowlevel.add_instrument(dog)
+    return dog
