@@ -33,7 +33,7 @@ if ! command -v kcat >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
     { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends kcat; } >"$TOOLS/apt.log" 2>&1 || true
-    command -v kcat >/dev/null 2>&1 || failed kcat "$SUDO apt-get install -y kcat" "kcat is not on PATH afterwards; see $TOOLS/apt.log"
+    command -v kcat >/dev/null 2>&1 || failed kcat "${SUDO:+$SUDO }apt-get install -y kcat" "kcat is not on PATH afterwards; see $TOOLS/apt.log"
   else
     failed kcat "apt-get install -y kcat" "no apt-get on this machine: install kcat by hand"
   fi
@@ -45,7 +45,7 @@ if [ ! -e /usr/share/java/zookeeper.jar ]; then
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
     { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends zookeeper; } >>"$TOOLS/apt.log" 2>&1 || true
-    [ -e /usr/share/java/zookeeper.jar ] || failed zookeeper "$SUDO apt-get install -y zookeeper" "no /usr/share/java/zookeeper.jar afterwards; see $TOOLS/apt.log"
+    [ -e /usr/share/java/zookeeper.jar ] || failed zookeeper "${SUDO:+$SUDO }apt-get install -y zookeeper" "no /usr/share/java/zookeeper.jar afterwards; see $TOOLS/apt.log"
   else
     failed zookeeper "apt-get install -y zookeeper" "no apt-get: install ZooKeeper 3.8 by hand (set KAFKITE_ZOOKEEPER_CLASSPATH to its jars)"
   fi

@@ -22,12 +22,16 @@ if [ -z "${KAFKITE_SPARK_JARS:-}" ] && [ -f .ci/spark-jars.sh ]; then
     echo "spark-jars: KAFKITE_SPARK_JARS=$SPARK_JARS"
   fi
 fi
+ORDER=()
 case "${CI:-}" in
   true|TRUE|True|1|yes)
     if [ -z "${KAFKITE_SPARK_JARS:-}" ]; then
       echo "test.sh: FAILED under CI: no Spark connector jars (bash .ci/spark-jars.sh found none in ${KAFKITE_SPARK_JARS_SRC:-../shared/spark-jars})" >&2
       exit 1
-    fi ;;
+    fi
+    # the tests run in a shuffled order (pytest-randomly), the same one every CI run; elsewhere a new one each
+    # run (its seed printed at the top: --randomly-seed=N replays it, -p no:randomly keeps the file order)
+    ORDER=(--randomly-seed="${KAFKITE_TEST_SEED:-20261125}") ;;
 esac
 # -rs: every skip is listed with its reason (under CI=true a skip fails the run: tests/conftest.py)
-exec .venv/bin/python -m pytest -p no:cacheprovider -rs "$@"
+exec .venv/bin/python -m pytest -p no:cacheprovider -rs "${ORDER[@]}" "$@"
