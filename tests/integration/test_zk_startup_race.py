@@ -19,10 +19,9 @@ import pytest
 
 from kafkite.testing.process_cluster import ProcessCluster
 
-pytestmark = pytest.mark.timeout(600)
-
 SESSION_MS = 4000
 ROUNDS = int(os.environ.get("KAFKITE_RACE_ROUNDS", "3"))   # 50 for the soak run quoted in the issue note
+pytestmark = pytest.mark.timeout(120 + 40 * ROUNDS)
 _chroots = itertools.count(1)
 
 
