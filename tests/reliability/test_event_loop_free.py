@@ -152,3 +152,41 @@ def test_segment_rolls_do_not_wait_for_fsync_on_the_event_loop(tmp_path, monkeyp
         lg = b.state.replicas.get("rolling", 0)
         assert lg.log_end_offset == 6 and len(lg.segments) == 3
         assert len(latencies) >= 5 and max(latencies) < BOUND_S, sorted(latencies)[-5:]
+
+
+def test_acks0_produce_leaves_its_fsync_to_a_worker(tmp_path, monkeypatch):
+    """acks=0 appends are written and fsynced in a worker like any other (they were fsynced inline, holding the
+    event loop): with every fsync taking 1 s, Metadata on another connection stays prompt and the loop watchdog
+    sees no produce step holding it; the records become readable although their connection closed at once."""
+    with BrokerThread(data_dir=tmp_path / "data") as b:
+        bs = b.bootstrap_servers
+        admin = KafkaAdminClient(bootstrap_servers=bs)
+        admin.create_topics([NewTopic("fire", 1, 1)])
+        admin.close()
+        data = big_batch(n=5, value_size=100)
+        real_fsync = slow_fsync(monkeypatch)
+        b.watchdog.blocked.clear()
+        T = ProduceRequest.TopicProduceData
+        req = ProduceRequest(transactional_id=None, acks=0, timeout_ms=30000, topic_data=[
+            T(name="fire", topic_id=None, partition_data=[T.PartitionProduceData(index=0, records=data)])])
+        with WireClient.connect(bs, timeout=30) as w:
+            for _ in range(3):
+                w.send_raw(w.encode(req, 9)[0])  # no answer comes to acks=0
+        with WireClient.connect(bs, timeout=30) as w:
+            t0 = time.monotonic()
+            metadata(w, "fire")
+            assert time.monotonic() - t0 < BOUND_S
+        assert not [(t, ms) for t, ms in b.watchdog.blocked if ms >= 900], b.watchdog.blocked
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        lg = b.state.replicas.get("fire", 0)
+        wait_until(lambda: lg.log_end_offset == 15 and lg.high_watermark == 15, timeout=30,
+                   what="the acks=0 records written and readable")
+        with WireClient.connect(bs, timeout=30) as w:
+            T2 = FetchRequest.FetchTopic
+            r = w.request(FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                                       session_id=0, session_epoch=-1, topics=[T2(topic="fire", topic_id=None, partitions=[
+                                           T2.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                             last_fetched_epoch=-1, log_start_offset=-1,
+                                                             partition_max_bytes=1 << 20)])],
+                                       forgotten_topics_data=[], rack_id=""), 12)
+            assert r.responses[0].partitions[0].high_watermark == 15

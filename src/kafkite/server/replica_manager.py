@@ -319,9 +319,9 @@ class ReplicaManager(ReplicatedPartitions):
                              acks: int, now_ms: int, produce_version: int | None = None) -> AppendOutcome:
         """A client's Produce to one partition (Kafka's appendRecords): acks, the leader check, no
         client writes to internal topics, min.insync.replicas for acks=all (checked before the append),
-        then validation and the append (see the module comment). acks=0 has nobody to wait for the
-        fsync: it is done inline; otherwise the caller awaits `wait_durable(*outcome.durable_wait)`
-        before answering."""
+        then validation and the append (see the module comment). The write and its fsync are left to
+        `wait_durable(*outcome.durable_wait)`, which the caller awaits (in a worker thread) before
+        answering (acks=0: `complete_in_background`): never on the event loop."""
         if acks not in (0, 1, -1):
             return AppendOutcome(error=E.INVALID_REQUIRED_ACKS)
         # internal topics are written by their coordinators only
@@ -350,7 +350,7 @@ class ReplicaManager(ReplicatedPartitions):
             except NeedsWorker:
                 pass
             else:
-                return self._append_validated(key, lg, v, now_ms, pinfo.leader_epoch, acks != 0)
+                return self._append_validated(key, lg, v, now_ms, pinfo.leader_epoch, True)
         lock = self._append_locks.setdefault(key, trio.Lock())
         try:
             async with lock:
@@ -366,7 +366,7 @@ class ReplicaManager(ReplicatedPartitions):
                     return AppendOutcome(error=err or (E.KAFKA_STORAGE_ERROR if self.offline_log_dirs
                                                        else E.NOT_LEADER_OR_FOLLOWER))
                 return self._append_validated(key, lg, v, now_ms, cache.partition(topic, partition).leader_epoch,
-                                              acks != 0)
+                                              True)
         finally:
             if not lock.locked() and self._append_locks.get(key) is lock:
                 del self._append_locks[key]
@@ -584,6 +584,23 @@ class ReplicaManager(ReplicatedPartitions):
             finally:
                 del self._flushing[id(lg)]
                 done.set()
+
+    def complete_in_background(self, writes: list[tuple]) -> None:
+        """acks=0: nobody waits for these appends' writes and fsyncs (`durable_wait`s); a task of the broker's own
+        awaits them, so that they run in a worker as any other, and a connection closed meanwhile does not leave
+        the records unwritten (and unread: reads stop at the written end)."""
+        if not writes:
+            return
+
+        async def complete() -> None:
+            for lg, offset in writes:
+                try:
+                    await self.wait_durable(lg, offset)
+                except KafkaStorageException:
+                    pass  # the log dir went offline: logged there, and the records were never acknowledged
+                except Exception:  # a system task must not raise
+                    log.exception("produce.acks0_write_failed")
+        trio.lowlevel.spawn_system_task(complete)
 
     def _log_end_moved(self, key: tuple[str, int]) -> None:
         """Records were appended (and written): a replicated partition's leader may move its high watermark;

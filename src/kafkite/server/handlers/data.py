@@ -53,7 +53,8 @@ async def handle_produce(ctx: RequestContext):
             if out.durable_wait is not None or (not out.error and acks == -1 and rm.replicated(name, pd.index)):
                 waits.append((out.durable_wait, out.last_offset, name, part))
         topics.append(T(name=name, partition_responses=parts))
-    if acks == 0:
+    if acks == 0:  # no answer: the writes and fsyncs run in a worker all the same, whatever the connection does
+        rm.complete_in_background([write for write, *_ in waits if write is not None])
         return None
     if waits:
         deadline = trio.current_time() + max(0, body.timeout_ms) / 1000.0
