@@ -6,7 +6,7 @@ Kafka's LogManager schedules, each a loop here:
 - segment file deletion: a deleted segment's files (retention, DeleteRecords, truncation, the files a
   compaction replaced) are renamed `.deleted` at once and removed file.delete.delay.ms later, in a
   worker thread (Kafka's "delete-file" tasks on its scheduler); checked every 100 ms here, so a file
-  goes at most that long after its delay (storage/unified_log.py, `files_to_delete`);
+  goes at most that long after its delay (storage/local_log.py, `files_to_delete`);
 - the log cleaner (cleanup.policy=compact): continuously, the dirtiest log first
   (storage/log_cleaner.py); the cleaning runs in a worker thread and its result is swapped in
   here, on the event loop; log.cleaner.backoff.ms between checks when nothing is to clean;

@@ -11,8 +11,9 @@ import pytest
 import structlog
 
 from kafkite.storage.batch import iter_batches
+from kafkite.storage.file_log_segment import FileLogSegment
 from kafkite.storage.log_config import LogConfig
-from kafkite.storage.log_segment import CorruptRecordException, FileLogSegment
+from kafkite.storage.log_segment import CorruptRecordException
 from kafkite.storage.unified_log import FileLog
 
 from test_storage_log import batch, offsets

@@ -27,7 +27,7 @@ dirty tail. Kafka's rules, sans-IO (callers pass now_ms; nothing here touches tr
   or aborted) and it is older than `delete.retention.ms`, as Kafka's cleaner removes markers with the tombstones'
   retention (Kafka counts it from the first cleaning that found the marker removable, here from the marker's own
   timestamp, as for tombstones). A changed segment's replacement is prepared as `.cleaned`
-  files (log_segment.py).
+  files (file_log_segment.py).
 - Swap-in (`LogCleaner.swap_in`, on the log's own thread): only if the log did not change
   underneath (its `version`: retention, DeleteRecords, truncation); else the result is
   discarded. The first dirty offset then moves to the end of the cleaned range (or of the map).

@@ -1,6 +1,6 @@
 """Kafka's LogLoader: opening a partition directory and recovering it.
 
-A partition is a directory `<topic>-<partition>/` holding its segments' files (log_segment.py)
+A partition is a directory `<topic>-<partition>/` holding its segments' files (file_log_segment.py)
 and `leader-epoch-checkpoint` (leader_epoch_file_cache.py), `partition.metadata` (Kafka's
 PartitionMetadataFile: `version: 0` / `topic_id: <base64 topic id>`) and `log-start-offset`
 (our one-number checkpoint, written as the log start offset moves; the log directory's
@@ -20,11 +20,11 @@ Recovery, as Kafka's: the log directory says whether the broker stopped cleanly 
   WARN line naming the file, the byte offset and the bytes dropped. Segments below the recovery
   point were fsynced before it moved past them: they are not rescanned.
 - A segment whose index files are missing or stale is recovered whatever the shutdown (a roll's
-  index files are written after its .log's fsync, see log_segment.py); so is one whose index
+  index files are written after its .log's fsync, see file_log_segment.py); so is one whose index
   file fails its sanity check (Kafka's CorruptIndexException: "Found a corrupted index file
   corresponding to log file ..., recovering segment and rebuilding index files..."). An .index
   entry that passes it but does not point at a batch start is found and rebuilt by the read path
-  (log_segment.py).
+  (offset_index_check.py).
 `.cleaned` files are an interrupted compaction's output: the old files stand, the leftovers are
 deleted. `.deleted` files are segments whose delayed deletion (file.delete.delay.ms) a stop or a crash
 cut short: removed, as Kafka's LogLoader removes them. So is an index file (`.index`, `.timeindex`,
@@ -45,7 +45,7 @@ import structlog
 
 from .batch import CRC_START, HEADER_SIZE, MIN_BATCH_LENGTH, read_header
 from .checkpoint_file import write_atomically
-from .log_segment import DELETED_SUFFIX, FileLogSegment
+from .file_log_segment import DELETED_SUFFIX, FileLogSegment
 from .offset_index import CorruptIndexException
 
 log = structlog.get_logger("kafkite.log_loader")

@@ -3,7 +3,7 @@
 8-byte big-endian entries (offset relative to the segment's base -- the last offset of a
 batch -- and the int32 file position of that batch), one every `index.interval.bytes` of log.
 Held in memory as two compact arrays; written out whole when the segment stops being active.
-At most `segment.index.bytes // 8` entries (`is_full`: the log rolls the segment, see log_segment.py).
+At most `segment.index.bytes // 8` entries (`is_full`: the log rolls the segment, see file_log_segment.py).
 
 A file read at start-up passes Kafka's sanity checks (OffsetIndex.sanityCheck: a whole number of
 entries, offsets from the segment's base; here also offsets and positions strictly increasing and

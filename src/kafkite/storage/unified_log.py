@@ -1,15 +1,8 @@
 """Kafka's UnifiedLog: one partition's log, over file or memory segments.
 
 A log is a list of segments (log_segment.py), each holding the batches from its base offset up
-to the next segment's base. The last segment is the active one: appends go there, and it is
-rolled (a new segment started at the log end offset) when the next append would take it past
-`segment.bytes`, when its offset or time index is full (`segment.index.bytes`), or when
-`segment.ms` minus the segment's jitter has passed since its first batch (`roll_if_due` also
-rolls a compacted log's active segment from the cleaner's periodic check). The jitter is Kafka's
-LogConfig.randomSegmentJitter, drawn when the segment is made: a random value in
-[0, min(segment.jitter.ms, segment.ms)), from `rng` (the `random` module unless one is given, so
-that a test can fix it). With `preallocate` a new file segment's .log is set to segment.bytes
-(log_segment.py). Every rule --
+to the next segment's base; keeping them -- rolling the active one, deleting the files of those
+that leave the log -- is LocalLog's (local_log.py), which UnifiedLog extends. Every rule --
 offset assignment, rolling, reads, the high watermark, retention, DeleteRecords, timestamp
 lookup, truncation, the leader epoch cache and producer state -- is the same for both kinds of
 segment, so file and memory logs behave alike to the offset. Directory loading and recovery
@@ -33,15 +26,6 @@ LogManager.handleLogDirFailure closing the log's handlers) drops them, unwritten
 function for a worker thread that cuts them from the files and closes them, so that neither a
 later flush nor a restart brings them back.
 
-Segment deletion (Kafka's asynchronous deleteSegmentFiles): a segment leaving the log -- retention,
-DeleteRecords, truncation -- has its files renamed `.deleted` at once, and so have the files a
-compaction replaced; they are removed `file.delete.delay.ms` later (the delay of the log's config
-when they were renamed): `files_to_delete(now_ms)`, from a periodic task (services.py), hands the due
-ones over as a function for a worker thread. The delay runs from the `now_ms` of the operation that
-renamed them, or, for those that take none (compaction's swap, truncation), from the first
-`files_to_delete` call that sees them. At close they are left for LogLoader, which removes `.deleted`
-files when it opens the directory.
-
 Sans-IO with respect to time: every operation that needs the clock takes `now_ms`.
 """
 from __future__ import annotations
@@ -54,22 +38,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-import structlog
-
 from .batch import BatchHeader, Record, crc_ok, decode_batch, iter_batches, read_marker, valid_prefix
 from .leader_epoch_file_cache import LeaderEpochFileCache
+from .local_log import LocalLog
 from .log_config import LogConfig
 from .checkpoint_file import write_atomically
 from .log_loader import LogLoader, check_topic_id, read_topic_id, write_partition_metadata
-from .log_segment import DeletedFiles, LogSegment
+from .log_segment import LogSegment
 from .log_validator import assign_offsets_and_compress
 from .memory_log_segment import MemoryLogSegment
 from .producer_state import CompletedTxn, ProducerStateManager
 from .transaction_index import AbortedTxn, AbortedTxns, append_entry, sync_files
-
-INT32_MAX = (1 << 31) - 1
-
-log = structlog.get_logger("kafkite.unified_log")
 
 
 class UnexpectedAppend(Exception):
@@ -90,24 +69,15 @@ class AppendResult:
     log_start_offset: int
 
 
-class UnifiedLog:
+class UnifiedLog(LocalLog):
     """One partition's log (see the module comment). `new_segment(base, now_ms)` makes a segment
     of the log's kind; `directory` is None for a memory log."""
 
     def __init__(self, config: LogConfig, segments: list[LogSegment], *, epochs: LeaderEpochFileCache,
                  new_segment: Callable[[int, int], LogSegment], log_start_offset: int = 0,
                  directory: Path | None = None, now_ms: int = 0, rng: random.Random | None = None) -> None:
-        self.config = config
-        self.segments = segments
+        super().__init__(config, segments, new_segment=new_segment, directory=directory, rng=rng)
         self.epochs = epochs
-        self.dir = directory
-        self._new_segment = new_segment
-        self._rng = rng if rng is not None else random
-        self._doomed: list[DeletedFiles] = []  # renamed .deleted, waiting for file.delete.delay.ms
-        for seg in segments:
-            seg.roll_jitter_ms = self._random_jitter()
-        if config.preallocate:
-            self.active.preallocate(config.segment_bytes)
         self.producer_state = ProducerStateManager()
         self.log_start_offset = log_start_offset
         self.log_end_offset = self.active.next_offset if self.active.size else self.active.base
@@ -116,7 +86,6 @@ class UnifiedLog:
         self._last_flush_ms = now_ms
         self._dirty_from: int | None = None  # first offset whose deferred fsync has not happened
         self.version = 0  # bumped by every change other than an append or a roll (the cleaner checks it)
-        self._swept_version = 0  # the version whose segments' retired files were collected
         self.aborted = AbortedTxns()
         self._rebuild_producer_state()
 
@@ -180,21 +149,6 @@ class UnifiedLog:
                 self._note_txn(ps.update(h, marker=marker), seg.base, write=False)
         if self.dir is not None:
             sync_files(self.dir, [s.base for s in self.segments], self.aborted)
-
-    @property
-    def active(self) -> LogSegment:
-        return self.segments[-1]
-
-    @property
-    def recovery_point(self) -> int:
-        """Kafka's recovery point, at segment granularity: every segment below it is on disk whole
-        (its .log fsynced, then its index files written): the first segment still rolling, else
-        the active one. LogLoader rescans from the segment holding it after a crash."""
-        return next((s.base for s in self.segments if s.closing), self.active.base)
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
 
     @property
     def durable(self) -> bool:
@@ -358,54 +312,6 @@ class UnifiedLog:
         elif target > self._dirty_from:
             self._dirty_from = target
 
-    # -- rolling
-    def _should_roll(self, nbytes: int, headers, now_ms: int, next_offset: int) -> bool:
-        """Kafka's LogSegment.shouldRoll (an empty segment never rolls)."""
-        seg = self.active
-        if seg.size == 0:
-            return False
-        if seg.size + nbytes > self.config.segment_bytes:
-            return True
-        if next_offset - 1 - seg.base > INT32_MAX:  # relative offsets are int32 in the indexes
-            return True
-        if seg.index_full(self.config.segment_index_bytes):
-            return True
-        return self._waited(max(h.max_timestamp for _, h in headers), now_ms) > self._roll_ms(seg)
-
-    def _roll_ms(self, seg: LogSegment) -> int:
-        return self.config.segment_ms - seg.roll_jitter_ms
-
-    def _random_jitter(self) -> int:
-        """Kafka's LogConfig.randomSegmentJitter: [0, min(segment.jitter.ms, segment.ms)), 0 without jitter."""
-        jitter = min(self.config.segment_jitter_ms, self.config.segment_ms)
-        return self._rng.randrange(jitter) if jitter > 0 else 0
-
-    def _make_segment(self, base: int, now_ms: int) -> LogSegment:
-        """A new segment of the log's kind: its roll jitter drawn, its file preallocated (preallocate)."""
-        seg = self._new_segment(base, now_ms)
-        seg.roll_jitter_ms = self._random_jitter()
-        if self.config.preallocate:
-            seg.preallocate(self.config.segment_bytes)
-        return seg
-
-    def _waited(self, ts: int, now_ms: int) -> int:
-        """Kafka's LogSegment.shouldRoll: time since the first batch's timestamp (record time), or
-        since the segment was created when batches carry no timestamp."""
-        seg = self.active
-        return ts - seg.first_batch_ts if seg.first_batch_ts >= 0 else now_ms - seg.created_ms
-
-    def roll_if_due(self, now_ms: int) -> bool:
-        """Roll a non-empty active segment older than segment.ms (the cleaner's periodic check,
-        so a compacted topic's records become cleanable without waiting for an append)."""
-        if self.active.size == 0 or self._waited(now_ms, now_ms) <= self._roll_ms(self.active):
-            return False
-        self._roll(now_ms)
-        return True
-
-    def _roll(self, now_ms: int) -> None:
-        self.active.roll()  # its fsync and index files (and a preallocated file's trim): finish_roll
-        self.segments.append(self._make_segment(self.log_end_offset, now_ms))
-
     # -- read
     def _check_range(self, offset: int) -> None:
         if offset < self.log_start_offset or offset > self.log_end_offset:
@@ -496,8 +402,8 @@ class UnifiedLog:
 
     def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
         """DeleteRecords: move the log start offset up to `offset` (never down), deleting
-        segments wholly below it (their files after file.delete.delay.ms from `now_ms`, see the
-        module comment). OffsetOutOfRange above the high watermark."""
+        segments wholly below it (their files after file.delete.delay.ms from `now_ms`, see
+        local_log.py). OffsetOutOfRange above the high watermark."""
         if offset > self.high_watermark or offset < 0:
             raise OffsetOutOfRange(f"offset {offset} is not in [0, high watermark {self.high_watermark}]")
         self._advance_log_start(offset)
@@ -567,74 +473,6 @@ class UnifiedLog:
         self._dirty_from = None
         if self._hw is not None:
             self._hw = offset
-
-    # -- deleting segment files (see the module comment)
-    def _retire(self, seg: LogSegment, now_ms: int | None = None) -> None:
-        """The segment left the log: its files renamed `.deleted` now, removed after file.delete.delay.ms."""
-        files = seg.retire()
-        if files is not None:
-            self._schedule(files, now_ms)
-
-    def _schedule(self, files: DeletedFiles, now_ms: int | None) -> None:
-        for older in self._doomed:  # a name the new files took over (the same base offset): theirs now
-            if older.base == files.base:
-                older.paths = [p for p in older.paths if p not in files.paths]
-        if now_ms is not None:
-            files.due_ms = now_ms + self.config.file_delete_delay_ms
-        self._doomed.append(files)
-
-    def _collect_retired(self, now_ms: int | None) -> None:
-        """The files compaction's swap_in set aside (each segment's `retired`), once per log version."""
-        if self._swept_version == self.version:
-            return
-        self._swept_version = self.version
-        for seg in self.segments:
-            if seg.retired:
-                retired, seg.retired = seg.retired, []
-                for files in retired:
-                    self._schedule(files, now_ms)
-
-    @property
-    def pending_deletions(self) -> list[DeletedFiles]:
-        """The `.deleted` files still waiting for file.delete.delay.ms."""
-        self._collect_retired(None)
-        return list(self._doomed)
-
-    def files_to_delete(self, now_ms: int) -> Callable[[], None] | None:
-        """The periodic check (Kafka schedules each deletion file.delete.delay.ms ahead): the `.deleted`
-        files whose delay has passed at `now_ms` leave the log's list, and `run()` -- for a worker thread,
-        never the event loop: unlinking a large file takes time -- closes and removes them; None when
-        none is due. Files renamed by an operation that took no `now_ms` start their delay here."""
-        self._collect_retired(now_ms)
-        if not self._doomed:
-            return None
-        due = []
-        for files in self._doomed:
-            if files.due_ms is None:
-                files.due_ms = now_ms + self.config.file_delete_delay_ms
-            if files.due_ms <= now_ms:
-                due.append(files)
-        if not due:
-            return None
-        self._doomed = [f for f in self._doomed if f not in due]
-        where = str(self.dir) if self.dir is not None else "memory"
-
-        def run() -> None:
-            log.info("log.deleting_segment_files", log=where, files=[p.name for f in due for p in f.paths],
-                     message=f"Deleting segment files {', '.join(p.name for f in due for p in f.paths)}")
-            for files in due:
-                files.delete()
-        return run
-
-    def _close_doomed(self) -> None:
-        """Close what keeps the `.deleted` files open; the files stay (LogLoader removes them at the next start)."""
-        self._collect_retired(None)
-        doomed, self._doomed = self._doomed, []
-        for files in doomed:
-            try:
-                files.close()
-            except OSError:
-                pass
 
     # -- files of the partition
     def _save_log_start(self) -> None:

@@ -1,0 +1,193 @@
+"""Kafka's LocalLog: a partition's segments -- the list, rolling, and deleting their files.
+
+`LocalLog` is the part of a log (UnifiedLog, unified_log.py, extends it; Kafka's UnifiedLog holds a
+LocalLog) that keeps its segments (log_segment.py), each holding the batches from its base offset up
+to the next segment's base. The last segment is the active one: appends go there, and it is
+rolled (a new segment started at the log end offset) when the next append would take it past
+`segment.bytes`, when its offset or time index is full (`segment.index.bytes`), or when
+`segment.ms` minus the segment's jitter has passed since its first batch (`roll_if_due` also
+rolls a compacted log's active segment from the cleaner's periodic check). The jitter is Kafka's
+LogConfig.randomSegmentJitter, drawn when the segment is made: a random value in
+[0, min(segment.jitter.ms, segment.ms)), from `rng` (the `random` module unless one is given, so
+that a test can fix it). With `preallocate` a new file segment's .log is set to segment.bytes
+(file_log_segment.py).
+
+Segment deletion (Kafka's asynchronous deleteSegmentFiles): a segment leaving the log -- retention,
+DeleteRecords, truncation -- has its files renamed `.deleted` at once, and so have the files a
+compaction replaced; they are removed `file.delete.delay.ms` later (the delay of the log's config
+when they were renamed): `files_to_delete(now_ms)`, from a periodic task (services.py), hands the due
+ones over as a function for a worker thread. The delay runs from the `now_ms` of the operation that
+renamed them, or, for those that take none (compaction's swap, truncation), from the first
+`files_to_delete` call that sees them. At close they are left for LogLoader, which removes `.deleted`
+files when it opens the directory.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import structlog
+
+from .log_config import LogConfig
+from .log_segment import LogSegment
+
+if TYPE_CHECKING:
+    from .file_log_segment import DeletedFiles
+
+INT32_MAX = (1 << 31) - 1
+
+log = structlog.get_logger("kafkite.unified_log")
+
+
+class LocalLog:
+    """A partition's segments (see the module comment). `new_segment(base, now_ms)` makes a segment
+    of the log's kind; `directory` is None for a memory log."""
+    log_end_offset: int  # where a roll starts the new segment (kept by UnifiedLog)
+    version: int         # UnifiedLog's change count: a swap_in's retired files are collected once per version
+
+    def __init__(self, config: LogConfig, segments: list[LogSegment], *,
+                 new_segment: Callable[[int, int], LogSegment], directory: Path | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.config = config
+        self.segments = segments
+        self.dir = directory
+        self._new_segment = new_segment
+        self._rng = rng if rng is not None else random
+        self._doomed: list[DeletedFiles] = []  # renamed .deleted, waiting for file.delete.delay.ms
+        self._swept_version = 0  # the version whose segments' retired files were collected
+        for seg in segments:
+            seg.roll_jitter_ms = self._random_jitter()
+        if config.preallocate:
+            self.active.preallocate(config.segment_bytes)
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def recovery_point(self) -> int:
+        """Kafka's recovery point, at segment granularity: every segment below it is on disk whole
+        (its .log fsynced, then its index files written): the first segment still rolling, else
+        the active one. LogLoader rescans from the segment holding it after a crash."""
+        return next((s.base for s in self.segments if s.closing), self.active.base)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # -- rolling
+    def _should_roll(self, nbytes: int, headers, now_ms: int, next_offset: int) -> bool:
+        """Kafka's LogSegment.shouldRoll (an empty segment never rolls)."""
+        seg = self.active
+        if seg.size == 0:
+            return False
+        if seg.size + nbytes > self.config.segment_bytes:
+            return True
+        if next_offset - 1 - seg.base > INT32_MAX:  # relative offsets are int32 in the indexes
+            return True
+        if seg.index_full(self.config.segment_index_bytes):
+            return True
+        return self._waited(max(h.max_timestamp for _, h in headers), now_ms) > self._roll_ms(seg)
+
+    def _roll_ms(self, seg: LogSegment) -> int:
+        return self.config.segment_ms - seg.roll_jitter_ms
+
+    def _random_jitter(self) -> int:
+        """Kafka's LogConfig.randomSegmentJitter: [0, min(segment.jitter.ms, segment.ms)), 0 without jitter."""
+        jitter = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        return self._rng.randrange(jitter) if jitter > 0 else 0
+
+    def _make_segment(self, base: int, now_ms: int) -> LogSegment:
+        """A new segment of the log's kind: its roll jitter drawn, its file preallocated (preallocate)."""
+        seg = self._new_segment(base, now_ms)
+        seg.roll_jitter_ms = self._random_jitter()
+        if self.config.preallocate:
+            seg.preallocate(self.config.segment_bytes)
+        return seg
+
+    def _waited(self, ts: int, now_ms: int) -> int:
+        """Kafka's LogSegment.shouldRoll: time since the first batch's timestamp (record time), or
+        since the segment was created when batches carry no timestamp."""
+        seg = self.active
+        return ts - seg.first_batch_ts if seg.first_batch_ts >= 0 else now_ms - seg.created_ms
+
+    def roll_if_due(self, now_ms: int) -> bool:
+        """Roll a non-empty active segment older than segment.ms (the cleaner's periodic check,
+        so a compacted topic's records become cleanable without waiting for an append)."""
+        if self.active.size == 0 or self._waited(now_ms, now_ms) <= self._roll_ms(self.active):
+            return False
+        self._roll(now_ms)
+        return True
+
+    def _roll(self, now_ms: int) -> None:
+        self.active.roll()  # its fsync and index files (and a preallocated file's trim): finish_roll
+        self.segments.append(self._make_segment(self.log_end_offset, now_ms))
+
+    # -- deleting segment files (see the module comment)
+    def _retire(self, seg: LogSegment, now_ms: int | None = None) -> None:
+        """The segment left the log: its files renamed `.deleted` now, removed after file.delete.delay.ms."""
+        files = seg.retire()
+        if files is not None:
+            self._schedule(files, now_ms)
+
+    def _schedule(self, files: DeletedFiles, now_ms: int | None) -> None:
+        for older in self._doomed:  # a name the new files took over (the same base offset): theirs now
+            if older.base == files.base:
+                older.paths = [p for p in older.paths if p not in files.paths]
+        if now_ms is not None:
+            files.due_ms = now_ms + self.config.file_delete_delay_ms
+        self._doomed.append(files)
+
+    def _collect_retired(self, now_ms: int | None) -> None:
+        """The files compaction's swap_in set aside (each segment's `retired`), once per log version."""
+        if self._swept_version == self.version:
+            return
+        self._swept_version = self.version
+        for seg in self.segments:
+            if seg.retired:
+                retired, seg.retired = seg.retired, []
+                for files in retired:
+                    self._schedule(files, now_ms)
+
+    @property
+    def pending_deletions(self) -> list[DeletedFiles]:
+        """The `.deleted` files still waiting for file.delete.delay.ms."""
+        self._collect_retired(None)
+        return list(self._doomed)
+
+    def files_to_delete(self, now_ms: int) -> Callable[[], None] | None:
+        """The periodic check (Kafka schedules each deletion file.delete.delay.ms ahead): the `.deleted`
+        files whose delay has passed at `now_ms` leave the log's list, and `run()` -- for a worker thread,
+        never the event loop: unlinking a large file takes time -- closes and removes them; None when
+        none is due. Files renamed by an operation that took no `now_ms` start their delay here."""
+        self._collect_retired(now_ms)
+        if not self._doomed:
+            return None
+        due = []
+        for files in self._doomed:
+            if files.due_ms is None:
+                files.due_ms = now_ms + self.config.file_delete_delay_ms
+            if files.due_ms <= now_ms:
+                due.append(files)
+        if not due:
+            return None
+        self._doomed = [f for f in self._doomed if f not in due]
+        where = str(self.dir) if self.dir is not None else "memory"
+
+        def run() -> None:
+            log.info("log.deleting_segment_files", log=where, files=[p.name for f in due for p in f.paths],
+                     message=f"Deleting segment files {', '.join(p.name for f in due for p in f.paths)}")
+            for files in due:
+                files.delete()
+        return run
+
+    def _close_doomed(self) -> None:
+        """Close what keeps the `.deleted` files open; the files stay (LogLoader removes them at the next start)."""
+        self._collect_retired(None)
+        doomed, self._doomed = self._doomed, []
+        for files in doomed:
+            try:
+                files.close()
+            except OSError:
+                pass
