@@ -47,9 +47,18 @@ def _serve(args) -> int:
     try:
         trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory,
                                brokers=args.brokers, loop_watchdog_ms=args.loop_watchdog_ms))
+    except ConfigError as exc:  # found while the brokers are made (an SSL keystore that cannot be read, ...)
+        klog.get("kafkite").error("config.invalid", message=str(exc))
+        return 1
     except KeyboardInterrupt:
         pass  # Ctrl-C during start-up, before serve() took the signals over
     except BaseExceptionGroup as group:
+        bad_config = group.split(ConfigError)[0]
+        if bad_config is not None:
+            while isinstance(bad_config, BaseExceptionGroup):
+                bad_config = bad_config.exceptions[0]
+            klog.get("kafkite").error("config.invalid", message=str(bad_config))
+            return 1
         if group.split(KeyboardInterrupt)[1] is not None:
             raise
     return 0

@@ -232,6 +232,19 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("inter.broker.listener.name", ConfigType.STRING, ""),
     BrokerConfigDef("listener.security.protocol.map", ConfigType.STRING,
                     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    # SSL listeners (security/ssl_context.py): PEM keystores and truststores
+    BrokerConfigDef("ssl.keystore.type", ConfigType.STRING, "JKS"),
+    BrokerConfigDef("ssl.keystore.location", ConfigType.STRING, ""),
+    BrokerConfigDef("ssl.keystore.password", ConfigType.PASSWORD, ""),
+    BrokerConfigDef("ssl.keystore.key", ConfigType.PASSWORD, ""),
+    BrokerConfigDef("ssl.keystore.certificate.chain", ConfigType.PASSWORD, ""),
+    BrokerConfigDef("ssl.key.password", ConfigType.PASSWORD, ""),
+    BrokerConfigDef("ssl.truststore.type", ConfigType.STRING, "JKS"),
+    BrokerConfigDef("ssl.truststore.location", ConfigType.STRING, ""),
+    BrokerConfigDef("ssl.truststore.password", ConfigType.PASSWORD, ""),
+    BrokerConfigDef("ssl.truststore.certificates", ConfigType.PASSWORD, ""),
+    BrokerConfigDef("ssl.client.auth", ConfigType.STRING, "none"),
+    BrokerConfigDef("ssl.enabled.protocols", ConfigType.LIST, "TLSv1.2,TLSv1.3"),
     BrokerConfigDef("controlled.shutdown.enable", ConfigType.BOOLEAN, "true"),
     BrokerConfigDef("controlled.shutdown.max.retries", ConfigType.INT, "3"),
     BrokerConfigDef("controlled.shutdown.retry.backoff.ms", ConfigType.LONG, "5000"),
@@ -489,7 +502,7 @@ def not_implemented(topic_key: str) -> str:
 # -- keys of server.properties / --override that Kafkite does not use ------------------------------------------
 _TUNING = "a tuning knob of Kafka's threads, queues and sockets (Kafkite serves from one Trio event loop)"
 _REPLICATION = "not implemented by Kafkite's replica fetchers (high watermarks are not checkpointed, followers do not serve consumers)"
-_SECURITY = "only PLAINTEXT listeners are served"
+_SECURITY = "only PLAINTEXT and SSL listeners are served (SASL, ACLs and the other ssl.* settings are not yet)"
 _KRAFT = "Kafkite's controller is ZooKeeper-based (zookeeper.connect) or in-process (no KRaft quorum)"
 UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["num.network.threads", "num.io.threads", "background.threads", "queued.max.requests",

@@ -78,10 +78,13 @@ def test_check_broker_keys():
     assert check_broker_keys({"log.preallocate": "true", "log.segment.delete.delay.ms": "0",
                               "log.index.size.max.bytes": "4096", "log.roll.jitter.ms": "1000",
                               "log.roll.jitter.hours": "1"}) == []
-    warned = dict(check_broker_keys({"zookeeper.ssl.client.enable": "true",
-                                     "ssl.keystore.location": "/k", "what.is.this": "x"}))
+    warned = dict(check_broker_keys({"zookeeper.ssl.client.enable": "true", "ssl.keystore.location": "/k",
+                                     "ssl.principal.mapping.rules": "DEFAULT", "sasl.enabled.mechanisms": "PLAIN",
+                                     "what.is.this": "x"}))
     assert "ZooKeeper" in warned["zookeeper.ssl.client.enable"]
-    assert "PLAINTEXT" in warned["ssl.keystore.location"]
+    assert "ssl.keystore.location" not in warned  # SSL listeners take it (security/ssl_context.py)
+    assert "PLAINTEXT and SSL" in warned["ssl.principal.mapping.rules"]
+    assert "PLAINTEXT and SSL" in warned["sasl.enabled.mechanisms"]
     assert warned["what.is.this"] == "The configuration 'what.is.this' was supplied but isn't a known config."
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 import trio
 
-from ..config import BrokerConfig, validate_topic_configs
+from ..config import BrokerConfig, ConfigError, validate_topic_configs
 from ..controller.controller import Controller, MetadataCache, MetadataUpdate
 from ..controller.metadata import (MAX_RECORDS_PER_USER_OP, BrokerInfo, ClusterMetadata, FileMetadataStore,
                                    MemoryMetadataStore, MetadataError, TopicInfo)
@@ -33,6 +33,7 @@ from .quotas import ConnectionQuotas, MemoryPool, accept_loop
 from .router import Router
 
 log = structlog.get_logger("kafkite.broker")
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 def _listeners(config_value: str) -> list[tuple[str, str, int]]:
@@ -53,20 +54,36 @@ def _protocols(config) -> dict[str, str]:
     return {k.strip().upper(): v.strip().upper() for k, _, v in (x.partition(":") for x in raw.split(",")) if k}
 
 
-def _check_plaintext(name: str, config=None) -> None:
+def _check_protocol(name: str, config=None, served: tuple[str, ...] = ("PLAINTEXT",)) -> str:
+    """The security protocol of listener `name` (listener.security.protocol.map), if served here."""
     proto = _protocols(config).get(name, name)
-    if proto != "PLAINTEXT":
-        raise ValueError(f"only PLAINTEXT listeners are supported, got {name} ({proto})")
+    if proto not in served:
+        raise ValueError(f"only {' and '.join(served)} listeners are supported here, got {name} ({proto})")
+    return proto
+
+
+CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL")  # a client listener's; SASL comes with the rest of the security issue
+
+
+def _client_listener(listener: str, config=None) -> tuple[str, str, int]:
+    """(name, host, port) of the client listener of `listeners`: with several, the first that is not the
+    inter-broker one (INTERNAL, or `inter.broker.listener.name`)."""
+    entries = _listeners(listener)
+    internal = _inter_broker_name(config)
+    return next((e for e in entries if e[0] != internal), entries[0])
 
 
 def parse_listener(listener: str, config=None) -> tuple[str, int]:
-    """The client listener of `listeners`: 'PLAINTEXT://host:port' -> (host, port). With several, the first that is
-    not the inter-broker one (INTERNAL, or `inter.broker.listener.name`)."""
-    entries = _listeners(listener)
-    internal = _inter_broker_name(config)
-    chosen = next((e for e in entries if e[0] != internal), entries[0])
-    _check_plaintext(chosen[0], config)
-    return chosen[1], chosen[2]
+    """The client listener of `listeners`: 'PLAINTEXT://host:port' -> (host, port)."""
+    name, host, port = _client_listener(listener, config)
+    _check_protocol(name, config, CLIENT_PROTOCOLS)
+    return host, port
+
+
+def client_protocol(config) -> str:
+    """PLAINTEXT or SSL: the security protocol of the broker's client listener."""
+    name, _, _ = _client_listener(config.get("listeners"), config)
+    return _check_protocol(name, config, CLIENT_PROTOCOLS)
 
 
 def _inter_broker_name(config) -> str:
@@ -80,7 +97,7 @@ def inter_broker_listener(config, client_host: str) -> tuple[str, int]:
     name = _inter_broker_name(config)
     for n, host, port in _listeners(config.get("listeners")):
         if n == name:
-            _check_plaintext(n, config)
+            _check_protocol(n, config)
             return host, port
     return client_host, 0
 
@@ -273,6 +290,14 @@ class Broker:
         # ZooKeeper mode: the INTERNAL listener of `listeners` (or `inter.broker.listener.name`), else a free
         # port on the client listener's host
         self.internal_host, self.internal_port = inter_broker_listener(state.config, self.host)
+        # an SSL client listener (security/ssl_context.py): its context is built now, so a bad keystore stops the start
+        self.ssl_context = None
+        if client_protocol(state.config) == "SSL":
+            if state.zk is not None:
+                raise ConfigError("An SSL client listener is served by brokers of one process for now (not in "
+                                  "ZooKeeper mode): use a PLAINTEXT listener there")
+            from ..security.ssl_context import server_context
+            self.ssl_context = server_context(state.config)
         self.rack = rack or state.config.get("broker.rack") or None  # broker.rack (KIP-392 follower fetching)
         self.cache = MetadataCache(self.node_id)  # this broker's view, fed by the controller
         # the partitions this broker hosts: its own in an in-process cluster, else the process's
@@ -520,9 +545,28 @@ class Broker:
 
     async def _serve_connection(self, stream: trio.SocketStream, ip: str, *, inter_broker: bool = False) -> None:
         try:
+            if self.ssl_context is not None and not inter_broker:
+                stream = await self._tls_handshake(stream, ip)
+                if stream is None:
+                    return
             await serve_connection(self, stream, inter_broker=inter_broker)
         finally:
             self.connection_quotas.dec(ip)
+
+    async def _tls_handshake(self, stream: trio.SocketStream, ip: str) -> trio.SSLStream | None:
+        """The TLS handshake of an SSL listener's connection (non-blocking: Trio's SSLStream over the socket); a
+        failure is logged with the peer and closes that connection only."""
+        tls = trio.SSLStream(stream, self.ssl_context, server_side=True)
+        try:
+            with trio.fail_after(TLS_HANDSHAKE_TIMEOUT_S):
+                await tls.do_handshake()
+        except (trio.BrokenResourceError, trio.TooSlowError, trio.ClosedResourceError, OSError) as exc:
+            cause = exc.__cause__ or exc
+            log.warning("connection.ssl_handshake_failed", peer=ip, error=type(cause).__name__,
+                        message=f"Failed authentication with /{ip} (SSL handshake failed: {cause})")
+            await trio.aclose_forcefully(stream)
+            return None
+        return tls
 
     def stop(self) -> None:
         if self._cancel is not None:

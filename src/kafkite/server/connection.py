@@ -93,10 +93,16 @@ class _Outbox:
         cancel_scope.cancel()
 
 
+def raw_socket(stream) -> trio.socket.SocketType:
+    """The TCP socket under a connection's stream (a trio.SSLStream's transport for an SSL listener)."""
+    return stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket
+
+
 async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter_broker: bool = False) -> None:
     """One connection; `inter_broker`: accepted on the inter-broker listener (controller requests are served)."""
+    sock = raw_socket(stream)
     try:
-        peer = "%s:%s" % stream.socket.getpeername()[:2]
+        peer = "%s:%s" % sock.getpeername()[:2]
     except OSError:
         peer = "?"
     clog = log.bind(peer=peer, conn=next(_conn_ids), broker=broker.node_id)
@@ -122,7 +128,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
     pool = broker.memory_pool
     idle_ms = broker.config.get("connections.max.idle.ms")
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
-    connection_socket.set(stream.socket)  # for handlers that long-poll (context.wait_unless_peer_closed)
+    connection_socket.set(raw_socket(stream))  # for handlers that long-poll (context.wait_unless_peer_closed)
     held = 0  # bytes of the memory pool reserved for the frame being received
     try:
         while True:

@@ -54,8 +54,11 @@ def broker_config_entries(broker, keys, *, synonyms: bool, documentation: bool) 
         if keys is not None and name not in keys:
             continue
         value, source = broker.config.raw(name)
-        syns = [Synonym(name=name, value=v, source=int(src)) for v, src in broker.config.layers(name)] \
-            if synonyms else []
+        secret = d.type == ConfigType.PASSWORD  # Kafka never shows a password's value: null, is_sensitive
+        if secret:
+            value = None
+        syns = [Synonym(name=name, value=None if secret else v, source=int(src))
+                for v, src in broker.config.layers(name)] if synonyms else []
         out.append(Entry(name=name, value=value, read_only=not d.dynamic, config_source=int(source),
                          is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=d.type == ConfigType.PASSWORD,
                          synonyms=syns, config_type=int(d.type), documentation=None))
