@@ -15,6 +15,7 @@ more than that plus one request).
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -245,6 +246,10 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("ssl.truststore.certificates", ConfigType.PASSWORD, ""),
     BrokerConfigDef("ssl.client.auth", ConfigType.STRING, "none"),
     BrokerConfigDef("ssl.enabled.protocols", ConfigType.LIST, "TLSv1.2,TLSv1.3"),
+    # SASL listeners (security/sasl.py); listener.name.<l>.<mech>.sasl.jaas.config and
+    # listener.name.<l>.sasl.enabled.mechanisms are taken too (check_broker_keys)
+    BrokerConfigDef("sasl.enabled.mechanisms", ConfigType.LIST, "GSSAPI"),
+    BrokerConfigDef("sasl.jaas.config", ConfigType.PASSWORD, ""),
     BrokerConfigDef("controlled.shutdown.enable", ConfigType.BOOLEAN, "true"),
     BrokerConfigDef("controlled.shutdown.max.retries", ConfigType.INT, "3"),
     BrokerConfigDef("controlled.shutdown.retry.backoff.ms", ConfigType.LONG, "5000"),
@@ -502,7 +507,8 @@ def not_implemented(topic_key: str) -> str:
 # -- keys of server.properties / --override that Kafkite does not use ------------------------------------------
 _TUNING = "a tuning knob of Kafka's threads, queues and sockets (Kafkite serves from one Trio event loop)"
 _REPLICATION = "not implemented by Kafkite's replica fetchers (high watermarks are not checkpointed, followers do not serve consumers)"
-_SECURITY = "only PLAINTEXT and SSL listeners are served (SASL, ACLs and the other ssl.* settings are not yet)"
+_SECURITY = ("Kafkite serves PLAINTEXT, SSL and SASL_PLAINTEXT/SASL_SSL (PLAIN) client listeners; this setting is "
+             "not used yet (ACLs, SCRAM, OAUTHBEARER, the other ssl.* settings)")
 _KRAFT = "Kafkite's controller is ZooKeeper-based (zookeeper.connect) or in-process (no KRaft quorum)"
 UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["num.network.threads", "num.io.threads", "background.threads", "queued.max.requests",
@@ -536,6 +542,9 @@ def _topic_synonyms() -> dict[str, str]:
     return {syn: d.name for d in TOPIC_CONFIGS.values() for syn in d.synonyms}
 
 
+_LISTENER_SASL = re.compile(r"listener\.name\.[\w-]+\.(sasl\.enabled\.mechanisms|plain\.sasl\.jaas\.config)")
+
+
 def check_broker_keys(static: dict[str, str]) -> list[tuple[str, str]]:
     """(key, message) for each supplied key Kafkite takes no notice of: a Kafka key it does not use ("... is not
     used by Kafkite: why"), a key no Kafka broker knows (Kafka's own wording), or a not-implemented topic config's
@@ -552,6 +561,8 @@ def check_broker_keys(static: dict[str, str]) -> list[tuple[str, str]]:
                                      f"{NOT_IMPLEMENTED_TOPIC_CONFIGS[topic_key]}"))
             continue
         if key in synonyms:  # a topic config's broker default with no entry of its own (log.message.format.version)
+            continue
+        if _LISTENER_SASL.fullmatch(key):  # a SASL listener's own mechanisms and JAAS config (security/sasl.py)
             continue
         why = UNUSED_BROKER_CONFIGS.get(key) or next(
             (w for prefix, w in _UNUSED_PREFIXES.items() if key.startswith(prefix)), None)

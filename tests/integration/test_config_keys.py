@@ -80,11 +80,14 @@ def test_check_broker_keys():
                               "log.roll.jitter.hours": "1"}) == []
     warned = dict(check_broker_keys({"zookeeper.ssl.client.enable": "true", "ssl.keystore.location": "/k",
                                      "ssl.principal.mapping.rules": "DEFAULT", "sasl.enabled.mechanisms": "PLAIN",
-                                     "what.is.this": "x"}))
+                                     "listener.name.sasl_plaintext.plain.sasl.jaas.config": "x",
+                                     "sasl.mechanism.inter.broker.protocol": "PLAIN", "what.is.this": "x"}))
     assert "ZooKeeper" in warned["zookeeper.ssl.client.enable"]
-    assert "ssl.keystore.location" not in warned  # SSL listeners take it (security/ssl_context.py)
-    assert "PLAINTEXT and SSL" in warned["ssl.principal.mapping.rules"]
-    assert "PLAINTEXT and SSL" in warned["sasl.enabled.mechanisms"]
+    # SSL and SASL listeners take these (security/ssl_context.py, security/sasl.py)
+    assert not {"ssl.keystore.location", "sasl.enabled.mechanisms",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config"} & set(warned)
+    assert "not used yet" in warned["ssl.principal.mapping.rules"]
+    assert "not used yet" in warned["sasl.mechanism.inter.broker.protocol"]
     assert warned["what.is.this"] == "The configuration 'what.is.this' was supplied but isn't a known config."
 
 

@@ -62,7 +62,7 @@ def _check_protocol(name: str, config=None, served: tuple[str, ...] = ("PLAINTEX
     return proto
 
 
-CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL")  # a client listener's; SASL comes with the rest of the security issue
+CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # a client listener's
 
 
 def _client_listener(listener: str, config=None) -> tuple[str, str, int]:
@@ -80,10 +80,10 @@ def parse_listener(listener: str, config=None) -> tuple[str, int]:
     return host, port
 
 
-def client_protocol(config) -> str:
-    """PLAINTEXT or SSL: the security protocol of the broker's client listener."""
+def client_protocol(config) -> tuple[str, str]:
+    """(listener name, security protocol) of the broker's client listener."""
     name, _, _ = _client_listener(config.get("listeners"), config)
-    return _check_protocol(name, config, CLIENT_PROTOCOLS)
+    return name, _check_protocol(name, config, CLIENT_PROTOCOLS)
 
 
 def _inter_broker_name(config) -> str:
@@ -291,13 +291,19 @@ class Broker:
         # port on the client listener's host
         self.internal_host, self.internal_port = inter_broker_listener(state.config, self.host)
         # an SSL client listener (security/ssl_context.py): its context is built now, so a bad keystore stops the start
+        # and a SASL one's mechanisms and users (security/sasl.py)
         self.ssl_context = None
-        if client_protocol(state.config) == "SSL":
-            if state.zk is not None:
-                raise ConfigError("An SSL client listener is served by brokers of one process for now (not in "
-                                  "ZooKeeper mode): use a PLAINTEXT listener there")
+        self.sasl_config = None
+        listener_name, protocol = client_protocol(state.config)
+        if protocol != "PLAINTEXT" and state.zk is not None:
+            raise ConfigError(f"A {protocol} client listener is served by brokers of one process for now (not in "
+                              "ZooKeeper mode): use a PLAINTEXT listener there")
+        if protocol in ("SSL", "SASL_SSL"):
             from ..security.ssl_context import server_context
             self.ssl_context = server_context(state.config)
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            from ..security.sasl import sasl_config
+            self.sasl_config = sasl_config(state.config, listener_name)
         self.rack = rack or state.config.get("broker.rack") or None  # broker.rack (KIP-392 follower fetching)
         self.cache = MetadataCache(self.node_id)  # this broker's view, fed by the controller
         # the partitions this broker hosts: its own in an in-process cluster, else the process's

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
+from ..wire import codec
 from ..wire.frame import FrameReader, FrameTooLarge
 from .context import PeerClosed, connection_socket
 from .quotas import SMALL_REQUEST_BYTES
@@ -108,10 +109,14 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter
     clog = log.bind(peer=peer, conn=next(_conn_ids), broker=broker.node_id)
     broker.connections.add(stream)
     try:
+        auth = None
+        if broker.sasl_config is not None and not inter_broker:  # a SASL listener: authenticate first
+            from ..security.sasl import SaslServerAuthenticator
+            auth = SaslServerAuthenticator(broker.sasl_config, peer.rsplit(":", 1)[0])
         async with trio.open_nursery() as nursery:
             outbox = _Outbox(stream, clog)
             nursery.start_soon(outbox.run, nursery.cancel_scope)
-            await _read_requests(broker, stream, peer, clog, outbox, inter_broker)
+            await _read_requests(broker, stream, peer, clog, outbox, inter_broker, auth)
             # responses to requests handled before the end are sent first, as one-at-a-time would
             with trio.move_on_after(30):
                 await outbox.wait_turn(False)
@@ -123,7 +128,7 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter
 
 
 async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str, clog, outbox: _Outbox,
-                         inter_broker: bool = False) -> None:
+                         inter_broker: bool = False, auth=None) -> None:
     reader = FrameReader(broker.config.get("socket.request.max.bytes"))
     pool = broker.memory_pool
     idle_ms = broker.config.get("connections.max.idle.ms")
@@ -166,6 +171,19 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     return
                 continue
             try:
+                if auth is not None and not auth.done:  # before SASL authentication completed
+                    what, close = auth.handle(frame, clog)
+                    if what != "dispatch":
+                        if isinstance(what, tuple):
+                            req, resp = what
+                            what = codec.encode_response(resp, req.api_version, req.correlation_id)
+                        if what:
+                            await outbox.send(what)
+                        if close:
+                            clog.warning("connection.closed", reason="SASL authentication failed or a request "
+                                                                     "came before it completed")
+                            return
+                        continue
                 produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
                 await outbox.wait_turn(produce)
                 try:

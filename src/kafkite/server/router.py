@@ -21,6 +21,9 @@ Handler = Callable[[RequestContext], Awaitable[object | None]]
 # api key -> (min version, max version, handler)
 ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.ApiVersions: (0, 4, metadata.handle_api_versions),
+    # the SASL exchange itself runs before requests reach here (security/sasl.py); here: ILLEGAL_SASL_STATE
+    ApiKey.SaslHandshake: (0, 1, metadata.handle_sasl_handshake),
+    ApiKey.SaslAuthenticate: (0, 2, metadata.handle_sasl_authenticate),
     ApiKey.Metadata: (0, 12, metadata.handle_metadata),
     ApiKey.DescribeCluster: (0, 1, metadata.handle_describe_cluster),
     ApiKey.DescribeTopicPartitions: (0, 0, metadata.handle_describe_topic_partitions),

@@ -16,15 +16,20 @@ def _all_message_classes() -> dict[int, dict[str, type[ApiMessage]]]:
     import kafka.protocol.metadata as metadata
     import kafka.protocol.producer as producer
 
+    import kafka.protocol.sasl as sasl  # SaslHandshake, SaslAuthenticate (the module has no __all__)
+
     from . import interbroker  # controller-to-broker APIs kafka-python lacks (keys 4-7)
 
     out: dict[int, dict[str, type[ApiMessage]]] = {}
-    for mod in (admin, consumer, metadata, producer, interbroker):
-        for name in getattr(mod, "__all__", ()):
-            cls = getattr(mod, name)
-            if isinstance(cls, type) and issubclass(cls, ApiMessage) and getattr(cls, "_json", None):
-                kind = "request" if cls.is_request() else "response"
-                out.setdefault(cls.API_KEY, {})[kind] = cls
+    named = [(mod, name) for mod in (admin, consumer, metadata, producer, interbroker)
+             for name in getattr(mod, "__all__", ())]
+    named += [(sasl, name) for name in ("SaslHandshakeRequest", "SaslHandshakeResponse", "SaslAuthenticateRequest",
+                                        "SaslAuthenticateResponse")]
+    for mod, name in named:
+        cls = getattr(mod, name)
+        if isinstance(cls, type) and issubclass(cls, ApiMessage) and getattr(cls, "_json", None):
+            kind = "request" if cls.is_request() else "response"
+            out.setdefault(cls.API_KEY, {})[kind] = cls
     return out
 
 

@@ -180,3 +180,18 @@ async def handle_describe_topic_partitions(ctx: RequestContext):
         if next_cursor is not None:
             break
     return R(version=0, throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+
+async def handle_sasl_handshake(ctx):
+    """A SaslHandshake that reaches the request handler: the connection is not on a SASL listener, or authenticated
+    already (security/sasl.py runs the exchange before): Kafka's KafkaApis answers ILLEGAL_SASL_STATE."""
+    from kafka.protocol.sasl import SaslHandshakeResponse
+    return SaslHandshakeResponse(version=ctx.version, error_code=int(E.ILLEGAL_SASL_STATE), mechanisms=[])
+
+
+async def handle_sasl_authenticate(ctx):
+    """As handle_sasl_handshake: ILLEGAL_SASL_STATE, with Kafka's message."""
+    from kafka.protocol.sasl import SaslAuthenticateResponse
+    return SaslAuthenticateResponse(version=ctx.version, error_code=int(E.ILLEGAL_SASL_STATE),
+                                    error_message="SaslAuthenticate request received after successful "
+                                                  "authentication", auth_bytes=b"", session_lifetime_ms=0)
