@@ -156,3 +156,23 @@ def test_sasl_ssl(tmp_path):
                       "sasl.username": "admin", "sasl.password": "admin-secret"})
         p.produce("over-tls", value=b"x")
         assert p.flush(30) == 0
+
+
+def test_java_client_with_plain(sasl_broker):
+    """Java kafka-clients 3.9 with its own SASL/PLAIN login module produces and consumes; a wrong password is its
+    SaslAuthenticationException."""
+    from clients.drivers import run_java
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+            'password="alice \\"quoted\\" secret";')
+    props = ["--prop", "security.protocol=SASL_PLAINTEXT", "--prop", "sasl.mechanism=PLAIN",
+             "--prop", f"sasl.jaas.config={jaas}"]
+    bs = sasl_broker.bootstrap_servers
+    out = run_java("produce", bs, "java-plain", 20, *props)
+    assert out[-1]["acked"] == 20 and out[-1]["errors"] == 0, out[-1]
+    got = run_java("consume-assign", bs, "java-plain", 20, "--timeout-ms", 30000, *props)
+    assert got[-1]["consumed"] == 20, got[-1]
+    bad = ["--prop", "security.protocol=SASL_PLAINTEXT", "--prop", "sasl.mechanism=PLAIN", "--prop",
+           'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+           'password="nope";', "--prop", "max.block.ms=5000"]
+    out = run_java("produce", bs, "java-plain", 1, *bad, check=False)
+    assert "SaslAuthenticationException" in str(out[-1]), out[-1]

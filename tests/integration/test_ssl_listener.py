@@ -142,3 +142,15 @@ def test_a_jks_keystore_is_refused_naming_what_works(pki, tmp_path):
                                    "ssl.keystore.location": str(tmp_path / "nope.pem")})
     with pytest.raises(ConfigError, match="Failed to load SSL keystore"):
         server_context(missing)
+
+
+def test_java_client_over_ssl_with_a_pem_truststore(pki):
+    """Java kafka-clients 3.9 (its own TLS stack, host name verification on) with a PEM truststore."""
+    from clients.drivers import run_java
+    props = ["--prop", "security.protocol=SSL", "--prop", "ssl.truststore.type=PEM",
+             "--prop", f"ssl.truststore.location={pki['ca_file']}"]
+    with ssl_broker(pki) as b:
+        out = run_java("produce", b.bootstrap_servers, "java-tls", 20, *props)
+        assert out[-1]["acked"] == 20 and out[-1]["errors"] == 0, out[-1]
+        got = run_java("consume-assign", b.bootstrap_servers, "java-tls", 20, "--timeout-ms", 30000, *props)
+        assert got[-1]["consumed"] == 20, got[-1]
