@@ -14,7 +14,8 @@ log = structlog.get_logger("kafkite")
 
 
 async def serve(config: BrokerConfig, *, data_dir: Path | None, in_memory: bool, brokers: int = 1,
-                loop_watchdog_ms: float | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+                loop_watchdog_ms: float | None = None, control: tuple[str, int, str | None] | None = None,
+                task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve one broker, or `brokers` brokers of one in-process cluster (node ids 1..N; ports P, P+1, ...
     or all free ports when P is 0), until SIGINT or SIGTERM. The loop watchdog (kafkite.loop_watchdog) logs a
     step holding the event loop past `loop_watchdog_ms` (default: KAFKITE_LOOP_WATCHDOG_MS, else 100; 0: off)."""
@@ -23,12 +24,24 @@ async def serve(config: BrokerConfig, *, data_dir: Path | None, in_memory: bool,
     # take SIGINT/SIGTERM over before the ready line: a signal sent the moment "ready" is read must be a
     # clean shutdown, not trio's default KeyboardInterrupt (or the default SIGTERM death)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_node(config, data_dir=data_dir, in_memory=in_memory, brokers=brokers) as node:
+        faults = None
+        if control is not None:  # the control listener (control/http.py): faults and the request log
+            from .testing.faults import Faults
+            faults = Faults()
+        async with open_node(config, data_dir=data_dir, in_memory=in_memory, brokers=brokers,
+                             faults=faults) as node, trio.open_nursery() as side:
             first = node.brokers[min(node.brokers)]
+            extra = {}
+            if control is not None:
+                from .control.http import ControlApp, serve_control
+                host, port, token = control
+                bound = await side.start(serve_control, ControlApp(faults, sorted(node.brokers)), host, port, token)
+                extra["control"] = f"http://{host}:{bound}"
             log.info("ready", bootstrap=node.bootstrap_servers, node_id=first.node_id,
                      brokers=len(node.brokers), cluster_id=node.state.metadata.cluster_id,
-                     data_dir=None if node.state.in_memory else str(node.state.data_dir))
+                     data_dir=None if node.state.in_memory else str(node.state.data_dir), **extra)
             task_status.started(first)
             async for signum in signals:
                 log.info("shutdown", signal=signal.Signals(signum).name)
                 break
+            side.cancel_scope.cancel()

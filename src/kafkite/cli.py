@@ -46,7 +46,9 @@ def _serve(args) -> int:
         return 1
     try:
         trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory,
-                               brokers=args.brokers, loop_watchdog_ms=args.loop_watchdog_ms))
+                               brokers=args.brokers, loop_watchdog_ms=args.loop_watchdog_ms,
+                               control=(args.control_host, args.control_port, args.control_token)
+                               if args.control_port is not None else None))
     except ConfigError as exc:  # found while the brokers are made (an SSL keystore that cannot be read, ...)
         klog.get("kafkite").error("config.invalid", message=str(exc))
         return 1
@@ -234,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--loop-watchdog-ms", type=float, default=None,
                    help="WARN when one step holds the event loop longer (default 100, or KAFKITE_LOOP_WATCHDOG_MS; "
                         "0 = off)")
+    s.add_argument("--control-port", type=int, default=None,
+                   help="serve the control listener (faults, request log over HTTP/JSON) on this port (0 = any)")
+    s.add_argument("--control-host", default="127.0.0.1", help="the control listener's address (default 127.0.0.1)")
+    s.add_argument("--control-token", default=None, help="a bearer token the control listener requires")
     s.set_defaults(func=_serve)
 
     t = sub.add_parser("topics", help="manage topics on any Kafka-compatible cluster")
@@ -264,6 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .spark.cli import add_subparser
     add_subparser(sub)
+    from .control.cli import add_subparser as add_control
+    add_control(sub)
 
     return p
 

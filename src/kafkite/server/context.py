@@ -64,6 +64,7 @@ class RequestContext:
     # Awaited before the response is sent; the connection may read and handle the next Produce
     # meanwhile (see server/connection.py). Produce puts its wait for the fsync here.
     before_send: list = field(default_factory=list)
+    fault_log_entry: Any = None  # this request's entry in the fault injector's request log, when one is on
 
     @property
     def version(self) -> int:

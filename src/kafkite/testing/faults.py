@@ -7,19 +7,54 @@ import errno
 import io
 import os
 import threading
+import time
+import collections
 
 import trio
 from kafka.protocol.api_key import ApiKey
 
 from ..wire import registry
+from ..wire.errors import kafka_name
 
 
 class Faults:
+    REQUEST_LOG_SIZE = 10_000  # the newest requests kept in `requests` (a client's, not replication's)
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._errors: list[list] = []  # [api_key, error, remaining, broker_id]
         self._latency_ms: dict[int, int] = {}
         self._drops: list[list] = []  # [api_key, remaining, broker_id, skip]
+        self.requests: collections.deque[dict] = collections.deque(maxlen=self.REQUEST_LOG_SIZE)
+        self._seq = 0
+
+    def clear(self) -> None:
+        """Every error, drop and latency removed (the request log stays: `clear_requests`)."""
+        with self._lock:
+            self._errors, self._drops, self._latency_ms = [], [], {}
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    def state(self) -> dict:
+        """The faults in force, as JSON-able data."""
+        with self._lock:
+            return {"errors": [{"api": ApiKey(a).name, "error": e, "remaining": n, "broker": b}
+                               for a, e, n, b in self._errors if n > 0],
+                    "drops": [{"api": ApiKey(a).name, "remaining": n, "broker": b, "skip": k}
+                              for a, n, b, k in self._drops if n > 0],
+                    "latency_ms": {str(b): ms for b, ms in self._latency_ms.items() if ms}}
+
+    def _record(self, ctx) -> dict:
+        req = ctx.request
+        with self._lock:
+            self._seq += 1
+            entry = {"seq": self._seq, "time_ms": int(time.time() * 1000), "broker": ctx.broker.node_id,
+                     "api": req.api_name, "api_key": req.api_key, "version": req.api_version,
+                     "correlation_id": req.correlation_id, "client_id": req.client_id, "error": None}
+            self.requests.append(entry)
+        return entry
 
     def inject_error(self, api, error: int, *, count: int = 1, broker_id: int | None = None) -> None:
         key = ApiKey[api] if isinstance(api, str) else int(api)
@@ -50,6 +85,7 @@ class Faults:
             self._latency_ms[broker_id] = ms
 
     async def before(self, ctx) -> None:
+        ctx.fault_log_entry = self._record(ctx)
         ms = self._latency_ms.get(ctx.broker.node_id, 0)
         if ms > 0:
             await trio.sleep(ms / 1000)
@@ -66,6 +102,10 @@ class Faults:
             else:
                 return None
             self._errors = [e for e in self._errors if e[2] > 0]
+        entry = getattr(ctx, "fault_log_entry", None)
+        if entry is not None:
+            entry["error"] = kafka_name(err)
+            entry["injected"] = True
         return error_response(req, err)
 
 

@@ -58,7 +58,11 @@ def spawn_serve(args: list[str], *, cwd: str | Path | None = None, timeout: floa
 
 class BrokerProcess:
     def __init__(self, *, data_dir: str | Path | None = None, overrides: dict[str, str] | None = None,
-                 start_timeout: float = 60.0):
+                 start_timeout: float = 60.0, control: bool = False, control_token: str | None = None):
+        """control: also serve the control listener (kafkite.control.http) on a free port: `control_url`."""
+        self.control = control
+        self.control_token = control_token
+        self.control_url: str | None = None
         self.data_dir = Path(data_dir) if data_dir is not None else None
         # the same test-friendly default as BrokerThread: the first join is not held back 3 s
         self.overrides = {"group.initial.rebalance.delay.ms": "0", **(overrides or {})}
@@ -71,7 +75,12 @@ class BrokerProcess:
         args = ["--data-dir", str(self.data_dir)] if self.data_dir is not None else ["--in-memory"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
+        if self.control:
+            args += ["--control-port", "0"] + (["--control-token", self.control_token] if self.control_token else [])
         self.proc, self._bootstrap = spawn_serve(args, timeout=self.start_timeout, log_tail=self.log_tail)
+        if self.control:
+            ready = next(line for line in list(self.log_tail) if "ready" in line and "control=" in line)
+            self.control_url = re.search(r"control='?(http://[^' ]+)", ready).group(1)
         return self
 
     @property

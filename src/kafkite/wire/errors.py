@@ -38,3 +38,15 @@ def name_of(code: int) -> str:
     """Kafka's name for an error code (for logs and tests)."""
     cls = _kerr.kafka_errors.get(code)
     return cls.message if cls is not None else f"UNKNOWN_CODE_{code}"
+
+
+_CURRENT_NAME = {code: name for name, code in _aliases.items()}
+
+
+def kafka_name(code: int) -> str:
+    """Kafka's current name of an error code (NOT_LEADER_OR_FOLLOWER, not kafka-python's older alias), or the
+    number when unknown."""
+    try:
+        return _CURRENT_NAME.get(int(code)) or E(int(code)).name
+    except ValueError:
+        return str(code)
