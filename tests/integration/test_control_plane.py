@@ -100,3 +100,29 @@ def test_a_token_guards_the_control_listener():
         assert http(b.control_url, "GET", "/v1/faults", token="wrong")[0] == 401
         assert http(b.control_url, "GET", "/v1/faults", token="s3cret")[0] == 200
         assert control(b.control_url, "faults", token="s3cret")[0] == 0
+
+
+def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
+    """Each broker process of a 3-broker ZooKeeper cluster serves its control listener: the partition leader's
+    process answers three Produce requests NOT_LEADER_OR_FOLLOWER, the producer retries and succeeds, and that
+    broker's request log shows the four Produce requests."""
+    import uuid
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafkite.testing.process_cluster import ProcessCluster
+    with ProcessCluster(3, zookeeper_connect=kafkite_zookeeper.connect_string, control=True,
+                        chroot=f"/kafkite-control-{uuid.uuid4().hex[:8]}") as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic("zk-ctl", num_partitions=1, replication_factor=3)])["zk-ctl"].result(30)
+        leader = c.wait_until(lambda: c.leader("zk-ctl", 0) > 0 and c.leader("zk-ctl", 0), 30, "a leader")
+        url = c.control_url(leader)
+        p = Producer({"bootstrap.servers": c.bootstrap_servers, "retry.backoff.ms": 50})
+        p.produce("zk-ctl", value=b"warm-up")
+        assert p.flush(30) == 0
+        assert control(url, "requests", "--clear")[0] == 0
+        assert control(url, "error", "Produce", "NOT_LEADER_OR_FOLLOWER", "--count", "3")[0] == 0
+        p.produce("zk-ctl", value=b"through-the-faults")
+        assert p.flush(60) == 0
+        produces = control(url, "requests", "--api", "Produce")[1]["requests"]
+        assert [r["error"] for r in produces] == ["NOT_LEADER_OR_FOLLOWER"] * 3 + [None], produces
+        assert all(r["broker"] == leader for r in produces)

@@ -23,6 +23,7 @@ leaves it running; give each cluster its own `chroot` so several share one serve
 from __future__ import annotations
 
 import collections
+import re
 import concurrent.futures
 import json
 import os
@@ -72,6 +73,7 @@ class _Broker:
         self.proc: subprocess.Popen | None = None
         self.paused = False
         self.tail: collections.deque[str] = collections.deque(maxlen=300)
+        self.control_url: str | None = None  # its control listener, with ProcessCluster(control=True)
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -81,7 +83,9 @@ class ProcessCluster:
     def __init__(self, brokers: int = 3, data_dir: str | Path | None = None,
                  overrides: dict[str, str] | None = None, host: str = "127.0.0.1", *,
                  zookeeper_connect: str | None = None, session_timeout_ms: int = 6000, chroot: str = "",
-                 start_timeout: float = 60.0, stop_timeout: float = 30.0):
+                 start_timeout: float = 60.0, stop_timeout: float = 30.0, control: bool = False):
+        """control: each broker also serves the control listener (kafkite.control.http): `control_url(id)`."""
+        self.control = control
         if brokers < 1:
             raise ValueError(f"brokers must be at least 1, got {brokers}")
         self.n = brokers
@@ -140,6 +144,8 @@ class ProcessCluster:
         ov = {**self.overrides, "broker.id": str(b.node_id), "zookeeper.connect": self.zookeeper_connect}
         for k, v in ov.items():
             args += ["--override", f"{k}={v}"]
+        if self.control:
+            args += ["--control-port", "0"]
         return args
 
     def _start_one(self, node_id: int) -> None:
@@ -154,6 +160,9 @@ class ProcessCluster:
         if b.port and port != b.port:
             raise RuntimeError(f"broker {node_id} came back on port {port}, not {b.port}")
         b.port = port
+        if self.control:
+            ready = next(line for line in reversed(b.tail) if "ready" in line and "control=" in line)
+            b.control_url = re.search(r"control='?(http://[^' ]+)", ready).group(1)
 
     def _start_many(self, ids: list[int]) -> None:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(ids))) as pool:
@@ -279,6 +288,12 @@ class ProcessCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(self.bootstrap_of(i) for i in self.node_ids)
+
+    def control_url(self, broker_id: int) -> str:
+        """The broker's control listener (ProcessCluster(control=True)): its faults and request log over HTTP."""
+        url = self._brokers[broker_id].control_url
+        assert url is not None, "ProcessCluster(control=True) serves control listeners"
+        return url
 
     def bootstrap_of(self, broker_id: int) -> str:
         return f"{self.host}:{self._brokers[broker_id].port}"
