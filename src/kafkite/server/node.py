@@ -138,8 +138,11 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
                 await state.zk.controlled_shutdown()
             nursery.cancel_scope.cancel()
     finally:
-        for storage in storages:
-            services.close(storage)
+        # the logs' last flushes, fsyncs and checkpoints, in a worker: nothing else runs on this node any more,
+        # and another node of this loop (or a test's) is not held meanwhile
+        with trio.CancelScope(shield=True):
+            for storage in storages:
+                await trio.to_thread.run_sync(services.close, storage)
 
 
 async def _preferred_leader_checks(state: ClusterState) -> None:
