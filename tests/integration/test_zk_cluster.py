@@ -622,7 +622,11 @@ def test_group_resumes_after_its_coordinators_broker_crashes(kafkite_zookeeper):
         others = [b for b in (1, 2, 3) if b != coord]
 
         c.kill_broker(coord)
-        _wait(c, lambda: coord not in c.live_brokers, SESSION_MS / 1000 + 10, "the dead coordinator's session expired")
+        # its session expired and every live broker's Metadata says so (a client bootstrapping from a broker the
+        # controller's UpdateMetadata has not reached yet would still try the dead one: kafka-python's poll then
+        # raises the refused connection)
+        _wait(c, lambda: coord not in c.live_brokers and _settled(c), SESSION_MS / 1000 + 10,
+              "the dead coordinator's session expired, every broker told")
         second = consumer(others[1])
         try:
             # no coordinator (RF 1: its __consumer_offsets partition is offline): the new member keeps asking
