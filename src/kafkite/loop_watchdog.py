@@ -10,6 +10,7 @@ did blocking work -- an fsync, a file rename, a decompression left on the loop -
 """
 from __future__ import annotations
 
+import collections
 import os
 import time
 
@@ -24,10 +25,8 @@ ENV = "KAFKITE_LOOP_WATCHDOG_MS"
 class LoopWatchdog(trio.abc.Instrument):
     def __init__(self, threshold_ms: float = DEFAULT_THRESHOLD_MS) -> None:
         self.threshold_s = threshold_ms / 1000.0
-        self.blocked: list[tuple[str, float]] = []  # (task name, ms held), the last MAX_KEPT, for tests
+        self.blocked: collections.deque[tuple[str, float]] = collections.deque(maxlen=1000)  # (task, ms held)
         self._started: dict[trio.lowlevel.Task, float] = {}
-
-    MAX_KEPT = 1000
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         self._started[task] = time.perf_counter()
@@ -40,8 +39,6 @@ class LoopWatchdog(trio.abc.Instrument):
         held = time.perf_counter() - start
         if held > self.threshold_s:
             ms = round(held * 1000, 1)
-            if len(self.blocked) >= self.MAX_KEPT:
-                del self.blocked[0]
             self.blocked.append((task.name, ms))
             log.warning("event_loop.blocked", task=task.name, held_ms=ms, threshold_ms=self.threshold_s * 1000,
                         message=f"task {task.name} held the event loop for {ms} ms")

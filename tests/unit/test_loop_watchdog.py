@@ -42,7 +42,7 @@ def test_steps_that_yield_are_not_reported():
             time.sleep(0.01)  # 10 ms per step, well under the threshold
             await trio.sleep(0)
     dog, warns = run_with(100, body)
-    assert dog.blocked == [] and warns == []
+    assert list(dog.blocked) == [] and warns == []
 
 
 def test_zero_turns_it_off_and_the_environment_sets_it(monkeypatch):

@@ -117,7 +117,7 @@ class SaslServerAuthenticator:
         "dispatch it as usual" (ApiVersions), close the connection afterwards)."""
         from ..wire import codec
         if self.state == "token":  # SaslHandshake v0: a bare token
-            return self._authenticated(bytes(frame), clog, raw=True)
+            return self._authenticated(bytes(frame), clog)
         try:
             return self._handle(frame, clog)
         except codec.RequestError as exc:  # a SaslHandshake / SaslAuthenticate that does not decode
@@ -168,7 +168,7 @@ class SaslServerAuthenticator:
         clog.info("sasl.authenticated", mechanism=self.mechanism, principal=self.principal)
         return True, False
 
-    def _authenticated(self, token: bytes, clog, raw: bool) -> tuple[object, bool]:
+    def _authenticated(self, token: bytes, clog) -> tuple[object, bool]:
         """v0: the answer to a good token is an empty size-prefixed frame; a bad one closes the connection."""
         ok, close = self._check(token, clog)
         return (b"\x00\x00\x00\x00" if ok else None), close
