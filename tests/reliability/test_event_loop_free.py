@@ -190,3 +190,50 @@ def test_acks0_produce_leaves_its_fsync_to_a_worker(tmp_path, monkeypatch):
                                                              partition_max_bytes=1 << 20)])],
                                        forgotten_topics_data=[], rack_id=""), 12)
             assert r.responses[0].partitions[0].high_watermark == 15
+
+
+def test_deleting_a_topic_fsyncs_nothing_per_partition_on_the_event_loop(tmp_path, monkeypatch):
+    """DeleteTopics of a 40-partition topic on disk: the logs are closed without a flush (their files go next), the
+    renames to `-delete` made durable and the directories removed in a worker thread. So the event loop fsyncs only
+    the metadata snapshot, whatever the partition count (before: the .log and both indexes of every partition and
+    the log dir once per partition, ~160 fsyncs); the directories are gone and a topic of the same name starts
+    empty."""
+    import traceback
+    import trio
+    with BrokerThread(data_dir=tmp_path / "data") as b:
+        bs = b.bootstrap_servers
+        admin = KafkaAdminClient(bootstrap_servers=bs)
+        admin.create_topics([NewTopic("many", 40, 1)])
+        with WireClient.connect(bs, timeout=30) as w:
+            for _ in range(3):
+                produce(w, big_batch(n=5, value_size=100), topic="many")
+        log_dir = tmp_path / "data"
+        assert len(list(log_dir.glob("many-*"))) == 40
+        real_fsync, on_loop = os.fsync, []
+
+        def recording(fd):
+            try:
+                trio.lowlevel.current_task()
+            except RuntimeError:  # a worker thread (or not Trio at all)
+                pass
+            else:
+                on_loop.append("".join(traceback.format_stack(limit=6)))
+            real_fsync(fd)
+        monkeypatch.setattr(os, "fsync", recording)
+        admin.delete_topics(["many"])
+        wait_until(lambda: not list(log_dir.glob("many-*")), timeout=30, what="the partition directories removed")
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        assert len(on_loop) <= 3, f"{len(on_loop)} fsyncs on the event loop, the first:\n" + "".join(on_loop[:2])
+        admin.create_topics([NewTopic("many", 40, 1)])
+        with WireClient.connect(bs, timeout=30) as w:
+            r = w.request(FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                       isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                                           FetchRequest.FetchTopic(topic="many", topic_id=None, partitions=[
+                                               FetchRequest.FetchTopic.FetchPartition(
+                                                   partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                   last_fetched_epoch=-1, log_start_offset=-1,
+                                                   partition_max_bytes=1 << 20)])],
+                                       forgotten_topics_data=[], rack_id=""), 12)
+            p = r.responses[0].partitions[0]
+            assert p.error_code == 0 and p.high_watermark == 0 and not p.records
+        admin.close()

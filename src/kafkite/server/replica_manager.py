@@ -43,6 +43,7 @@ import trio
 from ..config import TOPIC_CONFIGS
 from ..controller.metadata import INTERNAL_TOPICS
 from ..storage.batch import build_control_batch
+from ..storage.checkpoint_file import fsync_dir
 from ..storage.log_config import LogConfig
 from ..storage.log_loader import InconsistentTopicId
 from ..storage.log_manager import DELETE_DIR_SUFFIX, LogDirectory
@@ -183,23 +184,35 @@ class ReplicaManager(ReplicatedPartitions):
         lg = self.logs.pop((topic, partition), None)
         if lg is not None:
             self._keys.pop(id(lg), None)
-            lg.close()
+            if delete and not self.in_memory:  # not flushed (no fsync, no index written): its files go next
+                lg.close_for_deletion()
+            else:
+                lg.close()
         if delete and not self.in_memory:
             self._delete_dir(topic, partition)
         self.notify(topic, partition)
 
     def _delete_dir(self, topic: str, partition: int) -> None:
-        """Kafka's LogManager.asyncDelete: renamed at once (a new log of the name starts clean), removed in a worker
-        thread (a big log takes a while); a removal a crash cut short is finished at the next start."""
+        """Kafka's LogManager.asyncDelete: renamed at once (a new log of the name starts clean); the rename made
+        durable and the directory removed in a worker thread (a big log takes a while, and a topic of many
+        partitions would fsync the log dir once each on the event loop); a removal a crash cut short is finished
+        at the next start."""
         d = self._dir(topic, partition)
         if not d.exists():
             return
         try:
-            doomed = self.log_dir.set_aside(d, topic, partition, DELETE_DIR_SUFFIX)
+            doomed = self.log_dir.set_aside(d, topic, partition, DELETE_DIR_SUFFIX, sync=False)
         except OSError as exc:
             log.warning("log.delete_failed", partition=d.name, error=repr(exc))
             return
-        self._in_worker(lambda: shutil.rmtree(doomed, ignore_errors=True))
+
+        def remove() -> None:
+            try:
+                fsync_dir(d.parent)
+            except OSError as exc:  # the directory is gone at the next start all the same (a -delete name)
+                log.warning("log.delete_rename_not_synced", partition=d.name, error=repr(exc))
+            shutil.rmtree(doomed, ignore_errors=True)
+        self._in_worker(remove)
 
     def on_topic_deleted(self, topic: "TopicInfo") -> None:
         for p in topic.partitions:

@@ -118,10 +118,13 @@ class LogDirectory:
         write_atomically(self.path / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1},
                                                                      separators=(",", ":")), sync=True)
 
-    def set_aside(self, directory: Path, topic: str, partition: int, kind: str = STRAY_DIR_SUFFIX) -> Path:
+    def set_aside(self, directory: Path, topic: str, partition: int, kind: str = STRAY_DIR_SUFFIX, *,
+                  sync: bool = True) -> Path:
         """Rename a partition directory that is not to be served to its stray name (or, `kind` "-delete", to the
-        name of one being deleted); returns the new path."""
+        name of one being deleted); returns the new path. Without `sync` the caller makes the rename durable
+        (fsync_dir of the log dir: one for many renames, off the event loop)."""
         target = directory.with_name(stray_dir_name(topic, partition, kind))
         os.replace(directory, target)
-        fsync_dir(directory.parent)
+        if sync:
+            fsync_dir(directory.parent)
         return target

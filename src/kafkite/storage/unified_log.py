@@ -501,6 +501,15 @@ class UnifiedLog(LocalLog):
         self._close_doomed()
         return flushed
 
+    def close_for_deletion(self) -> None:
+        """Close every file of a log that is about to be deleted: pending writes completed (no worker is left
+        writing to a closed file), but nothing flushed, fsynced or checkpointed (Kafka's closeHandlers before an
+        asyncDelete): its directory is renamed and removed next, so none of that would survive."""
+        self.version += 1  # a cleaning under way is not swapped in
+        for s in self.segments:
+            s.close()
+        self._close_doomed()
+
     def delete(self) -> None:
         """Close and remove the partition (its directory, for a file log)."""
         self.version += 1
