@@ -51,7 +51,9 @@ def test_a_produce_error_injected_from_the_shell(served):
     assert p.flush(30) == 0
     assert control(url, "requests", "--clear")[0] == 0
     code, state = control(url, "error", "Produce", "NOT_LEADER_OR_FOLLOWER", "--count", "3")
-    assert code == 0 and state["errors"] == [{"api": "Produce", "error": 6, "remaining": 3, "broker": None}]
+    assert code == 0 and state["errors"] == [{"id": state["id"], "api": "Produce", "errors": ["NOT_LEADER_OR_FOLLOWER"],
+                                              "remaining": 3, "broker": None, "version": None, "client_id": None,
+                                              "topic": None, "partition": None}]
     delivered = []
     p.produce("ctl", value=b"through-the-faults", on_delivery=lambda err, msg: delivered.append(err))
     assert p.flush(30) == 0 and delivered == [None]
@@ -72,7 +74,7 @@ def test_latency_drops_and_clear(served):
     t0 = time.monotonic()
     kp.send("ctl-lat", b"slow").get(timeout=30)
     assert time.monotonic() - t0 >= 0.3
-    assert control(url, "clear")[1] == {"errors": [], "drops": [], "latency_ms": {}}
+    assert control(url, "clear")[1] == {"errors": [], "drops": [], "latency": [], "holds": [], "versions": []}
     assert control(url, "drop", "Produce", "--count", "1")[0] == 0
     kp.send("ctl-lat", b"dropped-then-retried").get(timeout=30)  # the producer retries on the cut connection
     kp.close()
