@@ -31,7 +31,7 @@ from typing import Any
 import trio
 from kafka.protocol.api_key import ApiKey
 
-from ..wire.errors import kafka_name
+from ..wire.errors import E, kafka_name
 from . import responses
 
 PARTITION_APIS = (ApiKey.Produce, ApiKey.Fetch)  # the APIs per-partition errors apply to
@@ -43,6 +43,17 @@ def api_key(api) -> int:
 
 def _name(key: int) -> str:
     return ApiKey(key).name
+
+
+def error_code(error) -> int:
+    """An error name (Kafka's: NOT_LEADER_OR_FOLLOWER, NONE, ...) or code -> the code."""
+    if isinstance(error, str):
+        return 0 if error in ("NONE", "NO_ERROR") else int(E[error])
+    return int(E(int(error)))
+
+
+def error_name(code: int) -> str:
+    return "NONE" if code == 0 else kafka_name(code)
 
 
 @dataclass
@@ -71,7 +82,7 @@ class ErrorRule:
 
     def as_json(self) -> dict:
         left = self.errors[self._next % len(self.errors):] if self.remaining != -1 else self.errors
-        return {"id": self.id, "api": _name(self.api), "errors": [kafka_name(e) for e in left] if self.remaining
+        return {"id": self.id, "api": _name(self.api), "errors": [error_name(e) for e in left] if self.remaining
                 else [], "remaining": self.remaining, "broker": self.broker, "version": self.version,
                 "client_id": self.client_id, "topic": self.topic, "partition": self.partition}
 
@@ -174,7 +185,7 @@ class Faults:
         every partition of it), Produce and Fetch only: those partitions answer the error in the response,
         the others are served. Returns the rule's id."""
         key = api_key(api)
-        errors = [int(e) for e in error] if isinstance(error, (list, tuple)) else [int(error)]
+        errors = [error_code(e) for e in error] if isinstance(error, (list, tuple)) else [error_code(error)]
         if not errors:
             raise ValueError("at least one error")
         if count == 0 or count < -1:

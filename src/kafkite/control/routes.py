@@ -13,8 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from kafka.protocol.api_key import ApiKey
 
-from ..wire.errors import E
-from .model import Faults, api_key
+from .model import Faults, api_key, error_code
 
 MAX_BODY = 1 << 20
 
@@ -148,7 +147,7 @@ def _api(value: Any) -> int:
 
 def _error(value: Any) -> int:
     try:
-        return int(E[value]) if isinstance(value, str) else int(E(int(value)))
+        return error_code(value)
     except (KeyError, ValueError, TypeError):
         raise BadRequest(400, f"unknown error {_short(value)}: a Kafka error name (NOT_LEADER_OR_FOLLOWER, ...) or "
                               "code") from None
