@@ -122,15 +122,15 @@ def validate(schema: dict, value: Any, where: str = "the body") -> None:
             validate(schema.get("items", {}), item, f"{where}[{i}]")
     if isinstance(value, dict):
         props = schema.get("properties", {})
+        unknown = [k for k in value if k not in props]
+        if unknown and schema.get("additionalProperties", True) is False:
+            raise BadRequest(400, f"{where} takes {sorted(props)}, not {_short(unknown[0])}")
         for k in schema.get("required", ()):
             if k not in value:
                 raise BadRequest(400, f"{where} needs {k!r}")
         for k, v in value.items():
-            if k not in props:
-                if schema.get("additionalProperties", True) is False:
-                    raise BadRequest(400, f"{where} takes {sorted(props)}, not {_short(k)}")
-                continue
-            validate(props[k], v, k)
+            if k in props:
+                validate(props[k], v, k)
 
 
 def _short(value: Any) -> str:
