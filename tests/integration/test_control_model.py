@@ -228,7 +228,7 @@ def test_filters_and_an_error_until_cleared(door):
                what="the victim retrying")
     assert victim.flush(0.5) == 1  # still failing
     [rule] = d.state()["errors"]
-    assert rule["remaining"] == -1 and rule["client_id"] == "victim"
+    assert rule["remaining"] == -1 and rule["client_id"] == "victim" and rule["fired"] >= 3
     d.clear()
     assert victim.flush(30) == 0
     victims = [r for r in d.requests("Produce") if r["client_id"] == "victim"]
@@ -236,7 +236,8 @@ def test_filters_and_an_error_until_cleared(door):
 
     d.error("Produce", "NOT_LEADER_OR_FOLLOWER", version=version + 1 if version < 11 else version - 1)
     deliver(bystander, topic, b"other version")
-    assert d.requests("Produce")[-1]["error"] is None and d.state()["errors"][0]["remaining"] == 1
+    [unused] = d.state()["errors"]
+    assert d.requests("Produce")[-1]["error"] is None and (unused["remaining"], unused["fired"]) == (1, 0)
     d.clear()
     d.error("Produce", "NOT_LEADER_OR_FOLLOWER", version=version)
     deliver(bystander, topic, b"this version")
@@ -408,3 +409,23 @@ def test_api_versions_above_its_cap_gets_kip_511s_answer(door):
     assert resp.error_code == E.UNSUPPORTED_VERSION
     assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}[18] == (0, 2)
     deliver(producer(bs), topic_name("after-cap"), b"the client falls back")  # librdkafka retries with v0..2
+
+
+def test_an_in_process_cluster_serves_its_one_model_over_http():
+    """KafkiteCluster(control=True): the CLI and the in-process methods change the same model; a rule for broker 2
+    is answered by broker 2 only."""
+    from kafka.protocol.metadata import MetadataRequest
+    from kafkite.testing.cluster import KafkiteCluster
+    with KafkiteCluster(brokers=2, control=True) as cluster:
+        url = cluster.control_url
+        ok(control(url, "error", "Metadata", "LEADER_NOT_AVAILABLE", "--broker", "2", "--count", "-1"))
+        assert cluster.faults.state()["errors"][0]["broker"] == 2
+        cluster.hold("Produce")
+        assert [h["api"] for h in ok(control(url, "holds"))["holds"]] == ["Produce"]
+        assert cluster.unhold() == 1 and ok(control(url, "holds"))["holds"] == []
+        req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="t")], allow_auto_topic_creation=False,
+                              include_topic_authorized_operations=False)
+        for broker, error in ((1, E.UNKNOWN_TOPIC_OR_PARTITION), (2, E.LEADER_NOT_AVAILABLE)):
+            with WireClient.connect(cluster.bootstrap_of(broker)) as w:
+                assert w.request(req, 9).topics[0].error_code == error
+        assert control(url, "error", "Produce", "6", "--broker", "3")[0] == 1  # no broker 3 here

@@ -67,6 +67,7 @@ class ErrorRule:
     client_id: str | None = None
     topic: str | None = None
     partition: int | None = None
+    fired: int = 0             # the requests it answered (NONE included)
     _next: int = 0
 
     def matches(self, req, broker_id: int) -> bool:
@@ -76,6 +77,7 @@ class ErrorRule:
     def take(self) -> int:
         err = self.errors[self._next % len(self.errors)]
         self._next += 1
+        self.fired += 1
         if self.remaining > 0:
             self.remaining -= 1
         return err
@@ -84,7 +86,7 @@ class ErrorRule:
         left = self.errors[self._next % len(self.errors):] if self.remaining != -1 else self.errors
         return {"id": self.id, "api": _name(self.api), "errors": [error_name(e) for e in left] if self.remaining
                 else [], "remaining": self.remaining, "broker": self.broker, "version": self.version,
-                "client_id": self.client_id, "topic": self.topic, "partition": self.partition}
+                "client_id": self.client_id, "topic": self.topic, "partition": self.partition, "fired": self.fired}
 
 
 @dataclass
