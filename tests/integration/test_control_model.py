@@ -429,3 +429,51 @@ def test_an_in_process_cluster_serves_its_one_model_over_http():
             with WireClient.connect(cluster.bootstrap_of(broker)) as w:
                 assert w.request(req, 9).topics[0].error_code == error
         assert control(url, "error", "Produce", "6", "--broker", "3")[0] == 1  # no broker 3 here
+
+
+def _commit_group(bs: str, topic: str, group: str, n: int) -> None:
+    """A kafka-python group consumer reads n records and commits; it stays in the group (the caller closes)."""
+    from kafka import KafkaConsumer
+    c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, client_id="viewer", auto_offset_reset="earliest",
+                      enable_auto_commit=False)
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < n and time.monotonic() < deadline:
+        got += sum(len(ms) for ms in c.poll(timeout_ms=200).values())
+    assert got == n
+    c.commit()
+    return c
+
+
+@pytest.mark.parametrize("where", ["in-process", "serve"])
+def test_partition_and_group_state_as_json(where, served):
+    """GET /v1/partitions and /v1/groups (the CLI's `partitions`, `groups`) and, in-process,
+    KafkiteCluster.partition_states / group_states: the same JSON."""
+    from kafkite.testing.cluster import KafkiteCluster
+    topic, group = topic_name("views"), topic_name("vg")
+    cluster = KafkiteCluster(brokers=1, control=True).start() if where == "in-process" else None
+    try:
+        bs, url = (cluster.bootstrap_servers, cluster.control_url) if cluster else (served.bootstrap_servers,
+                                                                                  served.control_url)
+        create(bs, topic, 2)
+        p = producer(bs)
+        for i in range(3):
+            deliver(p, topic, b"v%d" % i, partition=0)
+        consumer = _commit_group(bs, topic, group, 3)
+        try:
+            parts = ok(control(url, "partitions", "--topic", topic))["partitions"]
+            assert [(x["partition"], x["leader"], x["isr"], x["local_replicas"]["1"]["log_end_offset"])
+                    for x in parts] == [(0, 1, [1], 3), (1, 1, [1], 0)]
+            [g] = ok(control(url, "groups", "--group", group))["groups"]
+            assert g["state"] == "Stable" and g["protocol_type"] == "consumer" and g["generation"] >= 1
+            assert [m["client_id"] for m in g["members"]] == ["viewer"] and g["leader"] == g["members"][0]["member_id"]
+            assert g["offsets"] == {f"{topic}-0": 3, f"{topic}-1": 0}
+            assert ok(control(url, "groups", "--group", "no-such-group"))["groups"] == []
+            if cluster is not None:  # the in-process door: the same views
+                assert cluster.partition_states(topic) == parts
+                assert cluster.group_states(group) == [g]
+        finally:
+            consumer.close()
+    finally:
+        if cluster is not None:
+            cluster.stop()

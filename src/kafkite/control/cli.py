@@ -11,6 +11,7 @@ printed on stderr with exit code 1.
     kafkite control --url ... versions Fetch --max 4 | versions Fetch --remove | versions
     kafkite control --url ... faults | clear | reset | openapi
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
+    kafkite control --url ... partitions [--topic t] | groups [--group g]
     kafkite control --url ... call POST /v1/errors '{"api": "Produce", "error": 6}'
 """
 from __future__ import annotations
@@ -68,6 +69,10 @@ def add_subparser(sub) -> None:
     v.add_argument("--min", type=int)
     v.add_argument("--broker", type=int)
     v.add_argument("--remove", action="store_true")
+    pv = act.add_parser("partitions", help="the partitions: leader, epochs, replicas, ISR, local offsets")
+    pv.add_argument("--topic")
+    gv = act.add_parser("groups", help="the groups coordinated by the broker process: state, members, offsets")
+    gv.add_argument("--group")
     act.add_parser("faults", help="every control in force")
     act.add_parser("clear", help="remove every control")
     act.add_parser("reset", help="remove every control and empty the request log")
@@ -124,6 +129,10 @@ def _request(args) -> tuple[str, str, object]:
             return "GET", "/v1/versions", None
         return "POST", "/v1/versions", {"api": _code(args.api), "max_version": args.max, "min_version": args.min,
                                         "broker": args.broker, "remove": args.remove}
+    if a in ("partitions", "groups"):
+        key = "topic" if a == "partitions" else "group"
+        value = getattr(args, key)
+        return "GET", f"/v1/{a}" + (f"?{urlencode({key: value})}" if value is not None else ""), None
     if a in ("faults", "clear"):
         return ("GET" if a == "faults" else "DELETE"), "/v1/faults", None
     if a == "reset":

@@ -8,11 +8,12 @@ for a body over MAX_BODY (http.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from kafka.protocol.api_key import ApiKey
 
+from . import views
 from .model import Faults, api_key, error_code
 
 MAX_BODY = 1 << 20
@@ -87,6 +88,10 @@ ROUTES: dict[str, dict[str, Route]] = {
                       _obj({"api": _API, "min_version": _OPT_INT, "max_version": _OPT_INT, "broker": _BROKER,
                             "remove": {"type": "boolean"}}, ("api",))),
         "DELETE": Route("remove every version cap", "clear_versions")},
+    "/v1/partitions": {"GET": Route("the partitions: leader, epochs, replicas, ISR, this process's replicas' offsets",
+                                    "partitions", query=(("topic", {"type": "string"}, "only this topic"),))},
+    "/v1/groups": {"GET": Route("the groups coordinated in this process: state, generation, members, offsets",
+                                "groups", query=(("group", {"type": "string"}, "only this group"),))},
     "/v1/requests": {
         "GET": Route("the request log (the newest 10,000 client requests)", "requests", query=(
             ("api", {"type": "string"}, "only this API"), ("since", {"type": "integer"}, "only after this seq"))),
@@ -183,9 +188,11 @@ def openapi(routes: dict[str, dict[str, Route]] = ROUTES) -> dict:
 class ControlApp:
     """The routes over one Faults model and the ids of this process's brokers."""
 
-    def __init__(self, faults: Faults, broker_ids: list[int]) -> None:
+    def __init__(self, faults: Faults, broker_ids: list[int], brokers: Callable[[], dict] | None = None) -> None:
+        """`brokers`: this process's brokers by id (for the read-only views), called on their event loop."""
         self.faults = faults
         self.broker_ids = list(broker_ids)
+        self.brokers = brokers
 
     def handle(self, method: str, target: str, body: Any) -> tuple[int, Any]:
         url = urlsplit(target)
@@ -299,6 +306,17 @@ class ControlApp:
     def clear_versions(self, body, query, path):
         self.faults.clear_versions()
         return self._state(path)
+
+    def _view(self, fn, query, name):
+        if self.brokers is None:
+            raise BadRequest(404, f"this control listener has no view of its brokers' {name}")
+        return fn(self.brokers(), query[name][0] if name in query else None)
+
+    def partitions(self, body, query, path):
+        return {"partitions": self._view(views.partitions, query, "topic")}
+
+    def groups(self, body, query, path):
+        return {"groups": self._view(views.groups, query, "group")}
 
     def requests(self, body, query, path):
         rows = list(self.faults.requests)

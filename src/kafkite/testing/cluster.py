@@ -72,7 +72,8 @@ class KafkiteCluster(TrioThread):
             self.state = node.state
             if self.control:
                 from ..control.http import ControlApp, serve_control
-                port = await side.start(serve_control, ControlApp(self.faults, self.node_ids), self.host, 0)
+                port = await side.start(serve_control, ControlApp(self.faults, self.node_ids, lambda: self.brokers),
+                                        self.host, 0)
                 self.control_url = f"http://{self.host}:{port}"
             await self._started()
             await trio.sleep_forever()
@@ -201,3 +202,13 @@ class KafkiteCluster(TrioThread):
 
     def remove_api(self, api, broker_id: int | None = None) -> None:
         self.faults.remove_api(api, broker_id=broker_id)
+
+    def partition_states(self, topic: str | None = None) -> list[dict]:
+        """GET /v1/partitions: leader, epochs, replicas, ISR, each broker's copy's offsets (JSON-able)."""
+        from ..control import views
+        return self.call(lambda: views.partitions(self.brokers, topic))
+
+    def group_states(self, group: str | None = None) -> list[dict]:
+        """GET /v1/groups: each group's state, generation, members and committed offsets (JSON-able)."""
+        from ..control import views
+        return self.call(lambda: views.groups(self.brokers, group))
