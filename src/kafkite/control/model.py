@@ -83,9 +83,10 @@ class ErrorRule:
         return err
 
     def as_json(self) -> dict:
-        left = self.errors[self._next % len(self.errors):] if self.remaining != -1 else self.errors
-        return {"id": self.id, "api": _name(self.api), "errors": [error_name(e) for e in left] if self.remaining
-                else [], "remaining": self.remaining, "broker": self.broker, "version": self.version,
+        n = len(self.errors)  # the errors still to answer, in order (one round of them when until cleared)
+        upcoming = [self.errors[(self._next + i) % n] for i in range(n if self.remaining == -1 else self.remaining)]
+        return {"id": self.id, "api": _name(self.api), "errors": [error_name(e) for e in upcoming],
+                "remaining": self.remaining, "broker": self.broker, "version": self.version,
                 "client_id": self.client_id, "topic": self.topic, "partition": self.partition, "fired": self.fired}
 
 
@@ -202,9 +203,10 @@ class Faults:
             self._errors.append(rule)
         return rule.id
 
-    def clear_errors(self) -> None:
+    def clear_errors(self, rule_id: int | None = None) -> None:
+        """Every error rule removed, or the one with that id."""
         with self._lock:
-            self._errors = []
+            self._errors = [r for r in self._errors if rule_id not in (None, r.id)]
 
     def _take_error(self, ctx) -> tuple[int, ErrorRule] | None:
         req = ctx.request
@@ -247,9 +249,9 @@ class Faults:
                     return True
         return False
 
-    def clear_drops(self) -> None:
+    def clear_drops(self, rule_id: int | None = None) -> None:
         with self._lock:
-            self._drops = []
+            self._drops = [d for d in self._drops if rule_id not in (None, d.id)]
 
     # -- latency --------------------------------------------------------------------------------
     def set_latency(self, broker_id: int | None, ms: int, *, api=None) -> None:

@@ -58,7 +58,7 @@ ROUTES: dict[str, dict[str, Route]] = {
             "topic": {**_OPT_STR, "description": "Produce and Fetch: only this topic's partitions answer the "
                                                  "error, the others are served"},
             "partition": {**_OPT_INT, "description": "with topic: only this partition"}}, ("api",))),
-        "DELETE": Route("remove every error rule", "clear_errors")},
+        "DELETE": Route("remove every error rule, or the one with that id", "clear_errors", _obj({"id": _OPT_INT}))},
     "/v1/drops": {
         "GET": Route("the drop rules in force", "state"),
         "POST": Route("close the connection of an API's requests, after handling them (or before)", "add_drop",
@@ -66,7 +66,7 @@ ROUTES: dict[str, dict[str, Route]] = {
                             "broker": _BROKER, "handled": {"type": "boolean", "description": "true (default): "
                                                            "after the request took effect; false: before"}},
                            ("api",))),
-        "DELETE": Route("remove every drop rule", "clear_drops")},
+        "DELETE": Route("remove every drop rule, or the one with that id", "clear_drops", _obj({"id": _OPT_INT}))},
     "/v1/latency": {
         "GET": Route("the delays in force", "state"),
         "POST": Route("delay requests to a broker, of an API, or both (matching delays add up); ms 0 removes it",
@@ -250,7 +250,7 @@ class ControlApp:
         return self._state(path, id=rid)
 
     def clear_errors(self, body, query, path):
-        self.faults.clear_errors()
+        self.faults.clear_errors(body.get("id"))
         return self._state(path)
 
     def add_drop(self, body, query, path):
@@ -260,7 +260,7 @@ class ControlApp:
         return self._state(path, id=rid)
 
     def clear_drops(self, body, query, path):
-        self.faults.clear_drops()
+        self.faults.clear_drops(body.get("id"))
         return self._state(path)
 
     def add_latency(self, body, query, path):
