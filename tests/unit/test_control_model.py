@@ -33,8 +33,12 @@ def answers(f: Faults, n: int, **kw) -> list:
     for _ in range(n):
         c = ctx(**kw)
         early = trio.run(f.before, c)
-        out.append(None if early is None else early[0].error_code if hasattr(early[0], "error_code") else
-                   early[0].responses[0].partition_responses[0].error_code if early[0].responses else "empty")
+        if early is None:
+            out.append(None)
+        elif hasattr(early[0], "error_code"):
+            out.append(early[0].error_code)
+        else:
+            out.append(early[0].responses[0].partition_responses[0].error_code)
     return out
 
 
@@ -44,8 +48,8 @@ def test_a_sequence_repeats_count_times_and_none_lets_a_request_through():
     [rule] = f.state()["errors"]
     assert rule["id"] == rid and rule["remaining"] == 6
     assert rule["errors"] == ["NOT_COORDINATOR", "NONE", "COORDINATOR_LOAD_IN_PROGRESS"] * 2
-    assert answers(f, 7, api="InitProducerId", version=4) == [E.NOT_COORDINATOR, None, E.COORDINATOR_LOAD_IN_PROGRESS] * 2 + [
-        None]
+    expected = [E.NOT_COORDINATOR, None, E.COORDINATOR_LOAD_IN_PROGRESS] * 2 + [None]
+    assert answers(f, 7, api="InitProducerId", version=4) == expected
     assert f.state()["errors"] == []
 
 
