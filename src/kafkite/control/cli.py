@@ -113,6 +113,8 @@ def _request(args) -> tuple[str, str, object]:
         return "POST", "/v1/drops", {"api": args.api, "count": args.count, "skip": args.skip, "broker": args.broker,
                                      "handled": not args.before}
     if a == "latency":
+        if len(args.numbers) > 2:
+            raise SystemExit("latency takes [BROKER] MS")
         *broker, ms = args.numbers
         return "POST", "/v1/latency", {"broker": broker[0] if broker else None, "ms": ms, "api": args.api}
     if a == "hold":
