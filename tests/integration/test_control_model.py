@@ -306,6 +306,42 @@ def test_a_partitions_fetch_error_leaves_the_others_served(door):
     assert [r["error"] for r in d.requests("Fetch") if r["error"]] == ["NOT_LEADER_OR_FOLLOWER"] * 3
 
 
+def test_list_offsets_and_offset_for_leader_epoch_partition_errors(door):
+    """kfake's Fault also covers ListOffsets and OffsetForLeaderEpoch: the named partition answers the error,
+    the other is answered for real; a real consumer starting from the end gets the error, retries, and reads."""
+    from kafka.protocol.consumer import OffsetForLeaderEpochRequest
+    d, bs = door
+    topic = topic_name("lo")
+    create(bs, topic, 2)
+    p = producer(bs)
+    deliver(p, topic, b"x", partition=0)
+    deliver(p, topic, b"y", partition=1)
+    d.error("ListOffsets", "NOT_LEADER_OR_FOLLOWER", topic=topic, partition=1)
+    d.error("OffsetForLeaderEpoch", "FENCED_LEADER_EPOCH", topic=topic, partition=0)
+    T = ListOffsetsRequest.ListOffsetsTopic
+    lo = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[T(name=topic, partitions=[
+        T.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=-1) for i in (0, 1)])])
+    O = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    ofle = OffsetForLeaderEpochRequest(replica_id=-1, topics=[O(topic=topic, partitions=[
+        O.OffsetForLeaderPartition(partition=i, current_leader_epoch=-1, leader_epoch=0) for i in (0, 1)])])
+    with wire(bs) as w:
+        got = {p.partition_index: (p.error_code, p.offset) for p in w.request(lo, 7).topics[0].partitions}
+        assert got == {0: (0, 1), 1: (E.NOT_LEADER_OR_FOLLOWER, -1)}
+        got = {p.partition: (p.error_code, p.end_offset) for p in w.request(ofle, 4).topics[0].partitions}
+        assert got == {0: (E.FENCED_LEADER_EPOCH, -1), 1: (0, 1)}
+    assert d.state()["errors"] == []
+    d.error("ListOffsets", "NOT_LEADER_OR_FOLLOWER", count=2, topic=topic, partition=0)
+    deliver(p, topic, b"z", partition=0)
+    c = Consumer({"bootstrap.servers": bs, "group.id": "unused", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, -1)])  # OFFSET_END: a ListOffsets for partition 0
+    deliver(p, topic, b"after", partition=0)
+    wait_until(lambda: [r for r in d.requests("ListOffsets") if r["error"] is None and r["client_id"] == "rdkafka"],
+               30, what="the consumer's ListOffsets after the errors")
+    c.close()
+    assert [r["error"] for r in d.requests("ListOffsets") if r["client_id"] == "rdkafka"][:2] == [
+        "NOT_LEADER_OR_FOLLOWER"] * 2
+
+
 # -- timing -----------------------------------------------------------------------------------
 def test_a_held_join_group_waits_until_released(door):
     """JoinGroup is held: the consumer's join waits, while other connections (a producer) are served; once

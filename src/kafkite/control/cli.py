@@ -40,7 +40,8 @@ def add_subparser(sub) -> None:
     e.add_argument("--broker", type=int)
     e.add_argument("--version", type=int, help="only requests of this API version")
     e.add_argument("--client-id", help="only requests with this client id")
-    e.add_argument("--topic", help="Produce/Fetch: only this topic's partitions answer the error")
+    e.add_argument("--topic", help="Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: only this topic's "
+                                        "partitions answer the error")
     e.add_argument("--partition", type=int, help="with --topic: only this partition")
     d = act.add_parser("drop", help="close the connection of an API's next requests, after handling them")
     d.add_argument("api")

@@ -3,9 +3,10 @@
 BrokerThread.faults), HTTP (control/routes.py) and the CLI (control/cli.py) are three doors onto one `Faults`.
 
   errors    answer an API's requests with errors, a sequence answered in turn (librdkafka's
-            push_request_errors), filtered by broker, API version, client id, and for Produce and Fetch by
-            topic/partition (only that partition answers the error, the others are served); NONE in a
-            sequence lets that request through; count -1 keeps the rule until cleared
+            push_request_errors), filtered by broker, API version, client id, and for Produce, Fetch,
+            ListOffsets and OffsetForLeaderEpoch by topic/partition (only that partition answers the
+            error, the others are served); NONE in a sequence lets that request through; count -1 keeps
+            the rule until cleared
   drops     cut the connection after a request was handled (the client cannot know it took effect), or
             before it is handled
   latency   delay requests, per broker, per API, or both (the delays that match add up)
@@ -34,7 +35,8 @@ from kafka.protocol.api_key import ApiKey
 from ..wire.errors import E, kafka_name
 from . import responses
 
-PARTITION_APIS = (ApiKey.Produce, ApiKey.Fetch)  # the APIs per-partition errors apply to
+# the APIs per-partition errors apply to (kfake's Fault: also ShareFetch, ShareAcknowledge, not served here)
+PARTITION_APIS = (ApiKey.Produce, ApiKey.Fetch, ApiKey.ListOffsets, ApiKey.OffsetForLeaderEpoch)
 
 
 def api_key(api) -> int:
@@ -185,7 +187,7 @@ class Faults:
                      client_id: str | None = None, topic: str | None = None, partition: int | None = None) -> int:
         """`error`: one code, or a sequence answered in turn (0, NONE, lets that request through). `count`: how
         many times (a sequence: how many times over); -1 until cleared. With `topic` (and `partition`, else
-        every partition of it), Produce and Fetch only: those partitions answer the error in the response,
+        every partition of it), Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: those partitions answer the error,
         the others are served. Returns the rule's id."""
         key = api_key(api)
         errors = [error_code(e) for e in error] if isinstance(error, (list, tuple)) else [error_code(error)]

@@ -63,8 +63,13 @@ def _fetch_topic_name(ctx, ft) -> str | None:
 def _named(ctx):
     """(topic name, topic id or None, partition index) of every partition a Produce or Fetch names."""
     body = ctx.body
-    if ctx.request.api_key == ApiKey.Produce:
+    k = ctx.request.api_key
+    if k == ApiKey.Produce:
         return [(td.name, None, pd.index) for td in body.topic_data for pd in td.partition_data]
+    if k == ApiKey.ListOffsets:
+        return [(t.name, None, p.partition_index) for t in body.topics for p in t.partitions]
+    if k == ApiKey.OffsetForLeaderEpoch:
+        return [(t.topic, None, p.partition) for t in body.topics for p in t.partitions]
     return [(_fetch_topic_name(ctx, ft), ft.topic_id if ctx.version >= 13 else None, fp.partition)
             for ft in body.topics for fp in ft.partitions]
 
@@ -76,7 +81,8 @@ def names_partition(ctx, topic: str, partition: int | None) -> bool:
 def strip_partition(ctx, topic: str, partition: int | None, error: int) -> list[tuple[str, object, int, int]]:
     """The partitions that answer `error`: taken out of a Produce (nothing is appended to them, as when a
     broker refuses a partition); a Fetch keeps them (its session too) and answers at once, as Kafka does when
-    a partition has an error. -> [(topic, topic id, partition, error)]"""
+    a partition has an error; ListOffsets and OffsetForLeaderEpoch read them, and their answer is replaced.
+    -> [(topic, topic id, partition, error)]"""
     hit = [(t, tid, p, error) for t, tid, p in _named(ctx) if t == topic and partition in (None, p)]
     body = ctx.body
     if ctx.request.api_key == ApiKey.Produce:
@@ -84,7 +90,7 @@ def strip_partition(ctx, topic: str, partition: int | None, error: int) -> list[
             if td.name == topic:
                 td.partition_data = [pd for pd in td.partition_data if partition not in (None, pd.index)]
         body.topic_data = [td for td in body.topic_data if td.partition_data]
-    else:
+    elif ctx.request.api_key == ApiKey.Fetch:
         body.max_wait_ms = 0
     return hit
 
@@ -102,6 +108,20 @@ def add_partition_errors(ctx, response, errors: list[tuple[str, object, int, int
             topics[name].partition_responses.append(T.PartitionProduceResponse(
                 index=index, error_code=err, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
                 record_errors=[], error_message=None))
+        return
+    if ctx.request.api_key in (ApiKey.ListOffsets, ApiKey.OffsetForLeaderEpoch):
+        lo = ctx.request.api_key == ApiKey.ListOffsets
+        failed = {(name, index): err for name, _, index, err in errors}
+        for t in response.topics:
+            for p in t.partitions:
+                err = failed.get((t.name, p.partition_index) if lo else (t.topic, p.partition))
+                if err is None:
+                    continue
+                p.error_code = err
+                if lo:
+                    p.timestamp, p.offset, p.leader_epoch, p.old_style_offsets = -1, -1, -1, []
+                else:
+                    p.leader_epoch, p.end_offset = -1, -1
         return
     v13 = ctx.version >= 13
     for name, tid, index, err in errors:

@@ -55,8 +55,8 @@ ROUTES: dict[str, dict[str, Route]] = {
             "broker": _BROKER,
             "version": {**_OPT_INT, "description": "only requests of this API version"},
             "client_id": {**_OPT_STR, "description": "only requests with this client id"},
-            "topic": {**_OPT_STR, "description": "Produce and Fetch: only this topic's partitions answer the "
-                                                 "error, the others are served"},
+            "topic": {**_OPT_STR, "description": "Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: only this "
+                                                 "topic's partitions answer the error, the others are served"},
             "partition": {**_OPT_INT, "description": "with topic: only this partition"}}, ("api",))),
         "DELETE": Route("remove every error rule, or the one with that id", "clear_errors", _obj({"id": _OPT_INT}))},
     "/v1/drops": {
