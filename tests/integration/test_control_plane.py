@@ -128,6 +128,9 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         produces = control(url, "requests", "--api", "Produce")[1]["requests"]
         assert [r["error"] for r in produces] == ["NOT_LEADER_OR_FOLLOWER"] * 3 + [None], produces
         assert all(r["broker"] == leader for r in produces)
+        [part] = control(url, "partitions", "--topic", "zk-ctl")[1]["partitions"]  # this process's view
+        assert part["leader"] == leader and sorted(part["replicas"]) == [1, 2, 3]
+        assert part["local_replicas"][str(leader)]["log_end_offset"] == 2
 
 
 def _state(url: str):
