@@ -159,9 +159,9 @@ def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def create(bs: str, topic: str, partitions: int = 1) -> None:
+def create(bs: str, topic: str, partitions: int = 1, replication: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bs})  # kept alive until the answer came
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(30)
 
 
 def producer(bs: str, **conf) -> Producer:
@@ -513,3 +513,28 @@ def test_partition_and_group_state_as_json(where, served):
     finally:
         if cluster is not None:
             cluster.stop()
+
+
+def test_a_leader_moved_over_http_and_the_producer_follows():
+    """POST /v1/leaders (the CLI's `leader`) on a one-process cluster: the controller moves the leader, a
+    confluent-kafka producer gets NOT_LEADER_OR_FOLLOWER from the old one, refreshes and delivers to the new one."""
+    from kafkite.testing.cluster import KafkiteCluster
+    with KafkiteCluster(brokers=3, control=True) as cluster:
+        bs, url = cluster.bootstrap_servers, cluster.control_url
+        topic = topic_name("moved")
+        create(bs, topic, 1, replication=3)
+        p = producer(bs)
+        deliver(p, topic, b"before")
+        old = cluster.leader(topic, 0)
+        wait_until(lambda: len(cluster.isr(topic, 0)) == 3, 30, what="a full ISR")
+        new = next(b for b in cluster.isr(topic, 0) if b != old)
+        [part] = ok(control(url, "leader", topic, "0", str(new)))["partitions"]
+        assert part["leader"] == new == cluster.leader(topic, 0)
+        deliver(p, topic, b"after")
+        produces = [r for r in cluster.faults.requests if r["api"] == "Produce" and r["client_id"] == "rdkafka"]
+        assert produces[-1]["broker"] == new
+        assert sorted(v for _, v in consume(bs, topic, [0], 2)) == [b"after", b"before"]
+        code, out = control(url, "leader", topic, "0", "9")
+        assert code == 1 and "unknown broker 9" in out["error"]
+        code, out = control(url, "leader", "no-such-topic", "0", str(new))
+        assert code == 1 and "not a live replica" in out["error"]

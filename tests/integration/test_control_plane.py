@@ -222,7 +222,7 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
                 ["versions", "Fetch", "--max", "4"], ["versions", "ListGroups", "--remove"], ["versions"],
                 ["faults"], ["clear"], ["reset"], ["openapi"], ["requests", "--api", "Produce", "--since", "3"],
                 ["requests", "--clear"], ["call", "GET", "/v1"], ["partitions", "--topic", "t"], ["partitions"],
-                ["groups", "--group", "g"], ["groups"]]
+                ["groups", "--group", "g"], ["groups"], ["leader", "t", "0", "2"]]
     actions = parser._subparsers._group_actions[0].choices["control"]._subparsers._group_actions[0].choices
     assert {c[0] for c in commands} == set(actions), "a CLI sub-command this test does not check"
     for argv in commands:

@@ -11,7 +11,7 @@ printed on stderr with exit code 1.
     kafkite control --url ... versions Fetch --max 4 | versions Fetch --remove | versions
     kafkite control --url ... faults | clear | reset | openapi
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
-    kafkite control --url ... partitions [--topic t] | groups [--group g]
+    kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
     kafkite control --url ... call POST /v1/errors '{"api": "Produce", "error": 6}'
 """
 from __future__ import annotations
@@ -74,6 +74,10 @@ def add_subparser(sub) -> None:
     pv.add_argument("--topic")
     gv = act.add_parser("groups", help="the groups coordinated by the broker process: state, members, offsets")
     gv.add_argument("--group")
+    ml = act.add_parser("leader", help="make a live ISR member a partition's leader: leader TOPIC PARTITION BROKER")
+    ml.add_argument("topic")
+    ml.add_argument("partition", type=int)
+    ml.add_argument("broker", type=int)
     act.add_parser("faults", help="every control in force")
     act.add_parser("clear", help="remove every control")
     act.add_parser("reset", help="remove every control and empty the request log")
@@ -136,6 +140,8 @@ def _request(args) -> tuple[str, str, object]:
         key = "topic" if a == "partitions" else "group"
         value = getattr(args, key)
         return "GET", f"/v1/{a}" + (f"?{urlencode({key: value})}" if value is not None else ""), None
+    if a == "leader":
+        return "POST", "/v1/leaders", {"topic": args.topic, "partition": args.partition, "broker": args.broker}
     if a in ("faults", "clear"):
         return ("GET" if a == "faults" else "DELETE"), "/v1/faults", None
     if a == "reset":

@@ -90,6 +90,11 @@ ROUTES: dict[str, dict[str, Route]] = {
         "DELETE": Route("remove every version cap", "clear_versions")},
     "/v1/partitions": {"GET": Route("the partitions: leader, epochs, replicas, ISR, this process's replicas' offsets",
                                     "partitions", query=(("topic", {"type": "string"}, "only this topic"),))},
+    "/v1/leaders": {"POST": Route("make a live ISR member the partition's leader (one-process clusters)",
+                                  "move_leader", _obj({"topic": {"type": "string"}, "partition": {"type": "integer",
+                                                                                                  "minimum": 0},
+                                                       "broker": {"type": "integer", "minimum": 0}},
+                                                      ("topic", "partition", "broker")))},
     "/v1/groups": {"GET": Route("the groups coordinated in this process: state, generation, members, offsets",
                                 "groups", query=(("group", {"type": "string"}, "only this group"),))},
     "/v1/requests": {
@@ -314,6 +319,13 @@ class ControlApp:
 
     def partitions(self, body, query, path):
         return {"partitions": self._view(views.partitions, query, "topic")}
+
+    def move_leader(self, body, query, path):
+        if self.brokers is None:
+            raise BadRequest(404, "this control listener has no view of its brokers")
+        views.move_leader(self.brokers(), body["topic"], body["partition"], self._broker(body["broker"]))
+        return {"partitions": [p for p in views.partitions(self.brokers(), body["topic"])
+                               if p["partition"] == body["partition"]]}
 
     def groups(self, body, query, path):
         return {"groups": self._view(views.groups, query, "group")}

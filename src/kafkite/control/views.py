@@ -1,6 +1,7 @@
-"""Read-only views of this process's brokers for the control plane (GET /v1/partitions, GET /v1/groups): what a
-test would otherwise dig out of broker objects. Read on the brokers' own event loop (the HTTP listener runs
-there; the in-process API goes through KafkiteCluster.call)."""
+"""Views of this process's brokers for the control plane (GET /v1/partitions, GET /v1/groups): what a test would
+otherwise dig out of broker objects; and the one topology control served over HTTP, moving a partition's leader
+(POST /v1/leaders). Run on the brokers' own event loop (the HTTP listener runs there; the in-process API goes
+through KafkiteCluster.call)."""
 from __future__ import annotations
 
 
@@ -41,3 +42,15 @@ def groups(brokers: dict, group: str | None = None) -> list[dict]:
                                         for m in sorted(g.members.values(), key=lambda m: m.member_id)],
                             "offsets": {f"{k[0]}-{k[1]}": e.offset for k, e in sorted(g.offsets.items())}})
     return out
+
+
+def move_leader(brokers: dict, topic: str, partition: int, broker_id: int) -> None:
+    """Make a live ISR member the partition's leader, through the active controller of this process's
+    one-process cluster (`KafkiteCluster.move_leader`; librdkafka's partition_set_leader)."""
+    state = brokers[min(brokers)].state
+    if state.zk is not None:
+        raise ValueError("moving a leader is served for one-process clusters (not yet in ZooKeeper mode)")
+    controller = state.active_controller()
+    if controller is None:
+        raise ValueError("no active controller in this process")
+    controller.move_leader(topic, partition, broker_id)
