@@ -12,6 +12,8 @@ work on the broker process's one control model (control/model.py):
   GET|POST|DELETE /v1/holds              {"api", "broker", "client_id"}; POST /v1/holds/release {"api", "id", "count"}
   GET|POST|DELETE /v1/versions           {"api", "min_version", "max_version", "broker", "remove"}
   GET|DELETE   /v1/requests              the request log (?api=Produce, ?since=SEQ) / empty it
+  GET          /v1/partitions, /v1/groups  partition and group state (?topic=, ?group=)
+  POST         /v1/leaders               {"topic", "partition", "broker"}: move a partition's leader
 
 A body is read whole, at most MAX_BODY bytes: a larger Content-Length is refused (413) before any of it is read.
 """
