@@ -146,3 +146,20 @@ def test_body_schemas():
     with pytest.raises(BadRequest, match="no view"):
         app.handle("GET", "/v1/groups", {})
     assert app.handle("DELETE", "/v1/errors", {"id": 12})[0] == 200
+
+
+def test_an_acks_0_produce_with_an_error_closes_its_connection():
+    """Kafka has no answer to carry an acks=0 Produce's error: it closes the connection (at once for the whole
+    request; after handling the other partitions for one partition's error)."""
+    f = Faults()
+    f.inject_error("Produce", E.NOT_LEADER_OR_FOLLOWER)
+    c = ctx("Produce")
+    c.body.acks = 0
+    assert trio.run(f.before, c) == "close"
+    f.inject_error("Produce", E.NOT_LEADER_OR_FOLLOWER, topic="t", partition=0)
+    part = SimpleNamespace(index=0, records=b"")
+    c = ctx("Produce")
+    c.body.acks, c.body.topic_data = 0, [SimpleNamespace(name="t", partition_data=[part, SimpleNamespace(index=1)])]
+    assert trio.run(f.before, c) is None
+    assert [p.index for t in c.body.topic_data for p in t.partition_data] == [1]  # partition 1 is still written
+    assert f.should_drop(c)

@@ -236,6 +236,8 @@ class Faults:
         return rule.id
 
     def should_drop(self, ctx, *, handled: bool = True) -> bool:
+        if handled and getattr(ctx, "close_after", False):  # an acks=0 Produce with a partition's error
+            return True
         with self._lock:
             for d in self._drops:
                 if (d.api == ctx.request.api_key and d.remaining and d.handled == handled
@@ -413,11 +415,13 @@ class Faults:
             return None
         err, rule = taken
         entry["error"], entry["injected"] = kafka_name(err), True
-        if req.api_key == ApiKey.Produce and req.body.acks == 0:
-            return "close"  # Kafka closes an acks=0 producer's connection on an error (there is no answer)
+        # Kafka closes an acks=0 producer's connection on an error (there is no answer to carry it): at once
+        # when the whole request fails, after appending the other partitions when one does
+        no_answer = req.api_key == ApiKey.Produce and req.body.acks == 0
         if rule.topic is None:
-            return responses.error_response(req, err), req.api_version
+            return "close" if no_answer else (responses.error_response(req, err), req.api_version)
         ctx.partition_errors = responses.strip_partition(ctx, rule.topic, rule.partition, err)
+        ctx.close_after = no_answer
         return None
 
     def after(self, ctx, response):
