@@ -405,7 +405,7 @@ class Faults:
                 return "close"
         if self._holds:
             await self._wait_if_held(ctx)
-        ms = self._delay_ms(ctx)
+        ms = self._delay_ms(ctx) if self._latency else 0
         if ms > 0:
             await trio.sleep(ms / 1000)
         if self._drops and self.should_drop(ctx, handled=False):
