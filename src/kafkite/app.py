@@ -35,7 +35,8 @@ async def serve(config: BrokerConfig, *, data_dir: Path | None, in_memory: bool,
             if control is not None:
                 from .control.http import ControlApp, serve_control
                 host, port, token = control
-                bound = await side.start(serve_control, ControlApp(faults, sorted(node.brokers)), host, port, token)
+                bound = await side.start(serve_control, ControlApp(faults, sorted(node.brokers), lambda: node.brokers),
+                                     host, port, token)
                 extra["control"] = f"http://{host}:{bound}"
             log.info("ready", bootstrap=node.bootstrap_servers, node_id=first.node_id,
                      brokers=len(node.brokers), cluster_id=node.state.metadata.cluster_id,

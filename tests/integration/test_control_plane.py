@@ -51,7 +51,9 @@ def test_a_produce_error_injected_from_the_shell(served):
     assert p.flush(30) == 0
     assert control(url, "requests", "--clear")[0] == 0
     code, state = control(url, "error", "Produce", "NOT_LEADER_OR_FOLLOWER", "--count", "3")
-    assert code == 0 and state["errors"] == [{"api": "Produce", "error": 6, "remaining": 3, "broker": None}]
+    assert code == 0 and state["errors"] == [{"id": state["id"], "api": "Produce",
+                                              "errors": ["NOT_LEADER_OR_FOLLOWER"] * 3, "remaining": 3, "broker": None, "version": None, "client_id": None,
+                                              "topic": None, "partition": None, "fired": 0}]
     delivered = []
     p.produce("ctl", value=b"through-the-faults", on_delivery=lambda err, msg: delivered.append(err))
     assert p.flush(30) == 0 and delivered == [None]
@@ -72,7 +74,7 @@ def test_latency_drops_and_clear(served):
     t0 = time.monotonic()
     kp.send("ctl-lat", b"slow").get(timeout=30)
     assert time.monotonic() - t0 >= 0.3
-    assert control(url, "clear")[1] == {"errors": [], "drops": [], "latency_ms": {}}
+    assert control(url, "clear")[1] == {"errors": [], "drops": [], "latency": [], "holds": [], "versions": []}
     assert control(url, "drop", "Produce", "--count", "1")[0] == 0
     kp.send("ctl-lat", b"dropped-then-retried").get(timeout=30)  # the producer retries on the cut connection
     kp.close()
@@ -126,3 +128,126 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         produces = control(url, "requests", "--api", "Produce")[1]["requests"]
         assert [r["error"] for r in produces] == ["NOT_LEADER_OR_FOLLOWER"] * 3 + [None], produces
         assert all(r["broker"] == leader for r in produces)
+        [part] = control(url, "partitions", "--topic", "zk-ctl")[1]["partitions"]  # this process's view
+        assert part["leader"] == leader and sorted(part["replicas"]) == [1, 2, 3]
+        assert part["local_replicas"][str(leader)]["log_end_offset"] == 2
+
+
+def _state(url: str):
+    code, state = http(url, "GET", "/v1/faults")
+    assert code == 200
+    return state
+
+
+@pytest.mark.parametrize("method,path,body,status,message", [
+    ("POST", "/v1/errors", {"api": "Nope", "error": 6}, 400, "unknown api 'Nope'"),
+    ("POST", "/v1/holds", {"api": 999}, 400, "unknown api 999"),
+    ("POST", "/v1/versions", {"api": "NoSuchApi", "max_version": 1}, 400, "unknown api"),
+    ("POST", "/v1/errors", {"api": "Produce", "error": 6, "broker": 9}, 400, "unknown broker 9"),
+    ("POST", "/v1/latency", {"broker": 7, "ms": 1}, 400, "unknown broker 7"),
+    ("POST", "/v1/drops", {"api": "Produce", "broker": 2}, 400, "unknown broker 2"),
+    ("POST", "/v1/errors", b"{not json", 400, "the body is not usable JSON"),
+    ("POST", "/v1/errors", b"[" * 100_000, 400, "the body is not usable JSON"),  # nested past the recursion limit
+    ("POST", "/v1/errors", [1, 2], 400, "the body must be object"),
+    ("POST", "/v1/errors", {"api": "Produce", "error": 6, "bogus": 1}, 400, "not 'bogus'"),
+    ("POST", "/v1/errors", {"api": "Produce", "error": 6, "count": True}, 400, "count must be integer"),
+    ("POST", "/v1/errors", {"api": "Produce", "error": 6, "count": -2}, 400, "count must be >= -1"),
+    ("POST", "/v1/errors", {"api": "Produce", "errors": []}, 400, "must have 1..1000 items"),
+    ("POST", "/v1/errors", {"api": "Produce", "error": 6, "errors": [6]}, 400, "give error (one) or errors"),
+    ("POST", "/v1/errors", {"api": "Metadata", "error": 6, "topic": "t"}, 400, "per-partition errors are for"),
+    ("POST", "/v1/versions", {"api": "Fetch", "max_version": 3}, 400, "leave none"),
+    ("POST", "/v1/versions", {"api": "LeaderAndIsr", "max_version": 7}, 400, "not served to clients"),
+    ("POST", "/v1/versions", {"api": "Fetch"}, 400, "give max_version"),
+    ("POST", "/v1/latency", {"ms": 10**9}, 400, "ms must be <= 600000"),
+    ("GET", "/v1/requests?api=Nope", None, 400, "unknown api"),
+    ("GET", "/v1/requests?since=x", None, 400, "since must be an integer"),
+    ("GET", "/v1/nothing", None, 404, "no route /v1/nothing"),
+    ("PUT", "/v1/errors", {}, 405, "/v1/errors takes GET, POST, DELETE, not PUT"),
+])
+def test_bad_input_answers_4xx_and_changes_nothing(served, method, path, body, status, message):
+    url = served.control_url
+    assert http(url, "POST", "/v1/reset", {})[0] == 200
+    assert http(url, "POST", "/v1/errors", {"api": "Produce", "errors": [6, 7], "count": 2})[0] == 200
+    assert http(url, "POST", "/v1/holds", {"api": "SyncGroup"})[0] == 200
+    before = _state(url)
+    code, out = http(url, method, path, body)
+    assert code == status and message in out["error"], out
+    assert _state(url) == before
+    http(url, "POST", "/v1/reset", {})
+
+
+def test_a_10_mb_body_is_refused_unread(served):
+    """413 as soon as the Content-Length is over the limit (nothing of the body read); a client that sends the
+    10 MB anyway gets the 413 or a closed connection; nothing changed either way."""
+    import socket
+    from urllib.parse import urlsplit
+    url = served.control_url
+    http(url, "POST", "/v1/reset", {})
+    before = _state(url)
+    u = urlsplit(url)
+    with socket.create_connection((u.hostname, u.port), timeout=10) as s:
+        s.sendall(b"POST /v1/errors HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                  b"content-length: 10485760\r\n\r\n")
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413 ") and b"a body of at most 1048576 bytes" in answer
+    big = json.dumps({"api": "Produce", "error": 6, "client_id": "x" * (10 << 20)}).encode()
+    try:
+        assert http(url, "POST", "/v1/errors", big)[0] == 413
+    except OSError:  # the connection closed while the client was still sending
+        pass
+    assert _state(url) == before
+
+
+def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(served):
+    import argparse
+    from urllib.parse import urlsplit
+    from kafkite.control import cli
+    from kafkite.control.routes import ROUTES, validate
+    url = served.control_url
+    code, doc = http(url, "GET", "/v1/openapi.json")
+    assert code == 200 and doc["openapi"] == "3.1.0"
+    assert {p: sorted(ops) for p, ops in doc["paths"].items()} == {
+        p: sorted(m.lower() for m in ms) for p, ms in ROUTES.items()}
+    assert set(http(url, "GET", "/v1")[1]["routes"]) == set(doc["paths"])
+    # every request each CLI sub-command makes is a documented route, its body valid by the documented schema
+    parser = argparse.ArgumentParser()
+    cli.add_subparser(parser.add_subparsers())
+    commands = [["error", "Produce", "NOT_LEADER_OR_FOLLOWER", "REQUEST_TIMED_OUT", "--topic", "t", "--partition",
+                 "0", "--version", "9", "--client-id", "c", "--broker", "1", "--count", "-1"],
+                ["error", "Produce", "6"], ["drop", "Fetch", "--before", "--skip", "1"], ["latency", "1", "200"],
+                ["latency", "100", "--api", "Fetch"], ["hold", "JoinGroup", "--client-id", "c"], ["holds"],
+                ["release", "JoinGroup", "--count", "1"], ["release"], ["unhold", "JoinGroup"], ["unhold"],
+                ["versions", "Fetch", "--max", "4"], ["versions", "ListGroups", "--remove"], ["versions"],
+                ["faults"], ["clear"], ["reset"], ["openapi"], ["requests", "--api", "Produce", "--since", "3"],
+                ["requests", "--clear"], ["call", "GET", "/v1"], ["partitions", "--topic", "t"], ["partitions"],
+                ["groups", "--group", "g"], ["groups"], ["leader", "t", "0", "2"]]
+    actions = parser._subparsers._group_actions[0].choices["control"]._subparsers._group_actions[0].choices
+    assert {c[0] for c in commands} == set(actions), "a CLI sub-command this test does not check"
+    for argv in commands:
+        method, path, body = cli._request(parser.parse_args(["control", "--url", url, *argv]))
+        op = doc["paths"][urlsplit(path).path][method.lower()]
+        if body is not None:
+            validate(op["requestBody"]["content"]["application/json"]["schema"], body)
+    # every documented body schema is the one enforced: a property it does not list answers 400
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            if "requestBody" in op:
+                code, out = http(url, method.upper(), path, {"no_such_field": 1})
+                assert code == 400 and "no_such_field" in out["error"], (path, method, out)
+
+
+def test_reset_removes_every_control_and_empties_the_log(served):
+    url = served.control_url
+    for path, body in (("/v1/errors", {"api": "Produce", "error": 6}), ("/v1/drops", {"api": "Fetch"}),
+                       ("/v1/latency", {"ms": 5, "api": "Produce"}), ("/v1/holds", {"api": "JoinGroup"}),
+                       ("/v1/versions", {"api": "Fetch", "max_version": 4})):
+        assert http(url, "POST", path, body)[0] == 200
+    state = control(url, "faults")[1]
+    assert all(state[k] for k in ("errors", "drops", "latency", "holds", "versions")), state
+    from kafka import KafkaAdminClient
+    KafkaAdminClient(bootstrap_servers=served.bootstrap_servers).close()  # something in the request log
+    assert control(url, "requests")[1]["requests"]
+    assert control(url, "reset")[1] == {"errors": [], "drops": [], "latency": [], "holds": [], "versions": []}
+    assert control(url, "requests")[1]["requests"] == []

@@ -1,2 +1,4 @@
-"""The test control plane: faults and the request log of a running broker, over HTTP/JSON (http.py) and the CLI
-(`kafkite control`). The model is kafkite.testing.faults.Faults, the same the in-process KafkiteCluster uses."""
+"""The test control plane: one model of a broker process's controls (model.py: errors, drops, latency, holds,
+version caps, the request log; responses.py builds what they answer), and three doors onto it: the in-process
+API (BrokerThread/KafkiteCluster `.faults`), HTTP/JSON (routes.py, served by http.py; views.py reads partition
+and group state and moves leaders) and the CLI (`kafkite control`, cli.py)."""

@@ -1,12 +1,18 @@
 """`kafkite control`: the control listener of a running `kafkite serve --control-port P` from a shell or a CI
-script. Each sub-command is one HTTP request (control/http.py); the answer is printed as JSON; a 4xx answer is
+script. Each sub-command is one HTTP request (control/routes.py); the answer is printed as JSON; a 4xx answer is
 printed on stderr with exit code 1.
 
     kafkite control --url http://127.0.0.1:P error Produce NOT_LEADER_OR_FOLLOWER --count 3
-    kafkite control --url ... drop Fetch [--count N] [--skip N] [--broker B]
-    kafkite control --url ... latency BROKER MS
-    kafkite control --url ... faults | clear
+    kafkite control --url ... error Produce NOT_LEADER_OR_FOLLOWER REQUEST_TIMED_OUT NONE   # in turn
+    kafkite control --url ... error Fetch NOT_LEADER_OR_FOLLOWER --topic t --partition 0 --count -1
+    kafkite control --url ... drop Fetch [--count N] [--skip N] [--broker B] [--before]
+    kafkite control --url ... latency [BROKER] MS [--api Fetch]
+    kafkite control --url ... hold JoinGroup | holds | release [JoinGroup] [--count N] | unhold [JoinGroup]
+    kafkite control --url ... versions Fetch --max 4 | versions Fetch --remove | versions
+    kafkite control --url ... faults | clear | reset | openapi
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
+    kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
+    kafkite control --url ... call POST /v1/errors '{"api": "Produce", "error": 6}'
 """
 from __future__ import annotations
 
@@ -17,30 +23,73 @@ import urllib.request
 from urllib.parse import urlencode
 
 
+def _code(value: str):
+    return int(value) if value.lstrip("-").isdigit() else value
+
+
 def add_subparser(sub) -> None:
-    c = sub.add_parser("control", help="a running broker's faults and request log (kafkite serve --control-port)")
+    c = sub.add_parser("control", help="a running broker's test controls and request log (kafkite serve "
+                                       "--control-port)")
     c.add_argument("--url", required=True, help="the control listener, e.g. http://127.0.0.1:9644")
     c.add_argument("--token", help="the broker's --control-token")
     act = c.add_subparsers(dest="action", required=True)
-    e = act.add_parser("error", help="answer the next requests of an API with an error")
+    e = act.add_parser("error", help="answer an API's next requests with errors (several: in turn)")
     e.add_argument("api")
-    e.add_argument("error")
-    e.add_argument("--count", type=int, default=1)
+    e.add_argument("errors", nargs="+", help="names or codes; NONE lets that request through")
+    e.add_argument("--count", type=int, default=1, help="times (over the sequence); -1: until cleared")
     e.add_argument("--broker", type=int)
-    d = act.add_parser("drop", help="handle the next requests of an API, then cut their connection")
+    e.add_argument("--version", type=int, help="only requests of this API version")
+    e.add_argument("--client-id", help="only requests with this client id")
+    e.add_argument("--topic", help="Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: only this topic's "
+                                        "partitions answer the error")
+    e.add_argument("--partition", type=int, help="with --topic: only this partition")
+    d = act.add_parser("drop", help="close the connection of an API's next requests, after handling them")
     d.add_argument("api")
     d.add_argument("--count", type=int, default=1)
     d.add_argument("--skip", type=int, default=0)
     d.add_argument("--broker", type=int)
-    lat = act.add_parser("latency", help="delay every request to a broker")
-    lat.add_argument("broker", type=int)
-    lat.add_argument("ms", type=int)
-    act.add_parser("faults", help="the faults in force")
-    act.add_parser("clear", help="remove every fault")
-    r = act.add_parser("requests", help="the request log")
-    r.add_argument("--api")
-    r.add_argument("--since", type=int)
-    r.add_argument("--clear", action="store_true", help="empty the log")
+    d.add_argument("--before", action="store_true", help="close before handling the request")
+    lat = act.add_parser("latency", help="delay requests: latency [BROKER] MS [--api API]; MS 0 removes it")
+    lat.add_argument("numbers", type=int, nargs="+", metavar="[BROKER] MS")
+    lat.add_argument("--api")
+    h = act.add_parser("hold", help="hold an API's requests until released")
+    h.add_argument("api")
+    h.add_argument("--broker", type=int)
+    h.add_argument("--client-id")
+    act.add_parser("holds", help="the holds and the requests they hold")
+    r = act.add_parser("release", help="release held requests (the holds stay)")
+    r.add_argument("api", nargs="?")
+    r.add_argument("--count", type=int)
+    r.add_argument("--id", type=int)
+    u = act.add_parser("unhold", help="remove holds and release what they hold")
+    u.add_argument("api", nargs="?")
+    u.add_argument("--id", type=int)
+    v = act.add_parser("versions", help="cap an API's versions (advertised and served), remove it, or list caps")
+    v.add_argument("api", nargs="?")
+    v.add_argument("--max", type=int)
+    v.add_argument("--min", type=int)
+    v.add_argument("--broker", type=int)
+    v.add_argument("--remove", action="store_true")
+    pv = act.add_parser("partitions", help="the partitions: leader, epochs, replicas, ISR, local offsets")
+    pv.add_argument("--topic")
+    gv = act.add_parser("groups", help="the groups coordinated by the broker process: state, members, offsets")
+    gv.add_argument("--group")
+    ml = act.add_parser("leader", help="make a live ISR member a partition's leader: leader TOPIC PARTITION BROKER")
+    ml.add_argument("topic")
+    ml.add_argument("partition", type=int)
+    ml.add_argument("broker", type=int)
+    act.add_parser("faults", help="every control in force")
+    act.add_parser("clear", help="remove every control")
+    act.add_parser("reset", help="remove every control and empty the request log")
+    act.add_parser("openapi", help="the control API as an OpenAPI document")
+    q = act.add_parser("requests", help="the request log")
+    q.add_argument("--api")
+    q.add_argument("--since", type=int)
+    q.add_argument("--clear", action="store_true", help="empty the log")
+    raw = act.add_parser("call", help="any route: call METHOD PATH [JSON]")
+    raw.add_argument("method")
+    raw.add_argument("path")
+    raw.add_argument("body", nargs="?")
     c.set_defaults(func=run)
 
 
@@ -57,22 +106,60 @@ def _call(url: str, token: str | None, method: str, path: str, body: dict | None
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def run(args) -> int:
+def _request(args) -> tuple[str, str, object]:
     a = args.action
     if a == "error":
-        code = int(args.error) if args.error.lstrip("-").isdigit() else args.error
-        call = ("POST", "/v1/errors", {"api": args.api, "error": code, "count": args.count, "broker": args.broker})
-    elif a == "drop":
-        call = ("POST", "/v1/drops", {"api": args.api, "count": args.count, "skip": args.skip, "broker": args.broker})
-    elif a == "latency":
-        call = ("POST", "/v1/latency", {"broker": args.broker, "ms": args.ms})
-    elif a == "faults":
-        call = ("GET", "/v1/faults", None)
-    elif a == "clear":
-        call = ("DELETE", "/v1/faults", None)
-    else:
-        query = {k: v for k, v in (("api", args.api), ("since", args.since)) if v is not None}
-        call = ("DELETE" if args.clear else "GET", "/v1/requests" + (f"?{urlencode(query)}" if query else ""), None)
+        codes = [_code(x) for x in args.errors]
+        body = {"api": args.api, "count": args.count, "broker": args.broker, "version": args.version,
+                "client_id": args.client_id, "topic": args.topic, "partition": args.partition}
+        body.update({"error": codes[0]} if len(codes) == 1 else {"errors": codes})
+        return "POST", "/v1/errors", body
+    if a == "drop":
+        return "POST", "/v1/drops", {"api": args.api, "count": args.count, "skip": args.skip, "broker": args.broker,
+                                     "handled": not args.before}
+    if a == "latency":
+        if len(args.numbers) > 2:
+            raise SystemExit("latency takes [BROKER] MS")
+        *broker, ms = args.numbers
+        return "POST", "/v1/latency", {"broker": broker[0] if broker else None, "ms": ms, "api": args.api}
+    if a == "hold":
+        return "POST", "/v1/holds", {"api": args.api, "broker": args.broker, "client_id": args.client_id}
+    if a == "holds":
+        return "GET", "/v1/holds", None
+    if a == "release":
+        return "POST", "/v1/holds/release", {k: v for k, v in (("api", args.api), ("count", args.count),
+                                                                ("id", args.id)) if v is not None}
+    if a == "unhold":
+        return "DELETE", "/v1/holds", {k: v for k, v in (("api", args.api), ("id", args.id)) if v is not None}
+    if a == "versions":
+        if args.api is None:
+            return "GET", "/v1/versions", None
+        return "POST", "/v1/versions", {"api": _code(args.api), "max_version": args.max, "min_version": args.min,
+                                        "broker": args.broker, "remove": args.remove}
+    if a in ("partitions", "groups"):
+        key = "topic" if a == "partitions" else "group"
+        value = getattr(args, key)
+        return "GET", f"/v1/{a}" + (f"?{urlencode({key: value})}" if value is not None else ""), None
+    if a == "leader":
+        return "POST", "/v1/leaders", {"topic": args.topic, "partition": args.partition, "broker": args.broker}
+    if a in ("faults", "clear"):
+        return ("GET" if a == "faults" else "DELETE"), "/v1/faults", None
+    if a == "reset":
+        return "POST", "/v1/reset", {}
+    if a == "openapi":
+        return "GET", "/v1/openapi.json", None
+    if a == "call":
+        try:
+            body = None if args.body is None else json.loads(args.body)
+        except ValueError as exc:
+            raise SystemExit(f"the body is not JSON: {exc}")
+        return args.method.upper(), args.path, body
+    query = {k: v for k, v in (("api", args.api), ("since", args.since)) if v is not None}
+    return ("DELETE" if args.clear else "GET"), "/v1/requests" + (f"?{urlencode(query)}" if query else ""), None
+
+
+def run(args) -> int:
+    call = _request(args)
     try:
         status, out = _call(args.url, args.token, *call)
     except OSError as exc:

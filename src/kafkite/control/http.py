@@ -1,136 +1,35 @@
 """The control listener: HTTP/1.1 with JSON bodies (h11 on Trio), off unless asked (`kafkite serve --control-port
 P`), bound to 127.0.0.1 unless `--control-host` says otherwise, and behind a bearer token when
-`--control-token` is given (401 without it). Every route works on the broker process's one Faults model:
+`--control-token` is given (401 without it). The routes (control/routes.py; GET /v1/openapi.json describes them)
+work on the broker process's one control model (control/model.py):
 
-  GET    /v1                  this list, as JSON (the routes and their bodies)
-  GET    /v1/faults           the errors, drops and latencies in force
-  POST   /v1/errors           {"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER" | 6, "count": 1, "broker": null}
-                              the next `count` requests of `api` (to `broker`, or any) are answered with `error`
-  POST   /v1/drops            {"api": "Produce", "count": 1, "skip": 0, "broker": null}
-                              the next `count` requests (after `skip`) are handled, then their connection is cut
-  POST   /v1/latency          {"broker": 1, "ms": 200}: every request to that broker waits that long first
-  DELETE /v1/faults           every error, drop and latency removed
-  GET    /v1/requests         the request log (the newest 10,000 client requests): seq, time_ms, broker, api,
-                              api_key, version, correlation_id, client_id, error (an injected one); ?api=Produce
-                              filters by API name, ?since=SEQ returns only later ones
-  DELETE /v1/requests         the log emptied
+  GET          /v1, /v1/openapi.json     the routes; the OpenAPI 3.1 document
+  GET|DELETE   /v1/faults                every control in force / remove them all;  POST /v1/reset: and the log
+  GET|POST|DELETE /v1/errors             {"api", "error" | "errors": [...], "count", "broker", "version",
+                                          "client_id", "topic", "partition"}
+  GET|POST|DELETE /v1/drops              {"api", "count", "skip", "broker", "handled"}
+  GET|POST|DELETE /v1/latency            {"broker", "api", "ms"}
+  GET|POST|DELETE /v1/holds              {"api", "broker", "client_id"}; POST /v1/holds/release {"api", "id", "count"}
+  GET|POST|DELETE /v1/versions           {"api", "min_version", "max_version", "broker", "remove"}
+  GET|DELETE   /v1/requests              the request log (?api=Produce, ?since=SEQ) / empty it
+  GET          /v1/partitions, /v1/groups  partition and group state (?topic=, ?group=)
+  POST         /v1/leaders               {"topic", "partition", "broker"}: move a partition's leader
 
-Bad input gets a 4xx with {"error": "<what is wrong>"}: 400 for a body or value that cannot be used, 401 for a
-missing or wrong token, 404 for an unknown route, 405 for a method a route does not take.
+A body is read whole, at most MAX_BODY bytes: a larger Content-Length is refused (413) before any of it is read.
 """
 from __future__ import annotations
 
 import hmac
 import json
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import h11
 import structlog
 import trio
-from kafka.protocol.api_key import ApiKey
 
-from ..wire.errors import E
+from .routes import MAX_BODY, BadRequest, ControlApp  # ControlApp: also this module's API (app.py)
 
 log = structlog.get_logger("kafkite.control")
-MAX_BODY = 1 << 20
-
-ROUTES = {
-    "/v1": {"GET": "this list"},
-    "/v1/faults": {"GET": "the faults in force", "DELETE": "remove every error, drop and latency"},
-    "/v1/errors": {"POST": '{"api": name, "error": name|code, "count": 1, "broker": id|null}'},
-    "/v1/drops": {"POST": '{"api": name, "count": 1, "skip": 0, "broker": id|null}'},
-    "/v1/latency": {"POST": '{"broker": id, "ms": 0+}'},
-    "/v1/requests": {"GET": "the request log (?api=NAME, ?since=SEQ)", "DELETE": "empty the log"},
-}
-
-
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _api(value: Any) -> int:
-    try:
-        return int(ApiKey[value]) if isinstance(value, str) else int(ApiKey(int(value)))
-    except (KeyError, ValueError, TypeError):
-        raise BadRequest(400, f"unknown api {value!r}: a Kafka API name (Produce, Fetch, ...) or key") from None
-
-
-def _error(value: Any) -> int:
-    try:
-        return int(E[value]) if isinstance(value, str) else int(E(int(value)))
-    except (KeyError, ValueError, TypeError):
-        raise BadRequest(400, f"unknown error {value!r}: a Kafka error name (NOT_LEADER_OR_FOLLOWER, ...) or "
-                              "code") from None
-
-
-def _int(body: dict, key: str, default: Any = None, *, minimum: int = 0, optional: bool = False) -> Any:
-    value = body.get(key, default)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise BadRequest(400, f"{key} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-class ControlApp:
-    """The routes (sans-IO: a request's method, path, query and JSON body in, a status and JSON out)."""
-
-    def __init__(self, faults, broker_ids: list[int]) -> None:
-        self.faults = faults
-        self.broker_ids = broker_ids
-
-    def _broker(self, body: dict, key: str = "broker", optional: bool = True) -> int | None:
-        b = _int(body, key, None, optional=optional)
-        if b is not None and b not in self.broker_ids:
-            raise BadRequest(400, f"unknown broker {b}: this process runs brokers {self.broker_ids}")
-        return b
-
-    def handle(self, method: str, target: str, body: Any) -> tuple[int, Any]:
-        url = urlsplit(target)
-        path = url.path.rstrip("/") or "/"
-        if path not in ROUTES:
-            raise BadRequest(404, f"no route {path}: see GET /v1")
-        if method not in ROUTES[path]:
-            raise BadRequest(405, f"{path} takes {', '.join(ROUTES[path])}, not {method}")
-        if method == "POST" and not isinstance(body, dict):
-            raise BadRequest(400, "the body must be a JSON object")
-        f = self.faults
-        if path == "/v1":
-            return 200, {"routes": ROUTES, "brokers": self.broker_ids}
-        if path == "/v1/faults":
-            if method == "DELETE":
-                f.clear()
-            return 200, f.state()
-        if path == "/v1/errors":
-            f.inject_error(_api(body.get("api")), _error(body.get("error")), count=_int(body, "count", 1, minimum=1),
-                           broker_id=self._broker(body))
-            return 200, f.state()
-        if path == "/v1/drops":
-            f.drop_response(_api(body.get("api")), count=_int(body, "count", 1, minimum=1),
-                            broker_id=self._broker(body), skip=_int(body, "skip", 0))
-            return 200, f.state()
-        if path == "/v1/latency":
-            f.set_latency(self._broker(body, optional=False), _int(body, "ms"))
-            return 200, f.state()
-        # /v1/requests
-        if method == "DELETE":
-            f.clear_requests()
-            return 200, {"requests": []}
-        query = parse_qs(url.query)
-        rows = list(f.requests)
-        if "api" in query:
-            names = {ApiKey(_api(a)).name for a in query["api"]}
-            rows = [r for r in rows if r["api"] in names]
-        if "since" in query:
-            try:
-                since = int(query["since"][0])
-            except ValueError:
-                raise BadRequest(400, f"since must be an integer, got {query['since'][0]!r}") from None
-            rows = [r for r in rows if r["seq"] > since]
-        return 200, {"requests": rows}
 
 
 async def serve_control(app: ControlApp, host: str, port: int, token: str | None = None, *,
@@ -148,6 +47,10 @@ async def _connection(stream: trio.SocketStream, app: ControlApp, token: str | N
         while True:
             request = await _next_event(conn, stream)
             if not isinstance(request, h11.Request):
+                return
+            length = dict(request.headers).get(b"content-length", b"0")
+            if not length.isdigit() or int(length) > MAX_BODY:
+                await _send(conn, stream, 413, {"error": f"a body of at most {MAX_BODY} bytes"})
                 return
             body = bytearray()
             while True:
@@ -182,8 +85,8 @@ def _answer(app: ControlApp, token: str | None, request: h11.Request, raw: bytes
                 raise BadRequest(401, "a control token is required: Authorization: Bearer <token>")
         try:
             body = json.loads(raw) if raw.strip() else {}
-        except ValueError as exc:
-            raise BadRequest(400, f"the body is not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            raise BadRequest(400, f"the body is not usable JSON: {str(exc)[:200]}") from None
         status, out = app.handle(method, target, body)
     except BadRequest as exc:
         status, out = exc.status, {"error": str(exc)}

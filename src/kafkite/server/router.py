@@ -126,14 +126,17 @@ class Router:
         ctx = RequestContext(self.broker, req, peer=peer, log=rlog)
         with structlog.contextvars.bound_contextvars(api=req.api_name, correlation_id=req.correlation_id):
             faults = None if inter_broker else self.broker.faults  # faults are the clients' (not replication's)
-            if faults is not None:
-                await faults.before(ctx)
-                injected = faults.injected_error(ctx)
-                if injected is not None:
-                    return codec.encode_response(injected, req.api_version, req.correlation_id), []
+            if faults is not None:  # control/model.py: version caps, holds, latency, drops, injected errors
+                early = await faults.before(ctx)
+                if early == "close":
+                    raise CloseConnection("control plane: closed before handling (a drop, a version cap)")
+                if early is not None:
+                    return codec.encode_response(early[0], early[1], req.correlation_id), []
             response = await handler(ctx)
-            if faults is not None and faults.should_drop(ctx):
-                raise CloseConnection("fault injection: response dropped after processing")
+            if faults is not None:
+                response = faults.after(ctx, response)
+                if faults.should_drop(ctx):
+                    raise CloseConnection("control plane: response dropped after processing")
         if response is None:  # e.g. Produce with acks=0
             return None, ctx.before_send
         if hasattr(response, "encode_frames"):  # Fetch: a list of buffers, records not copied

@@ -42,10 +42,11 @@ class KafkiteCluster(TrioThread):
 
     def __init__(self, brokers: int = 3, data_dir: str | Path | None = None,
                  overrides: dict[str, str] | None = None, host: str = "127.0.0.1", processes: bool = False,
-                 racks: dict[int, str] | None = None):
+                 racks: dict[int, str] | None = None, control: bool = False):
         """`racks`: each broker's broker.rack, e.g. {1: "a", 2: "b", 3: "c"} (with overrides
         {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}, consumers with
-        client.rack fetch from a replica of their rack, KIP-392)."""
+        client.rack fetch from a replica of their rack, KIP-392). `faults` is the brokers' control model
+        (kafkite.control.model); `control=True` also serves it over HTTP at `control_url`."""
         static = {"listeners": f"PLAINTEXT://{host}:0", "group.initial.rebalance.delay.ms": "0",
                   "default.replication.factor": str(min(3, brokers)),
                   "offsets.topic.replication.factor": str(min(3, brokers))}
@@ -59,13 +60,21 @@ class KafkiteCluster(TrioThread):
         self.node: Node | None = None
         self.faults = Faults()
         self.racks = dict(racks or {})
+        self.control = control
+        self.control_url: str | None = None
 
     # -- Trio side -----------------------------------------------------------
     async def _serve(self) -> None:
         async with open_node(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None,
-                             node_ids=range(1, self.n + 1), faults=self.faults, racks=self.racks) as node:
+                             node_ids=range(1, self.n + 1), faults=self.faults, racks=self.racks) as node, \
+                trio.open_nursery() as side:
             self.node = node
             self.state = node.state
+            if self.control:
+                from ..control.http import ControlApp, serve_control
+                port = await side.start(serve_control, ControlApp(self.faults, self.node_ids, lambda: self.brokers),
+                                        self.host, 0)
+                self.control_url = f"http://{self.host}:{port}"
             await self._started()
             await trio.sleep_forever()
 
@@ -165,11 +174,41 @@ class KafkiteCluster(TrioThread):
         """Every live broker's own view, taken at one instant (ISR changes move on between separate calls)."""
         return self.call(lambda: {i: self.brokers[i].cache.snapshot(include_brokers=True) for i in self.live_brokers})
 
-    def inject_error(self, api, error: int, count: int = 1, broker_id: int | None = None) -> None:
-        self.faults.inject_error(api, int(error), count=count, broker_id=broker_id)
+    # -- controls (kafkite.control.model; `self.faults` has them all) ------------------------------
+    def inject_error(self, api, error, count: int = 1, broker_id: int | None = None, **filters) -> int:
+        """`error`: a code or a sequence answered in turn; filters: version, client_id, topic, partition."""
+        error = [int(e) for e in error] if isinstance(error, (list, tuple)) else int(error)
+        return self.faults.inject_error(api, error, count=count, broker_id=broker_id, **filters)
 
-    def drop_response(self, api, count: int = 1, broker_id: int | None = None, skip: int = 0) -> None:
-        self.faults.drop_response(api, count=count, broker_id=broker_id, skip=skip)
+    def drop_response(self, api, count: int = 1, broker_id: int | None = None, skip: int = 0,
+                      handled: bool = True) -> int:
+        return self.faults.drop_response(api, count=count, broker_id=broker_id, skip=skip, handled=handled)
 
-    def set_latency(self, broker_id: int, ms: int) -> None:
-        self.faults.set_latency(broker_id, ms)
+    def set_latency(self, broker_id: int | None, ms: int, api=None) -> None:
+        self.faults.set_latency(broker_id, ms, api=api)
+
+    def hold(self, api, broker_id: int | None = None, client_id: str | None = None) -> int:
+        return self.faults.hold(api, broker_id=broker_id, client_id=client_id)
+
+    def release(self, api=None, count: int | None = None) -> int:
+        return self.faults.release(api, count=count)
+
+    def unhold(self, api=None) -> int:
+        return self.faults.unhold(api)
+
+    def set_api_versions(self, api, max_version: int | None = None, min_version: int | None = None,
+                         broker_id: int | None = None) -> None:
+        self.faults.set_api_versions(api, max_version=max_version, min_version=min_version, broker_id=broker_id)
+
+    def remove_api(self, api, broker_id: int | None = None) -> None:
+        self.faults.remove_api(api, broker_id=broker_id)
+
+    def partition_states(self, topic: str | None = None) -> list[dict]:
+        """GET /v1/partitions: leader, epochs, replicas, ISR, each broker's copy's offsets (JSON-able)."""
+        from ..control import views
+        return self.call(lambda: views.partitions(self.brokers, topic))
+
+    def group_states(self, group: str | None = None) -> list[dict]:
+        """GET /v1/groups: each group's state, generation, members and committed offsets (JSON-able)."""
+        from ..control import views
+        return self.call(lambda: views.groups(self.brokers, group))

@@ -8,6 +8,7 @@ import trio
 from ..config import BrokerConfig
 from ..server.broker import Broker, ClusterState
 from ..server.node import open_node
+from .faults import Faults
 from .trio_thread import TrioThread
 
 
@@ -16,12 +17,18 @@ class BrokerThread(TrioThread):
 
     with BrokerThread() as b:
         KafkaProducer(bootstrap_servers=b.bootstrap_servers)
+
+    `faults` is its control model (kafkite.control.model: errors, drops, latency, holds, version caps, the
+    request log); `control=True` also serves it over HTTP at `control_url` (kafkite.control.http).
     """
     thread_name = "kafkite-broker"
 
     def __init__(self, *, data_dir: str | Path | None = None, overrides: dict[str, str] | None = None,
-                 port: int = 0):
+                 port: int = 0, control: bool = False):
         super().__init__()
+        self.faults = Faults()
+        self.control = control
+        self.control_url: str | None = None
         static = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "group.initial.rebalance.delay.ms": "0"}
         static.update(overrides or {})
         self.config = BrokerConfig(static=static)
@@ -30,9 +37,15 @@ class BrokerThread(TrioThread):
         self.broker: Broker | None = None
 
     async def _serve(self) -> None:
-        async with open_node(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None) as node:
+        async with open_node(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None,
+                             faults=self.faults) as node, trio.open_nursery() as side:
             self.state = node.state
             self.broker = node.brokers[self.config.node_id]
+            if self.control:
+                from ..control.http import ControlApp, serve_control
+                app = ControlApp(self.faults, sorted(node.brokers), lambda: node.brokers)
+                port = await side.start(serve_control, app, "127.0.0.1", 0)
+                self.control_url = f"http://127.0.0.1:{port}"
             await self._started()
             await trio.sleep_forever()
 

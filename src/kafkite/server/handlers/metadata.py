@@ -47,7 +47,10 @@ async def handle_api_versions(ctx: RequestContext):
             return ApiVersionsResponse(version=ctx.version, error_code=int(E.INVALID_REQUEST), api_keys=[],
                                        throttle_time_ms=0)
         ctx.log.debug("client.software", name=body.client_software_name, version=body.client_software_version)
-    return api_versions_response(ctx.version, ctx.broker.router.supported())
+    supported = ctx.broker.router.supported()
+    if ctx.broker.faults is not None:  # the control plane's version caps (control/model.py)
+        supported = ctx.broker.faults.advertised(ctx.broker.node_id, supported)
+    return api_versions_response(ctx.version, supported)
 
 
 def broker_entries(broker):

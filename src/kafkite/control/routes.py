@@ -1,0 +1,348 @@
+"""The control plane's routes (sans-IO: method, path, query and JSON body in; status and JSON out), each with
+its body's JSON schema. The same table validates a request's body, answers it, and is the OpenAPI document
+(GET /v1/openapi.json), so the document cannot list a route that is not served or miss one that is.
+
+Bad input answers 4xx with {"error": "<what is wrong>"} and changes nothing: 400 for a body or value that cannot
+be used, 401 for a missing or wrong token, 404 for an unknown route, 405 for a method a route does not take, 413
+for a body over MAX_BODY (http.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+from kafka.protocol.api_key import ApiKey
+
+from . import views
+from .model import Faults, api_key, error_code
+
+MAX_BODY = 1 << 20
+
+_API = {"type": ["string", "integer"], "description": "a Kafka API name (Produce, Fetch, JoinGroup, ...) or key"}
+_ERR = {"type": ["string", "integer"], "description": "a Kafka error name (NOT_LEADER_OR_FOLLOWER, NONE, ...) or code"}
+_BROKER = {"type": ["integer", "null"], "minimum": 0, "description": "a broker of this process; null: any"}
+_OPT_INT = {"type": ["integer", "null"], "minimum": 0}
+_OPT_STR = {"type": ["string", "null"]}
+
+
+def _obj(properties: dict, required: tuple = ()) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class Route:
+    summary: str
+    action: str                 # the ControlApp method that answers it
+    body: dict | None = None    # the JSON schema of its body (None: takes none)
+    query: tuple = ()           # (name, schema, description) of its query parameters
+
+
+ROUTES: dict[str, dict[str, Route]] = {
+    "/v1": {"GET": Route("the routes and this process's brokers", "index")},
+    "/v1/openapi.json": {"GET": Route("this API as an OpenAPI 3.1 document", "openapi")},
+    "/v1/faults": {"GET": Route("every control in force", "state"),
+                   "DELETE": Route("remove every control (holds release what they held); the log stays", "clear")},
+    "/v1/reset": {"POST": Route("remove every control and empty the request log", "reset", _obj({}))},
+    "/v1/errors": {
+        "GET": Route("the error rules in force", "state"),
+        "POST": Route("answer an API's requests with errors, in turn", "add_error", _obj({
+            "api": _API,
+            "error": _ERR,
+            "errors": {"type": "array", "items": _ERR, "minItems": 1, "maxItems": 1000,
+                       "description": "answered in turn (NONE lets that request through); instead of error"},
+            "count": {"type": "integer", "minimum": -1, "description": "times (over the sequence); -1: until "
+                                                                       "cleared; default 1"},
+            "broker": _BROKER,
+            "version": {**_OPT_INT, "description": "only requests of this API version"},
+            "client_id": {**_OPT_STR, "description": "only requests with this client id"},
+            "topic": {**_OPT_STR, "description": "Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: only this "
+                                                 "topic's partitions answer the error, the others are served"},
+            "partition": {**_OPT_INT, "description": "with topic: only this partition"}}, ("api",))),
+        "DELETE": Route("remove every error rule, or the one with that id", "clear_errors", _obj({"id": _OPT_INT}))},
+    "/v1/drops": {
+        "GET": Route("the drop rules in force", "state"),
+        "POST": Route("close the connection of an API's requests, after handling them (or before)", "add_drop",
+                      _obj({"api": _API, "count": {"type": "integer", "minimum": -1}, "skip": _OPT_INT,
+                            "broker": _BROKER, "handled": {"type": "boolean", "description": "true (default): "
+                                                           "after the request took effect; false: before"}},
+                           ("api",))),
+        "DELETE": Route("remove every drop rule, or the one with that id", "clear_drops", _obj({"id": _OPT_INT}))},
+    "/v1/latency": {
+        "GET": Route("the delays in force", "state"),
+        "POST": Route("delay requests to a broker, of an API, or both (matching delays add up); ms 0 removes it",
+                      "add_latency", _obj({"broker": _BROKER, "api": {**_API, "type": ["string", "integer", "null"]},
+                                           "ms": {"type": "integer", "minimum": 0, "maximum": 600_000}}, ("ms",))),
+        "DELETE": Route("remove every delay", "clear_latency")},
+    "/v1/holds": {
+        "GET": Route("the holds and the requests they hold (request-log entries)", "holds"),
+        "POST": Route("hold an API's requests until released", "add_hold",
+                      _obj({"api": _API, "broker": _BROKER, "client_id": _OPT_STR}, ("api",))),
+        "DELETE": Route("remove holds (of api, or that id, or all) and release what they hold", "unhold",
+                        _obj({"api": _API, "id": _OPT_INT}))},
+    "/v1/holds/release": {
+        "POST": Route("release held requests (the oldest count, or all); the holds stay", "release",
+                      _obj({"api": _API, "id": _OPT_INT, "count": {"type": ["integer", "null"], "minimum": 1}}))},
+    "/v1/versions": {
+        "GET": Route("the version caps in force", "state"),
+        "POST": Route("advertise and serve only min_version..max_version of an API, or remove it", "add_version",
+                      _obj({"api": _API, "min_version": _OPT_INT, "max_version": _OPT_INT, "broker": _BROKER,
+                            "remove": {"type": "boolean"}}, ("api",))),
+        "DELETE": Route("remove every version cap", "clear_versions")},
+    "/v1/partitions": {"GET": Route("the partitions: leader, epochs, replicas, ISR, this process's replicas' offsets",
+                                    "partitions", query=(("topic", {"type": "string"}, "only this topic"),))},
+    "/v1/leaders": {"POST": Route("make a live ISR member the partition's leader (one-process clusters)",
+                                  "move_leader", _obj({"topic": {"type": "string"}, "partition": {"type": "integer",
+                                                                                                  "minimum": 0},
+                                                       "broker": {"type": "integer", "minimum": 0}},
+                                                      ("topic", "partition", "broker")))},
+    "/v1/groups": {"GET": Route("the groups coordinated in this process: state, generation, members, offsets",
+                                "groups", query=(("group", {"type": "string"}, "only this group"),))},
+    "/v1/requests": {
+        "GET": Route("the request log (the newest 10,000 client requests)", "requests", query=(
+            ("api", {"type": "string"}, "only this API"), ("since", {"type": "integer"}, "only after this seq"))),
+        "DELETE": Route("empty the request log", "clear_requests")},
+}
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict, "null": type(None)}
+
+
+def validate(schema: dict, value: Any, where: str = "the body") -> None:
+    """`value` against the subset of JSON schema the table uses (type, minimum, maximum, items, minItems,
+    maxItems, properties, required, additionalProperties: false)."""
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else types or []
+    if types and not any(type(value) is _TYPES[t] for t in types):  # noqa: E721 (bool is not an integer here)
+        raise BadRequest(400, f"{where} must be {' or '.join(types)}, got {_short(value)}")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            raise BadRequest(400, f"{where} must be >= {schema['minimum']}, got {value}")
+        if "maximum" in schema and value > schema["maximum"]:
+            raise BadRequest(400, f"{where} must be <= {schema['maximum']}, got {value}")
+    if isinstance(value, list):
+        if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
+            raise BadRequest(400, f"{where} must have {schema.get('minItems', 0)}..{schema['maxItems']} items")
+        for i, item in enumerate(value):
+            validate(schema.get("items", {}), item, f"{where}[{i}]")
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        unknown = [k for k in value if k not in props]
+        if unknown and schema.get("additionalProperties", True) is False:
+            raise BadRequest(400, f"{where} takes {sorted(props)}, not {_short(unknown[0])}")
+        for k in schema.get("required", ()):
+            if k not in value:
+                raise BadRequest(400, f"{where} needs {k!r}")
+        for k, v in value.items():
+            if k in props:
+                validate(props[k], v, k)
+
+
+def _short(value: Any) -> str:
+    r = repr(value)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def _api(value: Any) -> int:
+    try:
+        return api_key(value)
+    except (KeyError, ValueError, TypeError):
+        raise BadRequest(400, f"unknown api {_short(value)}: a Kafka API name (Produce, Fetch, ...) or key") from None
+
+
+def _error(value: Any) -> int:
+    try:
+        return error_code(value)
+    except (KeyError, ValueError, TypeError):
+        raise BadRequest(400, f"unknown error {_short(value)}: a Kafka error name (NOT_LEADER_OR_FOLLOWER, ...) or "
+                              "code") from None
+
+
+def openapi(routes: dict[str, dict[str, Route]] = ROUTES) -> dict:
+    """The routes as an OpenAPI 3.1 document (its schemas are the ones bodies are validated against)."""
+    json_of = (lambda schema: {"application/json": {"schema": schema}})
+    error = {"description": "bad input; nothing changed", "content": json_of(_obj({"error": {"type": "string"}}))}
+    paths = {}
+    for path, methods in routes.items():
+        ops = {}
+        for method, r in methods.items():
+            op = {"operationId": f"{r.action}_{method.lower()}", "summary": r.summary,
+                  "responses": {"200": {"description": "the answer (a change answers the controls in force)",
+                                        "content": json_of({"type": "object"})}, "4XX": error}}
+            if r.body is not None:
+                op["requestBody"] = {"required": bool(r.body.get("required")), "content": json_of(r.body)}
+            if r.query:
+                op["parameters"] = [{"name": n, "in": "query", "required": False, "schema": s, "description": d}
+                                    for n, s, d in r.query]
+            ops[method.lower()] = op
+        paths[path] = ops
+    return {"openapi": "3.1.0",
+            "info": {"title": "Kafkite control plane", "version": "1",
+                     "description": "a broker's test controls: errors, drops, latency, holds, version caps, and "
+                                    "its request log"},
+            "paths": paths,
+            "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                                          "description": "with kafkite serve --control-token"}}}}
+
+
+class ControlApp:
+    """The routes over one Faults model and the ids of this process's brokers."""
+
+    def __init__(self, faults: Faults, broker_ids: list[int], brokers: Callable[[], dict] | None = None) -> None:
+        """`brokers`: this process's brokers by id (for the read-only views), called on their event loop."""
+        self.faults = faults
+        self.broker_ids = list(broker_ids)
+        self.brokers = brokers
+
+    def handle(self, method: str, target: str, body: Any) -> tuple[int, Any]:
+        url = urlsplit(target)
+        path = url.path.rstrip("/") or "/"
+        if path not in ROUTES:
+            raise BadRequest(404, f"no route {path}: see GET /v1/openapi.json")
+        if method not in ROUTES[path]:
+            raise BadRequest(405, f"{path} takes {', '.join(ROUTES[path])}, not {method}")
+        route = ROUTES[path][method]
+        if route.body is not None:
+            validate(route.body, {} if body is None else body)
+        try:
+            return 200, getattr(self, route.action)(body or {}, parse_qs(url.query), path)
+        except ValueError as exc:  # the model refused a value
+            raise BadRequest(400, str(exc)) from None
+
+    def _broker(self, value: Any) -> int | None:
+        if value is not None and value not in self.broker_ids:
+            raise BadRequest(400, f"unknown broker {value}: this process runs brokers {self.broker_ids}")
+        return value
+
+    def _state(self, path: str, **extra) -> dict:
+        state = self.faults.state()
+        part = path.rsplit("/", 1)[-1]
+        return {**({part: state[part]} if part in state else state), **extra}
+
+    # -- answers --------------------------------------------------------------------------------
+    def index(self, body, query, path):
+        return {"routes": {p: {m: r.summary for m, r in ms.items()} for p, ms in ROUTES.items()},
+                "brokers": self.broker_ids}
+
+    def openapi(self, body, query, path):
+        return openapi()
+
+    def state(self, body, query, path):
+        return self._state(path)
+
+    def clear(self, body, query, path):
+        self.faults.clear()
+        return self.faults.state()
+
+    def reset(self, body, query, path):
+        self.faults.reset()
+        return self.faults.state()
+
+    def add_error(self, body, query, path):
+        if ("error" in body) == ("errors" in body):
+            raise BadRequest(400, "give error (one) or errors (a sequence answered in turn)")
+        api = _api(body["api"])
+        errors = [_error(e) for e in (body["errors"] if "errors" in body else [body["error"]])]
+        broker = self._broker(body.get("broker"))
+        rid = self.faults.inject_error(api, errors, count=body.get("count", 1), broker_id=broker,
+                                       version=body.get("version"), client_id=body.get("client_id"),
+                                       topic=body.get("topic"), partition=body.get("partition"))
+        return self._state(path, id=rid)
+
+    def clear_errors(self, body, query, path):
+        self.faults.clear_errors(body.get("id"))
+        return self._state(path)
+
+    def add_drop(self, body, query, path):
+        rid = self.faults.drop_response(_api(body["api"]), count=body.get("count", 1),
+                                        broker_id=self._broker(body.get("broker")), skip=body.get("skip") or 0,
+                                        handled=body.get("handled", True))
+        return self._state(path, id=rid)
+
+    def clear_drops(self, body, query, path):
+        self.faults.clear_drops(body.get("id"))
+        return self._state(path)
+
+    def add_latency(self, body, query, path):
+        api = None if body.get("api") is None else _api(body["api"])
+        self.faults.set_latency(self._broker(body.get("broker")), body["ms"], api=api)
+        return self._state(path)
+
+    def clear_latency(self, body, query, path):
+        self.faults.clear_latency()
+        return self._state(path)
+
+    def holds(self, body, query, path):
+        return {"holds": self.faults.state()["holds"], "held": self.faults.holding()}
+
+    def add_hold(self, body, query, path):
+        rid = self.faults.hold(_api(body["api"]), broker_id=self._broker(body.get("broker")),
+                               client_id=body.get("client_id"))
+        return {**self.holds(body, query, path), "id": rid}
+
+    def unhold(self, body, query, path):
+        api = None if body.get("api") is None else _api(body["api"])
+        removed = self.faults.unhold(api, hold_id=body.get("id"))
+        return {**self.holds(body, query, path), "removed": removed}
+
+    def release(self, body, query, path):
+        api = None if body.get("api") is None else _api(body["api"])
+        n = self.faults.release(api, count=body.get("count"), hold_id=body.get("id"))
+        return {**self.holds(body, query, path), "released": n}
+
+    def add_version(self, body, query, path):
+        api, broker = _api(body["api"]), self._broker(body.get("broker"))
+        if body.get("remove"):
+            if body.get("min_version") is not None or body.get("max_version") is not None:
+                raise BadRequest(400, "remove takes no versions")
+            self.faults.remove_api(api, broker_id=broker)
+        elif body.get("min_version") is None and body.get("max_version") is None:
+            raise BadRequest(400, "give max_version and/or min_version, or remove: true")
+        else:
+            self.faults.set_api_versions(api, max_version=body.get("max_version"),
+                                         min_version=body.get("min_version"), broker_id=broker)
+        return self._state(path)
+
+    def clear_versions(self, body, query, path):
+        self.faults.clear_versions()
+        return self._state(path)
+
+    def _view(self, fn, query, name):
+        if self.brokers is None:
+            raise BadRequest(404, f"this control listener has no view of its brokers' {name}")
+        return fn(self.brokers(), query[name][0] if name in query else None)
+
+    def partitions(self, body, query, path):
+        return {"partitions": self._view(views.partitions, query, "topic")}
+
+    def move_leader(self, body, query, path):
+        if self.brokers is None:
+            raise BadRequest(404, "this control listener has no view of its brokers")
+        views.move_leader(self.brokers(), body["topic"], body["partition"], self._broker(body["broker"]))
+        return {"partitions": [p for p in views.partitions(self.brokers(), body["topic"])
+                               if p["partition"] == body["partition"]]}
+
+    def groups(self, body, query, path):
+        return {"groups": self._view(views.groups, query, "group")}
+
+    def requests(self, body, query, path):
+        rows = list(self.faults.requests)
+        if "api" in query:
+            names = {ApiKey(_api(a)).name for a in query["api"]}
+            rows = [r for r in rows if r["api"] in names]
+        if "since" in query:
+            try:
+                since = int(query["since"][0])
+            except ValueError:
+                raise BadRequest(400, f"since must be an integer, got {_short(query['since'][0])}") from None
+            rows = [r for r in rows if r["seq"] > since]
+        return {"requests": rows}
+
+    def clear_requests(self, body, query, path):
+        self.faults.clear_requests()
+        return {"requests": []}
