@@ -304,6 +304,7 @@ class Broker:
         if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             from ..security.sasl import sasl_config
             self.sasl_config = sasl_config(state.config, listener_name)
+            self.sasl_config.scram_credentials = lambda user, mech: state.metadata.scram_credential(user, mech)
         self.rack = rack or state.config.get("broker.rack") or None  # broker.rack (KIP-392 follower fetching)
         self.cache = MetadataCache(self.node_id)  # this broker's view, fed by the controller
         # the partitions this broker hosts: its own in an in-process cluster, else the process's
@@ -431,6 +432,13 @@ class Broker:
         if self.zk is None:
             return self.state.allocate_producer_id()
         return await self.zk.allocate_producer_id()
+
+    async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """Users' configs (SCRAM credentials): in the metadata snapshot, or ZooKeeper's /config/users."""
+        if self.zk is None:
+            self.state.metadata.set_user_configs(changes)
+        else:
+            await self.zk.set_user_configs(changes)
 
     async def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
         """AlterConfigs on a broker resource: this broker's id, or "" for the cluster-wide default. In ZooKeeper
