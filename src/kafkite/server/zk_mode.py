@@ -259,8 +259,9 @@ class ZkMode:
     def _watch_config_changes(self) -> None:  # event thread
         def fired(_path: str) -> None:
             self._watch_config_changes()
-        children = self.store.children(z.CONFIG_CHANGES)
+        # the watch first: a notification made between the listing and the watch would wait for the next one
         self.store.watch(z.CONFIG_CHANGES + "/", fired)
+        children = self.store.children(z.CONFIG_CHANGES)
         seqs = sorted(int(c[len(z.CONFIG_CHANGE_PREFIX):]) for c in children if c.startswith(z.CONFIG_CHANGE_PREFIX))
         if self._last_config_change is None:  # at start-up: configs are read with each topic, not from old changes
             self._last_config_change = seqs[-1] if seqs else -1

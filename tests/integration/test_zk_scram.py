@@ -1,0 +1,75 @@
+"""SCRAM credentials in ZooKeeper mode: AlterUserScramCredentials through any broker writes Kafka 3.x's
+/config/users/<sanitized user> node and a `users/<user>` /config/changes notification; every broker's credential
+cache (what its SASL listener and its DescribeUserScramCredentials read) follows the notification, and a broker
+that starts loads them all. (A ZooKeeper-mode broker serves a PLAINTEXT client listener only so far, so the caches
+are checked through each broker's DescribeUserScramCredentials, not by logging in.)"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
+
+from kafkite.security import scram
+from kafkite.testing.process_cluster import ProcessCluster
+from kafkite.testing.wire_client import WireClient
+
+pytestmark = pytest.mark.timeout(300)
+
+SALT = b"0123456789abcdef"
+
+
+def _alter(bootstrap: str, upsertions=(), deletions=()):
+    R = AlterUserScramCredentialsRequest
+    with WireClient.connect(bootstrap) as w:
+        return w.request(R(
+            deletions=[R.ScramCredentialDeletion(name=n, mechanism=m) for n, m in deletions],
+            upsertions=[R.ScramCredentialUpsertion(
+                name=n, mechanism=m, iterations=i, salt=SALT,
+                salted_password=scram.salted_password(scram.MECHANISM_TYPES[m], "pw", SALT, i))
+                for n, m, i in upsertions]), 0).results
+
+
+def _described(bootstrap: str, user: str):
+    """{mechanism: iterations} of `user` on that broker, or None when it has no credential there."""
+    R = DescribeUserScramCredentialsRequest
+    with WireClient.connect(bootstrap) as w:
+        r = w.request(R(users=[R.UserName(name=user)]), 0).results[0]
+    return {c.mechanism: c.iterations for c in r.credential_infos} if r.error_code == 0 else None
+
+
+def _everywhere(cluster: ProcessCluster, user: str, want, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    got = {}
+    while time.monotonic() < deadline:
+        got = {i: _described(cluster.bootstrap_of(i), user) for i in cluster.live_brokers}
+        if all(v == want for v in got.values()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{user}: {got}, want {want} on every broker\n{cluster.log_tails(20)}")
+
+
+def test_credentials_follow_zookeeper_on_every_broker(kafkite_zookeeper):
+    with ProcessCluster(3, zookeeper_connect=kafkite_zookeeper.connect_string, chroot="/kafkite-test-scram") as c:
+        user = "bob smith@example"  # kept under its sanitized name, as Kafka's Sanitizer writes it
+        results = _alter(c.bootstrap_of(1), upsertions=[(user, 2, 4096), (user, 1, 8192), ("alice", 2, 4096)])
+        assert [(r.user, r.error_code) for r in results] == [(user, 0), ("alice", 0)]
+        node = c.zk_get("/config/users/bob%20smith%40example")
+        assert node["version"] == 1 and set(node["config"]) == {"SCRAM-SHA-256", "SCRAM-SHA-512"}
+        cred = scram.ScramCredential.from_string(node["config"]["SCRAM-SHA-512"])
+        assert cred == scram.credential_from_password("SCRAM-SHA-512", "pw", 4096, salt=SALT)
+        assert node["config"]["SCRAM-SHA-512"] == cred.to_string()
+        changes = [c.zk_get(f"/config/changes/{n}") for n in c.zk_children("/config/changes")]
+        assert {"version": 2, "entity_path": "users/bob%20smith%40example"} in changes
+        _everywhere(c, user, {1: 8192, 2: 4096})
+        _everywhere(c, "alice", {2: 4096})
+        # a deletion through another broker reaches every one
+        assert [(r.user, r.error_code) for r in _alter(c.bootstrap_of(2), deletions=[(user, 2)])] == [(user, 0)]
+        _everywhere(c, user, {1: 8192})
+        assert c.zk_get("/config/users/bob%20smith%40example")["config"].keys() == {"SCRAM-SHA-256"}
+        # a broker that was down while a user was added loads every credential when it starts
+        c.stop_broker(3)
+        _alter(c.bootstrap_of(1), upsertions=[("carol", 1, 4096)])
+        c.start_broker(3)
+        _everywhere(c, "carol", {1: 4096})
+        assert _described(c.bootstrap_of(3), "alice") == {2: 4096}
