@@ -331,3 +331,81 @@ def _v1_frame() -> bytes:
     body.with_header(correlation_id=7, client_id="t")
     frame = bytes(body.encode(header=True, framed=True))
     return frame[:6] + struct.pack(">h", 1) + frame[8:]
+
+
+PLAIN_ROOT = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="root" password="root-pw" '
+              'user_root="root-pw";')
+MIXED = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_ROOT}
+
+
+def _plain_login(w) -> None:
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+    assert w.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+    assert w.request(SaslAuthenticateRequest(auth_bytes=b"\0root\0root-pw"), 2).error_code == 0
+
+
+@pytest.mark.parametrize("mech", MECHS)
+def test_scram_over_the_v0_raw_token_framing_and_every_sasl_authenticate_version(mech):
+    """SaslHandshake v0: each SCRAM token goes as a bare size-prefixed frame and its answer comes back as one;
+    SaslHandshake v1: SaslAuthenticate v0-2 carry them."""
+    import scramp
+    import struct
+    from kafka.protocol.metadata import MetadataRequest
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+    with BrokerThread(overrides=MIXED) as b:
+        with WireClient.connect(b.bootstrap_servers) as w:  # root (PLAIN) adds the SCRAM user
+            _plain_login(w)
+            R = AlterUserScramCredentialsRequest
+            salt = b"v0-salt-v0-salt!"
+            r = w.request(R(deletions=[], upsertions=[R.ScramCredentialUpsertion(
+                name="v0", mechanism=scram.MECHANISM_BY_NAME[mech], iterations=4096, salt=salt,
+                salted_password=scram.salted_password(mech, "v0-pw", salt, 4096))]), 0)
+            assert r.results[0].error_code == 0
+        with WireClient.connect(b.bootstrap_servers) as w:
+            assert w.request(SaslHandshakeRequest(mechanism=mech), 0).error_code == 0
+            client = scramp.ScramClient([mech], "v0", "v0-pw")
+            first = client.get_client_first().encode()
+            w.send_raw(struct.pack(">i", len(first)) + first)
+            client.set_server_first(w.recv_frame().decode())
+            final = client.get_client_final().encode()
+            w.send_raw(struct.pack(">i", len(final)) + final)
+            client.set_server_final(w.recv_frame().decode())  # raises unless the server proved the credential
+            assert w.request(MetadataRequest(topics=None), 9).brokers
+        for version in (0, 1, 2):
+            with WireClient.connect(b.bootstrap_servers) as w:
+                assert w.request(SaslHandshakeRequest(mechanism=mech), 1).error_code == 0
+                client = scramp.ScramClient([mech], "v0", "v0-pw")
+                r = w.request(SaslAuthenticateRequest(auth_bytes=client.get_client_first().encode()), version)
+                assert r.error_code == 0 and r.auth_bytes.startswith(b"r=")
+                client.set_server_first(r.auth_bytes.decode())
+                r = w.request(SaslAuthenticateRequest(auth_bytes=client.get_client_final().encode()), version)
+                assert r.error_code == 0 and r.auth_bytes.startswith(b"v=")
+                client.set_server_final(r.auth_bytes.decode())
+                assert w.request(MetadataRequest(topics=None), 9).brokers
+        with WireClient.connect(b.bootstrap_servers) as w:  # a wrong proof on the v0 framing: the connection closes
+            assert w.request(SaslHandshakeRequest(mechanism=mech), 0).error_code == 0
+            client = scramp.ScramClient([mech], "v0", "wrong")
+            first = client.get_client_first().encode()
+            w.send_raw(struct.pack(">i", len(first)) + first)
+            client.set_server_first(w.recv_frame().decode())
+            final = client.get_client_final().encode()
+            w.send_raw(struct.pack(">i", len(final)) + final)
+            assert w.is_closed()
+
+
+def test_a_user_added_through_one_broker_logs_in_on_every_broker_of_an_in_process_cluster():
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, ScramMechanism, UserScramCredentialUpsertion
+    from kafkite.testing.cluster import KafkiteCluster
+    with KafkiteCluster(3, overrides=MIXED) as c:
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_of(1), **kp_auth("PLAIN", "root", "root-pw"))
+        assert admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "everywhere", ScramMechanism.SCRAM_SHA_512, "pw")]) == {"everywhere": None}
+        admin.close()
+        for i in (1, 2, 3):
+            assert auth_error(c.bootstrap_of(i), "SCRAM-SHA-512", "everywhere", "pw") is None, i
+        kp = KafkaProducer(bootstrap_servers=c.bootstrap_of(3), **kp_auth("SCRAM-SHA-512", "everywhere", "pw"))
+        for i in range(6):
+            kp.send("everywhere", b"%d" % i, partition=None).get(timeout=30)
+        kp.close()
