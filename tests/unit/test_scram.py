@@ -45,7 +45,8 @@ def test_alter_rules_as_kafkas_zk_admin_manager():
                      "consumer_byte_rate": "1024"}}
     results, changes = scram.alter(users, [
         _up("alice"), _up("", 1), _up("weird", 3), _up("few", 2, 4095), _up("many", 2, 16385), _up("twice"),
-        _up("twice"), _up("bob", 2)], [scram.Deletion("bob", 1), scram.Deletion("ghost", 2)])
+        _up("twice"), _up("bob", 2), scram.Upsertion("short", 2, 4096, b"s" * 11, b"x" * 64)],
+        [scram.Deletion("bob", 1), scram.Deletion("ghost", 2)])
     got = {r["user"]: (r["error_code"], r["error_message"]) for r in results}
     assert got == {
         "": (E.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"),
@@ -54,6 +55,7 @@ def test_alter_rules_as_kafkas_zk_admin_manager():
         "many": (E.UNACCEPTABLE_CREDENTIAL, "Too many iterations"),
         "twice": (E.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"),
         "ghost": (E.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"),
+        "short": (E.UNACCEPTABLE_CREDENTIAL, "Salt must be at least 12 bytes"),
         "alice": (0, None), "bob": (0, None)}
     assert set(changes) == {"alice", "bob"}
     assert set(changes["bob"]) == {"SCRAM-SHA-512", "consumer_byte_rate"}  # other keys (quotas) are kept
@@ -85,6 +87,15 @@ def test_describe_rules():
 
 
 def test_add_scram_option():
+    fields = scram.parse_scram_option("SCRAM-SHA-256=[name=a,salt=c2hvcnQ=,password=b]", need_name=True)[2]
+    with pytest.raises(ValueError, match="at least 12 bytes"):
+        scram.credential_from_option("SCRAM-SHA-256", fields)
+    fields = scram.parse_scram_option("SCRAM-SHA-256=[name=a,salt=MDEyMzQ1Njc4OWFiY2RlZg==,iterations=8192,"
+                                      "saltedpassword=" + base64.b64encode(b"p" * 32).decode() + "]",
+                                      need_name=True)[2]
+    cred = scram.credential_from_option("SCRAM-SHA-256", fields)
+    assert (cred.salt, cred.iterations) == (b"0123456789abcdef", 8192)
+    assert cred == scram.credential_from_salted_password("SCRAM-SHA-256", b"0123456789abcdef", b"p" * 32, 8192)
     assert scram.parse_scram_option("SCRAM-SHA-512=[name=admin,password=admin-secret]", need_name=True) == \
         ("SCRAM-SHA-512", "admin", {"password": "admin-secret"})
     assert scram.parse_scram_option('SCRAM-SHA-256=[iterations=8192,password="a,b"]', need_name=False) == \
@@ -162,3 +173,22 @@ def test_wrong_password_and_unknown_user_look_alike():
     for bad in (b"", b"\xff", b"y,,n=alice,r=abc", b"n,,n=alice", b"p=tls-unique,,n=alice,r=abc"):
         with pytest.raises(AuthenticationFailed):
             ScramExchange(cfg, mech).step(bad)
+
+
+def test_listener_config():
+    from kafkite.config import BrokerConfig, ConfigError, check_broker_keys
+    from kafkite.security.sasl import sasl_config
+    scram_jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";'
+    static = {"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+              "listener.name.sasl_ssl.sasl.enabled.mechanisms": "scram-sha-512, SCRAM-SHA-256",
+              "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram_jaas}
+    cfg = sasl_config(BrokerConfig(static=static), "SASL_SSL")
+    assert cfg.mechanisms == ["SCRAM-SHA-512", "SCRAM-SHA-256"] and cfg.plain_users == {}  # no PLAIN: no JAAS users
+    assert check_broker_keys(static) == []  # the listener's keys are known ones
+    bad = {**static, "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram_jaas.replace(
+        "scram.ScramLoginModule", "plain.PlainLoginModule")}
+    with pytest.raises(ConfigError, match="needs org.apache.kafka.common.security.scram.ScramLoginModule"):
+        sasl_config(BrokerConfig(static=bad), "SASL_SSL")
+    with pytest.raises(ConfigError, match="Kafkite serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"):
+        sasl_config(BrokerConfig(static={**static, "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-1"}),
+                    "SASL_SSL")

@@ -30,6 +30,9 @@ _HASH = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 MIN_ITERATIONS = 4096    # Kafka's ScramMechanism.minIterations, both mechanisms
 MAX_ITERATIONS = 16384   # ZkAdminManager / ScramControlManager's upper bound for AlterUserScramCredentials
 DEFAULT_ITERATIONS = 4096  # kafka-configs' default
+# scramp's floor (RFC 5802 sets none; every Kafka client sends 24 bytes or more): a credential with a shorter salt
+# could not log in, so AlterUserScramCredentials refuses it (where Kafka takes it) with UNACCEPTABLE_CREDENTIAL
+MIN_SALT_BYTES = 12
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,8 @@ def alter(users: dict[str, dict[str, str]], upsertions: list[Upsertion], deletio
             illegal[u.name] = "Too few iterations"
         elif u.iterations > MAX_ITERATIONS:
             illegal[u.name] = "Too many iterations"
+        elif len(u.salt) < MIN_SALT_BYTES:
+            illegal[u.name] = f"Salt must be at least {MIN_SALT_BYTES} bytes"
     for user, message in illegal.items():
         res(user, E.UNSUPPORTED_SASL_MECHANISM if message == "Unknown SCRAM mechanism" else E.UNACCEPTABLE_CREDENTIAL,
             message)
@@ -266,7 +271,11 @@ def _split_fields(body: str) -> list[str]:
 def credential_from_option(mechanism: str, fields: dict[str, str]) -> ScramCredential:
     iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
     if "saltedpassword" in fields:
+        if len(base64.b64decode(fields["salt"])) < MIN_SALT_BYTES:
+            raise ValueError(f"The salt must be at least {MIN_SALT_BYTES} bytes")
         return credential_from_salted_password(mechanism, base64.b64decode(fields["salt"]),
                                                base64.b64decode(fields["saltedpassword"]), iterations)
     salt = base64.b64decode(fields["salt"]) if "salt" in fields else None
+    if salt is not None and len(salt) < MIN_SALT_BYTES:
+        raise ValueError(f"The salt must be at least {MIN_SALT_BYTES} bytes")
     return credential_from_password(mechanism, fields["password"], iterations, salt)
