@@ -1,8 +1,8 @@
 """SCRAM credentials in ZooKeeper mode: AlterUserScramCredentials through any broker writes Kafka 3.x's
 /config/users/<sanitized user> node and a `users/<user>` /config/changes notification; every broker's credential
 cache (what its SASL listener and its DescribeUserScramCredentials read) follows the notification, and a broker
-that starts loads them all. (A ZooKeeper-mode broker serves a PLAINTEXT client listener only so far, so the caches
-are checked through each broker's DescribeUserScramCredentials, not by logging in.)"""
+that starts loads them all: checked through each broker's DescribeUserScramCredentials on a PLAINTEXT cluster, and by
+logging in on every broker of a SASL_PLAINTEXT cluster."""
 from __future__ import annotations
 
 import time
@@ -73,3 +73,72 @@ def test_credentials_follow_zookeeper_on_every_broker(kafkite_zookeeper):
         c.start_broker(3)
         _everywhere(c, "carol", {1: 4096})
         assert _described(c.bootstrap_of(3), "alice") == {2: 4096}
+
+
+PLAIN_ROOT = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="root" password="root-pw" '
+              'user_root="root-pw";')
+SASL = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_ROOT, "default.replication.factor": "3"}
+
+
+def _logs_in(bootstrap: str, user: str, password: str) -> bool:
+    """A raw SCRAM-SHA-512 exchange (scramp's client) on that broker: True when it ends authenticated."""
+    import scramp
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+    with WireClient.connect(bootstrap) as w:
+        assert w.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1).error_code == 0
+        client = scramp.ScramClient(["SCRAM-SHA-512"], user, password)
+        r = w.request(SaslAuthenticateRequest(auth_bytes=client.get_client_first().encode()), 2)
+        client.set_server_first(r.auth_bytes.decode())
+        r = w.request(SaslAuthenticateRequest(auth_bytes=client.get_client_final().encode()), 2)
+        return r.error_code == 0
+
+
+def _until(cluster: ProcessCluster, check, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}\n{cluster.log_tails(20)}")
+        time.sleep(0.1)
+
+
+def test_a_user_added_through_one_broker_logs_in_on_every_broker(kafkite_zookeeper):
+    """A SASL_PLAINTEXT client listener on each ZooKeeper-mode broker (the inter-broker one stays PLAINTEXT): the user
+    root (PLAIN, JAAS) adds alice through broker 1; alice produces (acks=all, 3 replicas) through every broker and
+    group-consumes; deleted through broker 2, she is refused by every broker."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion
+    auth = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice",
+            "sasl_plain_password": "alice-pw"}
+    with ProcessCluster(3, zookeeper_connect=kafkite_zookeeper.connect_string, chroot="/kafkite-test-scram-sasl",
+                        overrides=SASL) as c:
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_of(1), security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism="PLAIN", sasl_plain_username="root", sasl_plain_password="root-pw")
+        try:
+            assert admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "alice", ScramMechanism.SCRAM_SHA_512, "alice-pw")]) == {"alice": None}
+            _until(c, lambda: all(_logs_in(c.bootstrap_of(i), "alice", "alice-pw") for i in (1, 2, 3)),
+                   "alice cannot log in on every broker")
+            assert not _logs_in(c.bootstrap_of(3), "alice", "wrong")
+            for i in (1, 2, 3):
+                p = KafkaProducer(bootstrap_servers=c.bootstrap_of(i), acks="all", **auth)
+                for j in range(5):
+                    p.send("zk-scram", b"%d-%d" % (i, j)).get(timeout=30)
+                p.close()
+            kc = KafkaConsumer("zk-scram", bootstrap_servers=c.bootstrap_of(2), group_id="g-zk-scram",
+                               auto_offset_reset="earliest", **auth)
+            got = []
+            deadline = time.monotonic() + 60
+            while len(got) < 15 and time.monotonic() < deadline:
+                got += [r.value for rs in kc.poll(1000).values() for r in rs]
+            kc.close()
+            assert sorted(got) == sorted(b"%d-%d" % (i, j) for i in (1, 2, 3) for j in range(5))
+            admin2 = KafkaAdminClient(bootstrap_servers=c.bootstrap_of(2), security_protocol="SASL_PLAINTEXT",
+                                      sasl_mechanism="PLAIN", sasl_plain_username="root", sasl_plain_password="root-pw")
+            assert admin2.alter_user_scram_credentials([UserScramCredentialDeletion(
+                "alice", ScramMechanism.SCRAM_SHA_512)]) == {"alice": None}
+            admin2.close()
+            _until(c, lambda: not any(_logs_in(c.bootstrap_of(i), "alice", "alice-pw") for i in (1, 2, 3)),
+                   "a deleted alice still logs in somewhere")
+        finally:
+            admin.close()

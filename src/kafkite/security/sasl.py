@@ -26,8 +26,9 @@ credential's salt and iterations) and client-final (answered server-final). The 
 ScramMessages does (usernames escaped =2C / =3D, no channel binding, extensions after the nonce: unknown ones
 ignored, `tokenauth` refused: delegation tokens are not served); scramp does the cryptography. Any failure answers
 Kafka's generic "Authentication failed during authentication due to invalid credentials with SASL mechanism <m>";
-a user without a credential gets a server-first message with a salt derived from a per-broker secret, so that
-the exchange does not tell whether the user exists (where Kafka refuses the first message at once).
+a user without a credential gets a server-first message with a salt derived from a secret of the process, so that
+the exchange does not tell whether the user exists (where Kafka refuses the first message at once; the salt differs
+between processes and restarts, which a patient prober comparing them could notice).
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ log = structlog.get_logger("kafkite.sasl")
 SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_FAKE_SALT_KEY = secrets.token_bytes(32)  # one per process: the brokers of an in-process cluster answer alike
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 AUTH_FAILED_MESSAGE = "Authentication failed: Invalid username or password"
 _JAAS = re.compile(r'\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\s*(.*?);?\s*$', re.S)
@@ -69,7 +71,7 @@ class SaslConfig:
     plain_users: dict[str, str] = field(default_factory=dict)
     # (user, mechanism) -> its SCRAM credential or None: the cluster metadata's (set by the broker)
     scram_credentials: Callable[[str, str], "ScramCredential | None"] = lambda user, mechanism: None
-    fake_salt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    fake_salt_key: bytes = field(default_factory=lambda: _FAKE_SALT_KEY)
 
 
 def sasl_config(cfg, listener: str) -> SaslConfig:

@@ -295,9 +295,9 @@ class Broker:
         self.ssl_context = None
         self.sasl_config = None
         listener_name, protocol = client_protocol(state.config)
-        if protocol != "PLAINTEXT" and state.zk is not None:
+        if protocol in ("SSL", "SASL_SSL") and state.zk is not None:
             raise ConfigError(f"A {protocol} client listener is served by brokers of one process for now (not in "
-                              "ZooKeeper mode): use a PLAINTEXT listener there")
+                              "ZooKeeper mode): use a PLAINTEXT or SASL_PLAINTEXT listener there")
         if protocol in ("SSL", "SASL_SSL"):
             from ..security.ssl_context import server_context
             self.ssl_context = server_context(state.config)
