@@ -409,3 +409,21 @@ def test_a_user_added_through_one_broker_logs_in_on_every_broker_of_an_in_proces
         for i in range(6):
             kp.send("everywhere", b"%d" % i, partition=None).get(timeout=30)
         kp.close()
+
+
+def test_serve_add_scram_writes_the_first_user_before_serving(tmp_path):
+    from kafkite.testing.process import spawn_serve
+    args = ["--data-dir", str(tmp_path / "d"), "--add-scram", "SCRAM-SHA-256=[name=first,password=first-pw]"]
+    for k, v in LISTENER.items():
+        args += ["--override", f"{k}={v}"]
+    proc, bs = spawn_serve(args)
+    try:
+        assert auth_error(bs, "SCRAM-SHA-256", "first", "first-pw") is None
+        assert auth_error(bs, "SCRAM-SHA-256", "first", "nope") is not None
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    out = kafkite("serve", "--in-memory", "--add-scram", "SCRAM-SHA-256=[name=a,password=b]")
+    assert out.returncode == 2 and "--add-scram writes into the data dir" in out.stderr
+    out = kafkite("storage", "format", "--data-dir", str(tmp_path / "e"), "--add-scram", "SCRAM-SHA-256=[password=b]")
+    assert out.returncode == 2 and "You must supply 'name'" in out.stderr
