@@ -14,10 +14,11 @@ Configuration, with Kafka's names:
 
 The exchange (KIP-43, KIP-152): before authentication a connection may send ApiVersions (answered as any other)
 and SaslHandshake; any other request closes it, as Kafka's authenticator does. SaslHandshake v0 is followed by the
-client's token as a size-prefixed frame with no Kafka header (the v0 framing old clients use), answered by an
-empty frame; v1 by SaslAuthenticate v0-2 requests. A mechanism not enabled answers UNSUPPORTED_SASL_MECHANISM with
+client's tokens as size-prefixed frames with no Kafka header (the v0 framing old clients use), each answered by
+one such frame (empty when PLAIN succeeded); v1 by SaslAuthenticate v0-2 requests. A mechanism not enabled answers UNSUPPORTED_SASL_MECHANISM with
 the enabled ones; a wrong user or password answers SASL_AUTHENTICATION_FAILED, "Authentication failed: Invalid
-username or password" (the same whether the user exists or not), is logged, and closes the connection. After
+username or password" (the same whether the user exists or not), is logged, and closes the connection
+(`connection.failed.authentication.delay.ms` later, KIP-306: server/connection.py). After
 authentication the principal is `User:<name>` and SaslHandshake / SaslAuthenticate answer ILLEGAL_SASL_STATE.
 Re-authentication (KIP-368) is not served: SaslAuthenticate v1+ answers a session lifetime of 0.
 
