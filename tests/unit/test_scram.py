@@ -114,7 +114,7 @@ def _config(users: dict[str, dict[str, str]]) -> SaslConfig:
 
 
 def _client_exchange(ex: ScramExchange, mech: str, user_escaped: str, password: str, extensions: str = "",
-                     authzid: str = "") -> bytes:
+                     authzid: str = "", echo_prefix: str | None = None) -> bytes:
     """RFC 5802's client side, by hand (so that extensions can be sent, which scramp's client cannot)."""
     h = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}[mech]
     nonce = base64.b64encode(os.urandom(18)).decode()
@@ -124,7 +124,8 @@ def _client_exchange(ex: ScramExchange, mech: str, user_escaped: str, password: 
     assert attrs["r"].startswith(nonce)
     salted = hashlib.pbkdf2_hmac(h().name, password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
     client_key = hmac.new(salted, b"Client Key", h).digest()
-    without_proof = f"c=biws,r={attrs['r']}"
+    # echo_prefix: sent in front of the combined nonce ("" and the client nonce: librdkafka < 2.6.1's bug)
+    without_proof = f"c=biws,r={(nonce if echo_prefix == '' else echo_prefix or '')}{attrs['r']}"
     auth_message = f"{bare},{first},{without_proof}".encode()
     signature = hmac.new(h(client_key).digest(), auth_message, h).digest()
     proof = bytes(a ^ b for a, b in zip(client_key, signature))
@@ -192,3 +193,14 @@ def test_listener_config():
     with pytest.raises(ConfigError, match="Kafkite serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"):
         sasl_config(BrokerConfig(static={**static, "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-1"}),
                     "SASL_SSL")
+
+
+def test_librdkafka_before_2_6_1_echoing_its_nonce_twice_is_taken_and_nothing_else():
+    """librdkafka#4895: old librdkafka sends r=<client nonce><client nonce><server nonce>; Kafka 3.8.1-3.9 take it."""
+    mech = "SCRAM-SHA-256"
+    users = {"old": {mech: scram.credential_from_password(mech, "pw").to_string()}}
+    ex = ScramExchange(_config(users), mech)
+    _client_exchange(ex, mech, "old", "pw", echo_prefix="")
+    assert ex.done and ex.user == "old"
+    with pytest.raises(AuthenticationFailed):  # any other prefix is still refused
+        _client_exchange(ScramExchange(_config(users), mech), mech, "old", "pw", echo_prefix="x")
