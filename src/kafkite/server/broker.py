@@ -433,6 +433,14 @@ class Broker:
             return self.state.allocate_producer_id()
         return await self.zk.allocate_producer_id()
 
+    async def user_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """Users' configs as the store has them now (ZooKeeper is read, not this broker's cache, as Kafka's
+        AdminZkClient does): those named, or every user's."""
+        if self.zk is not None:
+            return await self.zk.user_configs(names)
+        users = self.state.metadata.users
+        return {u: dict(c) for u, c in users.items() if names is None or u in names}
+
     async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
         """Users' configs (SCRAM credentials): in the metadata snapshot, or ZooKeeper's /config/users."""
         if self.zk is None:

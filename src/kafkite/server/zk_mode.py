@@ -297,6 +297,14 @@ class ZkMode:
         self.state.metadata.apply_user_configs(changes)
         log.info("user_config.applied", users=sorted(changes))
 
+    async def user_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """From ZooKeeper: every user's config, or those named (a user without a node has none)."""
+        from ..security.scram import sanitize
+        if names is None:
+            return await self.call(self.admin.user_configs)
+        got = await self.call(lambda: {n: self.admin.user_config(sanitize(n)) for n in set(names) if n})
+        return {n: c for n, c in got.items() if c}
+
     async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
         """Write the users' configs (and their notifications), then apply them here at once; the other brokers
         follow the notification."""

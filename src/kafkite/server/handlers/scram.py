@@ -21,8 +21,8 @@ _Altered = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 async def handle_describe_user_scram_credentials(ctx: RequestContext):
     users = ctx.body.users
-    names = None if users is None else [u.name for u in users]
-    results = scram.describe(ctx.broker.state.metadata.users, names)
+    names = [u.name for u in users] if users else None  # null or empty: every user
+    results = scram.describe(await ctx.broker.user_configs(names), names)
     return DescribeUserScramCredentialsResponse(
         version=ctx.version, throttle_time_ms=0, error_code=0, error_message=None,
         results=[_Described(user=r["user"], error_code=r["error_code"], error_message=r["error_message"],
@@ -37,7 +37,8 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext):
     upsertions = [scram.Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt or b""),
                                   bytes(u.salted_password or b"")) for u in body.upsertions or []]
     deletions = [scram.Deletion(d.name, d.mechanism) for d in body.deletions or []]
-    results, changes = scram.alter(b.state.metadata.users, upsertions, deletions)
+    current = await b.user_configs([x.name for x in (*upsertions, *deletions)])
+    results, changes = scram.alter(current, upsertions, deletions)
     if changes:
         try:
             await b.set_user_configs(changes)
