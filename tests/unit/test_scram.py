@@ -204,3 +204,37 @@ def test_librdkafka_before_2_6_1_echoing_its_nonce_twice_is_taken_and_nothing_el
     assert ex.done and ex.user == "old"
     with pytest.raises(AuthenticationFailed):  # any other prefix is still refused
         _client_exchange(ScramExchange(_config(users), mech), mech, "old", "pw", echo_prefix="x")
+
+
+def test_mangled_tokens_only_ever_fail_authentication():
+    """Random and cut client messages: the exchange answers AuthenticationFailed (Kafka's generic answer), never
+    another exception."""
+    import random
+    mech = "SCRAM-SHA-512"
+    cfg = _config({"u": {mech: scram.credential_from_password(mech, "pw").to_string()}})
+    rng = random.Random(20261125)
+    alphabet = b"nrcpasiv=,,,==2C3Dbiwsu\x00\xff~abc0123+/"
+
+    def noise(n: int) -> bytes:
+        return bytes(rng.choice(alphabet) for _ in range(n))
+    for _ in range(500):
+        ex = ScramExchange(cfg, mech)
+        client = scramp.ScramClient([mech], "u", "pw")
+        first = client.get_client_first().encode()
+        if rng.random() < 0.5:
+            first = noise(rng.randint(0, 40)) if rng.random() < 0.5 else first[:rng.randint(0, len(first))] + noise(3)
+        try:
+            answer = ex.step(first)
+        except AuthenticationFailed:
+            continue
+        try:
+            client.set_server_first(answer.decode())
+            final = client.get_client_final().encode()
+        except scramp.ScramException:
+            final = b"c=biws,r=x,p=abc"
+        k = rng.randint(0, len(final))
+        final = final[:k] + noise(rng.randint(0, 5)) + final[k + rng.randint(0, 3):]
+        try:
+            ex.step(final)
+        except AuthenticationFailed:
+            pass
