@@ -1,4 +1,4 @@
-"""`kafkite serve`, `kafkite topics ...`, `kafkite cluster describe`."""
+"""`kafkite serve`, `kafkite topics ...`, `kafkite cluster describe`, `kafkite users ...`, `kafkite storage format`."""
 from __future__ import annotations
 
 import argparse
@@ -44,6 +44,17 @@ def _serve(args) -> int:
     except ConfigError as exc:  # Kafka's wording: "Invalid value x for configuration num.partitions"
         klog.get("kafkite").error("config.invalid", message=str(exc))
         return 1
+    if args.add_scram:  # kafka-storage format --add-scram's role: the first users, before the broker starts
+        if args.in_memory or config.get("zookeeper.connect"):
+            print("--add-scram writes into the data dir's metadata: not with --in-memory or zookeeper.connect (add "
+                  "users there with `kafkite users alter` through a listener that lets an admin in)", file=sys.stderr)
+            return 2
+        from .users_cli import add_scram
+        try:
+            add_scram(data_dir, config.node_id, args.add_scram)
+        except ValueError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
     try:
         trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory,
                                brokers=args.brokers, loop_watchdog_ms=args.loop_watchdog_ms,
@@ -240,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve the control listener (faults, request log over HTTP/JSON) on this port (0 = any)")
     s.add_argument("--control-host", default="127.0.0.1", help="the control listener's address (default 127.0.0.1)")
     s.add_argument("--control-token", default=None, help="a bearer token the control listener requires")
+    s.add_argument("--add-scram", action="append", metavar="'SCRAM-SHA-512=[name=admin,password=admin-secret]'",
+                   help="add a SCRAM credential to the data dir before serving (repeatable)")
     s.set_defaults(func=_serve)
 
     t = sub.add_parser("topics", help="manage topics on any Kafka-compatible cluster")
@@ -272,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_subparser(sub)
     from .control.cli import add_subparser as add_control
     add_control(sub)
+    from .users_cli import add_subparsers as add_users
+    add_users(sub)
 
     return p
 

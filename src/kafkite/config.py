@@ -250,6 +250,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     # listener.name.<l>.sasl.enabled.mechanisms are taken too (check_broker_keys)
     BrokerConfigDef("sasl.enabled.mechanisms", ConfigType.LIST, "GSSAPI"),
     BrokerConfigDef("sasl.jaas.config", ConfigType.PASSWORD, ""),
+    # KIP-306: the close after a failed authentication waits this long (the client reads the error response first)
+    BrokerConfigDef("connection.failed.authentication.delay.ms", ConfigType.INT, "100"),
     BrokerConfigDef("controlled.shutdown.enable", ConfigType.BOOLEAN, "true"),
     BrokerConfigDef("controlled.shutdown.max.retries", ConfigType.INT, "3"),
     BrokerConfigDef("controlled.shutdown.retry.backoff.ms", ConfigType.LONG, "5000"),
@@ -507,8 +509,8 @@ def not_implemented(topic_key: str) -> str:
 # -- keys of server.properties / --override that Kafkite does not use ------------------------------------------
 _TUNING = "a tuning knob of Kafka's threads, queues and sockets (Kafkite serves from one Trio event loop)"
 _REPLICATION = "not implemented by Kafkite's replica fetchers (high watermarks are not checkpointed, followers do not serve consumers)"
-_SECURITY = ("Kafkite serves PLAINTEXT, SSL and SASL_PLAINTEXT/SASL_SSL (PLAIN) client listeners; this setting is "
-             "not used yet (ACLs, SCRAM, OAUTHBEARER, the other ssl.* settings)")
+_SECURITY = ("Kafkite serves PLAINTEXT, SSL and SASL_PLAINTEXT/SASL_SSL (PLAIN, SCRAM) client listeners; this "
+             "setting is not used yet (ACLs, OAUTHBEARER, the other ssl.* settings)")
 _KRAFT = "Kafkite's controller is ZooKeeper-based (zookeeper.connect) or in-process (no KRaft quorum)"
 UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["num.network.threads", "num.io.threads", "background.threads", "queued.max.requests",
@@ -542,7 +544,8 @@ def _topic_synonyms() -> dict[str, str]:
     return {syn: d.name for d in TOPIC_CONFIGS.values() for syn in d.synonyms}
 
 
-_LISTENER_SASL = re.compile(r"listener\.name\.[\w-]+\.(sasl\.enabled\.mechanisms|plain\.sasl\.jaas\.config)")
+_LISTENER_SASL = re.compile(r"listener\.name\.[\w-]+\.(sasl\.enabled\.mechanisms|"
+                            r"(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config)")
 
 
 def check_broker_keys(static: dict[str, str]) -> list[tuple[str, str]]:

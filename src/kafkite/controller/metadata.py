@@ -10,6 +10,9 @@ persisted before any id of it is used, in its own file (`latest_producer_id_bloc
 Kafka's ZooKeeper node of that name) as well as in the snapshot, so a lost snapshot does not
 make ids be handed out again; the broker also raises the next block above every producer id its
 logs hold (`raise_producer_id_floor`). Producer ids are never reused.
+
+Users' configs (Kafka's user entity configs: SCRAM credentials, security/scram.py) are in the snapshot too (in
+ZooKeeper mode they live under /config/users and only the in-memory copy is kept here).
 """
 from __future__ import annotations
 
@@ -184,6 +187,7 @@ class ClusterMetadata:
         snap = store.load()
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
+        self.users: dict[str, dict[str, str]] = {}  # user -> its config (SCRAM mechanism -> credential string)
         self.controller_id = node_id
         self.controller_epoch = 0
         self.producer_id_next_block = 0  # producer ids are handed out in persisted blocks, like Kafka's
@@ -208,6 +212,8 @@ class ClusterMetadata:
         self._by_id = {}
         for t in snap["topics"]:
             self.put_topic(t)
+        if "users" in snap:  # (a ZooKeeper snapshot has none: users follow /config/users there)
+            self.users = {u: dict(c) for u, c in snap["users"].items()}
         if brokers and "brokers" in snap:
             self.brokers = {b["node_id"]: BrokerInfo(**b) for b in snap["brokers"]}
 
@@ -233,6 +239,7 @@ class ClusterMetadata:
                  "partitions": [vars(p).copy() for p in t.partitions]}
                 for t in self.topics.values()
             ],
+            "users": {u: dict(c) for u, c in self.users.items()},
         }
 
     def persist(self) -> None:
@@ -458,3 +465,25 @@ class ClusterMetadata:
         def undo() -> None:
             t.configs = old
         self._persist_or_undo(undo)
+
+    # -- users (SCRAM credentials) ---------------------------------------------
+    def apply_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """New configs of users, in memory only (an empty one removes the user)."""
+        for user, config in changes.items():
+            if config:
+                self.users[user] = dict(config)
+            else:
+                self.users.pop(user, None)
+
+    def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """New configs of users, persisted (undone and OSError raised when that fails)."""
+        before = {u: self.users.get(u) for u in changes}
+        self.apply_user_configs(changes)
+
+        def undo() -> None:
+            self.apply_user_configs({u: c or {} for u, c in before.items()})
+        self._persist_or_undo(undo)
+
+    def scram_credential(self, user: str, mechanism: str):
+        from ..security.scram import user_credential
+        return user_credential(self.users, user, mechanism)

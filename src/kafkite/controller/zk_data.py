@@ -14,7 +14,10 @@ as Kafka writes /controller_epoch, and None as an empty node, as Kafka's marker 
     /brokers/topics/<topic>/partitions/<p>/state    {"version":1,"leader","leader_epoch",
                                                      "controller_epoch","isr":[...]}
     /config/topics/<topic>                          {"version":1,"config":{k: v}}
+    /config/users/<sanitized user>                  {"version":1,"config":{"SCRAM-SHA-512":"salt=...,
+                                                     stored_key=...,server_key=...,iterations=4096"}}
     /config/changes/config_change_<seq>             {"version":2,"entity_path":"topics/<topic>"}
+                                                     (or "brokers/<id>", "users/<sanitized user>")
     /admin/delete_topics/<topic>                    (empty)
     /latest_producer_id_block                       {"version":1,"broker":N,"block_start":"s",
                                                      "block_end":"e"}
@@ -35,12 +38,13 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 CONFIG_BROKERS = "/config/brokers"
+CONFIG_USERS = "/config/users"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # the persistent parents Kafka creates at start-up (KafkaZkClient.createTopLevelPaths), so watches on
 # their children can be set before the first child exists
 PERSISTENT_PATHS = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, CONFIG_TOPICS, "/config/clients",
-                    "/config/users", CONFIG_BROKERS, DELETE_TOPICS, "/brokers/seqid", "/isr_change_notification",
+                    CONFIG_USERS, CONFIG_BROKERS, DELETE_TOPICS, "/brokers/seqid", "/isr_change_notification",
                     "/latest_producer_id_block", "/log_dir_event_notification")
 
 
@@ -61,6 +65,11 @@ def topic_config_path(topic: str) -> str:
 
 
 DEFAULT_BROKER_ENTITY = "<default>"  # Kafka's ZooKeeper name for the cluster-wide dynamic broker configs
+
+
+def user_config_path(sanitized_user: str) -> str:
+    """/config/users/<user, sanitized as Kafka's Sanitizer: URL-encoded>."""
+    return f"{CONFIG_USERS}/{sanitized_user}"
 
 
 def broker_config_path(entity: str) -> str:

@@ -292,6 +292,23 @@ class AdminZk:
         got = self.store.get(z.broker_config_path(entity))
         return z.parse_topic_config(got[0] if got else None)
 
+    def set_user_config(self, user: str, config: dict[str, str]) -> None:
+        """A user's config (SCRAM credentials), plus the notification every broker's credential cache follows
+        (Kafka's AdminZkClient.changeConfigs(ConfigType.User, ...): the node stays, empty, when nothing is left)."""
+        from ..security.scram import sanitize
+        self._set_or_create(z.user_config_path(sanitize(user)), z.topic_config(config))
+        self.store.client.create(f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
+                                 _encode(z.config_change(sanitize(user), "users")), sequence=True, makepath=True)
+
+    def user_config(self, sanitized_user: str) -> dict[str, str]:
+        got = self.store.get(z.user_config_path(sanitized_user))
+        return z.parse_topic_config(got[0] if got else None)
+
+    def user_configs(self) -> dict[str, dict[str, str]]:
+        """Every user's config: user (desanitized) -> config."""
+        from ..security.scram import desanitize
+        return {desanitize(n): self.user_config(n) for n in self.store.children(z.CONFIG_USERS)}
+
     def _set_or_create(self, path: str, value: Any) -> None:
         try:
             self.store.create(path, value)

@@ -1,35 +1,55 @@
-"""SASL on a SASL_PLAINTEXT (or SASL_SSL) client listener: Kafka's SaslServerAuthenticator for the PLAIN mechanism.
+"""SASL on a SASL_PLAINTEXT (or SASL_SSL) client listener: Kafka's SaslServerAuthenticator for the PLAIN,
+SCRAM-SHA-256 and SCRAM-SHA-512 mechanisms.
 
 Configuration, with Kafka's names:
-- `sasl.enabled.mechanisms` (Kafka's default GSSAPI, which Kafkite does not serve: set PLAIN), or per listener
-  `listener.name.<listener>.sasl.enabled.mechanisms`;
-- the users, in the JAAS config of the listener's PLAIN login module:
+- `sasl.enabled.mechanisms` (Kafka's default GSSAPI, which Kafkite does not serve: set PLAIN and/or SCRAM-SHA-256,
+  SCRAM-SHA-512), or per listener `listener.name.<listener>.sasl.enabled.mechanisms`;
+- SCRAM users: the credentials in the cluster metadata (security/scram.py), looked up at each exchange (a user
+  deleted or changed is seen by the next connection); `listener.name.<l>.scram-sha-256.sasl.jaas.config` (the
+  broker's own credentials in Kafka) is taken when it names Kafka's ScramLoginModule, and not needed;
+- PLAIN users, in the JAAS config of the listener's PLAIN login module:
   `listener.name.<listener>.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule
   required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";`
   (each `user_<name>="<password>"` is a user; `sasl.jaas.config` is taken when no listener one is given).
 
 The exchange (KIP-43, KIP-152): before authentication a connection may send ApiVersions (answered as any other)
 and SaslHandshake; any other request closes it, as Kafka's authenticator does. SaslHandshake v0 is followed by the
-client's token as a size-prefixed frame with no Kafka header (the v0 framing old clients use), answered by an
-empty frame; v1 by SaslAuthenticate v0-2 requests. A mechanism not enabled answers UNSUPPORTED_SASL_MECHANISM with
+client's tokens as size-prefixed frames with no Kafka header (the v0 framing old clients use), each answered by
+one such frame (empty when PLAIN succeeded); v1 by SaslAuthenticate v0-2 requests. A mechanism not enabled answers UNSUPPORTED_SASL_MECHANISM with
 the enabled ones; a wrong user or password answers SASL_AUTHENTICATION_FAILED, "Authentication failed: Invalid
-username or password" (the same whether the user exists or not), is logged, and closes the connection. After
+username or password" (the same whether the user exists or not), is logged, and closes the connection
+(`connection.failed.authentication.delay.ms` later, KIP-306: server/connection.py). After
 authentication the principal is `User:<name>` and SaslHandshake / SaslAuthenticate answer ILLEGAL_SASL_STATE.
 Re-authentication (KIP-368) is not served: SaslAuthenticate v1+ answers a session lifetime of 0.
+
+SCRAM (RFC 5802/7677, Kafka's ScramSaslServer) takes two tokens: client-first (answered server-first: the
+credential's salt and iterations) and client-final (answered server-final). The messages are parsed as Kafka's
+ScramMessages does (usernames escaped =2C / =3D, no channel binding, extensions after the nonce: unknown ones
+ignored, `tokenauth` refused: delegation tokens are not served); scramp does the cryptography. Any failure answers
+Kafka's generic "Authentication failed during authentication due to invalid credentials with SASL mechanism <m>";
+a user without a credential gets a server-first message with a salt derived from a secret of the process, so that
+the exchange does not tell whether the user exists (where Kafka refuses the first message at once; the salt differs
+between processes and restarts, which a patient prober comparing them could notice).
 """
 from __future__ import annotations
 
+import hmac
 import re
+import secrets
 import struct
 from dataclasses import dataclass, field
+from typing import Callable
 
 import structlog
 
 from ..config import ConfigError
+from .scram import MIN_ITERATIONS, ScramCredential
 
 log = structlog.get_logger("kafkite.sasl")
-SERVED_MECHANISMS = ("PLAIN",)
+SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_FAKE_SALT_KEY = secrets.token_bytes(32)  # one per process: the brokers of an in-process cluster answer alike
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 AUTH_FAILED_MESSAGE = "Authentication failed: Invalid username or password"
 _JAAS = re.compile(r'\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\s*(.*?);?\s*$', re.S)
@@ -50,6 +70,9 @@ class SaslConfig:
     listener: str
     mechanisms: list[str]
     plain_users: dict[str, str] = field(default_factory=dict)
+    # (user, mechanism) -> its SCRAM credential or None: the cluster metadata's (set by the broker)
+    scram_credentials: Callable[[str, str], "ScramCredential | None"] = lambda user, mechanism: None
+    fake_salt_key: bytes = field(default_factory=lambda: _FAKE_SALT_KEY)
 
 
 def sasl_config(cfg, listener: str) -> SaslConfig:
@@ -62,8 +85,14 @@ def sasl_config(cfg, listener: str) -> SaslConfig:
     if unserved or not mechanisms:
         raise ConfigError(f"Invalid value {raw} for configuration sasl.enabled.mechanisms: Kafkite serves "
                           f"{', '.join(SERVED_MECHANISMS)} (Kafka's default is GSSAPI: set "
-                          f"sasl.enabled.mechanisms=PLAIN)")
+                          f"sasl.enabled.mechanisms=PLAIN or SCRAM-SHA-512, ...)")
     out = SaslConfig(listener, mechanisms)
+    for mech in (m for m in mechanisms if m.startswith("SCRAM-")):
+        key = f"{prefix}{mech.lower()}.sasl.jaas.config"
+        if static.get(key):
+            module, _ = parse_jaas(static[key])
+            if module != SCRAM_LOGIN_MODULE:
+                raise ConfigError(f"{key}: the {mech} mechanism needs {SCRAM_LOGIN_MODULE}, got {module}")
     if "PLAIN" in mechanisms:
         key = prefix + "plain.sasl.jaas.config"
         jaas = static.get(key) or static.get("sasl.jaas.config")
@@ -94,8 +123,106 @@ def check_plain(users: dict[str, str], token: bytes) -> str | None:
 
 
 def _equal(a: str, b: str) -> bool:
-    import hmac
     return hmac.compare_digest(a.encode(), b.encode())
+
+
+def scram_failed_message(mechanism: str) -> str:
+    """Kafka's SaslServerAuthenticator answer to a SaslException: names nothing but the mechanism."""
+    return f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+
+
+class AuthenticationFailed(Exception):
+    """`message` is what the client is told; `reason` is logged only."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(reason)
+        self.message = message
+        self.reason = reason
+
+
+_SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
+# Kafka's ScramMessages.ClientFirstMessage: gs2 header "n,[a=authzid]," (no channel binding), n=, r=, extensions
+_CLIENT_FIRST = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?P<bare>n=(?P<saslname>{_SASLNAME}),"
+                           r"r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+)(?P<extensions>(?:,[A-Za-z]+=[\x01-\x2b\x2d-\x7f]+)*))",
+                           re.S)
+
+
+_FINAL_NONCE = re.compile(r"(?:^|,)r=([^,]*)")
+
+
+def _unescape(saslname: str) -> str:
+    """Kafka's ScramFormatter.username: =2C is ',' and =3D is '='."""
+    return saslname.replace("=2C", ",").replace("=3D", "=")
+
+
+class ScramExchange:
+    """One SCRAM exchange on the server side: `step(token)` -> the answer; AuthenticationFailed when refused."""
+
+    def __init__(self, config: SaslConfig, mechanism: str) -> None:
+        self.config = config
+        self.mechanism = mechanism
+        self.user: str | None = None
+        self.done = False
+        self._server = None
+        self._client_nonce = ""
+
+    def step(self, token: bytes) -> bytes:
+        import scramp
+        generic = scram_failed_message(self.mechanism)
+        if self._server is None:
+            try:
+                m = _CLIENT_FIRST.fullmatch(token.decode("utf-8"))
+            except UnicodeDecodeError:
+                m = None
+            if m is None:
+                raise AuthenticationFailed(generic, "Invalid SCRAM client first message")
+            extensions = dict(e.split("=", 1) for e in m.group("extensions").split(",")[1:])
+            if extensions.get("tokenauth", "").lower() == "true":
+                raise AuthenticationFailed(generic, "Token Authentication failed: delegation tokens are not served")
+            user = _unescape(m.group("saslname"))
+            if m.group("authzid") and _unescape(m.group("authzid")) != user:
+                raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
+                                           "different from username", "authorization id is not the username")
+            cred = self.config.scram_credentials(user, self.mechanism)
+            if cred is not None and cred.iterations < MIN_ITERATIONS:
+                raise AuthenticationFailed(generic, f"Iterations {cred.iterations} is less than the minimum "
+                                                    f"{MIN_ITERATIONS} for {self.mechanism}")
+            self.user, known = user, cred is not None
+            if cred is None:
+                cred = self._fake(user)
+            server = scramp.ScramMechanism(self.mechanism).make_server(
+                lambda _name: (cred.salt, cred.stored_key, cred.server_key, cred.iterations))
+            try:  # scramp reads no extensions: it gets the message without them, and signs the one sent
+                server.set_client_first(f"n,,n={m.group('saslname')},r={m.group('nonce')}")
+                server.client_first_bare = m.group("bare")
+                first = server.get_server_first()
+            except scramp.ScramException as exc:
+                raise AuthenticationFailed(generic, f"Invalid SCRAM client first message: {exc}") from None
+            self._server, self._known, self._client_nonce = server, known, m.group("nonce")
+            return first.encode()
+        try:
+            text = token.decode("utf-8")
+            sent = _FINAL_NONCE.search(text)
+            if sent is not None and sent.group(1) == self._client_nonce + str(self._server.nonce):
+                # librdkafka before 2.6.1 sends its own nonce again in front of the combined one (librdkafka#4895);
+                # Kafka 3.8.1-3.9 take it (their nonce check is an endsWith): so does Kafkite, that form only. The
+                # proof signs the message as sent, so scramp checks against the nonce the client echoed.
+                self._server.nonce = type(self._server.nonce)(sent.group(1))
+            self._server.set_client_final(text)
+            final = self._server.get_server_final()
+        except (scramp.ScramException, UnicodeDecodeError) as exc:
+            reason = "Invalid client credentials" if self._known else "Authentication failed: Invalid user credentials"
+            raise AuthenticationFailed(generic, f"{reason} ({exc})") from None
+        if not self._known:  # not reached: a fake credential's keys match no proof
+            raise AuthenticationFailed(generic, "Authentication failed: Invalid user credentials")
+        self.done = True
+        return final.encode()
+
+    def _fake(self, user: str) -> ScramCredential:
+        """A credential no password matches, the same for a user at each attempt (RFC 5802 section 9)."""
+        def mac(label: bytes) -> bytes:
+            return hmac.new(self.config.fake_salt_key, label + user.encode("utf-8"), "sha512").digest()
+        return ScramCredential(mac(b"salt")[:32], mac(b"stored"), mac(b"server"), MIN_ITERATIONS)
 
 
 class SaslServerAuthenticator:
@@ -107,6 +234,7 @@ class SaslServerAuthenticator:
         self.state = "handshake"   # handshake | token | authenticate | complete
         self.mechanism: str | None = None
         self.principal: str | None = None
+        self._scram: ScramExchange | None = None
 
     @property
     def done(self) -> bool:
@@ -117,7 +245,7 @@ class SaslServerAuthenticator:
         "dispatch it as usual" (ApiVersions), close the connection afterwards)."""
         from ..wire import codec
         if self.state == "token":  # SaslHandshake v0: a bare token
-            return self._authenticated(bytes(frame), clog)
+            return self._raw_token(bytes(frame), clog)
         try:
             return self._handle(frame, clog)
         except codec.RequestError as exc:  # a SaslHandshake / SaslAuthenticate that does not decode
@@ -142,33 +270,51 @@ class SaslServerAuthenticator:
                 return (req, SaslHandshakeResponse(version=version, error_code=int(E.UNSUPPORTED_SASL_MECHANISM),
                                                    mechanisms=self.config.mechanisms)), True
             self.mechanism = mech
+            if mech.startswith("SCRAM-"):
+                self._scram = ScramExchange(self.config, mech)
             self.state = "token" if version == 0 else "authenticate"
             return (req, SaslHandshakeResponse(version=version, error_code=0, mechanisms=self.config.mechanisms)), False
         if self.state == "authenticate" and api_key == SASL_AUTHENTICATE:
             req = codec.decode_request(frame, {SASL_AUTHENTICATE: (0, 2)})
-            user_ok, _ = self._check(bytes(req.body.auth_bytes or b""), clog)
-            if not user_ok:
+            try:
+                answer = self._step(bytes(req.body.auth_bytes or b""), clog)
+            except AuthenticationFailed as exc:
                 return (req, SaslAuthenticateResponse(version=version, error_code=int(E.SASL_AUTHENTICATION_FAILED),
-                                                      error_message=AUTH_FAILED_MESSAGE, auth_bytes=b"",
+                                                      error_message=exc.message, auth_bytes=b"",
                                                       session_lifetime_ms=0)), True
-            return (req, SaslAuthenticateResponse(version=version, error_code=0, error_message=None, auth_bytes=b"",
-                                                  session_lifetime_ms=0)), False
+            return (req, SaslAuthenticateResponse(version=version, error_code=0, error_message=None,
+                                                  auth_bytes=answer, session_lifetime_ms=0)), False
         clog.warning("sasl.unexpected_request", api_key=api_key, version=version, state=self.state,
                      message=f"Unexpected Kafka request of type {api_key} during SASL handshake.")
         return None, True
 
-    def _check(self, token: bytes, clog) -> tuple[bool, bool]:
-        user = check_plain(self.config.plain_users, token)
-        if user is None:
-            clog.warning("sasl.authentication_failed", mechanism=self.mechanism, peer=self.peer,
-                         message=f"Failed authentication with /{self.peer} ({AUTH_FAILED_MESSAGE})")
-            return False, True
-        self.principal = f"User:{user}"
-        self.state = "complete"
-        clog.info("sasl.authenticated", mechanism=self.mechanism, principal=self.principal)
-        return True, False
+    def _step(self, token: bytes, clog) -> bytes:
+        """One token of the mechanism -> its answer (the state is complete after the last); AuthenticationFailed
+        (logged) when refused."""
+        try:
+            if self._scram is not None:
+                answer = self._scram.step(token)
+                user = self._scram.user if self._scram.done else None
+            else:
+                user = check_plain(self.config.plain_users, token)
+                if user is None:
+                    raise AuthenticationFailed(AUTH_FAILED_MESSAGE, AUTH_FAILED_MESSAGE)
+                answer = b""
+        except AuthenticationFailed as exc:
+            clog.warning("sasl.authentication_failed", mechanism=self.mechanism, peer=self.peer, reason=exc.reason,
+                         message=f"Failed authentication with /{self.peer} ({exc.message})")
+            raise
+        if user is not None:
+            self.principal = f"User:{user}"
+            self.state = "complete"
+            clog.info("sasl.authenticated", mechanism=self.mechanism, principal=self.principal)
+        return answer
 
-    def _authenticated(self, token: bytes, clog) -> tuple[object, bool]:
-        """v0: the answer to a good token is an empty size-prefixed frame; a bad one closes the connection."""
-        ok, close = self._check(token, clog)
-        return (b"\x00\x00\x00\x00" if ok else None), close
+    def _raw_token(self, token: bytes, clog) -> tuple[object, bool]:
+        """v0: each token's answer goes back as a size-prefixed frame with no header (an empty one once PLAIN
+        succeeded); a refused token closes the connection."""
+        try:
+            answer = self._step(token, clog)
+        except AuthenticationFailed:
+            return None, True
+        return struct.pack(">i", len(answer)) + answer, False

@@ -295,15 +295,16 @@ class Broker:
         self.ssl_context = None
         self.sasl_config = None
         listener_name, protocol = client_protocol(state.config)
-        if protocol != "PLAINTEXT" and state.zk is not None:
+        if protocol in ("SSL", "SASL_SSL") and state.zk is not None:
             raise ConfigError(f"A {protocol} client listener is served by brokers of one process for now (not in "
-                              "ZooKeeper mode): use a PLAINTEXT listener there")
+                              "ZooKeeper mode): use a PLAINTEXT or SASL_PLAINTEXT listener there")
         if protocol in ("SSL", "SASL_SSL"):
             from ..security.ssl_context import server_context
             self.ssl_context = server_context(state.config)
         if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             from ..security.sasl import sasl_config
             self.sasl_config = sasl_config(state.config, listener_name)
+            self.sasl_config.scram_credentials = lambda user, mech: state.metadata.scram_credential(user, mech)
         self.rack = rack or state.config.get("broker.rack") or None  # broker.rack (KIP-392 follower fetching)
         self.cache = MetadataCache(self.node_id)  # this broker's view, fed by the controller
         # the partitions this broker hosts: its own in an in-process cluster, else the process's
@@ -431,6 +432,21 @@ class Broker:
         if self.zk is None:
             return self.state.allocate_producer_id()
         return await self.zk.allocate_producer_id()
+
+    async def user_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """Users' configs as the store has them now (ZooKeeper is read, not this broker's cache, as Kafka's
+        AdminZkClient does): those named, or every user's."""
+        if self.zk is not None:
+            return await self.zk.user_configs(names)
+        users = self.state.metadata.users
+        return {u: dict(c) for u, c in users.items() if names is None or u in names}
+
+    async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """Users' configs (SCRAM credentials): in the metadata snapshot, or ZooKeeper's /config/users."""
+        if self.zk is None:
+            self.state.metadata.set_user_configs(changes)
+        else:
+            await self.zk.set_user_configs(changes)
 
     async def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
         """AlterConfigs on a broker resource: this broker's id, or "" for the cluster-wide default. In ZooKeeper

@@ -182,6 +182,8 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                         if close:
                             clog.warning("connection.closed", reason="SASL authentication failed or a request "
                                                                      "came before it completed")
+                            if what:  # KIP-306: the close is delayed, so the client reads the answer first
+                                await trio.sleep(broker.config.get("connection.failed.authentication.delay.ms") / 1000)
                             return
                         continue
                 produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE

@@ -14,7 +14,7 @@ from kafka.protocol.api_key import ApiKey
 from ..wire import codec
 from ..wire.errors import E
 from .context import RequestContext
-from .handlers import admin, configs, controller_apis, data, groups, metadata, txn
+from .handlers import admin, configs, controller_apis, data, groups, metadata, scram, txn
 
 Handler = Callable[[RequestContext], Awaitable[object | None]]
 
@@ -33,6 +33,8 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.DescribeConfigs: (0, 4, configs.handle_describe_configs),
     ApiKey.AlterConfigs: (0, 2, configs.handle_alter_configs),
     ApiKey.IncrementalAlterConfigs: (0, 1, configs.handle_incremental_alter_configs),
+    ApiKey.DescribeUserScramCredentials: (0, 0, scram.handle_describe_user_scram_credentials),
+    ApiKey.AlterUserScramCredentials: (0, 0, scram.handle_alter_user_scram_credentials),
     ApiKey.Produce: (3, 11, data.handle_produce),
     ApiKey.Fetch: (4, 16, data.handle_fetch),
     ApiKey.ListOffsets: (0, 8, data.handle_list_offsets),

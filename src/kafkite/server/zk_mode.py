@@ -130,12 +130,14 @@ class ZkMode:
         try:
             authority = await self.events.call(connect)
             dynamic = await self.events.call(self.load_broker_configs)
+            users = await self.events.call(self.admin.user_configs)
         except Exception as exc:
             self.events.stop()
             raise RuntimeError(f"cannot connect to ZooKeeper at {self.connect}: {exc!r}") from None
         for entity, configs in dynamic.items():
             if configs:
                 self.apply_broker_configs(entity, configs)
+        authority.apply_user_configs(users)  # SCRAM credentials (/config/users), kept current by the notifications
         log.info("zookeeper.connected", connect=self.connect, session_timeout_ms=self.session_timeout_ms,
                  cluster_id=authority.cluster_id)
         return authority
@@ -257,13 +259,14 @@ class ZkMode:
     def _watch_config_changes(self) -> None:  # event thread
         def fired(_path: str) -> None:
             self._watch_config_changes()
-        children = self.store.children(z.CONFIG_CHANGES)
+        # the watch first: a notification made between the listing and the watch would wait for the next one
         self.store.watch(z.CONFIG_CHANGES + "/", fired)
+        children = self.store.children(z.CONFIG_CHANGES)
         seqs = sorted(int(c[len(z.CONFIG_CHANGE_PREFIX):]) for c in children if c.startswith(z.CONFIG_CHANGE_PREFIX))
         if self._last_config_change is None:  # at start-up: configs are read with each topic, not from old changes
             self._last_config_change = seqs[-1] if seqs else -1
             return
-        topics, brokers = set(), set()
+        topics, brokers, users = set(), set(), set()
         for seq in seqs:
             if seq <= self._last_config_change:
                 continue
@@ -271,6 +274,8 @@ class ZkMode:
             entity = (got[0] or {}).get("entity_path", "") if got else ""
             if entity.startswith("topics/"):
                 topics.add(entity[len("topics/"):])
+            elif entity.startswith("users/") and "/" not in entity[len("users/"):]:  # not users/<u>/clients/<c>
+                users.add(entity[len("users/"):])
             elif entity in (f"brokers/{z.DEFAULT_BROKER_ENTITY}", f"brokers/{self.node_id}"):
                 brokers.add(entity[len("brokers/"):])
             self._last_config_change = seq
@@ -282,6 +287,32 @@ class ZkMode:
         for entity in brokers:
             cfg = self.admin.broker_configs(entity)
             self._to_trio(lambda e=entity, c=cfg: self.apply_broker_configs(e, c))
+        if users:
+            from ..security.scram import desanitize
+            changed = {desanitize(u): self.admin.user_config(u) for u in users}
+            self._to_trio(lambda: self.apply_user_configs(changed))
+
+    # -- users' SCRAM credentials (Kafka's /config/users/<user> and its "users/<user>" notifications) --------------
+    def apply_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        self.state.metadata.apply_user_configs(changes)
+        log.info("user_config.applied", users=sorted(changes))
+
+    async def user_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """From ZooKeeper: every user's config, or those named (a user without a node has none)."""
+        from ..security.scram import sanitize
+        if names is None:
+            return await self.call(self.admin.user_configs)
+        got = await self.call(lambda: {n: self.admin.user_config(sanitize(n)) for n in set(names) if n})
+        return {n: c for n, c in got.items() if c}
+
+    async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """Write the users' configs (and their notifications), then apply them here at once; the other brokers
+        follow the notification."""
+        def write() -> None:
+            for user, config in changes.items():
+                self.admin.set_user_config(user, config)
+        await self.call(write)
+        self.apply_user_configs(changes)
 
     def load_broker_configs(self) -> dict[str, dict[str, str]]:  # event thread
         """At start-up: the dynamic broker configs kept in ZooKeeper, the default's and this broker's."""
