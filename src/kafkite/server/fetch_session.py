@@ -258,7 +258,7 @@ class FetchSessionCache:
         self.touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
         self.stats["incremental"] += 1
-        return IncrementalFetchContext(session, epoch, topic_name)
+        return IncrementalFetchContext(session, epoch, topic_name, self.stats)
 
     def _error(self, code: E) -> "SessionErrorContext":
         self.stats[code.name] += 1
@@ -330,10 +330,12 @@ class FullFetchContext(FetchContext):
 class IncrementalFetchContext(FetchContext):
     incremental = True
 
-    def __init__(self, session: FetchSession, request_epoch: int, topic_name: Callable[[uuid.UUID], str | None]):
+    def __init__(self, session: FetchSession, request_epoch: int, topic_name: Callable[[uuid.UUID], str | None],
+                 stats: Counter | None = None):
         self.session = session
         self.request_epoch = request_epoch
         self.topic_name = topic_name
+        self.stats = stats if stats is not None else Counter()
 
     def partitions(self):
         out = []
@@ -365,6 +367,8 @@ class IncrementalFetchContext(FetchContext):
             if cached is None or not cached.maybe_update_response_data(resp, True):
                 continue
             out.append((tp, resp))
+            if resp.error_code:
+                self.stats["incremental_partition_errors"] += 1
             if resp.records_size > 0:  # round robin: a partition that returned records is read last next time
                 parts[tp.key] = parts.pop(tp.key)
         return 0, self.session.id, out
