@@ -226,3 +226,16 @@ def test_sessions_are_per_broker_and_lost_on_restart():
         c.start_broker(leader)
         with WireClient.connect(c.bootstrap_of(leader)) as wl:
             assert fetch(wl, sid, 2).error_code == E.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_fetch_sessions_benchmark_runs(tmp_path):
+    from test_benchmark_smoke import run_benchmark
+    out = run_benchmark(tmp_path, "fetch_sessions.py", "--partitions", "30", "--records", "3", "--rounds", "3",
+                        "--repeat", "1")
+    rows = {tuple(line.split("|")[0].split()[:2] + [line.split("|")[0].split()[-1]]): line.split("|")[1].split()
+            for line in out.splitlines() if "|" in line and not line.lstrip().startswith("broker")}
+    # with sessions the follow phase's requests list a few partitions, without they list all 30
+    on = rows[("kafkite", "sessions", "follow")]
+    off = rows[("kafkite", "off", "follow")]
+    assert int(on[1].replace(",", "")) * 3 < int(off[1].replace(",", "")), out
+    assert "tansu" in out
