@@ -168,7 +168,8 @@ async def handle_fetch(ctx: RequestContext):
         try:
             read = _read_fetch(b, body, v, interesting, max_bytes, replica_id)
             # what the response would carry (an incremental session leaves unchanged partitions out): only its
-            # bytes count toward min_bytes; an error or a preferred read replica answers at once (DelayedFetch)
+            # bytes count toward min_bytes; an error or a preferred read replica answers at once (DelayedFetch),
+            # and so does a context another request of its session made stale (it can carry nothing)
             carried = context.carried(read)
             if (max_wait == 0 or sum(p.records_size for _, p in carried) >= min_bytes
                     or any(p.error_code or p.preferred_read_replica >= 0 for _, p in carried)
