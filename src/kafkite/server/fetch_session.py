@@ -31,7 +31,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from ..wire.errors import E
@@ -62,11 +62,12 @@ class TopicIdPartition:
     topic_id: uuid.UUID
     topic: str | None
     partition: int
+    # Kafka's CachedPartition equality: the id when there is one, else the name
+    key: tuple = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> tuple:
-        # Kafka's CachedPartition equality: the id when there is one, else the name
-        return (self.topic_id, self.partition) if self.topic_id != ZERO_UUID else (self.topic, self.partition)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.topic_id, self.partition) if self.topic_id.int
+                           else (self.topic, self.partition))
 
 
 @dataclass(slots=True)
@@ -91,17 +92,21 @@ class ResponsePartition(Protocol):
 
 
 class CachedPartition:
-    __slots__ = ("topic", "topic_id", "partition", "req", "high_watermark", "local_log_start_offset")
+    __slots__ = ("tp", "req", "high_watermark", "local_log_start_offset")
 
     def __init__(self, tp: TopicIdPartition, req: PartitionRequest, resp: ResponsePartition | None = None):
-        self.topic, self.topic_id, self.partition = tp.topic, tp.topic_id, tp.partition
+        self.tp = tp
         self.req = req
         self.high_watermark = -1 if resp is None else resp.high_watermark
         self.local_log_start_offset = -1 if resp is None else resp.log_start_offset
 
-    @property
-    def tp(self) -> TopicIdPartition:
-        return TopicIdPartition(self.topic_id, self.topic, self.partition)
+    def maybe_resolve_unknown_name(self, topic_name: Callable[[uuid.UUID], str | None]) -> None:
+        """A topic id unknown when the partition joined the session may have a name now (Kafka's
+        maybeResolveUnknownName; once known, the name stays)."""
+        if self.tp.topic is None:
+            name = topic_name(self.tp.topic_id)
+            if name is not None:
+                self.tp = TopicIdPartition(self.tp.topic_id, name, self.tp.partition)
 
     def maybe_update_response_data(self, resp: ResponsePartition, update: bool) -> bool:
         """Whether the response must carry this partition; with `update`, remember what it carries."""
@@ -340,8 +345,8 @@ class IncrementalFetchContext(FetchContext):
     def partitions(self):
         out = []
         for cached in self.session.partitions.values():
-            if self.session.uses_topic_ids and cached.topic is None:  # Kafka: maybeResolveUnknownName
-                cached.topic = self.topic_name(cached.topic_id)
+            if self.session.uses_topic_ids:
+                cached.maybe_resolve_unknown_name(self.topic_name)
             out.append((cached.tp, cached.req))
         return out
 

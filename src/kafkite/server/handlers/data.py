@@ -167,11 +167,13 @@ async def handle_fetch(ctx: RequestContext):
         event = rm.watch(watched)
         try:
             read = _read_fetch(b, body, v, interesting, max_bytes, replica_id)
+            if max_wait == 0:
+                break
             # what the response would carry (an incremental session leaves unchanged partitions out): only its
             # bytes count toward min_bytes; an error or a preferred read replica answers at once (DelayedFetch),
             # and so does a context another request of its session made stale (it can carry nothing)
             carried = context.carried(read)
-            if (max_wait == 0 or sum(p.records_size for _, p in carried) >= min_bytes
+            if (sum(p.records_size for _, p in carried) >= min_bytes
                     or any(p.error_code or p.preferred_read_replica >= 0 for _, p in carried)
                     or getattr(context, "stale", False)):
                 break
@@ -220,7 +222,7 @@ def _read_fetch(b, body, v: int, interesting, max_bytes: int, replica_id: int = 
     total = 0
     for tp, req in interesting:
         name = tp.topic
-        if tp.topic_id != ZERO_UUID:
+        if tp.topic_id.int:  # by topic id (v13+)
             meta = md.topic(name)
             if meta is not None and meta.topic_id != tp.topic_id:
                 # a session's topic deleted and created again under its name (Kafka's ReplicaManager check)
