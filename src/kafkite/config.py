@@ -328,6 +328,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", ConfigType.INT, "10000"),
     BrokerConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", ConfigType.INT, "3600000"),
     BrokerConfigDef("producer.id.expiration.ms", ConfigType.INT, "86400000", True),
+    # KIP-227 incremental fetch sessions (server/fetch_session.py); 0 turns them off
+    BrokerConfigDef("max.incremental.fetch.session.cache.slots", ConfigType.INT, "1000"),
 ]}
 
 
@@ -451,7 +453,8 @@ def parse_ip_overrides(value: str) -> dict[str, int]:
 
 def check_socket_limits(config: "BrokerConfig") -> None:
     """Kafka's checks of the socket server limits (KafkaConfig.validateValues and the keys' ranges)."""
-    for name in ("max.connections", "max.connections.per.ip", "socket.request.max.bytes"):
+    for name in ("max.connections", "max.connections.per.ip", "socket.request.max.bytes",
+                 "max.incremental.fetch.session.cache.slots"):
         value = config.get(name)
         low = 1 if name == "socket.request.max.bytes" else 0
         if value < low:

@@ -191,21 +191,6 @@ def test_fetch_min_bytes_waits_for_max_wait(wire):
     assert records_of(p.records)  # what there is, after max_wait
 
 
-def test_fetch_session_declined(wire):
-    create(wire, "sess")
-    T = FetchRequest.FetchTopic
-    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-                       session_id=12345, session_epoch=1, topics=[], forgotten_topics_data=[], rack_id="")
-    resp = wire.request(req, 12)
-    assert resp.error_code == E.FETCH_SESSION_ID_NOT_FOUND
-    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-                       session_id=0, session_epoch=0, topics=[T(topic="sess", partitions=[T.FetchPartition(
-                           partition=0, fetch_offset=0, partition_max_bytes=1000, current_leader_epoch=-1,
-                           last_fetched_epoch=-1, log_start_offset=-1)])], forgotten_topics_data=[], rack_id="")
-    resp = wire.request(req, 12)
-    assert resp.error_code == 0 and resp.session_id == 0  # no session created: full fetches each time
-
-
 @pytest.mark.parametrize("v", versions(2))
 def test_list_offsets_every_version(wire, v):
     name = f"lo{v}"

@@ -27,6 +27,7 @@ from ..controller.metadata import (MAX_RECORDS_PER_USER_OP, BrokerInfo, ClusterM
 from ..controller.store import InProcessStore
 from ..wire.errors import E
 from .connection import serve_connection
+from .fetch_session import FetchSessionCache
 from .group_coordinator_service import GroupCoordinatorService
 from .transaction_coordinator_service import TransactionCoordinatorService
 from .quotas import ConnectionQuotas, MemoryPool, accept_loop
@@ -334,6 +335,8 @@ class Broker:
         self.connections: set[trio.abc.Stream] = set()
         self.connection_quotas = ConnectionQuotas(self.config)  # max.connections, max.connections.per.ip
         self.memory_pool = MemoryPool.from_config(self.config)  # queued.max.request.bytes
+        # this broker's incremental fetch sessions (KIP-227): in memory, lost when the broker restarts
+        self.fetch_sessions = FetchSessionCache(self.config.get("max.incremental.fetch.session.cache.slots"))
         self.faults = None  # testing.faults.Faults when fault injection is on
         self.bound_port: int | None = None
         self._cancel: trio.CancelScope | None = None

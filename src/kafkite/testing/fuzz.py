@@ -399,8 +399,9 @@ def may_wait(api: int, frame: bytes) -> str | None:
     """Why this request may be parked past the runner's time limit, read from the request itself (what Kafka
     parks in a purgatory); None: it must be answered at once, and one that is not is a slow handler.
 
-    - Fetch (DelayedFetch): max_wait_ms > 0, min_bytes > 0, at least one partition, no incremental fetch
-      session (Kafka answers at once otherwise, a Fetch naming no partition too);
+    - Fetch (DelayedFetch): max_wait_ms > 0, min_bytes > 0, at least one partition, a full fetch (session epoch
+      0 or -1; an incremental one names a session the fuzz never learnt: answered at once with
+      FETCH_SESSION_ID_NOT_FOUND, as Kafka does, a Fetch naming no partition too);
     - Produce (DelayedProduce): acks=-1 with timeout_ms > 0 and at least one partition;
     - JoinGroup (DelayedJoin): into a named group, with protocols;
     - SyncGroup: a follower waits for the leader's assignment."""
@@ -413,7 +414,8 @@ def may_wait(api: int, frame: bytes) -> str | None:
         return None  # refused while decoding: at once
     if api == FETCH:
         parts = sum(len(t.partitions or ()) for t in body.topics or ())
-        if body.max_wait_ms > 0 and body.min_bytes > 0 and not getattr(body, "session_id", 0) and parts:
+        full = getattr(body, "session_epoch", -1) in (0, -1)
+        if body.max_wait_ms > 0 and body.min_bytes > 0 and full and parts:
             return f"a long-poll Fetch (max_wait_ms={body.max_wait_ms}, min_bytes={body.min_bytes})"
     elif api == PRODUCE:
         parts = sum(len(t.partition_data or ()) for t in body.topic_data or ())

@@ -1,8 +1,6 @@
 """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, InitProducerId: the data path."""
 from __future__ import annotations
 
-import uuid
-
 import trio
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
@@ -12,8 +10,7 @@ from ...storage.batch import transactional_header
 from ..replica_manager import AppendOutcome, KafkaStorageException
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
 from ..context import RequestContext, now_ms, wait_unless_peer_closed
-
-ZERO_UUID = uuid.UUID(int=0)
+from ..fetch_session import FINAL_EPOCH, ZERO_UUID, PartitionRequest, TopicIdPartition
 
 
 # -- Produce -------------------------------------------------------------------
@@ -131,82 +128,134 @@ async def _verify_transaction(ctx: RequestContext) -> dict[tuple[str, int], tupl
 
 # -- Fetch ---------------------------------------------------------------------
 async def handle_fetch(ctx: RequestContext):
+    """Kafka's handleFetchRequest: the fetch session context (server/fetch_session.py) says which partitions
+    to read -- the request's, or an incremental session's -- and which of them the response carries."""
     b = ctx.broker
     body = ctx.body
     v = ctx.version
     rm = b.replicas
-    if v >= 7 and body.session_id != 0:
-        # Kafkite declines incremental fetch sessions (KIP-227 permits it): every fetch is a full fetch.
-        return FetchResponseData(responses=[], error_code=int(E.FETCH_SESSION_ID_NOT_FOUND))
-    # a Fetch naming no partition is answered at once, whatever max_wait_ms (Kafka's handleFetchRequest:
-    # `if (interesting.isEmpty) processResponseCallback(Seq.empty)`)
-    max_wait = max(0, body.max_wait_ms) if any(ft.partitions for ft in body.topics) else 0
-    min_bytes = body.min_bytes
-    max_bytes = body.max_bytes if v >= 3 else 2**31 - 1
+    md = b.metadata
     # a follower's fetch (Kafka: replica id in the body, in ReplicaState from v15): reads up to the log end
     # (a tagged field from v15: absent for consumers)
     replica_id = body.replica_id if v < 15 else (body.replica_state.replica_id if body.replica_state else -1)
+    fetch_data, to_forget = _fetch_data(body, v, md)
+
+    def topic_name(topic_id):
+        meta = md.topic_by_id(topic_id)
+        return meta.name if meta is not None else None
+    context = b.fetch_sessions.new_context(
+        v, body.session_id if v >= 7 else 0, body.session_epoch if v >= 7 else FINAL_EPOCH, replica_id >= 0,
+        fetch_data, to_forget, topic_name, now_ms())
+    # Kafka's KafkaApis: a partition of an unknown topic id or topic is answered at once (after the others)
+    interesting, erroneous = [], []
+    for tp, req in context.partitions():
+        if tp.topic is None:
+            erroneous.append((tp, PartitionData(tp.partition, int(E.UNKNOWN_TOPIC_ID), -1, -1, -1)))
+        elif md.partition(tp.topic, tp.partition) is None:
+            erroneous.append((tp, PartitionData(tp.partition, int(E.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, -1)))
+        else:
+            interesting.append((tp, req))
+    # a Fetch with nothing to read is answered at once, whatever max_wait_ms (Kafka's handleFetchRequest:
+    # `if (interesting.isEmpty) processResponseCallback(Seq.empty)`)
+    max_wait = max(0, body.max_wait_ms) if interesting else 0
+    min_bytes = body.min_bytes
+    max_bytes = body.max_bytes if v >= 3 else 2**31 - 1
     deadline = trio.current_time() + max_wait / 1000.0
     # the partitions this fetch reads: an append to any of them ends the wait (Kafka's DelayedFetch)
-    watched = []
-    for ft in body.topics:
-        meta = b.metadata.topic_by_id(ft.topic_id) if v >= 13 and ft.topic_id is not None else (
-            b.metadata.topic(ft.topic) if v < 13 else None)
-        if meta is not None:
-            watched.extend((meta.name, fp.partition) for fp in ft.partitions)
+    watched = [(tp.topic, tp.partition) for tp, _ in interesting]
     while True:
         event = rm.watch(watched)
         try:
-            responses, total = _read_fetch(b, body, v, max_bytes, replica_id)
-            if total >= min_bytes or max_wait == 0 or any(
-                    p.error_code for t in responses for p in t.partitions):
+            read = _read_fetch(b, body, v, interesting, max_bytes, replica_id)
+            if max_wait == 0:
+                break
+            # what the response would carry (an incremental session leaves unchanged partitions out): only its
+            # bytes count toward min_bytes; an error or a preferred read replica answers at once (DelayedFetch),
+            # and so does a context another request of its session made stale (it can carry nothing)
+            carried = context.carried(read)
+            if (sum(p.records_size for _, p in carried) >= min_bytes
+                    or any(p.error_code or p.preferred_read_replica >= 0 for _, p in carried)
+                    or getattr(context, "stale", False)):
                 break
             with trio.move_on_at(deadline):
                 await wait_unless_peer_closed(event.wait)  # a client gone ends the wait (and the connection)
         finally:
             rm.unwatch(watched, event)
         if trio.current_time() >= deadline:
-            responses, total = _read_fetch(b, body, v, max_bytes, replica_id)
+            read = _read_fetch(b, body, v, interesting, max_bytes, replica_id)
             break
+    # the session records what this response carries: once per answered request
+    error, session_id, updates = context.update_and_generate(read + erroneous)
     # encoded by wire/fetch_response.py: record batches go to the socket as the log holds them
-    return FetchResponseData(responses=responses)
+    return FetchResponseData(responses=_group_by_topic(updates, v), error_code=error, session_id=session_id)
 
 
-def _read_fetch(b, body, v: int, max_bytes: int, replica_id: int = -1):
-    rm = b.replicas
-    now = now_ms()
-    responses = []
-    total = 0
-    for ft in body.topics:
+def _fetch_data(body, v: int, md) -> tuple[dict[TopicIdPartition, PartitionRequest], list[TopicIdPartition]]:
+    """The request's partitions (Kafka's FetchRequest.fetchData: in order, one entry per partition, names resolved
+    from topic ids from v13 -- None when unknown) and, from v7, its forgotten ones."""
+    def tip(ft_topic, ft_topic_id, partition) -> TopicIdPartition:
         if v >= 13:
-            meta = b.metadata.topic_by_id(ft.topic_id) if ft.topic_id is not None else None
-            name = meta.name if meta is not None else None
-        else:
-            name = ft.topic
-            meta = b.metadata.topic(name)
-        parts = []
-        for fp in ft.partitions:
-            if meta is None:
-                parts.append(PartitionData(fp.partition, int(E.UNKNOWN_TOPIC_ID if v >= 13
-                                                              else E.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, -1))
+            tid = ft_topic_id if ft_topic_id is not None else ZERO_UUID
+            meta = md.topic_by_id(tid)
+            return TopicIdPartition(tid, meta.name if meta is not None else None, partition)
+        return TopicIdPartition(ZERO_UUID, ft_topic, partition)
+    data: dict[TopicIdPartition, PartitionRequest] = {}
+    for ft in body.topics or ():
+        for fp in ft.partitions or ():
+            data[tip(ft.topic if v < 13 else None, ft.topic_id if v >= 13 else None, fp.partition)] = PartitionRequest(
+                fp.fetch_offset, fp.log_start_offset if v >= 5 else -1, fp.partition_max_bytes,
+                fp.current_leader_epoch if v >= 9 else -1, fp.last_fetched_epoch if v >= 12 else -1)
+    forget = []
+    if v >= 7:
+        for ft in body.forgotten_topics_data or ():
+            forget += [tip(ft.topic if v < 13 else None, ft.topic_id if v >= 13 else None, p)
+                       for p in ft.partitions or ()]
+    return data, forget
+
+
+def _read_fetch(b, body, v: int, interesting, max_bytes: int, replica_id: int = -1):
+    """[(TopicIdPartition, PartitionData)] read from the logs, in the context's order, within max_bytes."""
+    rm = b.replicas
+    md = b.metadata
+    now = now_ms()
+    out = []
+    total = 0
+    for tp, req in interesting:
+        name = tp.topic
+        if tp.topic_id.int:  # by topic id (v13+)
+            meta = md.topic(name)
+            if meta is not None and meta.topic_id != tp.topic_id:
+                # a session's topic deleted and created again under its name (Kafka's ReplicaManager check)
+                out.append((tp, PartitionData(tp.partition, int(E.INCONSISTENT_TOPIC_ID), -1, -1, -1)))
                 continue
-            budget = min(fp.partition_max_bytes, max(0, max_bytes - total))
-            # Kafka: the first non-empty partition gets at least one whole batch
-            epoch = fp.current_leader_epoch if v >= 9 else -1
-            if replica_id >= 0:
-                r = rm.read_for_follower(b.metadata, name, fp.partition, replica_id, fp.fetch_offset, epoch, budget, now)
-            else:
-                r = rm.read(b.metadata, name, fp.partition, fp.fetch_offset, epoch, budget, min_one=total == 0,
-                            client_rack=(body.rack_id or "") if v >= 11 else None,
-                            read_committed=body.isolation_level == 1)
-            p = PartitionData(fp.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
-                              aborted_transactions=r.aborted_transactions,
-                              preferred_read_replica=r.preferred_read_replica,
-                              records=r.records if r.records is not None else ())  # Kafka: empty, never null
-            total += p.records_size
-            parts.append(p)
-        responses.append(TopicData(name, ft.topic_id if v >= 13 else None, parts))
-    return responses, total
+        budget = min(req.max_bytes, max(0, max_bytes - total))
+        # Kafka: the first non-empty partition gets at least one whole batch
+        if replica_id >= 0:
+            r = rm.read_for_follower(md, name, tp.partition, replica_id, req.fetch_offset, req.current_leader_epoch,
+                                     budget, now)
+        else:
+            r = rm.read(md, name, tp.partition, req.fetch_offset, req.current_leader_epoch, budget,
+                        min_one=total == 0, client_rack=(body.rack_id or "") if v >= 11 else None,
+                        read_committed=body.isolation_level == 1)
+        p = PartitionData(tp.partition, int(r.error), r.high_watermark, r.last_stable_offset, r.log_start_offset,
+                          aborted_transactions=r.aborted_transactions,
+                          preferred_read_replica=r.preferred_read_replica,
+                          records=r.records if r.records is not None else ())  # Kafka: empty, never null
+        total += p.records_size
+        out.append((tp, p))
+    return out
+
+
+def _group_by_topic(updates, v: int) -> list[TopicData]:
+    """Kafka's FetchResponse.of: consecutive partitions of one topic share a topic entry."""
+    responses: list[TopicData] = []
+    for tp, p in updates:
+        last = responses[-1] if responses else None
+        if last is not None and last.topic == tp.topic and (v < 13 or last.topic_id == tp.topic_id):
+            last.partitions.append(p)
+        else:
+            responses.append(TopicData(tp.topic, tp.topic_id if v >= 13 else None, [p]))
+    return responses
 
 
 # -- ListOffsets -----------------------------------------------------------------
