@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,7 @@ class ClusterState:
         self.brokers: dict[int, "Broker"] = {}  # running brokers of this process, by node id
         self.hooks: list[Any] = []  # objects with on_topic_created/on_topic_deleted/on_partitions_added/on_configs
         self.replicas: Any = None  # the ReplicaManager of a single broker (services.attach)
+        self._creating = trio.Lock()  # create_topic_off_loop: one creation at a time
         # an in-process cluster: each broker's own partitions (services.Storage, by node id), replicated between them
         self.storages: dict[int, Any] = {}
 
@@ -159,9 +161,30 @@ class ClusterState:
             c.on_brokers_changed()
 
     # -- topic lifecycle (the controller's job; single controller for now) ---------
+    async def create_topic_off_loop(self, name: str, num_partitions: int, replication_factor: int,
+                                    assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
+                                    *, max_records: int = MAX_RECORDS_PER_USER_OP) -> TopicInfo:
+        """create_topic, with a single broker's new logs made in a worker thread first (server/prepared_logs.py;
+        an in-process cluster's brokers open theirs with their partition states), one creation at a time."""
+        rm = self.replicas
+        if rm is None or rm.in_memory or rm.is_replicated:
+            return self.create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                     max_records=max_records)
+        async with self._creating:
+            planned = self.create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                        validate_only=True, max_records=max_records)  # MetadataError as it would
+            planned.topic_id = uuid.uuid4()
+            await rm.prepare_logs(planned)
+            try:
+                return self.create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                         max_records=max_records, topic_id=planned.topic_id)
+            finally:
+                rm.discard_prepared(planned)
+
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
-                     *, validate_only: bool = False, max_records: int = MAX_RECORDS_PER_USER_OP) -> TopicInfo:
+                     *, validate_only: bool = False, max_records: int = MAX_RECORDS_PER_USER_OP,
+                     topic_id: uuid.UUID | None = None) -> TopicInfo:
         md = self.metadata
         n, rf, replicas = md.check_create_topic(
             name, num_partitions, replication_factor, assignments, configs,
@@ -169,7 +192,6 @@ class ClusterState:
             default_rf=min(self.config.get("default.replication.factor"), max(1, len(md.brokers))),
             max_records=max_records)
         if validate_only:
-            import uuid
             from ..controller.metadata import PartitionInfo
             return TopicInfo(name, uuid.UUID(int=0),
                              [PartitionInfo(i, r, r[0], 0, list(r)) for i, r in enumerate(replicas)],
@@ -177,7 +199,7 @@ class ClusterState:
         # all or nothing (disk faults): the metadata is persisted, then the logs are made, then brokers see it
         with self._storage(f"creating topic {name}"):
             self._check_log_dir()
-            info = md.create_topic(name, replicas, {k: v for k, v in configs.items() if v is not None})
+            info = md.create_topic(name, replicas, {k: v for k, v in configs.items() if v is not None}, topic_id)
             try:
                 for h in self.hooks:
                     h.on_topic_created(info)
@@ -267,9 +289,6 @@ class ClusterState:
         for h in self.hooks:
             for t in list(self.metadata.topics.values()):
                 h.on_configs_changed(t)
-
-    def auto_create_topic(self, name: str) -> TopicInfo:
-        return self.create_topic(name, -1, -1, None, {})
 
     def allocate_producer_id(self) -> int:
         return self.metadata.allocate_producer_id()
@@ -388,7 +407,6 @@ class Broker:
         if self.zk is None:
             return self.state.create_topic(name, num_partitions, replication_factor, assignments, configs,
                                            validate_only=True, max_records=max_records)
-        import uuid
         from ..controller.metadata import PartitionInfo
         _, _, replicas = self.zk.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
                                                     max_records=max_records)
@@ -403,8 +421,8 @@ class Broker:
             return self.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
                                            max_records=max_records)
         if self.zk is None:
-            return self.state.create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                           max_records=max_records)
+            return await self.state.create_topic_off_loop(name, num_partitions, replication_factor, assignments,
+                                                          configs, max_records=max_records)
         return await self.zk.create_topic(name, num_partitions, replication_factor, assignments, configs,
                                           wait=wait, max_records=max_records)
 
@@ -471,7 +489,7 @@ class Broker:
             return int(E.UNKNOWN_TOPIC_OR_PARTITION), None
         try:
             if self.zk is None:
-                return 0, self.state.auto_create_topic(name)
+                return 0, await self.state.create_topic_off_loop(name, -1, -1, None, {})
             # ZooKeeper mode (Kafka's ZK-mode AutoTopicCreationManager): written to ZooKeeper, and answered
             # LEADER_NOT_AVAILABLE until the controller has elected its leaders (clients retry)
             await self.create_topic(name, -1, -1, None, {}, wait=False)

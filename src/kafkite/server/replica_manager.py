@@ -53,6 +53,7 @@ from ..storage.unified_log import FileLog, MemoryLog, OffsetOutOfRange
 from ..wire.errors import E
 from .context import now_ms
 from .partition import Partition, replica_selector
+from .prepared_logs import PreparedLogs
 from .replicated_partitions import LogReadResult, ReplicatedPartitions
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ class ReplicaManager(ReplicatedPartitions):
         self._flushing: dict[int, trio.Event] = {}  # id(log) -> set when its running fsync ends
         # the data dir's own files: clean-shutdown marker, offset checkpoints (storage/log_manager.py)
         self.log_dir = None if self.in_memory else LogDirectory(self.data_dir)
+        self.prepared = PreparedLogs(lambda key: self._dir(*key), lambda key: self._delete_dir(*key))
         self.offline_log_dirs: dict[str, str] = {}  # Kafka's LogDirFailureChannel: failed dir -> what failed
         self._append_locks: dict[tuple[str, int], trio.Lock] = {}  # held while a worker validates
         # ZooKeeper mode: the leader epoch of each partition's last LeaderAndIsr applied here
@@ -129,15 +131,33 @@ class ReplicaManager(ReplicatedPartitions):
         assert self.data_dir is not None
         return self.data_dir / f"{topic}-{partition}"
 
+    def _make_file_log(self, topic: "TopicInfo", partition: int, now_ms: int) -> FileLog:
+        return FileLog(self._dir(topic.name, partition), self.log_config(topic), now_ms=now_ms,
+                       topic_id=topic.topic_id, rng=self.segment_rng, **self.log_dir.load_options(topic.name, partition))
+
+    async def prepare_logs(self, topic: "TopicInfo") -> None:
+        """The logs of a topic about to be created, made in a worker thread (server/prepared_logs.py); the caller
+        holds its creation lock and calls `discard_prepared` once the creation is done or failed."""
+        if not self.in_memory and not self.offline_log_dirs:
+            now = now_ms()
+            await self.prepared.prepare([(topic.name, p.index) for p in topic.partitions], topic.topic_id,
+                                        self.logs.__contains__, lambda key: self._make_file_log(topic, key[1], now))
+
+    def discard_prepared(self, topic: "TopicInfo") -> None:
+        self.prepared.discard((topic.name, p.index) for p in topic.partitions)
+
     def _open(self, topic: "TopicInfo", partition: int, now_ms: int):
         cfg = self.log_config(topic)
-        if self.in_memory:
+        prepared = None if self.in_memory else self.prepared.take((topic.name, partition), topic.topic_id)
+        if prepared is not None:
+            lg = prepared
+            lg.config = cfg
+        elif self.in_memory:
             lg = MemoryLog(cfg, now_ms=now_ms, rng=self.segment_rng)
         else:
             d = self._dir(topic.name, partition)
             try:
-                lg = FileLog(d, cfg, now_ms=now_ms, topic_id=topic.topic_id, rng=self.segment_rng,
-                             **self.log_dir.load_options(topic.name, partition))
+                lg = self._make_file_log(topic, partition, now_ms)
             except InconsistentTopicId as exc:  # another topic's records: kept aside, never served here
                 aside = self.log_dir.set_aside(d, topic.name, partition)
                 log.warning("log.inconsistent_topic_id", partition=d.name, topic_id=str(topic.topic_id),
