@@ -150,7 +150,7 @@ def test_long_poll_counts_only_what_the_response_carries_and_updates_the_session
     t = threading.Thread(target=poll)
     t.start()
     deadline = time.monotonic() + 10
-    while not broker.broker.replicas._watchers and time.monotonic() < deadline:
+    while not broker.broker.replicas.purgatory.watched and time.monotonic() < deadline:
         time.sleep(0.01)
     produce(wire, "s5", batch(1), partition=1)
     produce(wire, "s5", batch(1), partition=1)
@@ -176,7 +176,7 @@ def test_long_poll_answers_when_a_carried_partition_reaches_min_bytes(broker, wi
     t = threading.Thread(target=poll)
     t.start()
     deadline = time.monotonic() + 10
-    while not broker.broker.replicas._watchers and time.monotonic() < deadline:
+    while not broker.broker.replicas.purgatory.watched and time.monotonic() < deadline:
         time.sleep(0.01)
     produce(wire, "s6", batch(2))
     t.join(30)

@@ -190,15 +190,9 @@ class CoordinatorRuntime:
         if shard is not None:
             shard.replay_marker(producer_id, commit)
         with trio.CancelScope(shield=True):
-            try:
-                await self._durable(partition)
-            except KafkaStorageException:
-                return int(E.KAFKA_STORAGE_ERROR)
-            rm = b.replicas
-            if rm.replicated(self.topic, partition):
-                return await rm.wait_replicated(self.topic, partition, out.last_offset + 1,
-                                                trio.current_time() + REPLICATION_TIMEOUT_S)
-        return 0
+            return await b.replicas.complete_produce(self.topic, partition, (lg, out.last_offset), out.last_offset,
+                                                     acks_all=True,
+                                                     deadline=trio.current_time() + REPLICATION_TIMEOUT_S)
 
     # -- parked answers ------------------------------------------------------------------------------
     def _deliver(self, completions: list[tuple[Pending, Any]]) -> None:

@@ -54,6 +54,7 @@ from ..wire.errors import E
 from .context import now_ms
 from .partition import Partition, replica_selector
 from .prepared_logs import PreparedLogs
+from .purgatory import DelayedOperationPurgatory
 from .replicated_partitions import LogReadResult, ReplicatedPartitions
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class ReplicaManager(ReplicatedPartitions):
         self.data_dir = None if self.in_memory else Path(data_dir if data_dir is not None else state.data_dir)
         self.is_replicated = state.zk is not None if replicated is None else replicated
         self.logs: dict[tuple[str, int], object] = {}
-        self._watchers: dict[tuple[str, int], list[trio.Event]] = {}  # partition -> fetches waiting on it
+        self.purgatory = DelayedOperationPurgatory()  # Fetch (min_bytes) and acks=all Produce waiting on partitions
         self._keys: dict[int, tuple[str, int]] = {}  # id(log) -> its partition
         self._closed = False
         self._flushing: dict[int, trio.Event] = {}  # id(log) -> set when its running fsync ends
@@ -268,10 +269,7 @@ class ReplicaManager(ReplicatedPartitions):
             logs, self.logs = self.logs, {}
             self._keys.clear()
             runs = [lg.fail() for lg in logs.values()]
-            for events in self._watchers.values():  # waiting fetches answer KAFKA_STORAGE_ERROR now
-                for ev in events:
-                    ev.set()
-            self._watchers.clear()
+            self.purgatory.check_all()  # waiting fetches and produces answer KAFKA_STORAGE_ERROR now
             for b in [b for b in self.state.brokers.values() if b.replicas is self]:  # coordinators give up theirs
                 b.groups.on_metadata(b.cache)
                 b.transactions.on_metadata(b.cache)
@@ -618,6 +616,21 @@ class ReplicaManager(ReplicatedPartitions):
                 del self._flushing[id(lg)]
                 done.set()
 
+    async def complete_produce(self, topic: str, partition: int, durable_wait: tuple | None, last_offset: int, *,
+                               acks_all: bool, deadline: float) -> int:
+        """Kafka's DelayedProduce for one partition's append (a client's, a marker, a coordinator's records): once
+        written (and fsynced as flush.messages asks) and, with acks=all on a replicated partition, in the whole
+        ISR -> 0, or KAFKA_STORAGE_ERROR (the log dir went offline), NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT (wait_replicated)."""
+        try:
+            if durable_wait is not None:
+                await self.wait_durable(*durable_wait)
+        except KafkaStorageException:
+            return int(E.KAFKA_STORAGE_ERROR)
+        if acks_all and self.replicated(topic, partition):
+            return await self.wait_replicated(topic, partition, last_offset + 1, deadline)
+        return 0
+
     def complete_in_background(self, writes: list[tuple]) -> None:
         """acks=0: nobody waits for these appends' writes and fsyncs (`durable_wait`s); a task of the broker's own
         awaits them, so that they run in a worker as any other, and a connection closed meanwhile does not leave
@@ -643,22 +656,6 @@ class ReplicaManager(ReplicatedPartitions):
             p.maybe_increment_hw()
         self.notify(*key)
 
-    # -- fetches waiting for data ---------------------------------------------------------------
-    def watch(self, partitions: list[tuple[str, int]]) -> trio.Event:
-        """An event set by the next append to any of these partitions; `unwatch` it when done."""
-        ev = trio.Event()
-        for key in partitions:
-            self._watchers.setdefault(key, []).append(ev)
-        return ev
-
-    def unwatch(self, partitions: list[tuple[str, int]], ev: trio.Event) -> None:
-        for key in partitions:
-            waiting = self._watchers.get(key)
-            if waiting is not None and ev in waiting:
-                waiting.remove(ev)
-                if not waiting:
-                    del self._watchers[key]
-
     def notify(self, topic: str, partition: int) -> None:
-        for ev in self._watchers.pop((topic, partition), ()):
-            ev.set()
+        """The partition changed: the requests waiting on it in the purgatory look again."""
+        self.purgatory.check_and_complete((topic, partition))

@@ -142,12 +142,8 @@ class ReplicatedPartitions:
                 if len(p.isr) < p.log.config.min_insync_replicas:
                     return int(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
                 return 0
-            ev = self.watch([key])
-            try:
-                with trio.move_on_at(deadline):
-                    await ev.wait()
-            finally:
-                self.unwatch([key], ev)
+            with self.purgatory.watching([key]) as ev, trio.move_on_at(deadline):
+                await ev.wait()
             if trio.current_time() >= deadline:
                 return int(E.REQUEST_TIMED_OUT)
 

@@ -58,16 +58,7 @@ async def write_markers_locally(b: "Broker", *, producer_id: int, producer_epoch
             waits.append((o, t, p))
     deadline = trio.current_time() + MARKER_TIMEOUT_S
     for o, t, p in waits:
-        try:
-            if o.durable_wait is not None:
-                await rm.wait_durable(*o.durable_wait)
-        except Exception:  # KafkaStorageException: the log dir went offline
-            out[(t, p)] = int(E.KAFKA_STORAGE_ERROR)
-            continue
-        if rm.replicated(t, p):
-            code = await rm.wait_replicated(t, p, o.last_offset + 1, deadline)
-            if code:
-                out[(t, p)] = int(code)
+        out[(t, p)] = await rm.complete_produce(t, p, o.durable_wait, o.last_offset, acks_all=True, deadline=deadline)
     return out
 
 

@@ -7,7 +7,7 @@ from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from ...wire.errors import E
 from ...storage.batch import transactional_header
-from ..replica_manager import AppendOutcome, KafkaStorageException
+from ..replica_manager import AppendOutcome
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
 from ..context import RequestContext, now_ms, wait_unless_peer_closed
 from ..fetch_session import FINAL_EPOCH, ZERO_UUID, PartitionRequest, TopicIdPartition
@@ -62,20 +62,15 @@ async def handle_produce(ctx: RequestContext):
 
         async def fsynced():
             for write, last_offset, topic, part in waits:
-                try:
-                    if write is not None:
-                        await rm.wait_durable(*write)
-                except KafkaStorageException as exc:  # the write failed: the log dir is offline
-                    ctx.log.warning("produce.failed", topic=topic, partition=part.index,
-                                    error="KAFKA_STORAGE_ERROR", message=str(exc))
-                    fail(part, E.KAFKA_STORAGE_ERROR)
-                    continue
-                if acks == -1 and rm.replicated(topic, part.index):
-                    # Kafka's DelayedProduce: the whole ISR has the records, or an error
-                    code = await rm.wait_replicated(topic, part.index, last_offset + 1, deadline)
-                    if code:
-                        ctx.log.info("produce.not_replicated", topic=topic, partition=part.index, error=E(code).name)
-                        fail(part, code)
+                # Kafka's DelayedProduce: written (and fsynced), with acks=all in the whole ISR, or an error
+                code = await rm.complete_produce(topic, part.index, write, last_offset, acks_all=acks == -1,
+                                                 deadline=deadline)
+                if code == E.KAFKA_STORAGE_ERROR:  # the write failed: the log dir is offline
+                    ctx.log.warning("produce.failed", topic=topic, partition=part.index, error=E(code).name)
+                elif code:
+                    ctx.log.info("produce.not_replicated", topic=topic, partition=part.index, error=E(code).name)
+                if code:
+                    fail(part, code)
         ctx.before_send.append(fsynced)
     return ProduceResponse(version=ctx.version, responses=topics, throttle_time_ms=0)
 
@@ -164,8 +159,7 @@ async def handle_fetch(ctx: RequestContext):
     # the partitions this fetch reads: an append to any of them ends the wait (Kafka's DelayedFetch)
     watched = [(tp.topic, tp.partition) for tp, _ in interesting]
     while True:
-        event = rm.watch(watched)
-        try:
+        with rm.purgatory.watching(watched) as event:  # DelayedFetch: an append to any of them wakes it
             read = _read_fetch(b, body, v, interesting, max_bytes, replica_id)
             if max_wait == 0:
                 break
@@ -179,8 +173,6 @@ async def handle_fetch(ctx: RequestContext):
                 break
             with trio.move_on_at(deadline):
                 await wait_unless_peer_closed(event.wait)  # a client gone ends the wait (and the connection)
-        finally:
-            rm.unwatch(watched, event)
         if trio.current_time() >= deadline:
             read = _read_fetch(b, body, v, interesting, max_bytes, replica_id)
             break
