@@ -6,6 +6,7 @@ tuple of (str, bytes) pairs.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 
@@ -167,3 +168,36 @@ def start_serve(*args: str, cwd=None):
     """`kafkite serve --port 0 ARGS` as a process; returns (process, bootstrap) once it logged its ready line."""
     from kafkite.testing.process import spawn_serve
     return spawn_serve(list(args), cwd=cwd, timeout=30)
+
+
+class OnTheLoop:
+    """Records each call of `owner.name` (default os.fsync) made on a Trio event loop, not in a worker thread."""
+
+    def __init__(self, monkeypatch, owner=os, name: str = "fsync"):
+        self.monkeypatch, self.owner, self.name, self.stacks = monkeypatch, owner, name, []
+        self.real = getattr(owner, name)
+
+    def __enter__(self):
+        import functools
+        import traceback
+        import trio
+        real = self.real
+
+        @functools.wraps(real)
+        def recording(*args, **kwargs):
+            try:
+                trio.lowlevel.current_task()
+            except RuntimeError:  # a worker thread (or not Trio at all)
+                pass
+            else:
+                self.stacks.append("".join(traceback.format_stack(limit=6)))
+            return real(*args, **kwargs)
+        self.monkeypatch.setattr(self.owner, self.name, recording)
+        return self
+
+    def __exit__(self, *exc):
+        self.monkeypatch.setattr(self.owner, self.name, self.real)
+
+    def check(self, most: int) -> None:
+        assert len(self.stacks) <= most, (f"{len(self.stacks)} calls of {self.name} on the event loop, the first:\n"
+                                          + "".join(self.stacks[:2]))

@@ -204,3 +204,28 @@ def test_controller_requests_are_served_on_the_inter_broker_listener_only_and_fe
         assert w.request(stop, 4).error_code == E.STALE_BROKER_EPOCH
     assert b.broker.replicas.get("auto", 0) is not None, "a stale StopReplica removed the replica"
     assert topic_leaders(b.bootstrap_servers, "auto")[1] == [(0, 1, 0)]  # nothing changed
+
+
+def test_leader_and_isr_makes_new_logs_in_a_worker_thread(connect, tmp_path, monkeypatch):
+    """A LeaderAndIsr naming 40 partitions new to a ZooKeeper-mode broker with a data dir: their logs are made in a
+    worker thread before it applies them (as Kafka makes logs on its request handler threads), none on the event
+    loop (before: 40 LogLoader.load calls there). The partitions then lead and take records."""
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+    from kafkite.storage.log_loader import LogLoader
+    from helpers import OnTheLoop
+    with BrokerThread(data_dir=tmp_path / "data", overrides={
+            "zookeeper.connect": connect, "broker.id": "1", "zookeeper.session.timeout.ms": "6000"}) as b:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        with OnTheLoop(monkeypatch, LogLoader, "load") as loads:
+            admin.create_topics([NewTopic("lai", 40, 1)])
+            wait_for(lambda: all(b.broker.replicas.get("lai", i) is not None for i in range(40)),
+                     what="the 40 logs")
+        admin.close()
+        loads.check(0)
+        p = KafkaProducer(bootstrap_servers=b.bootstrap_servers)
+        for i in range(40):
+            p.send("lai", b"v", partition=i)
+        p.flush()
+        p.close()
+        assert [b.broker.replicas.get("lai", i).log_end_offset for i in range(40)] == [1] * 40

@@ -18,7 +18,7 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 import kafkite.storage.log_cleaner as log_cleaner
-from helpers import wait_until
+from helpers import OnTheLoop, wait_until
 from kafkite.testing.runner import BrokerThread
 from kafkite.testing.wire_client import WireClient
 
@@ -190,39 +190,6 @@ def test_acks0_produce_leaves_its_fsync_to_a_worker(tmp_path, monkeypatch):
                                                              partition_max_bytes=1 << 20)])],
                                        forgotten_topics_data=[], rack_id=""), 12)
             assert r.responses[0].partitions[0].high_watermark == 15
-
-
-class OnTheLoop:
-    """Records each call of `owner.name` (default os.fsync) made on a Trio event loop, not in a worker thread."""
-
-    def __init__(self, monkeypatch, owner=os, name: str = "fsync"):
-        self.monkeypatch, self.owner, self.name, self.stacks = monkeypatch, owner, name, []
-        self.real = getattr(owner, name)
-
-    def __enter__(self):
-        import functools
-        import traceback
-        import trio
-        real = self.real
-
-        @functools.wraps(real)
-        def recording(*args, **kwargs):
-            try:
-                trio.lowlevel.current_task()
-            except RuntimeError:  # a worker thread (or not Trio at all)
-                pass
-            else:
-                self.stacks.append("".join(traceback.format_stack(limit=6)))
-            return real(*args, **kwargs)
-        self.monkeypatch.setattr(self.owner, self.name, recording)
-        return self
-
-    def __exit__(self, *exc):
-        self.monkeypatch.setattr(self.owner, self.name, self.real)
-
-    def check(self, most: int) -> None:
-        assert len(self.stacks) <= most, (f"{len(self.stacks)} calls of {self.name} on the event loop, the first:\n"
-                                          + "".join(self.stacks[:2]))
 
 
 def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatch):

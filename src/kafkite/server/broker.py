@@ -125,7 +125,6 @@ class ClusterState:
         self.brokers: dict[int, "Broker"] = {}  # running brokers of this process, by node id
         self.hooks: list[Any] = []  # objects with on_topic_created/on_topic_deleted/on_partitions_added/on_configs
         self.replicas: Any = None  # the ReplicaManager of a single broker (services.attach)
-        self._creating = trio.Lock()  # create_topic_off_loop: one creation at a time
         # an in-process cluster: each broker's own partitions (services.Storage, by node id), replicated between them
         self.storages: dict[int, Any] = {}
 
@@ -165,12 +164,12 @@ class ClusterState:
                                     assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
                                     *, max_records: int = MAX_RECORDS_PER_USER_OP) -> TopicInfo:
         """create_topic, with a single broker's new logs made in a worker thread first (server/prepared_logs.py;
-        an in-process cluster's brokers open theirs with their partition states), one creation at a time."""
+        an in-process cluster's brokers open theirs with their partition states), one at a time (making_logs)."""
         rm = self.replicas
         if rm is None or rm.in_memory or rm.is_replicated:
             return self.create_topic(name, num_partitions, replication_factor, assignments, configs,
                                      max_records=max_records)
-        async with self._creating:
+        async with rm.making_logs:
             planned = self.create_topic(name, num_partitions, replication_factor, assignments, configs,
                                         validate_only=True, max_records=max_records)  # MetadataError as it would
             planned.topic_id = uuid.uuid4()

@@ -104,6 +104,7 @@ class ReplicaManager(ReplicatedPartitions):
         # the data dir's own files: clean-shutdown marker, offset checkpoints (storage/log_manager.py)
         self.log_dir = None if self.in_memory else LogDirectory(self.data_dir)
         self.prepared = PreparedLogs(lambda key: self._dir(*key), lambda key: self._delete_dir(*key))
+        self.making_logs = trio.Lock()  # held from prepare_logs to discard_prepared: no two makers in one directory
         self.offline_log_dirs: dict[str, str] = {}  # Kafka's LogDirFailureChannel: failed dir -> what failed
         self._append_locks: dict[tuple[str, int], trio.Lock] = {}  # held while a worker validates
         # ZooKeeper mode: the leader epoch of each partition's last LeaderAndIsr applied here
@@ -136,16 +137,18 @@ class ReplicaManager(ReplicatedPartitions):
         return FileLog(self._dir(topic.name, partition), self.log_config(topic), now_ms=now_ms,
                        topic_id=topic.topic_id, rng=self.segment_rng, **self.log_dir.load_options(topic.name, partition))
 
-    async def prepare_logs(self, topic: "TopicInfo") -> None:
-        """The logs of a topic about to be created, made in a worker thread (server/prepared_logs.py); the caller
-        holds its creation lock and calls `discard_prepared` once the creation is done or failed."""
+    async def prepare_logs(self, topic: "TopicInfo", indexes: list[int] | None = None) -> None:
+        """The new logs of a topic's partitions (all, or `indexes`) made in a worker thread (server/prepared_logs.py)
+        for `_open` to take; the caller holds `making_logs` and calls `discard_prepared` once it is done."""
         if not self.in_memory and not self.offline_log_dirs:
             now = now_ms()
-            await self.prepared.prepare([(topic.name, p.index) for p in topic.partitions], topic.topic_id,
+            indexes = [p.index for p in topic.partitions] if indexes is None else indexes
+            await self.prepared.prepare([(topic.name, i) for i in indexes], topic.topic_id,
                                         self.logs.__contains__, lambda key: self._make_file_log(topic, key[1], now))
 
-    def discard_prepared(self, topic: "TopicInfo") -> None:
-        self.prepared.discard((topic.name, p.index) for p in topic.partitions)
+    def discard_prepared(self, topic: "TopicInfo", indexes: list[int] | None = None) -> None:
+        indexes = [p.index for p in topic.partitions] if indexes is None else indexes
+        self.prepared.discard((topic.name, i) for i in indexes)
 
     def _open(self, topic: "TopicInfo", partition: int, now_ms: int):
         cfg = self.log_config(topic)

@@ -25,10 +25,14 @@ log = structlog.get_logger("kafkite.controller_apis")
 LEADER_DURING_DELETE = -2
 
 
-def _fenced(ctx: RequestContext) -> int:
-    """0, or why the request must change nothing (and the log line that says so)."""
+def _fenced(ctx: RequestContext, *, check_only: bool = False) -> int:
+    """0, or why the request must change nothing (and the log line that says so); `check_only`: nothing logged or
+    learnt."""
     b, r = ctx.broker, ctx.body
     cache = b.cache
+    if check_only:
+        return int(r.controller_epoch < cache.latest_controller_epoch
+                   or (r.broker_epoch != -1 and r.broker_epoch < b.broker_epoch))
     if r.controller_epoch < cache.latest_controller_epoch:
         log.warning("controller_request.stale_controller_epoch", api=ctx.request.api_name, sender=r.controller_id,
                     got=r.controller_epoch, newest=cache.latest_controller_epoch)
@@ -63,6 +67,36 @@ def _upsert(b, topic: str, index: int, state: PartitionInfo) -> None:
 
 
 async def handle_leader_and_isr(ctx: RequestContext):
+    """Kafka's becomeLeaderOrFollower. The logs new to this broker are made (or loaded and recovered) in a worker
+    thread first, as Kafka makes them on its request handler threads, not its network threads; one LeaderAndIsr at
+    a time (making_logs)."""
+    rm = ctx.broker.replicas
+    async with rm.making_logs:
+        new = await _prepare_new_logs(ctx)
+        try:
+            return await _leader_and_isr(ctx)
+        finally:
+            for info, indexes in new:
+                rm.discard_prepared(info, indexes)
+
+
+async def _prepare_new_logs(ctx: RequestContext) -> list[tuple[object, list[int]]]:
+    b, r = ctx.broker, ctx.body
+    if _fenced(ctx, check_only=True):
+        return []
+    await _learn_topics(ctx, [(t.topic_name, t.topic_id) for t in r.topic_states])
+    new = []
+    for t in r.topic_states:
+        info = b.cache.topic(t.topic_name)
+        indexes = [ps.partition_index for ps in t.partition_states
+                   if b.node_id in ps.replicas and (t.topic_name, ps.partition_index) not in b.replicas.logs]
+        if info is not None and indexes:
+            await b.replicas.prepare_logs(info, indexes)
+            new.append((info, indexes))
+    return new
+
+
+async def _leader_and_isr(ctx: RequestContext):
     b, r, v = ctx.broker, ctx.body, ctx.version
     T, P = LeaderAndIsrResponse.LeaderAndIsrTopicError, LeaderAndIsrResponse.LeaderAndIsrTopicError.LeaderAndIsrPartitionError
     err = _fenced(ctx)
