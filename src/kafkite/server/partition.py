@@ -102,6 +102,22 @@ class Partition:
         self.remotes = {}
         self.log.set_replicated_high_watermark(self.log.high_watermark)
 
+    # -- follower: what the replica fetcher changes (Kafka's Partition.truncateTo, truncateFullyAndStartAt, and the
+    #    watermarks of a fetch answer) -----------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+
+    def update_follower_watermarks(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
+        """A fetch answer from the leader: this replica's high watermark is the leader's, up to its own log end;
+        records below the leader's log start offset go once this replica's high watermark covers it."""
+        lg = self.log
+        lg.set_replicated_high_watermark(min(leader_high_watermark, lg.log_end_offset))
+        if lg.log_start_offset < leader_log_start_offset <= lg.high_watermark:
+            lg.delete_records_before(leader_log_start_offset)
+
     def apply_isr(self, isr: list[int], partition_epoch: int) -> bool:
         """The controller's ISR (an AlterPartition answer, an UpdateMetadata): taken when newer than what we have
         (a proposal in flight is then void: the controller answers it INVALID_UPDATE_VERSION). True when taken."""

@@ -117,6 +117,12 @@ class ReplicatedPartitions:
         hw = lg.high_watermark
         return LogReadResult(partition, 0, hw, hw, lg.log_start_offset, data)
 
+    def follower(self, key: tuple[str, int]) -> Partition | None:
+        """The partition, while this broker replicates it with its log in service (the replica fetcher's way to it;
+        None once it moved, stopped or its log dir went offline)."""
+        p = self.partitions.get(key)
+        return p if p is not None and self.logs.get(key) is p.log else None
+
     def append_as_follower(self, key: tuple[str, int], data) -> tuple[object, int] | None:
         """A follower's append of the leader's batches (UnexpectedAppend when they do not follow on); returns
         (log, last offset) for wait_durable, or None when the partition is no longer here."""

@@ -26,6 +26,7 @@ and the like drop the proposal: the next LeaderAndIsr or UpdateMetadata brings t
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -212,20 +213,19 @@ class Replication:
     def _ready(self, f: _Fetcher) -> dict[Key, _FetchState]:
         now = trio.current_time()
         return {k: s for k, s in f.partitions.items() if s.delayed_until <= now and not s.truncating
-                and k in self.rm.logs}
+                and self.rm.follower(k) is not None}
 
     async def _truncate(self, f: _Fetcher, client: InterBrokerClient, endpoint) -> None:
         """OffsetForLeaderEpoch rounds until every truncating partition has cut its log to the common epoch."""
         T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
         P = T.OffsetForLeaderPartition
         for _round in range(8):
-            asked = {k: s for k, s in f.partitions.items() if s.truncating and k in self.rm.logs}
+            asked = {k: s for k, s in f.partitions.items() if s.truncating and self.rm.follower(k) is not None}
             if not asked:
                 return
             todo: dict[Key, int] = {}
             for k, s in asked.items():
-                lg = self.rm.logs[k]
-                epoch = lg.epochs.latest_epoch
+                epoch = self.rm.follower(k).log.epochs.latest_epoch
                 if epoch < 0:  # nothing written under any epoch: nothing to cut
                     s.truncating = False
                 else:
@@ -243,9 +243,10 @@ class Replication:
                 for rp in rt.partitions:
                     k = (rt.topic, rp.partition)
                     s = f.partitions.get(k)
-                    lg = self.rm.logs.get(k)
-                    if s is None or lg is None or k not in todo:
+                    p = self.rm.follower(k)
+                    if s is None or p is None or k not in todo:
                         continue
+                    lg = p.log
                     if rp.error_code:
                         s.delayed_until = trio.current_time() + self.backoff
                         log.info("replica_fetcher.truncation_deferred", topic=k[0], partition=k[1], leader=f.leader,
@@ -258,7 +259,8 @@ class Replication:
                         mine_epoch, mine_end = lg.end_offset_for_epoch(rp.leader_epoch)
                         target = min(rp.end_offset, mine_end) if mine_end >= 0 else rp.end_offset
                         done = mine_epoch == rp.leader_epoch or mine_epoch < 0
-                    lg.truncate_to(target)
+                    with self._disk(k, "truncating"):
+                        p.truncate_to(target)
                     if done:
                         s.truncating = False
                     if lg.log_end_offset != before:
@@ -268,6 +270,15 @@ class Replication:
                 return
         for s in f.partitions.values():
             s.truncating = False
+
+    @contextmanager
+    def _disk(self, key: Key, what: str):
+        """A disk error while changing a follower's log takes the log dir offline (KafkaStorageException ends the
+        fetcher), as Kafka's fetcher reports it to the LogDirFailureChannel; not a connection failure."""
+        try:
+            yield
+        except OSError as exc:
+            raise self.rm.handle_log_dir_failure(exc, f"{what} {key[0]}-{key[1]} as a follower") from None
 
     async def _fetch(self, f: _Fetcher, client: InterBrokerClient, endpoint) -> bool:
         """One Fetch round; False when nothing could be asked (all partitions backing off)."""
@@ -279,7 +290,7 @@ class Replication:
         topics: dict[str, list] = {}
         asked: dict[Key, int] = {}
         for (t, i), s in ready.items():
-            lg = self.rm.logs[(t, i)]
+            lg = self.rm.follower((t, i)).log
             asked[(t, i)] = lg.log_end_offset
             topics.setdefault(t, []).append(P(
                 partition=i, current_leader_epoch=s.leader_epoch, fetch_offset=lg.log_end_offset,
@@ -298,15 +309,16 @@ class Replication:
 
     async def _apply(self, f: _Fetcher, key: Key, rp, asked: dict[Key, int]) -> None:
         s = f.partitions.get(key)
-        lg = self.rm.logs.get(key)
-        if s is None or lg is None or key not in asked or lg.log_end_offset != asked[key]:
+        p = self.rm.follower(key)
+        if s is None or p is None or key not in asked or p.log.log_end_offset != asked[key]:
             return  # moved, stopped or truncated meanwhile
         err = rp.error_code
         if err == E.OFFSET_OUT_OF_RANGE:
             if asked[key] < rp.log_start_offset:
                 log.info("replica.start_over", topic=key[0], partition=key[1], leader=f.leader,
                          log_start_offset=rp.log_start_offset)
-                lg.truncate_fully_and_start_at(rp.log_start_offset)
+                with self._disk(key, "starting over"):
+                    p.truncate_fully_and_start_at(rp.log_start_offset)
             else:
                 s.truncating = True
             return
@@ -324,10 +336,9 @@ class Replication:
                 return
             if got is not None:
                 await self.rm.wait_durable(*got)
-        if self.rm.logs.get(key) is lg:
-            lg.set_replicated_high_watermark(min(rp.high_watermark, lg.log_end_offset))
-            if rp.log_start_offset > lg.log_start_offset and rp.log_start_offset <= lg.high_watermark:
-                lg.delete_records_before(rp.log_start_offset)
+        if self.rm.follower(key) is p:
+            with self._disk(key, "moving the watermarks of"):
+                p.update_follower_watermarks(rp.high_watermark, rp.log_start_offset)
 
     # -- leaders: ISR changes through the controller --------------------------------------------------
     def maybe_expand_isr(self, p: "Partition") -> None:
