@@ -121,6 +121,12 @@ class ClusterState:
             # The authoritative metadata: written by the active controller only, persisted.
             self.metadata = ClusterMetadata(store, node_id=config.node_id)
         self.store = InProcessStore()  # the coordination store controllers elect themselves through
+        # authorizer.class.name (security/authorizer.py): None allows everything; its ACLs are the metadata's
+        from ..security.authorizer import Authorizer
+        self.authorizer = Authorizer.from_config(config, self.metadata.acls if self.metadata else ())
+        if self.authorizer is not None and self.zk is not None:
+            raise ConfigError("authorizer.class.name: ACLs are kept in the metadata of brokers of one process for "
+                              "now, not in ZooKeeper mode (/kafka-acl)")
         self.brokers: dict[int, "Broker"] = {}  # running brokers of this process, by node id
         self.hooks: list[Any] = []  # objects with on_topic_created/on_topic_deleted/on_partitions_added/on_configs
         self.replicas: Any = None  # the ReplicaManager of a single broker (services.attach)
