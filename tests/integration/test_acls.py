@@ -314,3 +314,43 @@ def test_an_unknown_authorizer_class_stops_the_start():
             pass
     assert isinstance(info.value.__cause__, ConfigError) and "not an authorizer Kafkite has" in str(
         info.value.__cause__)
+
+
+def _kafkite(*args: str):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "kafkite.cli", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_acls_add_list_remove(secured, tmp_path):
+    """`kafkite acls` as kafka-acls: --add (with --consumer), --list, --remove, with --command-config for SASL."""
+    from kafka import KafkaConsumer
+    b, adm = secured
+    topic, group = fresh(adm, "cli"), f"gcli-{uuid.uuid4().hex[:6]}"
+    props = tmp_path / "admin.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+                     "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" "
+                     "password=\"admin-secret\";\n")
+    base = ("acls", "--bootstrap-server", b.bootstrap_servers, "--command-config", str(props))
+    out = _kafkite(*base, "--add", "--allow-principal", "User:alice", "--consumer", "--topic", topic, "--group", group)
+    assert out.returncode == 0, out.stderr
+    assert f"Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`" \
+        in out.stdout
+    out = _kafkite(*base, "--list", "--topic", topic)
+    assert out.returncode == 0, out.stderr
+    assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in out.stdout
+    assert "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)" in out.stdout
+    kc = KafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group, consumer_timeout_ms=2000,
+                       auto_offset_reset="earliest", **kp("alice"))
+    assert list(kc) == []  # allowed (an empty topic); no GROUP/TOPIC_AUTHORIZATION_FAILED
+    kc.close()
+    out = _kafkite(*base, "--remove", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic)
+    assert out.returncode == 0 and "operation=READ" in out.stdout, out.stderr
+    out = _kafkite(*base, "--list", "--topic", topic)
+    assert "operation=READ" not in out.stdout and "operation=DESCRIBE" in out.stdout
+    out = _kafkite(*base, "--remove", "--topic", topic, "--group", group, "--force")
+    assert out.returncode == 0, out.stderr
+    assert _kafkite(*base, "--list", "--topic", topic).stdout.strip() == ""
+    out = _kafkite("acls", "--bootstrap-server", b.bootstrap_servers, "--add", "--operation", "Fly",
+                   "--allow-principal", "User:x", "--topic", "t")
+    assert out.returncode == 2 and "Invalid operation" in out.stderr
