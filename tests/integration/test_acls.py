@@ -354,3 +354,70 @@ def test_cli_acls_add_list_remove(secured, tmp_path):
     out = _kafkite("acls", "--bootstrap-server", b.bootstrap_servers, "--add", "--operation", "Fly",
                    "--allow-principal", "User:x", "--topic", "t")
     assert out.returncode == 2 and "Invalid operation" in out.stderr
+
+
+def test_ssl_client_certificate_dn_is_the_principal(tmp_path):
+    """On an SSL listener with client authentication the principal is the certificate's subject DN (RFC 2253, as
+    Kafka's default principal builder): a super user by its DN, an ACL for another certificate's DN."""
+    trustme = pytest.importorskip("trustme")
+    from cryptography import x509
+    from kafka import KafkaProducer
+    from kafka.errors import TopicAuthorizationFailedError
+    ca = trustme.CA()
+    server = ca.issue_cert("localhost", "127.0.0.1")
+    keystore, ca_file = tmp_path / "broker.pem", tmp_path / "ca.pem"
+    keystore.write_bytes(server.private_key_pem.bytes() + b"".join(c.bytes() for c in server.cert_chain_pems))
+    ca.cert_pem.write_to_path(str(ca_file))
+    files, dns = {}, {}
+    for who in ("admin", "alice", "bob"):
+        cert = ca.issue_cert(f"{who}.example", common_name=who)
+        files[who] = (tmp_path / f"{who}.crt", tmp_path / f"{who}.key")
+        files[who][0].write_bytes(cert.cert_chain_pems[0].bytes())
+        files[who][1].write_bytes(cert.private_key_pem.bytes())
+        dns[who] = "User:" + x509.load_pem_x509_certificate(cert.cert_chain_pems[0].bytes()).subject.rfc4514_string()
+    assert dns["alice"].startswith("User:CN=alice,")
+
+    def kp_ssl(who):
+        return dict(security_protocol="SSL", ssl_cafile=str(ca_file), ssl_certfile=str(files[who][0]),
+                    ssl_keyfile=str(files[who][1]), ssl_check_hostname=False)
+    overrides = {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
+                 "ssl.client.auth": "required", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca_file),
+                 "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "super.users": dns["admin"]}
+    with BrokerThread(overrides=overrides) as b:
+        adm = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers, **kp_ssl("admin"))
+        adm.create_topics([NewTopic("certs", 1, 1)])
+        add(adm, allow(dns["alice"], ResourceType.TOPIC, "certs", ACLOperation.WRITE))
+        adm.close()
+        p = KafkaProducer(bootstrap_servers=b.bootstrap_servers, max_block_ms=10000, **kp_ssl("alice"))
+        assert p.send("certs", b"v").get(timeout=20).offset == 0
+        p.close()
+        p = KafkaProducer(bootstrap_servers=b.bootstrap_servers, max_block_ms=10000, **kp_ssl("bob"))
+        with pytest.raises(TopicAuthorizationFailedError):
+            p.send("certs", b"v").get(timeout=20)
+        p.close()
+
+
+def test_java_client_topic_authorization(secured):
+    """Java kafka-clients 3.9 (idempotent by default: InitProducerId is let in by WRITE on some topic): refused with
+    TopicAuthorizationException without an ACL, produces and group-consumes with WRITE, READ and the group's READ."""
+    from clients.drivers import java_available, run_java, summary
+    if not java_available():
+        pytest.skip("the Java kafka-clients driver is not available")
+    b, adm = secured
+    topic, group = fresh(adm, "java"), f"gjava-{uuid.uuid4().hex[:6]}"
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+            'password="alice-secret";')
+    props = ["--prop", "security.protocol=SASL_PLAINTEXT", "--prop", "sasl.mechanism=PLAIN",
+             "--prop", f"sasl.jaas.config={jaas}"]
+    bs = b.bootstrap_servers
+    out = run_java("produce", bs, topic, 1, *props, "--prop", "max.block.ms=5000", "--prop",
+                   "delivery.timeout.ms=5000", "--prop", "request.timeout.ms=4000", check=False)
+    assert "TopicAuthorizationException" in str(out), out[-1]
+    add(adm, allow("User:alice", ResourceType.TOPIC, topic, ACLOperation.WRITE),
+        allow("User:alice", ResourceType.TOPIC, topic, ACLOperation.READ),
+        allow("User:alice", ResourceType.GROUP, group, ACLOperation.READ))
+    out = run_java("produce", bs, topic, 10, *props)
+    assert out[-1]["acked"] == 10 and out[-1]["errors"] == 0, out[-1]
+    got = summary(run_java("consume-group", bs, topic, group, 10, "--timeout-ms", 30000, *props))
+    assert got["consumed"] == 10, got
