@@ -490,6 +490,12 @@ class ClusterMetadata:
         self._persist_or_undo(undo)
 
     # -- ACLs (security/authorizer.py) ------------------------------------------
+    def apply_resource_acls(self, resources: dict) -> None:
+        """In memory only (ZooKeeper mode, which keeps them in /kafka-acl): the ACLs of each (resource type, name,
+        pattern type) given replace those it had."""
+        keep = {a for a in self.acls if (a.resource_type, a.name, a.pattern_type) not in resources}
+        self.acls = frozenset(keep.union(*resources.values()))
+
     def set_acls(self, acls) -> None:
         """The cluster's ACLs, persisted (undone and OSError raised when that fails)."""
         before, self.acls = self.acls, frozenset(acls)

@@ -4,7 +4,8 @@ Describing needs DESCRIBE on the cluster, creating and deleting ALTER on the clu
 (CLUSTER_AUTHORIZATION_FAILED); with no authorizer configured every one answers SECURITY_DISABLED. An ACL Kafka
 would refuse (unknown or ANY type/operation/permission, a CLUSTER resource not named kafka-cluster, an empty
 name, a principal without "type:") and a filter with an UNKNOWN element answer INVALID_REQUEST. The ACLs are
-kept in the cluster metadata (controller/metadata.py), which every broker of the process authorizes from.
+kept in the cluster metadata (controller/metadata.py), which every broker of the process authorizes from, or in
+ZooKeeper mode under /kafka-acl (server/zk_acls.py), which every broker follows.
 """
 from __future__ import annotations
 
@@ -27,11 +28,6 @@ def _filter(f) -> AclFilter:
                      f.host_filter, f.operation, f.permission_type)
 
 
-def _store(ctx: RequestContext, acls) -> None:
-    """The new set of ACLs: persisted in the metadata, then the authorizer's (raises OSError, nothing changed)."""
-    state = ctx.broker.state
-    state.metadata.set_acls(acls)
-    state.authorizer.load(state.metadata.acls)
 
 
 def _refused(ctx: RequestContext, op: int) -> tuple[int, str] | None:
@@ -62,11 +58,12 @@ async def handle_create_acls(ctx: RequestContext):
         results.append([0, None])
     if valid:
         try:
-            _store(ctx, ctx.broker.state.metadata.acls | set(valid))
-        except OSError as exc:
+            await ctx.broker.alter_acls(valid, ())
+        except Exception as exc:  # the metadata (OSError) or ZooKeeper could not be written
             for r in results:
                 if r[0] == 0:
-                    r[:] = [int(E.KAFKA_STORAGE_ERROR), str(exc)]
+                    r[:] = [int(E.KAFKA_STORAGE_ERROR if isinstance(exc, OSError) else E.UNKNOWN_SERVER_ERROR),
+                            str(exc) or type(exc).__name__]
         else:
             ctx.log.info("acls.created", acls=[b.describe() for b in valid], principal=ctx.principal)
     return CreateAclsResponse(version=ctx.version, throttle_time_ms=0,
@@ -115,9 +112,10 @@ async def handle_delete_acls(ctx: RequestContext):
     code, message = 0, None
     if doomed:
         try:
-            _store(ctx, ctx.broker.state.metadata.acls - doomed)
-        except OSError as exc:
-            code, message = int(E.KAFKA_STORAGE_ERROR), str(exc)
+            await ctx.broker.alter_acls((), doomed)
+        except Exception as exc:  # the metadata (OSError) or ZooKeeper could not be written
+            code, message = int(E.KAFKA_STORAGE_ERROR if isinstance(exc, OSError) else E.UNKNOWN_SERVER_ERROR), \
+                str(exc) or type(exc).__name__
         else:
             ctx.log.info("acls.deleted", acls=[b.describe() for b in sorted(doomed, key=AclBinding.to_json)],
                          principal=ctx.principal)
