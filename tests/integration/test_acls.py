@@ -421,3 +421,24 @@ def test_java_client_topic_authorization(secured):
     assert out[-1]["acked"] == 10 and out[-1]["errors"] == 0, out[-1]
     got = summary(run_java("consume-group", bs, topic, group, 10, "--timeout-ms", 30000, *props))
     assert got["consumed"] == 10, got
+
+
+def test_an_in_process_cluster_replicates_under_an_authorizer():
+    """Replication (followers' fetches, AlterPartition) uses the inter-broker listener, never refused: alice, with
+    WRITE and READ only, produces acks=all to a topic of 3 replicas and reads it back through another broker."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafkite.testing.cluster import KafkiteCluster
+    with KafkiteCluster(3, overrides=SECURED) as c:
+        adm = KafkaAdminClient(bootstrap_servers=c.bootstrap_of(1), **kp("admin"))
+        adm.create_topics([NewTopic("replicated", 1, 3)])
+        add(adm, allow("User:alice", ResourceType.TOPIC, "replicated", ACLOperation.WRITE),
+            allow("User:alice", ResourceType.TOPIC, "replicated", ACLOperation.READ))
+        adm.close()
+        p = KafkaProducer(bootstrap_servers=c.bootstrap_of(2), acks="all", **kp("alice"))
+        for i in range(5):
+            p.send("replicated", b"%d" % i).get(timeout=30)
+        p.close()
+        kc = KafkaConsumer("replicated", bootstrap_servers=c.bootstrap_of(3), auto_offset_reset="earliest",
+                           consumer_timeout_ms=5000, **kp("alice"))
+        assert [m.value for m in kc] == [b"%d" % i for i in range(5)]
+        kc.close()
