@@ -74,6 +74,12 @@ class RequestContext:
     def client_host(self) -> str:
         return self.peer.rsplit(":", 1)[0].strip("[]") if self.peer else ""
 
+    @property
+    def authorizing(self) -> bool:
+        """Whether requests are authorized at all (an authorizer is configured, not the inter-broker listener): lets
+        a handler skip work that only feeds an authorization (nothing is allowed or refused on it)."""
+        return self.broker.state.authorizer is not None and not self.inter_broker
+
     def authorized(self, operation: int, resource_type: int, name: str, log_denied: bool = True) -> bool:
         """The one authorization call site (Kafka's AuthHelper.authorize): may this request's principal perform
         the operation on the resource? True when no authorizer is configured."""

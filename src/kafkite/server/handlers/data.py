@@ -28,7 +28,9 @@ async def handle_produce(ctx: RequestContext):
     # Kafka's handleProduceRequest: transactional records need WRITE on the transactional id (else the whole
     # request fails), each topic WRITE (else its partitions fail)
     tid = body.transactional_id if ctx.version >= 3 else None
-    if tid is not None and not ctx.authorized(Op.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+    transactional = ctx.authorizing and any(  # Kafka's RequestUtils.hasTransactionalRecords
+        transactional_header(pd.records) is not None for td in body.topic_data for pd in td.partition_data)
+    if transactional and (tid is None or not ctx.authorized(Op.WRITE, ResourceType.TRANSACTIONAL_ID, tid)):
         return ProduceResponse(version=ctx.version, throttle_time_ms=0, responses=[
             T(name=td.name, partition_responses=[
                 P(index=pd.index, error_code=int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), base_offset=-1,
