@@ -193,3 +193,25 @@ def test_transactional_producer_needs_its_transactional_id_acl(env):
                        isolation_level="read_committed", consumer_timeout_ms=5000, **kp("admin"))
     assert [m.value for m in kc] == [b"in-txn"]
     kc.close()
+
+
+def test_produce_of_transactional_records_needs_the_transactional_id(env):
+    """Kafka's handleProduceRequest: transactional records need WRITE on the request's transactional id (none at
+    all: refused too) and every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; plain records under a
+    transactional id are not checked against it."""
+    from kafka.protocol.producer import ProduceRequest
+    from raw_batches import batch, records
+    b, adm = env
+    t = topic(adm)
+    grant(adm, ResourceType.TOPIC, t, WRITE)
+    TD = ProduceRequest.TopicProduceData
+
+    def produce(w, tid, raw):
+        req = ProduceRequest(transactional_id=tid, acks=1, timeout_ms=5000, topic_data=[
+            TD(name=t, partition_data=[TD.PartitionProduceData(index=0, records=raw)])])
+        return w.request(req, 9).responses[0].partition_responses[0].error_code
+    txn = batch(records(1), 1, attributes=0x10, producer_id=1000, producer_epoch=0, base_sequence=0)
+    with bob(b) as w:
+        assert produce(w, "tx-none", txn) == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert produce(w, None, txn) == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert produce(w, "tx-none", batch(records(1), 1)) == 0  # not transactional: the topic's WRITE is enough
