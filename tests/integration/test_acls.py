@@ -201,6 +201,18 @@ def test_admin_clients_describe_and_delete_acls(secured):
     cf = AclBindingFilter(CRT.ANY, None, ResourcePatternType.ANY, "User:carol", None, AclOperation.ANY,
                           AclPermissionType.ANY)
     assert len(cadm.describe_acls(cf).result(timeout=20)) == 2
+    from confluent_kafka.admin import AclBinding
+    created = cadm.create_acls([AclBinding(CRT.TRANSACTIONAL_ID, "tx-", ResourcePatternType.PREFIXED, "User:carol",
+                                           "*", AclOperation.WRITE, AclPermissionType.ALLOW)])
+    assert [f.result(timeout=20) for f in created.values()] == [None]
+    assert len(cadm.describe_acls(cf).result(timeout=20)) == 3
+    bad = cadm.create_acls([AclBinding(CRT.BROKER, "not-kafka-cluster", ResourcePatternType.LITERAL, "User:carol",
+                                       "*", AclOperation.ALTER, AclPermissionType.ALLOW)])
+    with pytest.raises(Exception, match="kafka-cluster"):
+        list(bad.values())[0].result(timeout=20)
+    gone_tx = cadm.delete_acls([AclBindingFilter(CRT.TRANSACTIONAL_ID, None, ResourcePatternType.ANY, None, None,
+                                                 AclOperation.ANY, AclPermissionType.ANY)])
+    assert [len(f.result(timeout=20)) for f in gone_tx.values()] == [1]
     deleted = cadm.delete_acls([AclBindingFilter(CRT.GROUP, None, ResourcePatternType.ANY, "User:carol", None,
                                                  AclOperation.ANY, AclPermissionType.ANY)])
     assert len(list(deleted.values())[0].result(timeout=20)) == 1
