@@ -102,3 +102,38 @@ def test_authorize_any_for_idempotent_producers():
     a = Authorizer(acls=[acl(T, "app-", Op.WRITE, pattern=PRE)])
     assert a.authorize_any("User:alice", "h", Op.WRITE, T)
     assert not a.authorize_any("User:bob", "h", Op.WRITE, T)
+
+
+def _reference(acls, supers, allow_if_none, principal, host, op, rt, name) -> bool:
+    """Kafka's rules written out plainly, without the store's indexes."""
+    if principal in supers:
+        return True
+    matching = [a for a in acls if a.resource_type == rt and (
+        (a.pattern_type == LIT and a.name in (name, "*")) or (a.pattern_type == PRE and name.startswith(a.name)))]
+    if not matching:
+        return allow_if_none
+    mine = [a for a in matching if a.principal in (principal, "User:*") and a.host in (host, "*")]
+    if any(a.permission == DENY and a.operation in (op, Op.ALL) for a in mine):
+        return False
+    implied = {Op.DESCRIBE: {Op.DESCRIBE, Op.READ, Op.WRITE, Op.DELETE, Op.ALTER},
+               Op.DESCRIBE_CONFIGS: {Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}}.get(op, {op})
+    return any(a.permission == ALLOW and (a.operation == Op.ALL or a.operation in implied) for a in mine)
+
+
+def test_the_indexed_store_decides_as_the_plain_rules():
+    from hypothesis import given, settings, strategies as st
+    names = st.sampled_from(["a", "ab", "abc", "b", "*", "ba"])
+    principals = st.sampled_from(["User:alice", "User:bob", "User:*"])
+    ops = st.sampled_from([Op.ALL, Op.READ, Op.WRITE, Op.DESCRIBE, Op.ALTER, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS])
+    binding = st.builds(AclBinding, st.sampled_from([T, G]), names, st.sampled_from([LIT, PRE]), principals,
+                        st.sampled_from(["*", "10.0.0.1"]), ops, st.sampled_from([ALLOW, DENY]))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(binding, max_size=12), st.booleans(), st.sampled_from(["User:alice", "User:bob"]),
+           st.sampled_from(["10.0.0.1", "10.0.0.2"]), ops.filter(lambda o: o != Op.ALL), st.sampled_from([T, G]),
+           st.sampled_from(["a", "ab", "abc", "b", "bab", "c"]))
+    def check(acls, allow_if_none, principal, host, op, rt, name):
+        a = Authorizer(["User:root"], allow_if_none, acls)
+        assert a.authorize(principal, host, op, rt, name) == _reference(acls, {"User:root"}, allow_if_none,
+                                                                         principal, host, op, rt, name)
+    check()

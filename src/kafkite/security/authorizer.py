@@ -210,13 +210,16 @@ class Authorizer:
     def load(self, acls: Iterable[AclBinding]) -> None:
         self.acls: frozenset[AclBinding] = frozenset(acls)
         literal: dict[tuple[int, str], list[AclBinding]] = {}
-        prefixed: dict[int, list[AclBinding]] = {}
+        prefixed: dict[tuple[int, str], list[AclBinding]] = {}
+        lengths: dict[int, set[int]] = {}  # the prefixes' lengths, by resource type: a name is looked up once each
         for a in self.acls:
             if a.pattern_type == PatternType.PREFIXED:
-                prefixed.setdefault(a.resource_type, []).append(a)
+                prefixed.setdefault((a.resource_type, a.name), []).append(a)
+                lengths.setdefault(a.resource_type, set()).add(len(a.name))
             else:
                 literal.setdefault((a.resource_type, a.name), []).append(a)
         self._literal, self._prefixed = literal, prefixed
+        self._prefix_lengths = {rt: sorted(ls) for rt, ls in lengths.items()}
 
     def matching(self, flt: AclFilter) -> list[AclBinding]:
         return sorted((a for a in self.acls if flt.matches(a)), key=AclBinding.to_json)
@@ -226,7 +229,10 @@ class Authorizer:
         out = list(self._literal.get((resource_type, name), ()))
         if name != WILDCARD:
             out += self._literal.get((resource_type, WILDCARD), ())
-        out += [a for a in self._prefixed.get(resource_type, ()) if name.startswith(a.name)]
+        for n in self._prefix_lengths.get(resource_type, ()):
+            if n > len(name):
+                break
+            out += self._prefixed.get((resource_type, name[:n]), ())
         return out
 
     def authorize(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
