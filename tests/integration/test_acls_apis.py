@@ -215,3 +215,45 @@ def test_produce_of_transactional_records_needs_the_transactional_id(env):
         assert produce(w, "tx-none", txn) == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert produce(w, None, txn) == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert produce(w, "tx-none", batch(records(1), 1)) == 0  # not transactional: the topic's WRITE is enough
+
+
+def test_transaction_admin_apis_delete_records_and_offset_delete(env):
+    """DescribeProducers READ on the topic, DescribeTransactions DESCRIBE on the transactional id (ListTransactions
+    lists only those), DeleteRecords DELETE on the topic, OffsetDelete DELETE on the group (then READ on the topic)."""
+    from confluent_kafka import Producer
+    from kafka.protocol.admin import DeleteRecordsRequest
+    from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
+                                                   ListTransactionsRequest)
+    from kafka.protocol.consumer import OffsetDeleteRequest
+    b, adm = env
+    t, tid = topic(adm), f"tx-{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, **ck("admin"), "transactional.id": tid})
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce(t, b"open")
+    p.flush(20)  # left open: the transaction is listed and described
+    with bob(b) as w:
+        DP = DescribeProducersRequest.TopicRequest
+        r = w.request(DescribeProducersRequest(topics=[DP(name=t, partition_indexes=[0])]), 0)
+        assert r.topics[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
+        r = w.request(DescribeTransactionsRequest(transactional_ids=[tid]), 0)
+        assert r.transaction_states[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        r = w.request(ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0)
+        assert tid not in {s.transactional_id for s in r.transaction_states}
+        DR = DeleteRecordsRequest.DeleteRecordsTopic
+        r = w.request(DeleteRecordsRequest(topics=[DR(name=t, partitions=[DR.DeleteRecordsPartition(
+            partition_index=0, offset=0)])], timeout_ms=5000), 1)
+        assert r.topics[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
+        OD = OffsetDeleteRequest.OffsetDeleteRequestTopic
+        r = w.request(OffsetDeleteRequest(group_id="g-od", topics=[OD(name=t, partitions=[
+            OD.OffsetDeleteRequestPartition(partition_index=0)])]), 0)
+        assert r.error_code == E.GROUP_AUTHORIZATION_FAILED
+        grant(adm, ResourceType.TOPIC, t, READ)
+        grant(adm, ResourceType.TRANSACTIONAL_ID, tid, DESCRIBE)
+        r = w.request(DescribeProducersRequest(topics=[DP(name=t, partition_indexes=[0])]), 0)
+        assert r.topics[0].partitions[0].error_code == 0 and r.topics[0].partitions[0].active_producers
+        r = w.request(DescribeTransactionsRequest(transactional_ids=[tid]), 0)
+        assert r.transaction_states[0].error_code == 0 and r.transaction_states[0].topics[0].topic == t
+        r = w.request(ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0)
+        assert tid in {s.transactional_id for s in r.transaction_states}
+    p.abort_transaction(20)
