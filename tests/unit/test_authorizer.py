@@ -102,6 +102,15 @@ def test_authorize_any_for_idempotent_producers():
     a = Authorizer(acls=[acl(T, "app-", Op.WRITE, pattern=PRE)])
     assert a.authorize_any("User:alice", "h", Op.WRITE, T)
     assert not a.authorize_any("User:bob", "h", Op.WRITE, T)
+    # Kafka's default authorizeByResourceType: a DENY of a prefix covering every ALLOW, or of "*", wins
+    assert not Authorizer(acls=[acl(T, "app-", Op.WRITE, pattern=PRE), acl(T, "app", Op.ALL, perm=DENY, pattern=PRE)]
+                          ).authorize_any("User:alice", "h", Op.WRITE, T)
+    assert not Authorizer(acls=[acl(T, "x", Op.WRITE), acl(T, "*", Op.WRITE, perm=DENY)]).authorize_any(
+        "User:alice", "h", Op.WRITE, T)
+    assert Authorizer(acls=[acl(T, "x", Op.WRITE), acl(T, "y", Op.WRITE, perm=DENY)]).authorize_any(
+        "User:alice", "h", Op.WRITE, T)
+    assert Authorizer(["User:root"]).authorize_any("User:root", "h", Op.WRITE, T)
+    assert Authorizer(allow_if_no_acl=True).authorize_any("User:x", "h", Op.WRITE, T)
 
 
 def _reference(acls, supers, allow_if_none, principal, host, op, rt, name) -> bool:

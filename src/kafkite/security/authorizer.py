@@ -254,19 +254,27 @@ class Authorizer:
                 if self.authorize(principal, host, op, resource_type, name)}
 
     def authorize_any(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
-        """Kafka's authorizeByResourceType: may the principal perform the operation on some resource of the type
-        (an ALLOW of any pattern and no DENY of the "*" / every-name pattern)?"""
-        if principal in self.super_users:
+        """Kafka's Authorizer.authorizeByResourceType (its default method): may the principal perform the operation
+        on at least one resource of the type? Allowed as on a resource named "hardcode" (super users, no ACL found),
+        else by an ALLOW (of that operation or ALL) of "*", or of a name or prefix that no DENY covers."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True
-        if self.authorize(principal, host, operation, resource_type, WILDCARD):
-            return True
-        mine = [a for a in self.acls if a.resource_type == resource_type
-                and a.principal in (principal, WILDCARD_PRINCIPAL) and a.host in (host, WILDCARD)]
-        allowing = _IMPLIED_BY.get(operation, (operation,))
-        denied_all = any(a.permission == Permission.DENY and a.operation in (operation, Op.ALL)
-                         and (a.name == WILDCARD and a.pattern_type == PatternType.LITERAL
-                              or a.pattern_type == PatternType.PREFIXED and a.name == "") for a in mine)
-        if denied_all:
-            return False
-        return any(a.permission == Permission.ALLOW and (a.operation == Op.ALL or a.operation in allowing)
-                   for a in mine)
+        deny_literal, deny_prefixed, allow = set(), set(), []
+        for a in self.acls:
+            if (a.resource_type != resource_type or a.host not in (host, WILDCARD)
+                    or a.principal not in (principal, WILDCARD_PRINCIPAL) or a.operation not in (operation, Op.ALL)):
+                continue
+            if a.permission == Permission.DENY:
+                if a.pattern_type == PatternType.LITERAL and a.name == WILDCARD:
+                    return False
+                (deny_prefixed if a.pattern_type == PatternType.PREFIXED else deny_literal).add(a.name)
+            elif a.permission == Permission.ALLOW:
+                if a.pattern_type == PatternType.LITERAL and a.name == WILDCARD:
+                    return True
+                allow.append(a)
+        for a in allow:
+            if a.pattern_type == PatternType.LITERAL and a.name in deny_literal:
+                continue
+            if not any(a.name[:n] in deny_prefixed for n in range(1, len(a.name) + 1)):
+                return True
+        return False
