@@ -62,7 +62,8 @@ def test_create_delete_topics_and_partitions(env):
         grant(adm, ResourceType.TOPIC, mine, CREATE)
         r = w.request(CreateTopicsRequest(topics=[T(name=mine, num_partitions=1, replication_factor=1, assignments=[],
                                                     configs=[])], timeout_ms=5000, validate_only=False), 5)
-        assert [t.error_code for t in r.topics] == [0]
+        assert [(t.error_code, t.topic_config_error_code, t.num_partitions, t.configs) for t in r.topics] == [
+            (0, E.TOPIC_AUTHORIZATION_FAILED, -1, None)]  # created; its configs need DESCRIBE_CONFIGS
         P = CreatePartitionsRequest.CreatePartitionsTopic
         r = w.request(CreatePartitionsRequest(topics=[P(name=mine, count=2, assignments=None)], timeout_ms=5000,
                                               validate_only=False), 1)

@@ -61,6 +61,12 @@ async def handle_create_topics(ctx: RequestContext):
             ctx.log.warning("create_topics.name_warning", topic=t.name,
                             message="Due to limitations in metric names, topics with a period ('.') or underscore "
                                     "('_') could collide. To avoid issues it is best to use either, but not both.")
+        if not ctx.authorized(Op.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name, log_denied=False):
+            # Kafka: created, but its configs and layout are shown only to who may describe its configs
+            results.append(R(name=t.name, topic_id=info.topic_id, error_code=0, error_message=None,
+                             topic_config_error_code=int(E.TOPIC_AUTHORIZATION_FAILED), num_partitions=-1,
+                             replication_factor=-1, configs=None))
+            continue
         entries = [C(name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
                      is_sensitive=False)
                    for e in topic_config_entries(b, info.name, info.configs, None, synonyms=False, version=1)]
