@@ -287,6 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_control(sub)
     from .users_cli import add_subparsers as add_users
     add_users(sub)
+    from .acls_cli import add_subparser as add_acls
+    add_acls(sub)
 
     return p
 

@@ -250,6 +250,10 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     # listener.name.<l>.sasl.enabled.mechanisms are taken too (check_broker_keys)
     BrokerConfigDef("sasl.enabled.mechanisms", ConfigType.LIST, "GSSAPI"),
     BrokerConfigDef("sasl.jaas.config", ConfigType.PASSWORD, ""),
+    # ACLs (security/authorizer.py): Kafka's two ACL authorizers turn them on; super.users is a ";" list
+    BrokerConfigDef("authorizer.class.name", ConfigType.STRING, ""),
+    BrokerConfigDef("super.users", ConfigType.STRING, ""),
+    BrokerConfigDef("allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, "false"),
     # KIP-306: the close after a failed authentication waits this long (the client reads the error response first)
     BrokerConfigDef("connection.failed.authentication.delay.ms", ConfigType.INT, "100"),
     BrokerConfigDef("controlled.shutdown.enable", ConfigType.BOOLEAN, "true"),
@@ -513,7 +517,7 @@ def not_implemented(topic_key: str) -> str:
 _TUNING = "a tuning knob of Kafka's threads, queues and sockets (Kafkite serves from one Trio event loop)"
 _REPLICATION = "not implemented by Kafkite's replica fetchers (high watermarks are not checkpointed, followers do not serve consumers)"
 _SECURITY = ("Kafkite serves PLAINTEXT, SSL and SASL_PLAINTEXT/SASL_SSL (PLAIN, SCRAM) client listeners; this "
-             "setting is not used yet (ACLs, OAUTHBEARER, the other ssl.* settings)")
+             "setting is not used yet (OAUTHBEARER, the other ssl.* settings)")
 _KRAFT = "Kafkite's controller is ZooKeeper-based (zookeeper.connect) or in-process (no KRaft quorum)"
 UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["num.network.threads", "num.io.threads", "background.threads", "queued.max.requests",
@@ -525,8 +529,7 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
                      "offsets.load.buffer.size", "offsets.commit.timeout.ms", "offsets.commit.required.acks",
                      "max.connection.creation.rate"], _TUNING),
     **dict.fromkeys(["replica.socket.receive.buffer.bytes"], _REPLICATION),
-    **dict.fromkeys(["security.inter.broker.protocol",
-                     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"], _SECURITY),
+    **dict.fromkeys(["security.inter.broker.protocol"], _SECURITY),
     **dict.fromkeys(["process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
                      "controller.listener.names", "metadata.log.dir", "inter.broker.protocol.version",
                      "broker.id.generation.enable", "reserved.broker.max.id"], _KRAFT),

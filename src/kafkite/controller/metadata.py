@@ -12,7 +12,7 @@ make ids be handed out again; the broker also raises the next block above every 
 logs hold (`raise_producer_id_floor`). Producer ids are never reused.
 
 Users' configs (Kafka's user entity configs: SCRAM credentials, security/scram.py) are in the snapshot too (in
-ZooKeeper mode they live under /config/users and only the in-memory copy is kept here).
+ZooKeeper mode they live under /config/users and only the in-memory copy is kept here), and so are the ACLs.
 """
 from __future__ import annotations
 
@@ -188,6 +188,7 @@ class ClusterMetadata:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.users: dict[str, dict[str, str]] = {}  # user -> its config (SCRAM mechanism -> credential string)
+        self.acls: frozenset = frozenset()  # security/authorizer.py's AclBinding values
         self.controller_id = node_id
         self.controller_epoch = 0
         self.producer_id_next_block = 0  # producer ids are handed out in persisted blocks, like Kafka's
@@ -214,6 +215,9 @@ class ClusterMetadata:
             self.put_topic(t)
         if "users" in snap:  # (a ZooKeeper snapshot has none: users follow /config/users there)
             self.users = {u: dict(c) for u, c in snap["users"].items()}
+        if "acls" in snap:
+            from ..security.authorizer import AclBinding
+            self.acls = frozenset(AclBinding.from_json(a) for a in snap["acls"])
         if brokers and "brokers" in snap:
             self.brokers = {b["node_id"]: BrokerInfo(**b) for b in snap["brokers"]}
 
@@ -240,6 +244,7 @@ class ClusterMetadata:
                 for t in self.topics.values()
             ],
             "users": {u: dict(c) for u, c in self.users.items()},
+            "acls": sorted(a.to_json() for a in self.acls),
         }
 
     def persist(self) -> None:
@@ -482,6 +487,21 @@ class ClusterMetadata:
 
         def undo() -> None:
             self.apply_user_configs({u: c or {} for u, c in before.items()})
+        self._persist_or_undo(undo)
+
+    # -- ACLs (security/authorizer.py) ------------------------------------------
+    def apply_resource_acls(self, resources: dict) -> None:
+        """In memory only (ZooKeeper mode, which keeps them in /kafka-acl): the ACLs of each (resource type, name,
+        pattern type) given replace those it had."""
+        keep = {a for a in self.acls if (a.resource_type, a.name, a.pattern_type) not in resources}
+        self.acls = frozenset(keep.union(*resources.values()))
+
+    def set_acls(self, acls) -> None:
+        """The cluster's ACLs, persisted (undone and OSError raised when that fails)."""
+        before, self.acls = self.acls, frozenset(acls)
+
+        def undo() -> None:
+            self.acls = before
         self._persist_or_undo(undo)
 
     def scram_credential(self, user: str, mechanism: str):

@@ -122,6 +122,9 @@ class ClusterState:
             # The authoritative metadata: written by the active controller only, persisted.
             self.metadata = ClusterMetadata(store, node_id=config.node_id)
         self.store = InProcessStore()  # the coordination store controllers elect themselves through
+        # authorizer.class.name (security/authorizer.py): None allows everything; its ACLs are the metadata's
+        from ..security.authorizer import Authorizer
+        self.authorizer = Authorizer.from_config(config, self.metadata.acls if self.metadata else ())
         self.brokers: dict[int, "Broker"] = {}  # running brokers of this process, by node id
         self.hooks: list[Any] = []  # objects with on_topic_created/on_topic_deleted/on_partitions_added/on_configs
         self.replicas: Any = None  # the ReplicaManager of a single broker (services.attach)
@@ -467,6 +470,16 @@ class Broker:
             self.state.metadata.set_user_configs(changes)
         else:
             await self.zk.set_user_configs(changes)
+
+    async def alter_acls(self, add, remove) -> None:
+        """ACLs added and removed: in the metadata snapshot, or ZooKeeper's /kafka-acl with its notifications (every
+        broker follows them); this broker's authorizer has them at once. OSError when they cannot be written."""
+        if self.zk is not None:
+            await self.zk.alter_acls(add, remove)
+        else:
+            self.state.metadata.set_acls((self.state.metadata.acls | set(add)) - set(remove))
+        if self.state.authorizer is not None:
+            self.state.authorizer.load(self.state.metadata.acls)
 
     async def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
         """AlterConfigs on a broker resource: this broker's id, or "" for the cluster-wide default. In ZooKeeper

@@ -99,6 +99,35 @@ def raw_socket(stream) -> trio.socket.SocketType:
     return stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket
 
 
+_DN_NAMES = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
+             "stateOrProvinceName": "ST", "localityName": "L", "domainComponent": "DC", "streetAddress": "STREET",
+             "userId": "UID"}
+
+
+def ssl_principal(stream) -> str:
+    """The principal of a connection that is not SASL: an SSL client certificate's subject DN in RFC 2253 form
+    (Kafka's default principal builder without ssl.principal.mapping.rules: User:CN=client,O=org,C=US), else
+    User:ANONYMOUS (PLAINTEXT, or SSL without a client certificate)."""
+    from ..security.authorizer import ANONYMOUS
+    if isinstance(stream, trio.SocketStream):
+        return ANONYMOUS
+    try:
+        cert = stream.getpeercert()
+    except Exception:  # handshake not done (cannot happen once a request was read)
+        return ANONYMOUS
+    subject = (cert or {}).get("subject") or ()
+    if not subject:
+        return ANONYMOUS
+
+    def esc(v: str) -> str:
+        out = "".join("\\" + c if c in ',+"\\<>;' else c for c in v)
+        if out.startswith(("#", " ")):
+            out = "\\" + out
+        return out[:-1] + "\\ " if out.endswith(" ") else out
+    rdns = ["+".join(f"{_DN_NAMES.get(k, k)}={esc(v)}" for k, v in rdn) for rdn in subject]
+    return "User:" + ",".join(reversed(rdns))
+
+
 async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter_broker: bool = False) -> None:
     """One connection; `inter_broker`: accepted on the inter-broker listener (controller requests are served)."""
     sock = raw_socket(stream)
@@ -135,6 +164,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
     connection_socket.set(raw_socket(stream))  # for handlers that long-poll (context.wait_unless_peer_closed)
     held = 0  # bytes of the memory pool reserved for the frame being received
+    principal = None  # this connection's (security/authorizer.py), known once authenticated
     try:
         while True:
             try:
@@ -189,7 +219,10 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                 produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
                 await outbox.wait_turn(produce)
                 try:
-                    out, waits = await broker.router.dispatch(frame, peer, clog, inter_broker=inter_broker)
+                    if principal is None:  # once SASL completed / the TLS handshake is over
+                        principal = auth.principal if auth is not None else ssl_principal(stream)
+                    out, waits = await broker.router.dispatch(frame, peer, clog, inter_broker=inter_broker,
+                                                              principal=principal)
                 except CloseConnection as exc:
                     clog.warning("connection.closed", reason=str(exc))
                     return

@@ -14,7 +14,7 @@ from kafka.protocol.api_key import ApiKey
 from ..wire import codec
 from ..wire.errors import E
 from .context import RequestContext
-from .handlers import admin, configs, controller_apis, data, groups, metadata, scram, txn
+from .handlers import acls, admin, configs, controller_apis, data, groups, metadata, scram, txn
 
 Handler = Callable[[RequestContext], Awaitable[object | None]]
 
@@ -35,6 +35,9 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.IncrementalAlterConfigs: (0, 1, configs.handle_incremental_alter_configs),
     ApiKey.DescribeUserScramCredentials: (0, 0, scram.handle_describe_user_scram_credentials),
     ApiKey.AlterUserScramCredentials: (0, 0, scram.handle_alter_user_scram_credentials),
+    ApiKey.CreateAcls: (0, 3, acls.handle_create_acls),
+    ApiKey.DescribeAcls: (0, 3, acls.handle_describe_acls),
+    ApiKey.DeleteAcls: (0, 3, acls.handle_delete_acls),
     ApiKey.Produce: (3, 11, data.handle_produce),
     ApiKey.Fetch: (4, 16, data.handle_fetch),
     ApiKey.ListOffsets: (0, 8, data.handle_list_offsets),
@@ -103,7 +106,7 @@ class Router:
     def supported() -> dict[int, tuple[int, int]]:
         return _SUPPORTED
 
-    async def dispatch(self, frame: bytes, peer: str, log, *, inter_broker: bool = False
+    async def dispatch(self, frame: bytes, peer: str, log, *, inter_broker: bool = False, principal: str | None = None
                        ) -> tuple[bytes | list | None, list]:
         """Handle one request frame: (the response frame -- bytes, or for Fetch a list of buffers
         that concatenate to it, or a function that encodes it once the waits are over; None when
@@ -125,7 +128,9 @@ class Router:
         _, _, handler = ROUTES[req.api_key] if req.api_key in ROUTES else INTER_BROKER_ROUTES[req.api_key]
         rlog = log.bind(api=req.api_name, version=req.api_version, correlation_id=req.correlation_id,
                         client_id=req.client_id)
-        ctx = RequestContext(self.broker, req, peer=peer, log=rlog)
+        ctx = RequestContext(self.broker, req, peer=peer, log=rlog, inter_broker=inter_broker)
+        if principal is not None:
+            ctx.principal = principal
         with structlog.contextvars.bound_contextvars(api=req.api_name, correlation_id=req.correlation_id):
             faults = None if inter_broker else self.broker.faults  # faults are the clients' (not replication's)
             if faults is not None:  # control/model.py: version caps, holds, latency, drops, injected errors

@@ -110,6 +110,7 @@ class ZkMode:
         self.builder = RequestBuilder()
         self.store: ZooKeeperStore | None = None
         self.admin: AdminZk | None = None
+        self.acls = None  # server/zk_acls.py's ZkAclStore, once connected
         self.controller: ZkController | None = None
         self.broker: "Broker | None" = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -131,6 +132,9 @@ class ZkMode:
             authority = await self.events.call(connect)
             dynamic = await self.events.call(self.load_broker_configs)
             users = await self.events.call(self.admin.user_configs)
+            from .zk_acls import ZkAclStore
+            self.acls = ZkAclStore(self.store)
+            acls = await self.events.call(self.acls.load_all)
         except Exception as exc:
             self.events.stop()
             raise RuntimeError(f"cannot connect to ZooKeeper at {self.connect}: {exc!r}") from None
@@ -138,6 +142,9 @@ class ZkMode:
             if configs:
                 self.apply_broker_configs(entity, configs)
         authority.apply_user_configs(users)  # SCRAM credentials (/config/users), kept current by the notifications
+        authority.acls = frozenset(acls)  # ACLs (/kafka-acl...), kept current by their notifications
+        if self.state.authorizer is not None:
+            self.state.authorizer.load(authority.acls)
         log.info("zookeeper.connected", connect=self.connect, session_timeout_ms=self.session_timeout_ms,
                  cluster_id=authority.cluster_id)
         return authority
@@ -172,6 +179,7 @@ class ZkMode:
                          message="a previous session's registration is still there: waiting for it to expire")
                 await trio.sleep(0.5)
         await self.call(self._watch_config_changes)
+        await self.call(lambda: self.acls.watch(self._acls_changed))
         self.broker.broker_epoch = self.controller.broker_epoch
 
     async def call(self, fn: Callable[[], Any]) -> Any:
@@ -196,6 +204,7 @@ class ZkMode:
             if event == "connected" and self.controller.broker_epoch != getattr(self.broker, "broker_epoch", None):
                 self._to_trio(lambda: setattr(self.broker, "broker_epoch", self.controller.broker_epoch))
                 self._watch_config_changes()
+                self.acls.watch(self._acls_changed)
 
     # -- the controller's requests ------------------------------------------------------------------
     def send(self, broker_id: int, cmd) -> int:
@@ -291,6 +300,21 @@ class ZkMode:
             from ..security.scram import desanitize
             changed = {desanitize(u): self.admin.user_config(u) for u in users}
             self._to_trio(lambda: self.apply_user_configs(changed))
+
+    # -- ACLs (server/zk_acls.py: /kafka-acl, /kafka-acl-extended and their change notifications) ---------------
+    def _acls_changed(self, resources: dict) -> None:  # event thread
+        self._to_trio(lambda: self.apply_acls(resources))
+
+    def apply_acls(self, resources: dict) -> None:
+        self.state.metadata.apply_resource_acls(resources)
+        if self.state.authorizer is not None:
+            self.state.authorizer.load(self.state.metadata.acls)
+        log.info("acls.applied", resources=sorted(f"{t}:{p}:{n}" for t, n, p in resources))
+
+    async def alter_acls(self, add, remove) -> None:
+        """Written to ZooKeeper (each resource read, changed, written back with its version, then notified), and
+        applied here at once; the other brokers follow the notifications."""
+        self.apply_acls(await self.call(lambda: self.acls.alter(add, remove)))
 
     # -- users' SCRAM credentials (Kafka's /config/users/<user> and its "users/<user>" notifications) --------------
     def apply_user_configs(self, changes: dict[str, dict[str, str]]) -> None:

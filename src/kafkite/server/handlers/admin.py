@@ -6,6 +6,7 @@ import uuid
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
 from ...controller.metadata import MAX_RECORDS_PER_USER_OP, BatchTooLarge, MetadataError
+from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
 from .configs import topic_config_entries
@@ -30,7 +31,15 @@ async def handle_create_topics(ctx: RequestContext):
             R(name=t.name, topic_id=ZERO_UUID, error_code=too_large.code, error_message=too_large.message,
               num_partitions=-1, replication_factor=-1, configs=None) for t in body.topics])
     results = []
+    # Kafka: CREATE on the cluster, or on the topic
+    creatable = ({t.name for t in body.topics} if ctx.authorized_cluster(Op.CREATE, False)
+                 else ctx.authorize(Op.CREATE, ResourceType.TOPIC, (t.name for t in body.topics)))
     for t in body.topics:
+        if t.name not in dupes and t.name not in creatable:
+            results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
+                             error_message="Authorization failed.", num_partitions=-1, replication_factor=-1,
+                             configs=None))
+            continue
         if t.name in dupes:
             results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=int(E.INVALID_REQUEST),
                              error_message="Create topics request from client contains multiple topics with the "
@@ -52,6 +61,12 @@ async def handle_create_topics(ctx: RequestContext):
             ctx.log.warning("create_topics.name_warning", topic=t.name,
                             message="Due to limitations in metric names, topics with a period ('.') or underscore "
                                     "('_') could collide. To avoid issues it is best to use either, but not both.")
+        if not ctx.authorized(Op.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name, log_denied=False):
+            # Kafka: created, but its configs and layout are shown only to who may describe its configs
+            results.append(R(name=t.name, topic_id=info.topic_id, error_code=0, error_message=None,
+                             topic_config_error_code=int(E.TOPIC_AUTHORIZATION_FAILED), num_partitions=-1,
+                             replication_factor=-1, configs=None))
+            continue
         entries = [C(name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
                      is_sensitive=False)
                    for e in topic_config_entries(b, info.name, info.configs, None, synonyms=False, version=1)]
@@ -117,13 +132,17 @@ async def handle_delete_topics(ctx: RequestContext):
         t = md.topic_by_id(key)
         if t is None:
             answers[i] = (None, key, E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+        elif not ctx.authorized(Op.DELETE, ResourceType.TOPIC, t.name):  # Kafka: DELETE on the topic
+            answers[i] = (None, key, E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         else:
             to_delete[key] = i
     for key, i in first.items():
         if key in dups or isinstance(key, uuid.UUID):
             continue
         t = md.topic(key)
-        if t is None:
+        if not ctx.authorized(Op.DELETE, ResourceType.TOPIC, key):
+            answers[i] = (key, None, E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        elif t is None:
             answers[i] = (key, None, E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         elif t.topic_id in to_delete or t.topic_id in dups:
             answers.pop(to_delete.pop(t.topic_id, -1), None)
@@ -164,6 +183,10 @@ async def handle_create_partitions(ctx: RequestContext):
             if t.name not in answered:
                 answered.add(t.name)
                 results.append(R(name=t.name, error_code=int(E.INVALID_REQUEST), error_message="Duplicate topic name."))
+            continue
+        if not ctx.authorized(Op.ALTER, ResourceType.TOPIC, t.name):  # Kafka: ALTER on the topic
+            results.append(R(name=t.name, error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
+                             error_message="Authorization failed."))
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:

@@ -73,6 +73,16 @@ def _broker_resource_error(broker, name: str) -> str | None:
     return None
 
 
+def _denied(ctx: RequestContext, op: int, res) -> tuple[int, str] | None:
+    """Kafka: a topic's configs need DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, a broker's on the cluster."""
+    from ...security.authorizer import ResourceType
+    if res.resource_type == TOPIC and not ctx.authorized(op, ResourceType.TOPIC, res.resource_name):
+        return int(E.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."
+    if res.resource_type in (BROKER, BROKER_LOGGER) and not ctx.authorized_cluster(op):
+        return int(E.CLUSTER_AUTHORIZATION_FAILED), "Cluster authorization failed."
+    return None
+
+
 async def handle_describe_configs(ctx: RequestContext):
     b = ctx.broker
     body = ctx.body
@@ -83,6 +93,10 @@ async def handle_describe_configs(ctx: RequestContext):
     results = []
     for res in body.resources:
         keys = None if res.configuration_keys is None else set(res.configuration_keys)
+        if denied := _denied(ctx, 10, res):  # DESCRIBE_CONFIGS
+            results.append(R(error_code=denied[0], error_message=denied[1], resource_type=res.resource_type,
+                             resource_name=res.resource_name, configs=[]))
+            continue
         if res.resource_type == TOPIC:
             t = b.metadata.topic(res.resource_name)
             if t is None:
@@ -176,6 +190,8 @@ async def handle_alter_configs(ctx: RequestContext):
     for res in body.resources:
         configs = {c.name: c.value for c in res.configs}
         try:
+            if denied := _denied(ctx, 11, res):  # ALTER_CONFIGS
+                raise _Reject(*denied)
             if any(v is None for v in configs.values()):
                 raise _Reject(E.INVALID_REQUEST, "Null value not supported for: "
                               + ",".join(k for k, v in configs.items() if v is None))
@@ -227,6 +243,8 @@ async def handle_incremental_alter_configs(ctx: RequestContext):
     out = []
     for res in body.resources:
         try:
+            if denied := _denied(ctx, 11, res):  # ALTER_CONFIGS
+                raise _Reject(*denied)
             names = [c.name for c in res.configs]
             if len(set(names)) != len(names):
                 raise _Reject(E.INVALID_REQUEST, "Error due to duplicate config keys")

@@ -5,6 +5,7 @@ import trio
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
+from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
 from ...storage.batch import transactional_header
 from ..replica_manager import AppendOutcome
@@ -24,14 +25,29 @@ async def handle_produce(ctx: RequestContext):
     topics = []
     now = now_ms()
     waits = []
-    unverified = await _verify_transaction(ctx)
+    # Kafka's handleProduceRequest: transactional records need WRITE on the transactional id (else the whole
+    # request fails), each topic WRITE (else its partitions fail)
+    tid = body.transactional_id if ctx.version >= 3 else None
+    transactional = ctx.authorizing and any(  # Kafka's RequestUtils.hasTransactionalRecords
+        transactional_header(pd.records) is not None for td in body.topic_data for pd in td.partition_data)
+    if transactional and (tid is None or not ctx.authorized(Op.WRITE, ResourceType.TRANSACTIONAL_ID, tid)):
+        return ProduceResponse(version=ctx.version, throttle_time_ms=0, responses=[
+            T(name=td.name, partition_responses=[
+                P(index=pd.index, error_code=int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), base_offset=-1,
+                  log_append_time_ms=-1, log_start_offset=-1, record_errors=[], error_message=None)
+                for pd in td.partition_data]) for td in body.topic_data])
+    writable = ctx.authorize(Op.WRITE, ResourceType.TOPIC, (td.name for td in body.topic_data))
+    unverified = await _verify_transaction(ctx, writable)
     for td in body.topic_data:
         name = td.name
         parts = []
-        if b.metadata.topic(name) is None:
+        if name in writable and b.metadata.topic(name) is None and (
+                ctx.authorized_cluster(Op.CREATE, False) or ctx.authorized(Op.CREATE, ResourceType.TOPIC, name)):
             await b.maybe_auto_create_topic(name)
         for pd in td.partition_data:
-            if (name, pd.index) in unverified:
+            if name not in writable:
+                out = AppendOutcome(error=int(E.TOPIC_AUTHORIZATION_FAILED))
+            elif (name, pd.index) in unverified:
                 code, message = unverified[(name, pd.index)]
                 out = AppendOutcome(error=code, error_message=message)
             else:
@@ -94,7 +110,7 @@ def _verification_error(code: int, version: int) -> tuple[int, str | None]:
     return int(code), None
 
 
-async def _verify_transaction(ctx: RequestContext) -> dict[tuple[str, int], tuple[int, str | None]]:
+async def _verify_transaction(ctx: RequestContext, writable) -> dict[tuple[str, int], tuple[int, str | None]]:
     """KIP-890 part 1 (transaction.partition.verification.enable, on by default in Kafka 3.6+): a transactional
     batch to a partition where its producer has no ongoing transaction yet is appended only if the transaction
     coordinator says the partition was added to the transaction, so a late or stray write can leave no hanging
@@ -105,6 +121,8 @@ async def _verify_transaction(ctx: RequestContext) -> dict[tuple[str, int], tupl
         return {}
     need: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for td in body.topic_data:
+        if td.name not in writable:
+            continue
         for pd in td.partition_data:
             h = transactional_header(pd.records)
             if h is not None and b.replicas.needs_txn_verification(td.name, pd.index, h.producer_id,
@@ -141,11 +159,19 @@ async def handle_fetch(ctx: RequestContext):
     context = b.fetch_sessions.new_context(
         v, body.session_id if v >= 7 else 0, body.session_epoch if v >= 7 else FINAL_EPOCH, replica_id >= 0,
         fetch_data, to_forget, topic_name, now_ms())
-    # Kafka's KafkaApis: a partition of an unknown topic id or topic is answered at once (after the others)
+    # Kafka's KafkaApis: a partition of an unknown topic id, a topic not authorized (READ; a follower's fetch needs
+    # CLUSTER_ACTION) or an unknown topic is answered at once (after the others)
+    parts = list(context.partitions())
+    if replica_id >= 0:
+        readable = {tp.topic for tp, _ in parts} if ctx.authorized_cluster(Op.CLUSTER_ACTION) else set()
+    else:
+        readable = ctx.authorize(Op.READ, ResourceType.TOPIC, (tp.topic for tp, _ in parts if tp.topic is not None))
     interesting, erroneous = [], []
-    for tp, req in context.partitions():
+    for tp, req in parts:
         if tp.topic is None:
             erroneous.append((tp, PartitionData(tp.partition, int(E.UNKNOWN_TOPIC_ID), -1, -1, -1)))
+        elif tp.topic not in readable:
+            erroneous.append((tp, PartitionData(tp.partition, int(E.TOPIC_AUTHORIZATION_FAILED), -1, -1, -1)))
         elif md.partition(tp.topic, tp.partition) is None:
             erroneous.append((tp, PartitionData(tp.partition, int(E.UNKNOWN_TOPIC_OR_PARTITION), -1, -1, -1)))
         else:
@@ -259,9 +285,16 @@ async def handle_list_offsets(ctx: RequestContext):
     T = ListOffsetsResponse.ListOffsetsTopicResponse
     P = T.ListOffsetsPartitionResponse
     topics = []
+    described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, (lt.name for lt in body.topics))
     for lt in body.topics:
         parts = []
         for lp in lt.partitions:
+            if lt.name not in described:
+                code = int(E.TOPIC_AUTHORIZATION_FAILED)
+                parts.append(P(partition_index=lp.partition_index, error_code=code, old_style_offsets=[]) if v == 0
+                             else P(partition_index=lp.partition_index, error_code=code, timestamp=-1, offset=-1,
+                                    leader_epoch=-1))
+                continue
             err, ts_out, off, le = rm.fetch_offset_for_timestamp(
                 b.metadata, lt.name, lp.partition_index, lp.timestamp, lp.current_leader_epoch if v >= 4 else -1,
                 max_timestamp=v >= 7, read_committed=v >= 2 and body.isolation_level == 1)
@@ -283,9 +316,14 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext):
     T = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
     P = T.EpochEndOffset
     topics = []
+    described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, (t.topic for t in body.topics))
     for t in body.topics:
         parts = []
         for p in t.partitions:
+            if t.topic not in described:
+                parts.append(P(error_code=int(E.TOPIC_AUTHORIZATION_FAILED), partition=p.partition, leader_epoch=-1,
+                               end_offset=-1))
+                continue
             err, epoch, end = rm.last_offset_for_leader_epoch(b.metadata, t.topic, p.partition, p.current_leader_epoch,
                                                               p.leader_epoch)
             parts.append(P(error_code=int(err), partition=p.partition, leader_epoch=epoch, end_offset=end))
@@ -299,8 +337,15 @@ async def handle_init_producer_id(ctx: RequestContext):
     body = ctx.body
     v = ctx.version
     if body.transactional_id is not None:  # a transactional producer: its transaction coordinator answers
+        if not ctx.authorized(Op.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+            return InitProducerIdResponse(version=v, throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
+                                          error_code=int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         from .txn import init_transactional_producer_id
         return await init_transactional_producer_id(ctx)
+    # Kafka: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    if not ctx.authorized_cluster(Op.IDEMPOTENT_WRITE, False) and not ctx.authorize_any(Op.WRITE, ResourceType.TOPIC):
+        return InitProducerIdResponse(version=v, throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
+                                      error_code=int(E.CLUSTER_AUTHORIZATION_FAILED))
     # An idempotent producer (no transactional id) always gets a new producer id at epoch 0, whatever id and epoch
     # it names (v3+): Kafka's TransactionCoordinator.handleInitProducerId "blindly accepts" it. KIP-360's epoch bump
     # of an idempotent producer is the client's own (it sends the next epoch, which the partitions take).
@@ -316,9 +361,14 @@ async def handle_delete_records(ctx: RequestContext):
     T = DeleteRecordsResponse.DeleteRecordsTopicResult
     P = T.DeleteRecordsPartitionResult
     topics = []
+    deletable = ctx.authorize(Op.DELETE, ResourceType.TOPIC, (t.name for t in ctx.body.topics))
     for t in ctx.body.topics:
         parts = []
         for p in t.partitions:
+            if t.name not in deletable:
+                parts.append(P(partition_index=p.partition_index, low_watermark=-1,
+                               error_code=int(E.TOPIC_AUTHORIZATION_FAILED)))
+                continue
             err, low = rm.delete_records(b.metadata, t.name, p.partition_index, p.offset)
             parts.append(P(partition_index=p.partition_index, low_watermark=low, error_code=int(err)))
         topics.append(T(name=t.name, partitions=parts))

@@ -10,12 +10,18 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 
 from ...controller.metadata import MetadataError
 from ...coordinator.hashing import partition_for
+from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
 from ..group_coordinator_service import OFFSETS_TOPIC
 from ..transaction_coordinator_service import TXN_TOPIC
 
 GROUP_KEY, TXN_KEY = 0, 1
+_GROUP_DENIED = int(E.GROUP_AUTHORIZATION_FAILED)
+
+
+def _group_ok(ctx, op: int, group_id: str) -> bool:
+    return ctx.authorized(op, ResourceType.GROUP, group_id)
 
 
 async def _ensure_internal_topic(b, name: str, partitions: int, replication_factor: int,
@@ -55,10 +61,15 @@ async def ensure_transaction_topic(b) -> bool:
                                          "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr"))})
 
 
-async def _coordinator_for(b, key: str, key_type: int):
-    """(error, message, node) for one FindCoordinator key."""
+async def _coordinator_for(ctx, key: str, key_type: int):
+    """(error, message, node) for one FindCoordinator key (DESCRIBE on the group or transactional id first)."""
+    b = ctx.broker
     if key_type not in (GROUP_KEY, TXN_KEY):
         return int(E.INVALID_REQUEST), f"Unknown coordinator key type {key_type}", None
+    if key_type == GROUP_KEY and not ctx.authorized(Op.DESCRIBE, ResourceType.GROUP, key):
+        return _GROUP_DENIED, "Group authorization failed.", None
+    if key_type == TXN_KEY and not ctx.authorized(Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), "Transactional Id authorization failed.", None
     if key_type == TXN_KEY and not key:
         return int(E.INVALID_REQUEST), "Transactional id must not be empty", None
     topic = TXN_TOPIC if key_type == TXN_KEY else OFFSETS_TOPIC
@@ -82,11 +93,11 @@ async def handle_find_coordinator(ctx: RequestContext):
         C = FindCoordinatorResponse.Coordinator
         coords = []
         for key in body.coordinator_keys:
-            err, msg, node = await _coordinator_for(b, key, key_type)
+            err, msg, node = await _coordinator_for(ctx, key, key_type)
             coords.append(C(key=key, node_id=node.node_id if node else -1, host=node.host if node else "",
                             port=node.port if node else -1, error_code=err, error_message=msg))
         return FindCoordinatorResponse(version=v, throttle_time_ms=0, coordinators=coords)
-    err, msg, node = await _coordinator_for(b, body.key, key_type)
+    err, msg, node = await _coordinator_for(ctx, body.key, key_type)
     return FindCoordinatorResponse(version=v, throttle_time_ms=0, error_code=err, error_message=msg,
                                    node_id=node.node_id if node else -1, host=node.host if node else "",
                                    port=node.port if node else -1)
@@ -98,6 +109,10 @@ def _host(ctx) -> str:
 
 async def handle_join_group(ctx: RequestContext):
     body, v = ctx.body, ctx.version
+    if not _group_ok(ctx, Op.READ, body.group_id):
+        return JoinGroupResponse(version=v, throttle_time_ms=0, error_code=_GROUP_DENIED, generation_id=-1,
+                                 protocol_type=None, protocol_name=None if v >= 7 else "", leader="",
+                                 skip_assignment=False, member_id="", members=[])
     r = await ctx.broker.groups.join_group(
         group_id=body.group_id, member_id=body.member_id or "",
         group_instance_id=body.group_instance_id if v >= 5 else None, protocol_type=body.protocol_type,
@@ -115,6 +130,9 @@ async def handle_join_group(ctx: RequestContext):
 
 async def handle_sync_group(ctx: RequestContext):
     body, v = ctx.body, ctx.version
+    if not _group_ok(ctx, Op.READ, body.group_id):
+        return SyncGroupResponse(version=v, throttle_time_ms=0, error_code=_GROUP_DENIED, protocol_type=None,
+                                 protocol_name=None, assignment=b"")
     r = await ctx.broker.groups.sync_group(
         group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
         group_instance_id=body.group_instance_id if v >= 3 else None,
@@ -126,6 +144,8 @@ async def handle_sync_group(ctx: RequestContext):
 
 async def handle_heartbeat(ctx: RequestContext):
     body, v = ctx.body, ctx.version
+    if not _group_ok(ctx, Op.READ, body.group_id):
+        return HeartbeatResponse(version=v, throttle_time_ms=0, error_code=_GROUP_DENIED)
     err = await ctx.broker.groups.heartbeat(group_id=body.group_id, generation_id=body.generation_id,
                                             member_id=body.member_id,
                                             group_instance_id=body.group_instance_id if v >= 3 else None)
@@ -134,6 +154,8 @@ async def handle_heartbeat(ctx: RequestContext):
 
 async def handle_leave_group(ctx: RequestContext):
     body, v = ctx.body, ctx.version
+    if not _group_ok(ctx, Op.READ, body.group_id):
+        return LeaveGroupResponse(version=v, throttle_time_ms=0, error_code=_GROUP_DENIED, members=[])
     if v >= 3:
         members = [(m.member_id or "", m.group_instance_id) for m in body.members]
     else:
@@ -152,8 +174,17 @@ async def handle_offset_commit(ctx: RequestContext):
     T = OffsetCommitResponse.OffsetCommitResponseTopic
     P = T.OffsetCommitResponsePartition
     offsets, unknown = [], []
+    if not _group_ok(ctx, Op.READ, body.group_id):  # Kafka: every partition fails
+        return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
+            T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=_GROUP_DENIED)
+                                       for p in t.partitions]) for t in body.topics])
+    readable = ctx.authorize(Op.READ, ResourceType.TOPIC, (t.name for t in body.topics))
+    denied = []
     for t in body.topics:
         for p in t.partitions:
+            if t.name not in readable:
+                denied.append((t.name, p.partition_index))
+                continue
             if b.metadata.partition(t.name, p.partition_index) is None:
                 unknown.append((t.name, p.partition_index))
                 continue
@@ -168,6 +199,7 @@ async def handle_offset_commit(ctx: RequestContext):
             retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1)
     codes = {(t, p): c for t, p, c in results}
     codes.update({k: int(E.UNKNOWN_TOPIC_OR_PARTITION) for k in unknown})
+    codes.update({k: int(E.TOPIC_AUTHORIZATION_FAILED) for k in denied})
     topics = []
     for t in body.topics:
         topics.append(T(name=t.name, partitions=[P(partition_index=p.partition_index,
@@ -177,9 +209,22 @@ async def handle_offset_commit(ctx: RequestContext):
 
 
 async def _fetch_group(ctx, group_id, topics, require_stable):
+    """Kafka: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and the topics without DESCRIBE are left out
+    of "all offsets" or answered TOPIC_AUTHORIZATION_FAILED when named."""
+    if not _group_ok(ctx, Op.DESCRIBE, group_id):
+        return _GROUP_DENIED, []
     parts = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    return await ctx.broker.groups.fetch_offsets(group_id=group_id, partitions=parts,
-                                                 require_stable=require_stable)
+    if parts is None:
+        err, rows = await ctx.broker.groups.fetch_offsets(group_id=group_id, partitions=None,
+                                                          require_stable=require_stable)
+        described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, {r[0] for r in rows})
+        return err, [r for r in rows if r[0] in described]
+    described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, {t for t, _ in parts})
+    err, rows = await ctx.broker.groups.fetch_offsets(group_id=group_id,
+                                                      partitions=[tp for tp in parts if tp[0] in described],
+                                                      require_stable=require_stable)
+    denied = [(t, p, None, int(E.TOPIC_AUTHORIZATION_FAILED)) for t, p in parts if t not in described]
+    return err, list(rows) + denied
 
 
 def _by_topic(rows):
@@ -225,6 +270,10 @@ async def handle_describe_groups(ctx: RequestContext):
     M = G.DescribedGroupMember
     out = []
     for gid in body.groups:
+        if not _group_ok(ctx, Op.DESCRIBE, gid):
+            out.append(G(error_code=_GROUP_DENIED, group_id=gid, group_state="", protocol_type="", protocol_data="",
+                         members=[], authorized_operations=None))
+            continue
         d = await ctx.broker.groups.describe_group(group_id=gid)
         err = d.error
         if err == E.GROUP_ID_NOT_FOUND and v < 6:
@@ -234,9 +283,9 @@ async def handle_describe_groups(ctx: RequestContext):
                      members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                                 client_host=m.client_host, member_metadata=m.metadata,
                                 member_assignment=m.assignment) for m in d.members],
-                     # a group's operations with no authorizer: READ, DELETE, DESCRIBE
-                     authorized_operations={3, 6, 8} if v >= 3 and body.include_authorized_operations
-                     else None))
+                     # KIP-430: READ, DELETE, DESCRIBE as allowed (all three with no authorizer)
+                     authorized_operations=ctx.authorized_operations(ResourceType.GROUP, gid)
+                     if v >= 3 and body.include_authorized_operations else None))
     return DescribeGroupsResponse(version=v, throttle_time_ms=0, groups=out)
 
 
@@ -244,6 +293,9 @@ async def handle_list_groups(ctx: RequestContext):
     body, v = ctx.body, ctx.version
     states = list(body.states_filter) if v >= 4 and body.states_filter else None
     groups = await ctx.broker.groups.list_groups(states=states)
+    if not ctx.authorized_cluster(Op.DESCRIBE, False):  # Kafka: without DESCRIBE on the cluster, the describable groups
+        allowed = ctx.authorize(Op.DESCRIBE, ResourceType.GROUP, (g[0] for g in groups), log_denied=False)
+        groups = [g for g in groups if g[0] in allowed]
     L = ListGroupsResponse.ListedGroup
     return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0,
                               groups=[L(group_id=g, protocol_type=pt, group_state=st) for g, pt, st in groups])
@@ -254,6 +306,9 @@ async def handle_delete_groups(ctx: RequestContext):
     R = DeleteGroupsResponse.DeletableGroupResult
     out = []
     for gid in body.groups_names:
+        if not _group_ok(ctx, Op.DELETE, gid):
+            out.append(R(group_id=gid, error_code=_GROUP_DENIED))
+            continue
         err = await ctx.broker.groups.delete_group(group_id=gid)
         out.append(R(group_id=gid, error_code=int(err)))
     return DeleteGroupsResponse(version=v, throttle_time_ms=0, results=out)
@@ -264,14 +319,19 @@ async def handle_offset_delete(ctx: RequestContext):
     the topic does not have) answers UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator; a top-level
     error from the coordinator (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) answers no topics."""
     b, body, v = ctx.broker, ctx.body, ctx.version
-    known = [(t.name, p.partition_index) for t in body.topics for p in t.partitions
-             if b.metadata.partition(t.name, p.partition_index) is not None]
-    err, rows = await b.groups.delete_offsets(group_id=body.group_id, partitions=known)
     T = OffsetDeleteResponse.OffsetDeleteResponseTopic
     P = T.OffsetDeleteResponsePartition
+    if not _group_ok(ctx, Op.DELETE, body.group_id):
+        return OffsetDeleteResponse(version=v, error_code=_GROUP_DENIED, throttle_time_ms=0, topics=[])
+    readable = ctx.authorize(Op.READ, ResourceType.TOPIC, (t.name for t in body.topics))
+    known = [(t.name, p.partition_index) for t in body.topics for p in t.partitions
+             if t.name in readable and b.metadata.partition(t.name, p.partition_index) is not None]
+    err, rows = await b.groups.delete_offsets(group_id=body.group_id, partitions=known)
     codes = {(t, p): c for t, p, c in rows}
+    codes.update({(t.name, p.partition_index): int(E.TOPIC_AUTHORIZATION_FAILED) for t in body.topics
+                  for p in t.partitions if t.name not in readable})
     codes.update({(t.name, p.partition_index): int(E.UNKNOWN_TOPIC_OR_PARTITION) for t in body.topics
-                  for p in t.partitions if (t.name, p.partition_index) not in set(known)})
+                  for p in t.partitions if t.name in readable and (t.name, p.partition_index) not in set(known)})
     topics = [T(name=t.name, partitions=[P(partition_index=p.partition_index,
                                            error_code=codes.get((t.name, p.partition_index), 0))
                                          for p in t.partitions]) for t in body.topics] if not err else []

@@ -8,6 +8,7 @@ from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.admin import DescribeTopicPartitionsResponse
 
 from ...controller.metadata import MetadataError, validate_topic_name
+from ...security.authorizer import CLUSTER_NAME, Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
 
@@ -84,12 +85,19 @@ async def handle_metadata(ctx: RequestContext):
     def topic_entry(t):
         return T(error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal,
                  partitions=_partitions(t, P, b),
-                 authorized_operations=set(TOPIC_OP_SET) if include_ops else None)
+                 authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, t.name) if include_ops
+                 else None)
+
+    def denied(name, tid=ZERO_UUID, internal=False):
+        return T(error_code=int(E.TOPIC_AUTHORIZATION_FAILED), name=name, topic_id=tid, is_internal=internal,
+                 partitions=[])
 
     topics = []
     req_topics = body.topics
     if req_topics is None or (v == 0 and not req_topics):
-        topics = [topic_entry(t) for t in sorted(md.topics.values(), key=lambda t: t.name)]
+        # Kafka: the topics this principal may not describe are left out
+        described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, md.topics, log_denied=False)
+        topics = [topic_entry(t) for t in sorted(md.topics.values(), key=lambda t: t.name) if t.name in described]
     else:
         allow_auto = body.allow_auto_topic_creation if v >= 4 else True
         for rt in req_topics:
@@ -100,10 +108,19 @@ async def handle_metadata(ctx: RequestContext):
                 if t is None:
                     topics.append(T(error_code=int(E.UNKNOWN_TOPIC_ID), name=None, topic_id=tid or ZERO_UUID,
                                     partitions=[]))
+                elif not ctx.authorized(Op.DESCRIBE, ResourceType.TOPIC, t.name):
+                    topics.append(denied(None, tid))
                 else:
                     topics.append(topic_entry(t))
                 continue
+            if not ctx.authorized(Op.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(denied(name))
+                continue
             t = md.topic(name)
+            if t is None and allow_auto and b.config.get("auto.create.topics.enable") and not (
+                    ctx.authorized_cluster(Op.CREATE, False) or ctx.authorized(Op.CREATE, ResourceType.TOPIC, name)):
+                topics.append(denied(name))  # Kafka: auto-creation needs CREATE on the cluster or the topic
+                continue
             if t is None:
                 err, t = await b.maybe_auto_create_topic(name, allow_auto)
                 if err:
@@ -115,7 +132,7 @@ async def handle_metadata(ctx: RequestContext):
     brokers = [B(node_id=x.node_id, host=x.host, port=x.port, rack=x.rack) for x in broker_entries(b)]
     cluster_ops = None  # kafka-python's bitfield: a set of operations, None = not requested
     if 8 <= v <= 10 and getattr(body, "include_cluster_authorized_operations", False):
-        cluster_ops = set(CLUSTER_OP_SET)
+        cluster_ops = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(version=v, throttle_time_ms=0, brokers=brokers, cluster_id=md.cluster_id,
                             controller_id=b.controller_id(), topics=topics, authorized_operations=cluster_ops)
 
@@ -135,7 +152,8 @@ async def handle_describe_cluster(ctx: RequestContext):
         version=ctx.version, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
         cluster_id=b.metadata.cluster_id, controller_id=b.controller_id(),
         brokers=[B(broker_id=x.node_id, host=x.host, port=x.port, rack=x.rack) for x in broker_entries(b)],
-        authorized_operations=set(CLUSTER_OP_SET) if body.include_cluster_authorized_operations else None)
+        authorized_operations=ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+        if body.include_cluster_authorized_operations else None)
 
 
 async def handle_describe_topic_partitions(ctx: RequestContext):
@@ -150,13 +168,19 @@ async def handle_describe_topic_partitions(ctx: RequestContext):
     cursor = body.cursor
     if body.topics:
         names = sorted({t.name for t in body.topics})
-    else:
-        names = sorted(md.topics)
+        described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, names)
+    else:  # Kafka: the topics this principal may not describe are left out
+        described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, md.topics, log_denied=False)
+        names = sorted(described)
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     topics, next_cursor, budget = [], None, limit
     for name in names:
         t = md.topic(name)
+        if name not in described:
+            topics.append(T(error_code=int(E.TOPIC_AUTHORIZATION_FAILED), name=name, topic_id=ZERO_UUID,
+                            is_internal=False, partitions=[], topic_authorized_operations=AUTH_OPS_UNSET))
+            continue
         if t is None:
             try:
                 validate_topic_name(name)
@@ -179,7 +203,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext):
             p.last_known_elr = []
         budget -= len(parts)
         topics.append(T(error_code=0, name=name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts,
-                        topic_authorized_operations=TOPIC_OPS))
+                        topic_authorized_operations=_bits(*ctx.authorized_operations(ResourceType.TOPIC, name))))
         if next_cursor is not None:
             break
     return R(version=0, throttle_time_ms=0, topics=topics, next_cursor=next_cursor)

@@ -10,6 +10,7 @@ import structlog
 from kafka.protocol.admin import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 
 from ...security import scram
+from ...security.authorizer import Op
 from ...wire.errors import E
 from ..context import RequestContext
 
@@ -21,6 +22,10 @@ _Altered = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 async def handle_describe_user_scram_credentials(ctx: RequestContext):
     users = ctx.body.users
+    if not ctx.authorized_cluster(Op.DESCRIBE):  # Kafka: DESCRIBE on the cluster
+        return DescribeUserScramCredentialsResponse(
+            version=ctx.version, throttle_time_ms=0, error_code=int(E.CLUSTER_AUTHORIZATION_FAILED),
+            error_message="Cluster authorization failed.", results=[])
     names = [u.name for u in users] if users else None  # null or empty: every user
     results = scram.describe(await ctx.broker.user_configs(names), names)
     return DescribeUserScramCredentialsResponse(
@@ -34,6 +39,10 @@ async def handle_describe_user_scram_credentials(ctx: RequestContext):
 async def handle_alter_user_scram_credentials(ctx: RequestContext):
     b = ctx.broker
     body = ctx.body
+    if not ctx.authorized_cluster(Op.ALTER):  # Kafka: ALTER on the cluster, every user fails
+        names = dict.fromkeys(x.name for x in (*(body.upsertions or []), *(body.deletions or [])))
+        return AlterUserScramCredentialsResponse(version=ctx.version, throttle_time_ms=0, results=[
+            _Altered(user=u, error_code=int(E.CLUSTER_AUTHORIZATION_FAILED), error_message=None) for u in names])
     upsertions = [scram.Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt or b""),
                                   bytes(u.salted_password or b"")) for u in body.upsertions or []]
     deletions = [scram.Deletion(d.name, d.mechanism) for d in body.deletions or []]

@@ -11,12 +11,20 @@ from kafka.protocol.producer.transaction import (AddOffsetsToTxnResponse, AddPar
                                                  EndTxnResponse, InitProducerIdResponse, TxnOffsetCommitResponse,
                                                  WriteTxnMarkersResponse)
 
+from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
 from ..transaction_coordinator_service import write_markers_locally
 
 FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2,
                 "TxnOffsetCommit": 3}
+
+
+_TXN_DENIED = int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+def _txn_ok(ctx, tid) -> bool:
+    return ctx.authorized(Op.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
 
 
 def _fenced(code: int, api: str, version: int) -> int:
@@ -43,10 +51,14 @@ async def handle_add_partitions_to_txn(ctx: RequestContext):
     if v >= 4:  # the brokers' batched form (the inter-broker listener only): KIP-890 part 1's verification
         return await _add_partitions_batched(ctx)
     wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
-    unknown = {tp for tp in wanted if b.metadata.partition(*tp) is None}
-    if unknown:  # Kafka: the unknown ones answer UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED
-        codes = {tp: int(E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED)
-                 for tp in wanted}
+    writable = ctx.authorize(Op.WRITE, ResourceType.TOPIC, {t for t, _ in wanted})
+    unknown = {tp for tp in wanted if tp[0] in writable and b.metadata.partition(*tp) is None}
+    denied = {tp for tp in wanted if tp[0] not in writable}
+    if not _txn_ok(ctx, body.v3_and_below_transactional_id):
+        codes = {tp: _TXN_DENIED for tp in wanted}
+    elif unknown or denied:  # Kafka: the unauthorized / unknown ones answer their error, the rest OPERATION_NOT_ATTEMPTED
+        codes = {tp: int(E.TOPIC_AUTHORIZATION_FAILED if tp in denied else E.UNKNOWN_TOPIC_OR_PARTITION
+                         if tp in unknown else E.OPERATION_NOT_ATTEMPTED) for tp in wanted}
     else:
         err = await b.transactions.add_partitions(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
                                                   body.v3_and_below_producer_epoch, wanted)
@@ -88,7 +100,11 @@ async def _add_partitions_batched(ctx: RequestContext):
 async def handle_add_offsets_to_txn(ctx: RequestContext):
     b, body, v = ctx.broker, ctx.body, ctx.version
     # the group's __consumer_offsets partition by its hash, as Kafka's partitionFor: nothing is created here
-    if not body.group_id:
+    if not _txn_ok(ctx, body.transactional_id):
+        err = _TXN_DENIED
+    elif not ctx.authorized(Op.READ, ResourceType.GROUP, body.group_id):
+        err = int(E.GROUP_AUTHORIZATION_FAILED)
+    elif not body.group_id:
         err = int(E.INVALID_GROUP_ID)
     else:
         err = await b.transactions.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
@@ -98,6 +114,8 @@ async def handle_add_offsets_to_txn(ctx: RequestContext):
 
 async def handle_end_txn(ctx: RequestContext):
     body, v = ctx.body, ctx.version
+    if not _txn_ok(ctx, body.transactional_id):
+        return EndTxnResponse(version=v, throttle_time_ms=0, error_code=_TXN_DENIED)
     err = await ctx.broker.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,
                                                 body.committed)
     if err:
@@ -141,17 +159,25 @@ async def handle_txn_offset_commit(ctx: RequestContext):
     body, v = ctx.body, ctx.version
     T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
     P = T.TxnOffsetCommitResponsePartition
-    err = await _verify_offsets_partition(ctx)
+    if not _txn_ok(ctx, body.transactional_id):
+        err = _TXN_DENIED
+    elif not ctx.authorized(Op.READ, ResourceType.GROUP, body.group_id):
+        err = int(E.GROUP_AUTHORIZATION_FAILED)
+    else:
+        err = await _verify_offsets_partition(ctx)
     if err:
         return TxnOffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
             T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=err) for p in t.partitions])
             for t in body.topics])
+    readable = ctx.authorize(Op.READ, ResourceType.TOPIC, (t.name for t in body.topics))
     offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
-                p.committed_metadata) for t in body.topics for p in t.partitions]
-    rows = await ctx.broker.groups.txn_commit_offsets(
+                p.committed_metadata) for t in body.topics for p in t.partitions if t.name in readable]
+    rows = [] if not offsets else await ctx.broker.groups.txn_commit_offsets(
         group_id=body.group_id, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
         generation_id=body.generation_id if v >= 3 else -1, member_id=body.member_id if v >= 3 else "",
         group_instance_id=body.group_instance_id if v >= 3 else None, offsets=offsets)
+    rows = list(rows) + [(t.name, p.partition_index, int(E.TOPIC_AUTHORIZATION_FAILED)) for t in body.topics
+                         for p in t.partitions if t.name not in readable]
     by_topic: dict[str, list] = {}
     for t, p, code in rows:
         by_topic.setdefault(t, []).append(P(partition_index=p, error_code=_fenced(code, "TxnOffsetCommit", v)))
@@ -185,12 +211,15 @@ async def handle_describe_transactions(ctx: RequestContext):
     out = []
     for tid in ctx.body.transactional_ids:
         err, m = coord.describe(tid)
+        if not ctx.authorized(Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            err = _TXN_DENIED
         if err:
             out.append(S(error_code=int(err), transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
                          transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]))
             continue
         topics: dict[str, list[int]] = {}
-        for t, p in sorted(m.partitions):
+        described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, {t for t, _ in m.partitions})
+        for t, p in sorted(tp for tp in m.partitions if tp[0] in described):
             topics.setdefault(t, []).append(p)
         out.append(S(error_code=0, transactional_id=tid, transaction_state=m.state.kafka_name,
                      transaction_timeout_ms=m.timeout_ms, transaction_start_time_ms=m.start_ms,
@@ -218,6 +247,8 @@ async def handle_list_transactions(ctx: RequestContext):
             continue
         if duration >= 0 and (m.start_ms < 0 or now - m.start_ms < duration):
             continue
+        if not ctx.authorized(Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id):
+            continue
         rows.append(ListTransactionsResponse.TransactionState(
             transactional_id=m.transactional_id, producer_id=m.producer_id, transaction_state=m.state.kafka_name))
     return ListTransactionsResponse(version=v, throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
@@ -231,9 +262,14 @@ async def handle_describe_producers(ctx: RequestContext):
     T = DescribeProducersResponse.TopicResponse
     P = T.PartitionResponse
     topics = []
+    readable = ctx.authorize(Op.READ, ResourceType.TOPIC, (t.name for t in ctx.body.topics))
     for t in ctx.body.topics:
         parts = []
         for i in t.partition_indexes:
+            if t.name not in readable:
+                parts.append(P(partition_index=i, error_code=int(E.TOPIC_AUTHORIZATION_FAILED), error_message=None,
+                               active_producers=[]))
+                continue
             err = b.replicas.leader_check(b.metadata, t.name, i)
             lg = b.replicas.get(t.name, i)
             if err or lg is None:
