@@ -87,7 +87,7 @@ async def _coordinator_for(ctx, key: str, key_type: int):
 
 
 async def handle_find_coordinator(ctx: RequestContext):
-    b, body, v = ctx.broker, ctx.body, ctx.version
+    body, v = ctx.body, ctx.version
     key_type = body.key_type if v >= 1 else GROUP_KEY
     if v >= 4:
         C = FindCoordinatorResponse.Coordinator
