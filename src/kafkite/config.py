@@ -265,6 +265,16 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("group.min.session.timeout.ms", ConfigType.INT, "6000"),
     BrokerConfigDef("group.max.session.timeout.ms", ConfigType.INT, "1800000"),
     BrokerConfigDef("group.max.size", ConfigType.INT, str(INT_MAX)),
+    # KIP-848 consumer groups (group.protocol=consumer), Kafka 4's keys and defaults
+    BrokerConfigDef("group.coordinator.rebalance.protocols", ConfigType.LIST, "classic,consumer"),
+    BrokerConfigDef("group.consumer.session.timeout.ms", ConfigType.INT, "45000"),
+    BrokerConfigDef("group.consumer.min.session.timeout.ms", ConfigType.INT, "45000"),
+    BrokerConfigDef("group.consumer.max.session.timeout.ms", ConfigType.INT, "60000"),
+    BrokerConfigDef("group.consumer.heartbeat.interval.ms", ConfigType.INT, "5000"),
+    BrokerConfigDef("group.consumer.min.heartbeat.interval.ms", ConfigType.INT, "5000"),
+    BrokerConfigDef("group.consumer.max.heartbeat.interval.ms", ConfigType.INT, "15000"),
+    BrokerConfigDef("group.consumer.max.size", ConfigType.INT, str(INT_MAX)),
+    BrokerConfigDef("group.consumer.assignors", ConfigType.LIST, "uniform,range"),
     BrokerConfigDef("message.max.bytes", ConfigType.INT, "1048588", True),
     BrokerConfigDef("socket.request.max.bytes", ConfigType.INT, "104857600"),
     # Kafkite default 100 MiB (Kafka: -1, unbounded): see check_socket_limits and server/quotas.py
