@@ -5,6 +5,7 @@ with member epochs."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
@@ -18,12 +19,15 @@ from test_group_versions import find
 HB = ConsumerGroupHeartbeatRequest
 
 
-def hb(wire, group, member_id="", epoch=0, v=1, topics=("t6",), owned=(), rebalance_timeout=30000, **kw):
+def hb(wire, group, member_id="", epoch=0, v=1, topics=("t6",), owned=(), rebalance_timeout=30000, auto_id=True,
+       **kw):
     args = dict(group_id=group, member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
                 rebalance_timeout_ms=rebalance_timeout if epoch == 0 else -1,
                 subscribed_topic_names=list(topics) if topics is not None else None, server_assignor=None,
                 topic_partitions=None if owned is None else [HB.TopicPartitions(topic_id=t, partitions=list(ps))
                                                              for t, ps in owned])
+    if epoch == 0 and not member_id and v >= 1 and auto_id:
+        args["member_id"] = str(uuid.uuid4())  # from v1 the client makes its member id (KIP-1082)
     args.update(kw)
     for _ in range(100):
         r = wire.request(HB(**args), v)
@@ -91,15 +95,25 @@ def test_join_gets_everything_then_a_second_member_takes_half_after_revocation(c
 @pytest.mark.parametrize("kw,msg", [
     (dict(rebalance_timeout_ms=-1), "RebalanceTimeoutMs must be provided in first request."),
     (dict(topic_partitions=None), "TopicPartitions must be empty when (re-)joining."),
-    (dict(subscribed_topic_names=[]), "SubscribedTopicNames must be set in first request."),
+    (dict(subscribed_topic_names=None), "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
+                                        "when (re-)joining."),
     (dict(member_epoch=-3), "MemberEpoch is invalid."),
+    (dict(auto_id=False), "MemberId can't be empty."),  # v1: the client generates it
+    (dict(subscribed_topic_regex="^t.*"), "SubscribedTopicRegex is not supported yet."),
     (dict(instance_id=""), "InstanceId can't be empty."),
     (dict(rack_id=""), "RackId can't be empty."),
-    (dict(member_epoch=5, member_id=""), "MemberId can't be empty."),
+    (dict(member_epoch=5, auto_id=False, v=0), "MemberId can't be empty."),
 ])
 def test_bad_first_heartbeats_answer_invalid_request_with_kafkas_messages(cg, kw, msg):
     r = hb(cg, "g1", **kw)
     assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, msg)
+
+
+def test_v0_join_without_member_id_gets_one_and_an_empty_regex_is_no_regex(cg):
+    r = hb(cg, "g1", v=0)
+    assert r.error_code == 0 and len(r.member_id) > 10 and parts(r) == set(range(6))
+    r = hb(cg, "g1", subscribed_topic_regex="")  # librdkafka sends "" with its topic names
+    assert r.error_code == 0 and r.member_epoch == 2
 
 
 def test_errors_unknown_member_fenced_epoch_group_not_found_unsupported_assignor(cg):

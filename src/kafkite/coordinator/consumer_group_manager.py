@@ -62,38 +62,37 @@ class HeartbeatRequest:
     client_host: str = ""
 
 
-def _check_request(r: HeartbeatRequest, assignors: list[str]) -> None:
-    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, with its messages."""
+def check_heartbeat(r: HeartbeatRequest, assignors: list[str], api_version: int) -> None:
+    """Kafka 4's throwIfConsumerGroupHeartbeatRequestIsInvalid, with its messages. From v1 the client
+    generates its member id (KIP-1082), so it is required on every request; v0 may join without one."""
     def bad(msg: str):
         raise GroupError(E.INVALID_REQUEST, msg)
+    if (api_version >= 1 or r.member_epoch > 0 or r.member_epoch == LEAVE_GROUP_MEMBER_EPOCH) and not r.member_id:
+        bad("MemberId can't be empty.")
     if r.group_id == "":
         bad("GroupId can't be empty.")
     if r.instance_id == "":
         bad("InstanceId can't be empty.")
     if r.rack_id == "":
         bad("RackId can't be empty.")
-    if r.subscribed_topic_regex is not None:
-        bad("SubscribedTopicRegex is not supported yet.")
-    if r.member_epoch > 0 or r.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-        if not r.member_id:
-            bad("MemberId can't be empty.")
-    elif r.member_epoch == 0:
+    if r.member_epoch == 0:
         if r.rebalance_timeout_ms == -1:
             bad("RebalanceTimeoutMs must be provided in first request.")
         if r.owned is None or r.owned:
             bad("TopicPartitions must be empty when (re-)joining.")
-        if not r.subscribed_topic_names:
-            bad("SubscribedTopicNames must be set in first request.")
+        # an empty list of names (or an empty regex) is a member subscribed to nothing, still in the group
+        if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
+            bad("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
     elif r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        if not r.member_id:
-            bad("MemberId can't be empty.")
         if r.instance_id is None:
             bad("InstanceId can't be null.")
-    else:
+    elif r.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         bad("MemberEpoch is invalid.")
     if r.server_assignor is not None and r.server_assignor not in assignors:
         raise GroupError(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {r.server_assignor} is not supported. "
                                                  f"Supported assignors: {', '.join(assignors)}.")
+    if r.subscribed_topic_regex:  # "" is no regex (librdkafka sends it); regexes are not served yet
+        bad("SubscribedTopicRegex is not supported yet.")
 
 
 def _is_subset(owned, assigned: Assignment) -> bool:
@@ -140,9 +139,10 @@ class ConsumerGroupManager:
         return ConsumerGroup(group_id)  # its first records create it at replay
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------------------
-    def heartbeat(self, r: HeartbeatRequest, topics: TopicLookup, now_ms: int) -> CoordinatorResult[HeartbeatResult]:
+    def heartbeat(self, r: HeartbeatRequest, topics: TopicLookup, now_ms: int, api_version: int = 1
+                  ) -> CoordinatorResult[HeartbeatResult]:
         try:
-            _check_request(r, self.cfg.consumer_assignors)
+            check_heartbeat(r, self.cfg.consumer_assignors, api_version)
             if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(r)
             return self._heartbeat(r, topics, now_ms)
@@ -166,6 +166,7 @@ class ConsumerGroupManager:
             else member.rebalance_timeout_ms,
             server_assignor=r.server_assignor if r.server_assignor is not None else member.server_assignor,
             subscribed_topic_names=frozenset(r.subscribed_topic_names) if r.subscribed_topic_names is not None
+            else frozenset() if r.member_epoch == 0 and r.subscribed_topic_regex is not None
             else member.subscribed_topic_names,
             client_id=r.client_id, client_host=r.client_host)
         if replaced is not None:  # a static member back with a new member id: the old one goes

@@ -15,7 +15,8 @@ from typing import Any
 from ..wire.errors import E
 from .assignors import normalize as normalize_assignors
 from .consumer_group import ConsumerGroup
-from .consumer_group_manager import HeartbeatRequest, HeartbeatResult, TopicLookup
+from .consumer_group_manager import GroupError, HeartbeatRequest, HeartbeatResult, TopicLookup
+from .consumer_group_manager import check_heartbeat
 from .group import Group, OffsetEntry
 from .group_metadata import JoinResult, SyncResult
 from .hashing import partition_for
@@ -169,15 +170,17 @@ class GroupCoordinator:
                                                                        now_ms=now_ms))
 
     # -- KIP-848 consumer groups ------------------------------------------------------------------------
-    def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: TopicLookup, now_ms: int
+    def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: TopicLookup, now_ms: int,
+                                 api_version: int = 1
                                  ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[HeartbeatResult]]:
-        err, shard = self.shard_for(request.group_id, allow_empty=True)
-        if err == E.INVALID_GROUP_ID or (not err and request.group_id == ""):
-            return None, CoordinatorResult(response=HeartbeatResult(int(E.INVALID_REQUEST),
-                                                                    "GroupId can't be empty."))
+        try:  # as Kafka's service: the request's own rules first, before the coordinator is looked up
+            check_heartbeat(request, self.cfg.consumer_assignors, api_version)
+        except GroupError as exc:
+            return None, CoordinatorResult(response=HeartbeatResult(exc.code, exc.message))
+        err, shard = self.shard_for(request.group_id)
         if err:
             return None, CoordinatorResult(response=HeartbeatResult(int(err)))
-        return shard, shard.consumer.heartbeat(request, topics, now_ms)
+        return shard, shard.consumer.heartbeat(request, topics, now_ms, api_version)
 
     def consumer_group_describe(self, group_id: str | None) -> tuple[int, str | None, ConsumerGroup | None]:
         """(error, message, group) as Kafka's consumerGroupDescribe."""

@@ -37,8 +37,9 @@ class GroupCoordinatorService:
         return TopicMetadata(t.topic_id, t.name, len(t.partitions)) if t is not None else None
 
     # -- KIP-848 consumer groups ----------------------------------------------------------------------
-    async def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
-        return await self.runtime.write(*self.coordinator.consumer_group_heartbeat(request, self._topic, now_ms()))
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest, api_version: int) -> HeartbeatResult:
+        return await self.runtime.write(*self.coordinator.consumer_group_heartbeat(request, self._topic, now_ms(),
+                                                                                   api_version))
 
     async def consumer_group_describe(self, group_id: str) -> tuple[int, str | None, ConsumerGroup | None]:
         err, shard = self.coordinator.shard_for(group_id, allow_empty=True)

@@ -299,7 +299,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext):
         subscribed_topic_names=None if body.subscribed_topic_names is None else list(body.subscribed_topic_names),
         subscribed_topic_regex=body.subscribed_topic_regex if v >= 1 else None,
         server_assignor=body.server_assignor, owned=owned, client_id=ctx.client_id or "", client_host=_host(ctx))
-    r = await ctx.broker.groups.consumer_group_heartbeat(req)
+    r = await ctx.broker.groups.consumer_group_heartbeat(req, v)
     assignment = None
     if r.assignment is not None:
         TP = R.Assignment.TopicPartitions
