@@ -121,3 +121,24 @@ def test_committed_offsets_and_the_group_survive_a_broker_restart(tmp_path):
         run_until([m], lambda: set(m.got) >= later, 60, "the records produced after the restart")
         assert set(m.got) == later  # resumed from the committed offsets: nothing read twice
         m.c.close()
+
+
+def test_java_consumer_with_group_protocol_consumer_commits_and_resumes(broker):
+    """Java kafka-clients 3.9 (the consumer protocol in preview there; its ConsumerGroupHeartbeat v0 is Kafka 4's
+    v0): join, read everything, commit with OffsetCommit v9 (member epoch), leave; a second run of the group
+    reads only what came after."""
+    from clients.drivers import records, run_java, summary
+    bs = broker.bootstrap_servers
+    create(bs, "kip848j", 4)
+    first = set(produce_batch(bs, "kip848j", 0, 200))
+    lines = run_java("consume-group", bs, "kip848j", "g848j", 200, "--protocol", "consumer", "--commit",
+                     "--timeout-ms", "60000")
+    s = summary(lines)
+    assert (s["consumed"], s["assignment"]) == (200, [0, 1, 2, 3])
+    assert {(r["p"], r["o"]) for r in records(lines)} == first
+    assert s["committed"] == {str(p): 1 + max(o for q, o in first if q == p) for p in range(4)}
+    d = describe(bs, "g848j")
+    assert (d.error_code, d.group_state, d.members) == (0, "Empty", [])  # it left (epoch -1) on close
+    later = set(produce_batch(bs, "kip848j", 200, 60))
+    lines = run_java("consume-group", bs, "kip848j", "g848j", 60, "--protocol", "consumer", "--timeout-ms", "60000")
+    assert summary(lines)["consumed"] == 60 and {(r["p"], r["o"]) for r in records(lines)} == later
