@@ -209,3 +209,42 @@ def test_offset_commit_and_fetch_v9_check_the_member_epoch(cg):
 def test_api_versions_advertise_68_and_69(broker):
     from kafkite.server.router import supported
     assert supported()[68] == (0, 1) and supported()[69] == (0, 1)
+
+
+def test_list_and_delete_a_consumer_group(cg):
+    from kafka.protocol.admin import DeleteGroupsRequest, ListGroupsRequest
+    a = hb(cg, "g1")
+    listed = {g.group_id: (g.protocol_type, g.group_state)
+              for g in cg.request(ListGroupsRequest(states_filter=[]), 4).groups}
+    assert listed["g1"] == ("consumer", "Stable")
+    assert cg.request(DeleteGroupsRequest(groups_names=["g1"]), 2).results[0].error_code == E.NON_EMPTY_GROUP
+    hb(cg, "g1", a.member_id, -1, topics=None, owned=None)
+    assert describe(cg, "g1").group_state == "Empty"
+    assert cg.request(DeleteGroupsRequest(groups_names=["g1"]), 2).results[0].error_code == 0
+    assert describe(cg, "g1").error_code == E.GROUP_ID_NOT_FOUND
+
+
+def test_an_emptied_classic_group_is_taken_over_with_its_offsets(cg):
+    from kafka.protocol.consumer import LeaveGroupRequest
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+    kw = dict(group_id="g1", session_timeout_ms=10000, rebalance_timeout_ms=10000, group_instance_id=None,
+              protocol_type="consumer", protocols=[P(name="range", metadata=b"")], reason=None)
+    mid = cg.request(JoinGroupRequest(member_id="", **kw), 5).member_id
+    assert cg.request(JoinGroupRequest(member_id=mid, **kw), 5).error_code == 0
+    L = LeaveGroupRequest.MemberIdentity
+    cg.request(LeaveGroupRequest(group_id="g1", members=[L(member_id=mid, group_instance_id=None, reason=None)]), 5)
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    r = cg.request(OffsetCommitRequest(group_id="g1", generation_id_or_member_epoch=-1, member_id="",
+                                       group_instance_id=None, retention_time_ms=-1,
+                                       topics=[T(name="t6", partitions=[T.OffsetCommitRequestPartition(
+                                           partition_index=3, committed_offset=7, committed_leader_epoch=-1,
+                                           committed_metadata="")])]), 8)
+    assert r.topics[0].partitions[0].error_code == 0  # the group is empty: an admin's commit
+    a = hb(cg, "g1")
+    assert a.error_code == 0 and parts(a) == set(range(6))
+    G = OffsetFetchRequest.OffsetFetchRequestGroup
+    g = cg.request(OffsetFetchRequest(groups=[G(group_id="g1", member_id=a.member_id, member_epoch=a.member_epoch,
+                                                topics=[G.OffsetFetchRequestTopics(name="t6",
+                                                                                   partition_indexes=[3])])],
+                                      require_stable=False), 9).groups[0]
+    assert g.error_code == 0 and g.topics[0].partitions[0].committed_offset == 7
