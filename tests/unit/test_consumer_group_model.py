@@ -212,3 +212,22 @@ def test_session_timeout_and_rebalance_timeout_fence_members():
     rt.hb("b", 2, now=2100, topics=None, owned=[])
     rt.poll(2100 + 45000)  # b's session ends
     assert rt.group.members == {} and rt.group.state.value == "Empty"
+
+
+def test_offsets_of_a_consumer_group_with_members_do_not_expire():
+    week = 7 * 24 * 3600 * 1000
+    rt = Runtime(Config(num_partitions=1, offsets_retention_ms=week))
+    a = rt.hb("a", 0)
+    shard, result = rt.coordinator.commit_offsets(group_id="g", offsets=[("orders", 0, 5, -1, "")], now_ms=0,
+                                                  generation_id=a.member_epoch, member_id="a",
+                                                  group_instance_id=None, api_version=9)
+    assert finish_write(result, start_write(result, shard.replay, rt.logs[0].extend)) == [("orders", 0, 0)]
+    rt.coordinator.shards[0].next_expiry_check = 0
+    rt.poll(2 * week)  # no commit for two weeks, but the group has a member
+    err, rows = rt.coordinator.fetch_offsets(group_id="g", partitions=[("orders", 0)])
+    assert rows[0][2].offset == 5
+    rt.hb("a", -1, now=2 * week, topics=None, owned=None)
+    rt.coordinator.shards[0].next_expiry_check = 0
+    rt.poll(2 * week + 1)  # empty now: they expire as a simple group's do
+    err, rows = rt.coordinator.fetch_offsets(group_id="g", partitions=[("orders", 0)])
+    assert rows[0][2] is None

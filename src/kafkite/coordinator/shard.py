@@ -55,6 +55,8 @@ class GroupCoordinatorShard:
         self.offsets = OffsetMetadataManager(cfg, self.groups)
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (their offsets: in `groups`)
         self.consumer = ConsumerGroupManager(cfg, self.consumer_groups, self.groups)
+        self.offsets.has_consumer_members = lambda gid: bool(gid in self.consumer_groups
+                                                             and self.consumer_groups[gid].members)
         self.next_expiry_check = now_ms + cfg.retention_check_interval_ms
         self.ignored: dict[int, int] = {}  # key version -> records skipped (replay)
 
