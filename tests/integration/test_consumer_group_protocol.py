@@ -248,3 +248,12 @@ def test_an_emptied_classic_group_is_taken_over_with_its_offsets(cg):
                                                                                    partition_indexes=[3])])],
                                       require_stable=False), 9).groups[0]
     assert g.error_code == 0 and g.topics[0].partitions[0].committed_offset == 7
+
+
+def test_without_consumer_in_rebalance_protocols_the_heartbeat_is_refused(broker_factory):
+    from kafkite.testing.wire_client import WireClient
+    b = broker_factory(overrides={"group.coordinator.rebalance.protocols": "classic"})
+    with WireClient.connect(b.bootstrap_servers) as w:
+        create(w, "t6", 6)
+        find(w, "g1")
+        assert hb(w, "g1").error_code == E.UNSUPPORTED_VERSION

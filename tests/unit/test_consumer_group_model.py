@@ -231,3 +231,40 @@ def test_offsets_of_a_consumer_group_with_members_do_not_expire():
     rt.poll(2 * week + 1)  # empty now: they expire as a simple group's do
     err, rows = rt.coordinator.fetch_offsets(group_id="g", partitions=[("orders", 0)])
     assert rows[0][2] is None
+
+
+@pytest.mark.parametrize("static,message", [
+    ({"group.consumer.session.timeout.ms": "30000"},
+     "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"),
+    ({"group.consumer.session.timeout.ms": "70000"},
+     "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"),
+    ({"group.consumer.heartbeat.interval.ms": "20000"},
+     "group.consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms"),
+    ({"group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "4000"},
+     "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"),
+    ({"group.consumer.max.size": "0"}, "Invalid value 0 for configuration group.consumer.max.size: "
+                                       "Value must be at least 1"),
+    ({"group.consumer.assignors": "uniform,sticky"}, "Invalid value sticky for configuration "
+                                                     "group.consumer.assignors: the consumer group assignors are "
+                                                     "uniform and range"),
+])
+def test_group_consumer_config_bounds_as_kafka_checks_them(static, message):
+    from kafkite.config import BrokerConfig, ConfigError
+    with pytest.raises(ConfigError) as exc:
+        BrokerConfig(static=static)
+    assert str(exc.value) == message
+
+
+def test_group_consumer_configs_reach_the_coordinator():
+    from kafkite.config import BrokerConfig
+    cfg = BrokerConfig(static={"group.consumer.session.timeout.ms": "50000", "group.consumer.max.size": "3",
+                               "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+                               "group.coordinator.rebalance.protocols": "classic"})
+    keys = ["group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
+            "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
+            "offset.metadata.max.bytes", "offsets.topic.num.partitions", "group.coordinator.rebalance.protocols",
+            "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms", "group.consumer.max.size",
+            "group.consumer.assignors"]
+    c = Config.from_kafka({k: cfg.get(k) for k in keys})
+    assert (c.consumer_session_timeout_ms, c.consumer_max_size, c.consumer_assignors, c.consumer_enabled) == (
+        50000, 3, ["range"], False)
