@@ -214,6 +214,10 @@ def test_api_versions_advertise_68_and_69(broker):
 def test_list_and_delete_a_consumer_group(cg):
     from kafka.protocol.admin import DeleteGroupsRequest, ListGroupsRequest
     a = hb(cg, "g1")
+    from kafka.protocol.admin import DescribeGroupsRequest
+    # the classic DescribeGroups does not describe a consumer group (Kafka: Dead)
+    d = cg.request(DescribeGroupsRequest(groups=["g1"], include_authorized_operations=False), 5).groups[0]
+    assert (d.error_code, d.group_state, d.members) == (0, "Dead", [])
     listed = {g.group_id: (g.protocol_type, g.group_state)
               for g in cg.request(ListGroupsRequest(states_filter=[]), 4).groups}
     assert listed["g1"] == ("consumer", "Stable")

@@ -241,6 +241,8 @@ class GroupCoordinator:
         err, shard = self.shard_for(group_id, allow_empty=True)
         if err:
             return GroupDescription(err, group_id, "", "", "", [])
+        if group_id in shard.consumer_groups:  # Kafka: a consumer group is not a classic group: Dead, not found
+            return GroupDescription(E.GROUP_ID_NOT_FOUND, group_id, "Dead", "", "", [])
         return shard.describe_group(group_id)
 
     def list_groups(self, states: list[str] | None = None) -> list[tuple[str, str, str]]:
