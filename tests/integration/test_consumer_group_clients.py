@@ -142,3 +142,31 @@ def test_java_consumer_with_group_protocol_consumer_commits_and_resumes(broker):
     later = set(produce_batch(bs, "kip848j", 200, 60))
     lines = run_java("consume-group", bs, "kip848j", "g848j", 60, "--protocol", "consumer", "--timeout-ms", "60000")
     assert summary(lines)["consumed"] == 60 and {(r["p"], r["o"]) for r in records(lines)} == later
+
+
+def test_a_classic_and_a_consumer_group_side_by_side_and_admin_describes_both(proc_broker):
+    """confluent-kafka's describe_consumer_groups asks ConsumerGroupDescribe first: the consumer group answers
+    there (type CONSUMER, the uniform assignor), the classic one answers GROUP_ID_NOT_FOUND there and is
+    described by DescribeGroups (type CLASSIC), as against Kafka 4."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+    bs = proc_broker.bootstrap_servers
+    create(bs, "kip848a", 6)
+    produced = set(produce_batch(bs, "kip848a", 0, 120))
+    new = Member(bs, "g-new", "kip848a")
+    old = Consumer({"bootstrap.servers": bs, "group.id": "g-old", "auto.offset.reset": "earliest"})
+    old.subscribe(["kip848a"])
+    got_old: set = set()
+
+    def both_read_all():
+        got_old.update((m.partition(), m.offset()) for m in old.consume(200, timeout=0.05) if not m.error())
+        return set(new.got) >= produced and got_old >= produced
+    run_until([new], both_read_all, 60, "both groups read everything")
+    admin = AdminClient({"bootstrap.servers": bs})  # kept: a destroyed handle fails its pending futures
+    groups = admin.describe_consumer_groups(["g-new", "g-old"])
+    d_new, d_old = groups["g-new"].result(30), groups["g-old"].result(30)
+    assert (d_new.type.name, d_new.state.name, d_new.partition_assignor) == ("CONSUMER", "STABLE", "uniform")
+    assert sorted(tp.partition for m in d_new.members for tp in m.assignment.topic_partitions) == list(range(6))
+    assert (d_old.type.name, d_old.state.name, d_old.partition_assignor) == ("CLASSIC", "STABLE", "range")
+    new.c.close()
+    old.close()
