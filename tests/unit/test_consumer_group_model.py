@@ -47,6 +47,16 @@ def test_uniform_is_sticky_when_a_member_joins():
         assert after[m][ORDERS] < before[m][ORDERS] and len(after[m][ORDERS]) == 2
 
 
+def test_uniform_moves_only_what_a_new_member_needs_at_scale():
+    topics = [uuid.UUID(int=i + 1) for i in range(20)]
+    subs = {f"m{i:02d}": frozenset(topics) for i in range(10)}
+    before = uniform_assign(subs, {t: 100 for t in topics})
+    after = uniform_assign({**subs, "m10": frozenset(topics)}, {t: 100 for t in topics}, before)
+    assert counts(after) == [181] * 2 + [182] * 9
+    moved = sum(len(before[m][t] - after[m].get(t, frozenset())) for m in before for t in before[m])
+    assert moved == sum(len(ps) for ps in after["m10"].values()) == 181
+
+
 def test_uniform_with_different_subscriptions_gives_a_topic_only_to_its_subscribers():
     subs = {"m-a": frozenset({ORDERS}), "m-b": frozenset({ORDERS, PAYMENTS}), "m-c": frozenset({PAYMENTS})}
     out = uniform_assign(subs, {ORDERS: 2, PAYMENTS: 4})
@@ -268,3 +278,17 @@ def test_group_consumer_configs_reach_the_coordinator():
     c = Config.from_kafka({k: cfg.get(k) for k in keys})
     assert (c.consumer_session_timeout_ms, c.consumer_max_size, c.consumer_assignors, c.consumer_enabled) == (
         50000, 3, ["range"], False)
+
+
+def test_members_fenced_in_one_poll_are_removed_in_one_write_with_one_new_epoch():
+    rt = Runtime(Config(num_partitions=1, consumer_session_timeout_ms=45000))
+    rt.hb("a", 0, now=0)
+    rt.hb("b", 0, now=0)
+    rt.hb("c", 0, now=10000)
+    epoch = rt.group.group_epoch
+    n = len(rt.logs[0])
+    rt.poll(45000)  # a and b expire together
+    assert set(rt.group.members) == {"c"} and rt.group.group_epoch == epoch + 1
+    new = rt.logs[0][n:]
+    assert sum(1 for k, v in new if int.from_bytes(k[:2], "big") == CR.GROUP_METADATA) == 1
+    assert sum(1 for k, v in new if v is None) == 6

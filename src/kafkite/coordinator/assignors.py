@@ -82,17 +82,27 @@ def uniform_assign(subscriptions: Mapping[str, frozenset[uuid.UUID]], partitions
                 m = min(eligible, key=lambda x: (count[x], x))
                 owner[(t, p)] = m
                 count[m] += 1
-    # 3. balance: move a partition from a member with too many to an eligible one with at least two fewer
+    # 3. balance: move a partition from the most loaded member to an eligible one with at least two fewer
+    #    (O(members) a move when everyone is subscribed to the same topics)
+    held: dict[str, list[tuple[uuid.UUID, int]]] = {m: [] for m in members}
+    for tp, m in sorted(owner.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        held[m].append(tp)
     while True:
-        best = None
-        for (t, p), m in sorted(owner.items(), key=lambda kv: (-count[kv[1]], str(kv[0][0]), -kv[0][1])):
-            targets = [x for x in members if t in subscriptions[x] and count[x] < count[m] - 1]
-            if targets:
-                best = ((t, p), m, min(targets, key=lambda x: (count[x], x)))
+        move = None
+        for src in sorted(members, key=lambda x: (-count[x], x)):
+            for i in range(len(held[src]) - 1, -1, -1):  # its highest partitions first
+                t = held[src][i][0]
+                targets = [x for x in members if count[x] < count[src] - 1 and t in subscriptions[x]]
+                if targets:
+                    move = (src, i, min(targets, key=lambda x: (count[x], x)))
+                    break
+            if move is not None or count[src] <= 1:
                 break
-        if best is None:
+        if move is None:
             break
-        tp, src, dst = best
+        src, i, dst = move
+        tp = held[src].pop(i)
+        held[dst].append(tp)
         owner[tp] = dst
         count[src] -= 1
         count[dst] += 1

@@ -319,15 +319,20 @@ class ConsumerGroupManager:
                 CR.tombstone(CR.TARGET_MEMBER, group_id, member_id),
                 CR.tombstone(CR.MEMBER_METADATA, group_id, member_id)]
 
-    def _fence_records(self, g: ConsumerGroup, m: ConsumerGroupMember) -> list:
-        records = self._remove_member_records(g.group_id, m.member_id)
-        names = g.subscribed_topic_names(exclude=m.member_id)
+    def _fence_records(self, g: ConsumerGroup, *members: ConsumerGroupMember) -> list:
+        """The records removing members (Kafka's consumerGroupFenceMember): their tombstones, the subscription
+        metadata without them when it changes, and the next group epoch."""
+        records = []
+        for m in members:
+            records += self._remove_member_records(g.group_id, m.member_id)
+            g.session_deadlines.pop(m.member_id, None)
+            g.rebalance_deadlines.pop(m.member_id, None)
+        gone = {m.member_id for m in members}
+        names = {n for mid, x in g.members.items() if mid not in gone for n in x.subscribed_topic_names}
         metadata = {n: tm for n, tm in g.subscription_metadata.items() if n in names}
         if metadata != g.subscription_metadata:
             records.append(CR.partition_metadata(g.group_id, metadata))
         records.append(CR.group_epoch(g.group_id, g.group_epoch + 1))
-        g.session_deadlines.pop(m.member_id, None)
-        g.rebalance_deadlines.pop(m.member_id, None)
         return records
 
     # -- timers ---------------------------------------------------------------------------------------
@@ -340,20 +345,23 @@ class ConsumerGroupManager:
         """Fence the members whose session expired, or that did not revoke within their rebalance timeout."""
         out = []
         for g in list(self.groups.values()):
+            fenced: list[ConsumerGroupMember] = []
             for mid, deadline in sorted(g.session_deadlines.items()):
                 m = g.members.get(mid)
                 if m is None:
                     g.session_deadlines.pop(mid, None)
                 elif deadline <= now_ms:
                     log.info("consumer_group.session_expired", group=g.group_id, member=mid)
-                    out.append(CoordinatorResult(self._fence_records(g, m)))
+                    fenced.append(m)
             for mid, (deadline, epoch) in sorted(g.rebalance_deadlines.items()):
                 m = g.members.get(mid)
                 if m is None or m.state != MemberState.UNREVOKED_PARTITIONS or m.member_epoch != epoch:
                     g.rebalance_deadlines.pop(mid, None)
-                elif deadline <= now_ms:
+                elif deadline <= now_ms and m not in fenced:
                     log.info("consumer_group.rebalance_timeout", group=g.group_id, member=mid)
-                    out.append(CoordinatorResult(self._fence_records(g, m)))
+                    fenced.append(m)
+            if fenced:  # one write: every fenced member's tombstones, one new group epoch
+                out.append(CoordinatorResult(self._fence_records(g, *fenced)))
         return out
 
     def loaded(self, now_ms: int) -> None:
