@@ -261,3 +261,45 @@ def test_without_consumer_in_rebalance_protocols_the_heartbeat_is_refused(broker
         create(w, "t6", 6)
         find(w, "g1")
         assert hb(w, "g1").error_code == E.UNSUPPORTED_VERSION
+
+
+def test_the_group_moves_with_its_coordinator_in_a_cluster():
+    """The group's __consumer_offsets partition changes leader: the new coordinator loads the group from the
+    replicated records (epochs, members, assignments) and its members go on at their epochs; the old one
+    answers NOT_COORDINATOR."""
+    from kafkite.coordinator.hashing import partition_for
+    from kafkite.testing.cluster import KafkiteCluster
+    from kafkite.testing.wire_client import WireClient
+    with KafkiteCluster(brokers=3) as cluster:
+        with WireClient.connect(cluster.bootstrap_of(1)) as w:
+            from kafka.protocol.admin import CreateTopicsRequest
+            CT = CreateTopicsRequest.CreatableTopic
+            assert w.request(CreateTopicsRequest(topics=[CT(name="t6", num_partitions=6, replication_factor=3,
+                                                            assignments=[], configs=[])], timeout_ms=5000),
+                             7).topics[0].error_code == 0
+            find(w, "gm")
+        coord = cluster.coordinator("gm")
+        with WireClient.connect(cluster.bootstrap_of(coord)) as w:
+            a = hb(w, "gm")
+            b = hb(w, "gm")
+            tid = a.assignment.topic_partitions[0].topic_id
+            a2 = hb(w, "gm", a.member_id, 1, topics=None, owned=[(tid, range(6))])
+            a3 = hb(w, "gm", a.member_id, 1, topics=None, owned=[(tid, sorted(parts(a2)))])
+            b2 = hb(w, "gm", b.member_id, 2, topics=None, owned=[])
+            before = describe(w, "gm")
+            assert before.group_state == "Stable" and a3.member_epoch == b2.member_epoch == 2
+        target = next(x for x in (1, 2, 3) if x != coord)
+        cluster.move_leader("__consumer_offsets", partition_for("gm", 50), target)
+        assert cluster.coordinator("gm") == target
+        with WireClient.connect(cluster.bootstrap_of(coord)) as w:
+            assert hb(w, "gm", a.member_id, 2, topics=None).error_code == E.NOT_COORDINATOR
+        with WireClient.connect(cluster.bootstrap_of(target)) as w:
+            after = describe(w, "gm")
+            assert (after.group_state, after.group_epoch, after.assignment_epoch) == (
+                "Stable", before.group_epoch, before.assignment_epoch)
+            assert {m.member_id: (m.member_epoch, sorted(m.assignment.topic_partitions[0].partitions))
+                    for m in after.members} == {m.member_id: (m.member_epoch,
+                                                              sorted(m.assignment.topic_partitions[0].partitions))
+                                                for m in before.members}
+            r = hb(w, "gm", b.member_id, 2, topics=None, owned=[(tid, sorted(parts(b2)))])
+            assert (r.error_code, r.member_epoch) == (0, 2)
