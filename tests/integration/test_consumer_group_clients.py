@@ -170,3 +170,43 @@ def test_a_classic_and_a_consumer_group_side_by_side_and_admin_describes_both(pr
     assert (d_old.type.name, d_old.state.name, d_old.partition_assignor) == ("CLASSIC", "STABLE", "range")
     new.c.close()
     old.close()
+
+
+def test_a_killed_member_is_fenced_after_the_session_timeout_and_nothing_is_lost():
+    """Three librdkafka consumer processes (group.protocol=consumer); one is SIGKILLed: after
+    group.consumer.session.timeout.ms the broker fences it and the two left take its partitions from its
+    last commit. Every record is processed; only the killed one's uncommitted tail may be processed twice."""
+    from clients.group_scenario import python_consumer
+    from kafkite.testing.process import BrokerProcess
+    overrides = {"group.consumer.session.timeout.ms": "3000", "group.consumer.min.session.timeout.ms": "1000",
+                 "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "100"}
+    with BrokerProcess(overrides=overrides) as broker:
+        bs = broker.bootstrap_servers
+        create(bs, "kip848k", 6)
+        produced = list(produce_batch(bs, "kip848k", 0, 300))
+        procs = [python_consumer("confluent", bs, "kip848k", "g848k", "consumer-protocol") for _ in range(3)]
+        try:
+            def split(n, each):
+                d = describe(bs, "g848k")
+                return d.group_state == "Stable" and sorted(
+                    sum(len(tp.partitions) for tp in m.assignment.topic_partitions) for m in d.members) == each
+            wait_for(lambda: split(3, [2, 2, 2]), 60, "three members with two partitions each")
+            produced += produce_batch(bs, "kip848k", 300, 300)
+            wait_for(lambda: len({x for p in procs for x in p.processed}) >= 600, 60, "600 records processed")
+            procs[0].crash()
+            t0 = time.monotonic()
+            wait_for(lambda: split(2, [3, 3]), 60, "the killed member fenced, two members with three each")
+            fenced_after = time.monotonic() - t0
+            produced += produce_batch(bs, "kip848k", 600, 300)
+            wait_for(lambda: {x for p in procs for x in p.processed} >= set(produced), 60, "every record processed")
+            counts: dict = {}
+            for p in procs:
+                for x in p.processed:
+                    counts[x] = counts.get(x, 0) + 1
+            again = {x for x, n in counts.items() if n > 1}
+            assert again <= set(procs[0].uncommitted()), "only the killed member's uncommitted tail is read twice"
+            assert all(n <= 2 for n in counts.values())
+            assert 2.0 <= fenced_after < 30  # the session timeout (3 s from its last heartbeat), not at once
+        finally:
+            for p in procs:
+                p.stop()
