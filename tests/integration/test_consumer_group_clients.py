@@ -147,7 +147,8 @@ def test_java_consumer_with_group_protocol_consumer_commits_and_resumes(broker):
 def test_a_classic_and_a_consumer_group_side_by_side_and_admin_describes_both(proc_broker):
     """confluent-kafka's describe_consumer_groups asks ConsumerGroupDescribe first: the consumer group answers
     there (type CONSUMER, the uniform assignor), the classic one answers GROUP_ID_NOT_FOUND there and is
-    described by DescribeGroups (type CLASSIC), as against Kafka 4."""
+    described by DescribeGroups (type CLASSIC), as against Kafka 4; list_consumer_groups (ListGroups v5) gives
+    each its type."""
     from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient
     bs = proc_broker.bootstrap_servers
@@ -168,6 +169,8 @@ def test_a_classic_and_a_consumer_group_side_by_side_and_admin_describes_both(pr
     assert (d_new.type.name, d_new.state.name, d_new.partition_assignor) == ("CONSUMER", "STABLE", "uniform")
     assert sorted(tp.partition for m in d_new.members for tp in m.assignment.topic_partitions) == list(range(6))
     assert (d_old.type.name, d_old.state.name, d_old.partition_assignor) == ("CLASSIC", "STABLE", "range")
+    listed = {g.group_id: (g.type.name, g.state.name) for g in admin.list_consumer_groups().result(30).valid}
+    assert listed == {"g-new": ("CONSUMER", "STABLE"), "g-old": ("CLASSIC", "STABLE")}
     new.c.close()
     old.close()
 

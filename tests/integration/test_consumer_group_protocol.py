@@ -218,9 +218,10 @@ def test_list_and_delete_a_consumer_group(cg):
     # the classic DescribeGroups does not describe a consumer group (Kafka: Dead)
     d = cg.request(DescribeGroupsRequest(groups=["g1"], include_authorized_operations=False), 5).groups[0]
     assert (d.error_code, d.group_state, d.members) == (0, "Dead", [])
-    listed = {g.group_id: (g.protocol_type, g.group_state)
-              for g in cg.request(ListGroupsRequest(states_filter=[]), 4).groups}
-    assert listed["g1"] == ("consumer", "Stable")
+    listed = {g.group_id: (g.protocol_type, g.group_state, g.group_type)
+              for g in cg.request(ListGroupsRequest(states_filter=[], types_filter=["consumer"]), 5).groups}
+    assert listed == {"g1": ("consumer", "Stable", "consumer")}
+    assert cg.request(ListGroupsRequest(states_filter=[], types_filter=["classic"]), 5).groups == []
     assert cg.request(DeleteGroupsRequest(groups_names=["g1"]), 2).results[0].error_code == E.NON_EMPTY_GROUP
     hb(cg, "g1", a.member_id, -1, topics=None, owned=None)
     assert describe(cg, "g1").group_state == "Empty"

@@ -245,13 +245,18 @@ class GroupCoordinator:
             return GroupDescription(E.GROUP_ID_NOT_FOUND, group_id, "Dead", "", "", [])
         return shard.describe_group(group_id)
 
-    def list_groups(self, states: list[str] | None = None) -> list[tuple[str, str, str]]:
+    def list_groups(self, states: list[str] | None = None, types: list[str] | None = None
+                    ) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type: "classic" or "consumer"), filtered by state and
+        by type as Kafka's ListGroups v4/v5 (case-insensitive)."""
         wanted = {s.lower() for s in states} if states else None
-        out = {g.group_id: (g.group_id, g.protocol_type or "", g.state.value)
+        kinds = {t.lower() for t in types} if types else None
+        out = {g.group_id: (g.group_id, g.protocol_type or "", g.state.value, "classic")
                for shard in self.shards.values() for g in shard.groups.values()}
-        out.update({g.group_id: (g.group_id, "consumer", g.state.value)
+        out.update({g.group_id: (g.group_id, "consumer", g.state.value, "consumer")
                     for shard in self.shards.values() for g in shard.consumer_groups.values()})
-        return sorted(row for row in out.values() if wanted is None or row[2].lower() in wanted)
+        return sorted(row for row in out.values() if (wanted is None or row[2].lower() in wanted)
+                      and (kinds is None or row[3] in kinds))
 
     def delete_group(self, group_id: str | None
                      ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[int]]:

@@ -127,8 +127,9 @@ class GroupCoordinatorService:
             return self.coordinator.describe_group(group_id)
         return await self.runtime.read(shard.partition, lambda: self.coordinator.describe_group(group_id))
 
-    async def list_groups(self, *, states: list[str] | None = None) -> list[tuple[str, str, str]]:
-        return self.coordinator.list_groups(states)
+    async def list_groups(self, *, states: list[str] | None = None, types: list[str] | None = None
+                          ) -> list[tuple[str, str, str, str]]:
+        return self.coordinator.list_groups(states, types)
 
     async def delete_group(self, *, group_id: str | None) -> int:
         return await self.runtime.write(*self.coordinator.delete_group(group_id))

@@ -49,7 +49,7 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.OffsetCommit: (0, 9, groups.handle_offset_commit),
     ApiKey.OffsetFetch: (0, 9, groups.handle_offset_fetch),
     ApiKey.DescribeGroups: (0, 5, groups.handle_describe_groups),
-    ApiKey.ListGroups: (0, 4, groups.handle_list_groups),
+    ApiKey.ListGroups: (0, 5, groups.handle_list_groups),
     ApiKey.DeleteGroups: (0, 2, groups.handle_delete_groups),
     ApiKey.OffsetDelete: (0, 0, groups.handle_offset_delete),
     # KIP-848 consumer groups (group.protocol=consumer)

@@ -247,10 +247,12 @@ async def handle_describe_groups(ctx: RequestContext):
 async def handle_list_groups(ctx: RequestContext):
     body, v = ctx.body, ctx.version
     states = list(body.states_filter) if v >= 4 and body.states_filter else None
-    groups = await ctx.broker.groups.list_groups(states=states)
+    types = list(body.types_filter) if v >= 5 and body.types_filter else None
+    groups = await ctx.broker.groups.list_groups(states=states, types=types)
     L = ListGroupsResponse.ListedGroup
     return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0,
-                              groups=[L(group_id=g, protocol_type=pt, group_state=st) for g, pt, st in groups])
+                              groups=[L(group_id=g, protocol_type=pt, group_state=st, group_type=gt)
+                                      for g, pt, st, gt in groups])
 
 
 async def handle_delete_groups(ctx: RequestContext):
