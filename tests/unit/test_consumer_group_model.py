@@ -292,3 +292,13 @@ def test_members_fenced_in_one_poll_are_removed_in_one_write_with_one_new_epoch(
     new = rt.logs[0][n:]
     assert sum(1 for k, v in new if int.from_bytes(k[:2], "big") == CR.GROUP_METADATA) == 1
     assert sum(1 for k, v in new if v is None) == 6
+
+
+def test_a_join_whose_write_fails_leaves_nothing_behind():
+    rt = Runtime()
+    req = HeartbeatRequest(group_id="g", member_id="a", member_epoch=0, rebalance_timeout_ms=1000,
+                           subscribed_topic_names=["orders"], owned=[])
+    shard, result = rt.coordinator.consumer_group_heartbeat(req, rt.topics.get, 0)
+    r = finish_write(result, start_write(result, shard.replay, lambda records: int(E.NOT_LEADER_OR_FOLLOWER)))
+    assert r.error == E.NOT_COORDINATOR and rt.group is None and rt.logs[0] == []
+    assert rt.coordinator.next_deadline_ms() == rt.coordinator.shards[0].next_expiry_check

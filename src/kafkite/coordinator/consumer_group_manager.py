@@ -230,6 +230,7 @@ class ConsumerGroupManager:
         if replaced is not None:
             g.session_deadlines.pop(replaced.member_id, None)
             g.rebalance_deadlines.pop(replaced.member_id, None)
+        created = g.group_id not in self.groups
         self.groups.setdefault(g.group_id, g)  # a new group: the replay of the records fills it
 
         full = joining or (r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None
@@ -237,7 +238,13 @@ class ConsumerGroupManager:
         changed = reconciled.assigned != member.assigned or new_member
         resp = HeartbeatResult(0, None, member_id, reconciled.member_epoch, self.cfg.consumer_heartbeat_interval_ms,
                                dict(reconciled.assigned) if full or changed else None)
-        return CoordinatorResult(records, resp, on_failure=lambda err: HeartbeatResult(err))
+        def failed(err: int) -> HeartbeatResult:
+            # nothing was applied; a group this heartbeat created is not left behind, empty
+            if created and not g.members and self.groups.get(g.group_id) is g:
+                del self.groups[g.group_id]
+            g.session_deadlines.pop(member_id, None)
+            return HeartbeatResult(err)
+        return CoordinatorResult(records, resp, on_failure=failed)
 
     def _member(self, g: ConsumerGroup, member_id: str, r: HeartbeatRequest, joining: bool
                 ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
