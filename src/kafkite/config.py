@@ -269,6 +269,16 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("group.min.session.timeout.ms", ConfigType.INT, "6000"),
     BrokerConfigDef("group.max.session.timeout.ms", ConfigType.INT, "1800000"),
     BrokerConfigDef("group.max.size", ConfigType.INT, str(INT_MAX)),
+    # KIP-848 consumer groups (group.protocol=consumer), Kafka 4's keys and defaults
+    BrokerConfigDef("group.coordinator.rebalance.protocols", ConfigType.LIST, "classic,consumer"),
+    BrokerConfigDef("group.consumer.session.timeout.ms", ConfigType.INT, "45000"),
+    BrokerConfigDef("group.consumer.min.session.timeout.ms", ConfigType.INT, "45000"),
+    BrokerConfigDef("group.consumer.max.session.timeout.ms", ConfigType.INT, "60000"),
+    BrokerConfigDef("group.consumer.heartbeat.interval.ms", ConfigType.INT, "5000"),
+    BrokerConfigDef("group.consumer.min.heartbeat.interval.ms", ConfigType.INT, "5000"),
+    BrokerConfigDef("group.consumer.max.heartbeat.interval.ms", ConfigType.INT, "15000"),
+    BrokerConfigDef("group.consumer.max.size", ConfigType.INT, str(INT_MAX)),
+    BrokerConfigDef("group.consumer.assignors", ConfigType.LIST, "uniform,range"),
     BrokerConfigDef("message.max.bytes", ConfigType.INT, "1048588", True),
     BrokerConfigDef("socket.request.max.bytes", ConfigType.INT, "104857600"),
     # Kafkite default 100 MiB (Kafka: -1, unbounded): see check_socket_limits and server/quotas.py
@@ -373,6 +383,7 @@ class BrokerConfig:
                 except ConfigError as exc:
                     raise ConfigError(str(exc).replace(synonyms[k], k)) from None
         check_socket_limits(self)
+        check_consumer_group_configs(self)
 
     def unused_keys(self) -> list[tuple[str, str]]:
         """(key, warning) for each static key Kafkite does not use (see check_broker_keys)."""
@@ -453,6 +464,43 @@ def parse_ip_overrides(value: str) -> dict[str, int]:
             raise ConfigError(f"Error parsing configuration property 'max.connections.per.ip.overrides': "
                               f"{item}") from None
     return out
+
+
+def check_consumer_group_configs(config: "BrokerConfig") -> None:
+    """KIP-848's group.consumer.* keys, checked at start-up as Kafka's GroupCoordinatorConfig does."""
+    g = config.get
+    for name in ("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms",
+                 "group.consumer.max.session.timeout.ms", "group.consumer.heartbeat.interval.ms",
+                 "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+                 "group.consumer.max.size"):
+        if g(name) < 1:
+            raise ConfigError(f"Invalid value {g(name)} for configuration {name}: Value must be at least 1")
+    hb, mn_hb, mx_hb = (g(f"group.consumer.{k}heartbeat.interval.ms") for k in ("", "min.", "max."))
+    st, mn_st, mx_st = (g(f"group.consumer.{k}session.timeout.ms") for k in ("", "min.", "max."))
+    rules = [
+        (mx_hb >= mn_hb, "group.consumer.max.heartbeat.interval.ms must be greater than or equal to "
+                         "group.consumer.min.heartbeat.interval.ms"),
+        (hb >= mn_hb, "group.consumer.heartbeat.interval.ms must be greater than or equal to "
+                      "group.consumer.min.heartbeat.interval.ms"),
+        (hb <= mx_hb, "group.consumer.heartbeat.interval.ms must be less than or equal to "
+                      "group.consumer.max.heartbeat.interval.ms"),
+        (mx_st >= mn_st, "group.consumer.max.session.timeout.ms must be greater than or equal to "
+                         "group.consumer.min.session.timeout.ms"),
+        (st >= mn_st, "group.consumer.session.timeout.ms must be greater than or equal to "
+                      "group.consumer.min.session.timeout.ms"),
+        (st <= mx_st, "group.consumer.session.timeout.ms must be less than or equal to "
+                      "group.consumer.max.session.timeout.ms"),
+        (hb < st, "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise ConfigError(message)
+    known = {"uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+             "org.apache.kafka.coordinator.group.assignor.RangeAssignor"}
+    for a in g("group.consumer.assignors") or []:
+        if a not in known:
+            raise ConfigError(f"Invalid value {a} for configuration group.consumer.assignors: "
+                              "the consumer group assignors are uniform and range")
 
 
 def check_socket_limits(config: "BrokerConfig") -> None:

@@ -2,7 +2,7 @@
 
     python py_consumer.py CLIENT BOOTSTRAP TOPIC GROUP [STRATEGY]
 
-CLIENT: kafka-python | aiokafka | confluent. Prints JSON lines on stdout:
+CLIENT: kafka-python | aiokafka | confluent (STRATEGY consumer-protocol: group.protocol=consumer). Prints JSON lines on stdout:
 {"rec": [partition, offset]} for each processed record, then {"commit": n} after
 each synchronous commit of everything processed so far ({"commit_failed": n} when that commit
 was refused: those records may be processed again by the partition's next owner); {"closed": true} on a
@@ -91,9 +91,13 @@ def run_aiokafka(bs, topic, group, strategy):
 
 def run_confluent(bs, topic, group, strategy):
     from confluent_kafka import Consumer, KafkaException, TopicPartition
+    if strategy == "consumer-protocol":  # KIP-848: the broker assigns; the session is the broker's setting
+        conf = {"group.protocol": "consumer"}
+    else:
+        conf = {"session.timeout.ms": 3000, "heartbeat.interval.ms": 300,
+                "partition.assignment.strategy": strategy or "range"}
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "session.timeout.ms": 3000, "heartbeat.interval.ms": 300,
-                  "partition.assignment.strategy": strategy or "range"})
+                  "auto.offset.reset": "earliest", **conf})
     c.subscribe([topic])
     n = 0
     while not stop:

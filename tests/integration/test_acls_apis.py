@@ -258,3 +258,28 @@ def test_transaction_admin_apis_delete_records_and_offset_delete(env):
         r = w.request(ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0)
         assert tid in {s.transactional_id for s in r.transaction_states}
     p.abort_transaction(20)
+
+
+def test_consumer_group_heartbeat_and_describe(env):
+    """KIP-848's APIs as Kafka's KafkaApis authorizes them: ConsumerGroupHeartbeat needs READ on the group
+    (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic (TOPIC_AUTHORIZATION_FAILED); with both bob
+    joins and gets the partition. ConsumerGroupDescribe needs DESCRIBE on each group it names."""
+    from test_consumer_group_protocol import hb
+    from kafkite.wire.consumer_group_api import ConsumerGroupDescribeRequest
+    b, adm = env
+    t = topic(adm)
+    group = f"g848-{uuid.uuid4().hex[:6]}"
+
+    def describe(w):
+        return w.request(ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+                         0).groups[0].error_code
+    with bob(b) as w:
+        assert hb(w, group, topics=(t,)).error_code == E.GROUP_AUTHORIZATION_FAILED
+        assert describe(w) == E.GROUP_AUTHORIZATION_FAILED
+        grant(adm, ResourceType.GROUP, group, READ)
+        assert hb(w, group, topics=(t,)).error_code == E.TOPIC_AUTHORIZATION_FAILED
+        grant(adm, ResourceType.TOPIC, t, DESCRIBE)
+        assert w.request(FindCoordinatorRequest(key=group, key_type=0), 3).error_code == 0  # __consumer_offsets made
+        r = hb(w, group, topics=(t,))
+        assert r.error_code == 0 and r.member_epoch >= 1, r
+        assert describe(w) == 0  # READ on the group implies DESCRIBE

@@ -1,5 +1,5 @@
 """Every version of the group APIs over a real socket: FindCoordinator 0-5, JoinGroup 0-9, SyncGroup 0-5,
-Heartbeat 0-4, LeaveGroup 0-5, OffsetCommit 0-9, OffsetFetch 0-9, DescribeGroups 0-5, ListGroups 0-4,
+Heartbeat 0-4, LeaveGroup 0-5, OffsetCommit 0-9, OffsetFetch 0-9, DescribeGroups 0-5, ListGroups 0-5,
 DeleteGroups 0-2, OffsetDelete 0."""
 from __future__ import annotations
 
@@ -258,6 +258,12 @@ def test_list_groups_every_version(wire, v):
         assert {g.group_state for g in resp.groups} == {"Stable"}
         empty = wire.request(ListGroupsRequest(states_filter=["Dead"]), v)
         assert group not in {g.group_id for g in empty.groups}
+    if v >= 5:  # KIP-848's group types: a classic group, filtered in or out by type
+        assert {g.group_id: g.group_type for g in resp.groups}[group] == "classic"
+        kw["types_filter"] = ["Consumer"]
+        assert group not in {g.group_id for g in wire.request(ListGroupsRequest(**kw), v).groups}
+        kw["types_filter"] = ["CLASSIC"]
+        assert group in {g.group_id for g in wire.request(ListGroupsRequest(**kw), v).groups}
 
 
 @pytest.mark.parametrize("v", versions(42))

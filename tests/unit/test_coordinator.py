@@ -412,17 +412,18 @@ def test_undecodable_records_are_logged_and_skipped_at_load():
            (b"\xff\xff\x00\x01x", b""),                                     # negative key version
            (R.offset_key("ok", "c", 0), b"\x00\x03" + b"\x00" * 8 + b"\x00\x00\x00\x00\x00\x05ab")]  # string past the end
     log[1:1] = bad
-    log.insert(3, (b"\x00\x05\x00\x01g", b"\x00\x00"))  # a KIP-848 record type (ConsumerGroupMemberMetadata): ignored
+    log.insert(3, (b"\x00\x05\x00\x01g", b"\x00\x00"))  # a truncated KIP-848 ConsumerGroupMemberMetadata key
     log.insert(3, (b"\x00\x0b\x00\x01g", None))           # a share-group tombstone: ignored
     c2 = Runtime(c.cfg, store.logs)
     with capture_logs() as logs:
         c2.load(0)
     skipped = [e for e in logs if e["event"] == "offsets.undecodable_record"]
-    assert [(e["partition"], e["offset"]) for e in skipped] == [(0, 1), (0, 2), (0, 5), (0, 6), (0, 7), (0, 8)]
+    assert [(e["partition"], e["offset"]) for e in skipped] == [(0, 1), (0, 2), (0, 4), (0, 5), (0, 6), (0, 7),
+                                                                (0, 8)]
     assert all(e["log_level"] == "warning" and e["error"] for e in skipped)
     err, rows = c2.fetch_offsets(group_id="ok", partitions=None)
     assert err == 0 and {(t, p): e.offset for t, p, e, _ in rows} == {("a", 0): 10, ("b", 0): 11}
-    assert c2.coordinator.shards[0].ignored == {5: 1, 11: 1}
+    assert c2.coordinator.shards[0].ignored == {11: 1}
     assert "grp" not in c2.groups
 
 

@@ -9,10 +9,14 @@ answers that come later are `Pending` tokens whose results appear in `drain_comp
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..wire.errors import E
+from .assignors import normalize as normalize_assignors
+from .consumer_group import ConsumerGroup
+from .consumer_group_manager import GroupError, HeartbeatRequest, HeartbeatResult, TopicLookup
+from .consumer_group_manager import check_heartbeat
 from .group import Group, OffsetEntry
 from .group_metadata import JoinResult, SyncResult
 from .hashing import partition_for
@@ -34,13 +38,29 @@ class Config:
     retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
     num_partitions: int = 50
+    # KIP-848 consumer groups
+    consumer_enabled: bool = True  # "consumer" in group.coordinator.rebalance.protocols
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_max_size: int = 2147483647
+    consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
 
     @classmethod
     def from_kafka(cls, c: dict[str, Any]) -> "Config":
-        return cls(c["group.min.session.timeout.ms"], c["group.max.session.timeout.ms"],
-                   c["group.initial.rebalance.delay.ms"], c["group.max.size"],
-                   c["offsets.retention.minutes"] * 60000, c["offsets.retention.check.interval.ms"],
-                   c["offset.metadata.max.bytes"], c["offsets.topic.num.partitions"])
+        cfg = cls(c["group.min.session.timeout.ms"], c["group.max.session.timeout.ms"],
+                  c["group.initial.rebalance.delay.ms"], c["group.max.size"],
+                  c["offsets.retention.minutes"] * 60000, c["offsets.retention.check.interval.ms"],
+                  c["offset.metadata.max.bytes"], c["offsets.topic.num.partitions"])
+        if c.get("group.coordinator.rebalance.protocols") is not None:
+            cfg.consumer_enabled = "consumer" in c["group.coordinator.rebalance.protocols"]
+        for key, attr in (("group.consumer.session.timeout.ms", "consumer_session_timeout_ms"),
+                          ("group.consumer.heartbeat.interval.ms", "consumer_heartbeat_interval_ms"),
+                          ("group.consumer.max.size", "consumer_max_size")):
+            if c.get(key) is not None:
+                setattr(cfg, attr, c[key])
+        if c.get("group.consumer.assignors"):
+            cfg.consumer_assignors = normalize_assignors(c["group.consumer.assignors"])
+        return cfg
 
 
 class GroupCoordinator:
@@ -71,6 +91,10 @@ class GroupCoordinator:
     def group(self, group_id: str) -> Group | None:
         shard = self.shards.get(self.partition_of(group_id))
         return shard.groups.get(group_id) if shard is not None else None
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        shard = self.shards.get(self.partition_of(group_id))
+        return shard.consumer_groups.get(group_id) if shard is not None else None
 
     def begin_loading(self, partition: int, now_ms: int) -> GroupCoordinatorShard:
         """This broker leads the partition now: a fresh shard, replayed by the caller, then `finish_loading`."""
@@ -115,6 +139,11 @@ class GroupCoordinator:
         err, shard = self.shard_for(group_id)
         if err:
             return None, CoordinatorResult(response=JoinResult(error=err, member_id=member_id))
+        cg = shard.consumer_groups.get(group_id)
+        if cg is not None and cg.members:
+            # classic members joining a KIP-848 group (Kafka 4's interop) are not served yet: refused cleanly
+            return None, CoordinatorResult(response=JoinResult(error=E.INCONSISTENT_GROUP_PROTOCOL,
+                                                               member_id=member_id))
         return shard, shard.membership_op(shard.membership.join_group(
             group_id=group_id, member_id=member_id, now_ms=now_ms, **kw))
 
@@ -140,19 +169,57 @@ class GroupCoordinator:
         return shard, shard.membership_op(shard.membership.leave_group(group_id=group_id, members=members,
                                                                        now_ms=now_ms))
 
+    # -- KIP-848 consumer groups ------------------------------------------------------------------------
+    def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: TopicLookup, now_ms: int,
+                                 api_version: int = 1
+                                 ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[HeartbeatResult]]:
+        try:  # as Kafka's service: the request's own rules first, before the coordinator is looked up
+            check_heartbeat(request, self.cfg.consumer_assignors, api_version)
+        except GroupError as exc:
+            return None, CoordinatorResult(response=HeartbeatResult(exc.code, exc.message))
+        err, shard = self.shard_for(request.group_id)
+        if err:
+            return None, CoordinatorResult(response=HeartbeatResult(int(err)))
+        return shard, shard.consumer.heartbeat(request, topics, now_ms, api_version)
+
+    def consumer_group_describe(self, group_id: str | None) -> tuple[int, str | None, ConsumerGroup | None]:
+        """(error, message, group) as Kafka's consumerGroupDescribe."""
+        err, shard = self.shard_for(group_id, allow_empty=True)
+        if err:
+            return int(err), None, None
+        g = shard.consumer_groups.get(group_id)
+        if g is None:
+            if group_id in shard.groups and shard.groups[group_id].members:
+                return int(E.GROUP_ID_NOT_FOUND), f"Group {group_id} is not a consumer group.", None
+            return int(E.GROUP_ID_NOT_FOUND), f"Group {group_id} not found.", None
+        return 0, None, g
+
     # -- offsets ---------------------------------------------------------------------------------------------
-    def commit_offsets(self, *, group_id: str | None, offsets: list[OffsetCommit], now_ms: int, **kw
+    def commit_offsets(self, *, group_id: str | None, offsets: list[OffsetCommit], now_ms: int,
+                       api_version: int = 9, **kw
                        ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[list[tuple[str, int, int]]]]:
         err, shard = self.shard_for(group_id, allow_empty=True)
         if err:
             return None, CoordinatorResult(response=[(t, p, int(err)) for t, p, *_ in offsets])
+        cg = shard.consumer_groups.get(group_id)
+        if cg is not None:  # a KIP-848 group: the generation is the member epoch
+            err = shard.consumer.validate_offset_commit(cg, kw["member_id"], kw["generation_id"], api_version)
+            if err:
+                return None, CoordinatorResult(response=[(t, p, err) for t, p, *_ in offsets])
+            kw = {**kw, "generation_id": -1, "member_id": "", "group_instance_id": None}
         return shard, shard.offsets.commit(group_id=group_id, offsets=offsets, now_ms=now_ms, **kw)
 
     def fetch_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]] | None,
-                      require_stable: bool = False) -> tuple[int, list[tuple[str, int, OffsetEntry | None, int]]]:
+                      require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1
+                      ) -> tuple[int, list[tuple[str, int, OffsetEntry | None, int]]]:
         err, shard = self.shard_for(group_id, allow_empty=True)
         if err:
             return err, []
+        cg = shard.consumer_groups.get(group_id)
+        if cg is not None:
+            err = shard.consumer.validate_offset_fetch(cg, member_id, member_epoch)
+            if err:
+                return err, []
         return 0, shard.offsets.fetch(group_id, partitions, require_stable)
 
     def txn_commit_offsets(self, *, group_id: str | None, offsets: list[OffsetCommit], now_ms: int, **kw
@@ -174,13 +241,22 @@ class GroupCoordinator:
         err, shard = self.shard_for(group_id, allow_empty=True)
         if err:
             return GroupDescription(err, group_id, "", "", "", [])
+        if group_id in shard.consumer_groups:  # Kafka: a consumer group is not a classic group: Dead, not found
+            return GroupDescription(E.GROUP_ID_NOT_FOUND, group_id, "Dead", "", "", [])
         return shard.describe_group(group_id)
 
-    def list_groups(self, states: list[str] | None = None) -> list[tuple[str, str, str]]:
+    def list_groups(self, states: list[str] | None = None, types: list[str] | None = None
+                    ) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type: "classic" or "consumer"), filtered by state and
+        by type as Kafka's ListGroups v4/v5 (case-insensitive)."""
         wanted = {s.lower() for s in states} if states else None
-        return sorted((g.group_id, g.protocol_type or "", g.state.value)
-                      for shard in self.shards.values() for g in shard.groups.values()
-                      if wanted is None or g.state.value.lower() in wanted)
+        kinds = {t.lower() for t in types} if types else None
+        out = {g.group_id: (g.group_id, g.protocol_type or "", g.state.value, "classic")
+               for shard in self.shards.values() for g in shard.groups.values()}
+        out.update({g.group_id: (g.group_id, "consumer", g.state.value, "consumer")
+                    for shard in self.shards.values() for g in shard.consumer_groups.values()})
+        return sorted(row for row in out.values() if (wanted is None or row[2].lower() in wanted)
+                      and (kinds is None or row[3] in kinds))
 
     def delete_group(self, group_id: str | None
                      ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[int]]:

@@ -5,6 +5,8 @@ appended (coordinator/result.py), the same replay that loads the partition.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import structlog
 
 from ..wire.errors import E
@@ -24,6 +26,8 @@ class OffsetMetadataManager:
         self.groups = groups
         # TxnOffsetCommit: producer id -> offsets written in its open transaction, until its marker
         self.pending: dict[int, dict[tuple[str, str, int], R.OffsetValue]] = {}
+        # a KIP-848 group with members keeps its offsets (they live in `groups` as an empty "simple" group)
+        self.has_consumer_members: Callable[[str], bool] = lambda group_id: False
 
     # -- OffsetCommit ---------------------------------------------------------------------------
     def commit(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
@@ -151,6 +155,8 @@ class OffsetMetadataManager:
         a group's offsets expire counted from when it became empty, a simple consumer's from the commit)."""
         recs, n = [], 0
         for g in self.groups.values():
+            if self.has_consumer_members(g.group_id):
+                continue
             expired = [k for k, e in g.offsets.items() if self._expired(g, e, now_ms)]
             if expired:
                 recs.extend((R.offset_key(g.group_id, t, p), None) for t, p in expired)

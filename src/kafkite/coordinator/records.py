@@ -5,8 +5,9 @@ GroupMetadataKey (group). Values: OffsetCommitValue v0-v4 (we write v3: offset,
 leader epoch, metadata, commit timestamp; v1 when an expire timestamp is set)
 and GroupMetadataValue v0-v4 (we write v3). A null value is a tombstone.
 
-Key versions 3 and up are the record types of Kafka's other group kinds (KIP-848 consumer
-groups, share groups, ...), which this broker does not run: `decode_key` returns an
+Key versions 3-8 are the records of KIP-848 consumer groups, decoded and replayed by
+consumer_group_records.py / the shard. Key versions 9 and up are record types of group kinds this
+broker does not run (share groups, streams groups, regular expressions, ...): `decode_key` returns an
 `IgnoredKey` for them, and the loader skips them as Kafka skips a record type it does not know.
 Anything else that does not decode -- truncated fields, an unknown value version -- raises
 ValueError (`RecordDecodeError`); the shard logs and skips such a record.

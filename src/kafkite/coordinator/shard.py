@@ -13,7 +13,10 @@ from typing import Any, Callable
 import structlog
 
 from ..wire.errors import E
+from . import consumer_group_records as CR
 from . import records as R
+from .consumer_group import ConsumerGroup
+from .consumer_group_manager import ConsumerGroupManager
 from .group import Group, GroupState, Member
 from .group_metadata import GroupMetadataManager
 from .offsets import OffsetMetadataManager
@@ -50,6 +53,10 @@ class GroupCoordinatorShard:
         self.groups: dict[str, Group] = {}
         self.membership = GroupMetadataManager(cfg, self.groups, complete)
         self.offsets = OffsetMetadataManager(cfg, self.groups)
+        self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (their offsets: in `groups`)
+        self.consumer = ConsumerGroupManager(cfg, self.consumer_groups, self.groups)
+        self.offsets.has_consumer_members = lambda gid: bool(gid in self.consumer_groups
+                                                             and self.consumer_groups[gid].members)
         self.next_expiry_check = now_ms + cfg.retention_check_interval_ms
         self.ignored: dict[int, int] = {}  # key version -> records skipped (replay)
 
@@ -60,6 +67,9 @@ class GroupCoordinatorShard:
         Record types of group kinds this broker does not run are counted in `ignored` (by key version).
         A transactional record (`producer_id` >= 0: TxnOffsetCommit) waits for its producer's marker."""
         if key is None:
+            return
+        if len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in CR.TYPES:
+            self._replay_consumer_group(key, value, offset)
             return
         try:
             k, v = R.decode_record(key, value)
@@ -75,6 +85,17 @@ class GroupCoordinatorShard:
                 self._replay_group(k.group, v)
             else:
                 self.ignored[k.version] = self.ignored.get(k.version, 0) + 1
+        except Exception:
+            log.exception("offsets.replay_failed", partition=self.partition, offset=offset, key=repr(k))
+
+    def _replay_consumer_group(self, key: bytes, value: bytes | None, offset: int) -> None:
+        try:
+            version, k, v = CR.decode(key, value)
+        except Exception as exc:
+            log.warning("offsets.undecodable_record", partition=self.partition, offset=offset, error=str(exc))
+            return
+        try:
+            self.consumer.replay(version, k, v)
         except Exception:
             log.exception("offsets.replay_failed", partition=self.partition, offset=offset, key=repr(k))
 
@@ -110,6 +131,7 @@ class GroupCoordinatorShard:
         for g in self.groups.values():
             for m in g.members.values():
                 m.heartbeat_deadline = now_ms + m.session_timeout_ms
+        self.consumer.loaded(now_ms)
 
     # -- operations -----------------------------------------------------------------------------------
     def membership_op(self, response: Any) -> CoordinatorResult:
@@ -119,6 +141,17 @@ class GroupCoordinatorShard:
         return CoordinatorResult(self.membership.take_emitted(), response, replay=False)
 
     def delete_group(self, group_id: str) -> CoordinatorResult[int]:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            if cg.members:
+                return CoordinatorResult(response=E.NON_EMPTY_GROUP)
+            offsets = self.groups.get(group_id)
+            recs = [(R.offset_key(group_id, t, p), None) for t, p in (offsets.offsets if offsets else ())]
+            recs += [CR.tombstone(CR.TARGET_METADATA, group_id), CR.tombstone(CR.PARTITION_METADATA, group_id),
+                     CR.tombstone(CR.GROUP_METADATA, group_id)]
+            if offsets is not None:
+                recs.append((R.group_key(group_id), None))
+            return CoordinatorResult(recs, 0, on_failure=lambda err: err)
         g = self.groups.get(group_id)
         if g is None:
             return CoordinatorResult(response=E.GROUP_ID_NOT_FOUND)
@@ -143,12 +176,12 @@ class GroupCoordinatorShard:
 
     # -- timers ------------------------------------------------------------------------------------------
     def next_deadline_ms(self) -> int:
-        d = self.membership.next_deadline_ms()
-        return self.next_expiry_check if d is None else min(d, self.next_expiry_check)
+        ds = [d for d in (self.membership.next_deadline_ms(), self.consumer.next_deadline_ms()) if d is not None]
+        return min(ds + [self.next_expiry_check])
 
     def poll(self, now_ms: int) -> list[CoordinatorResult]:
         self.membership.poll(now_ms)
-        out = [self.membership_op(None)]
+        out = [self.membership_op(None)] + self.consumer.poll(now_ms)
         if now_ms >= self.next_expiry_check:
             self.next_expiry_check = now_ms + self.cfg.retention_check_interval_ms
             out.append(self.offsets.expire(now_ms))

@@ -6,6 +6,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..coordinator.consumer_group import ConsumerGroup
+from ..coordinator.consumer_group_manager import HeartbeatRequest, HeartbeatResult
+from ..coordinator.consumer_group_records import TopicMetadata
 from ..coordinator.coordinator import GroupCoordinator, GroupDescription, JoinResult, SyncResult
 from ..coordinator.group import OffsetEntry
 from ..coordinator.offsets import OffsetCommit
@@ -18,13 +21,31 @@ if TYPE_CHECKING:
 OFFSETS_TOPIC = "__consumer_offsets"
 _CONFIG_KEYS = ["group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
                 "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
-                "offset.metadata.max.bytes", "offsets.topic.num.partitions"]
+                "offset.metadata.max.bytes", "offsets.topic.num.partitions",
+                "group.coordinator.rebalance.protocols", "group.consumer.session.timeout.ms",
+                "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors"]
 
 
 class GroupCoordinatorService:
     def __init__(self, broker: "Broker"):
         self.coordinator = GroupCoordinator({k: broker.config.get(k) for k in _CONFIG_KEYS})
         self.runtime = CoordinatorRuntime(broker, OFFSETS_TOPIC, self.coordinator)
+        self.broker = broker
+
+    def _topic(self, name: str) -> TopicMetadata | None:
+        t = self.broker.metadata.topic(name)
+        return TopicMetadata(t.topic_id, t.name, len(t.partitions)) if t is not None else None
+
+    # -- KIP-848 consumer groups ----------------------------------------------------------------------
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest, api_version: int) -> HeartbeatResult:
+        return await self.runtime.write(*self.coordinator.consumer_group_heartbeat(request, self._topic, now_ms(),
+                                                                                   api_version))
+
+    async def consumer_group_describe(self, group_id: str) -> tuple[int, str | None, ConsumerGroup | None]:
+        err, shard = self.coordinator.shard_for(group_id, allow_empty=True)
+        if err:
+            return int(err), None, None
+        return await self.runtime.read(shard.partition, lambda: self.coordinator.consumer_group_describe(group_id))
 
     def on_metadata(self, cache) -> None:
         self.runtime.on_metadata(cache)
@@ -65,19 +86,21 @@ class GroupCoordinatorService:
     # -- offsets --------------------------------------------------------------------------------------
     async def commit_offsets(self, *, group_id: str | None, generation_id: int, member_id: str,
                              group_instance_id: str | None, offsets: list[OffsetCommit],
-                             retention_ms: int = -1) -> list[tuple[str, int, int]]:
+                             retention_ms: int = -1, api_version: int = 9) -> list[tuple[str, int, int]]:
         return await self.runtime.write(*self.coordinator.commit_offsets(
             group_id=group_id, generation_id=generation_id, member_id=member_id,
-            group_instance_id=group_instance_id, offsets=offsets, retention_ms=retention_ms, now_ms=now_ms()))
+            group_instance_id=group_instance_id, offsets=offsets, retention_ms=retention_ms, now_ms=now_ms(),
+            api_version=api_version))
 
     async def fetch_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]] | None,
-                            require_stable: bool = False
+                            require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1
                             ) -> tuple[int, list[tuple[str, int, OffsetEntry | None, int]]]:
         err, shard = self.coordinator.shard_for(group_id, allow_empty=True)
         if err:
             return err, []
         return await self.runtime.read(shard.partition, lambda: self.coordinator.fetch_offsets(
-            group_id=group_id, partitions=partitions, require_stable=require_stable))
+            group_id=group_id, partitions=partitions, require_stable=require_stable, member_id=member_id,
+            member_epoch=member_epoch))
 
     async def txn_commit_offsets(self, *, group_id: str | None, producer_id: int, producer_epoch: int,
                                  generation_id: int, member_id: str, group_instance_id: str | None,
@@ -104,8 +127,9 @@ class GroupCoordinatorService:
             return self.coordinator.describe_group(group_id)
         return await self.runtime.read(shard.partition, lambda: self.coordinator.describe_group(group_id))
 
-    async def list_groups(self, *, states: list[str] | None = None) -> list[tuple[str, str, str]]:
-        return self.coordinator.list_groups(states)
+    async def list_groups(self, *, states: list[str] | None = None, types: list[str] | None = None
+                          ) -> list[tuple[str, str, str, str]]:
+        return self.coordinator.list_groups(states, types)
 
     async def delete_group(self, *, group_id: str | None) -> int:
         return await self.runtime.write(*self.coordinator.delete_group(group_id))

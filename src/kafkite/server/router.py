@@ -52,9 +52,12 @@ ROUTES: dict[int, tuple[int, int, Handler]] = {
     ApiKey.OffsetCommit: (0, 9, groups.handle_offset_commit),
     ApiKey.OffsetFetch: (0, 9, groups.handle_offset_fetch),
     ApiKey.DescribeGroups: (0, 5, groups.handle_describe_groups),
-    ApiKey.ListGroups: (0, 4, groups.handle_list_groups),
+    ApiKey.ListGroups: (0, 5, groups.handle_list_groups),
     ApiKey.DeleteGroups: (0, 2, groups.handle_delete_groups),
     ApiKey.OffsetDelete: (0, 0, groups.handle_offset_delete),
+    # KIP-848 consumer groups (group.protocol=consumer)
+    ApiKey.ConsumerGroupHeartbeat: (0, 1, groups.handle_consumer_group_heartbeat),
+    ApiKey.ConsumerGroupDescribe: (0, 1, groups.handle_consumer_group_describe),
     # transactions: the client forms (AddPartitionsToTxn v4+ is the brokers' batched form, not served)
     ApiKey.AddPartitionsToTxn: (0, 3, txn.handle_add_partitions_to_txn),
     ApiKey.AddOffsetsToTxn: (0, 4, txn.handle_add_offsets_to_txn),

@@ -18,10 +18,11 @@ def _all_message_classes() -> dict[int, dict[str, type[ApiMessage]]]:
 
     import kafka.protocol.sasl as sasl  # SaslHandshake, SaslAuthenticate (the module has no __all__)
 
+    from . import consumer_group_api  # KIP-848's ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69)
     from . import interbroker  # controller-to-broker APIs kafka-python lacks (keys 4-7)
 
     out: dict[int, dict[str, type[ApiMessage]]] = {}
-    named = [(mod, name) for mod in (admin, consumer, metadata, producer, interbroker)
+    named = [(mod, name) for mod in (admin, consumer, metadata, producer, interbroker, consumer_group_api)
              for name in getattr(mod, "__all__", ())]
     named += [(sasl, name) for name in ("SaslHandshakeRequest", "SaslHandshakeResponse", "SaslAuthenticateRequest",
                                         "SaslAuthenticateResponse")]

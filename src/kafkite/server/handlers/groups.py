@@ -9,8 +9,10 @@ from kafka.protocol.consumer import (HeartbeatResponse, JoinGroupResponse, Leave
 from kafka.protocol.metadata import FindCoordinatorResponse
 
 from ...controller.metadata import MetadataError
+from ...coordinator.consumer_group_manager import HeartbeatRequest
 from ...coordinator.hashing import partition_for
 from ...security.authorizer import Op, ResourceType
+from ...wire.consumer_group_api import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from ...wire.errors import E
 from ..context import RequestContext
 from ..group_coordinator_service import OFFSETS_TOPIC
@@ -196,7 +198,7 @@ async def handle_offset_commit(ctx: RequestContext):
         results = await b.groups.commit_offsets(
             group_id=body.group_id, generation_id=gen, member_id=body.member_id if v >= 1 else "",
             group_instance_id=body.group_instance_id if v >= 7 else None, offsets=offsets,
-            retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1)
+            retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v)
     codes = {(t, p): c for t, p, c in results}
     codes.update({k: int(E.UNKNOWN_TOPIC_OR_PARTITION) for k in unknown})
     codes.update({k: int(E.TOPIC_AUTHORIZATION_FAILED) for k in denied})
@@ -208,7 +210,7 @@ async def handle_offset_commit(ctx: RequestContext):
     return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=topics)
 
 
-async def _fetch_group(ctx, group_id, topics, require_stable):
+async def _fetch_group(ctx, group_id, topics, require_stable, member_id=None, member_epoch=-1):
     """Kafka: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and the topics without DESCRIBE are left out
     of "all offsets" or answered TOPIC_AUTHORIZATION_FAILED when named."""
     if not _group_ok(ctx, Op.DESCRIBE, group_id):
@@ -216,13 +218,15 @@ async def _fetch_group(ctx, group_id, topics, require_stable):
     parts = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     if parts is None:
         err, rows = await ctx.broker.groups.fetch_offsets(group_id=group_id, partitions=None,
-                                                          require_stable=require_stable)
+                                                          require_stable=require_stable, member_id=member_id,
+                                                          member_epoch=member_epoch)
         described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, {r[0] for r in rows})
         return err, [r for r in rows if r[0] in described]
     described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, {t for t, _ in parts})
     err, rows = await ctx.broker.groups.fetch_offsets(group_id=group_id,
                                                       partitions=[tp for tp in parts if tp[0] in described],
-                                                      require_stable=require_stable)
+                                                      require_stable=require_stable, member_id=member_id,
+                                                      member_epoch=member_epoch)
     denied = [(t, p, None, int(E.TOPIC_AUTHORIZATION_FAILED)) for t, p in parts if t not in described]
     return err, list(rows) + denied
 
@@ -242,7 +246,8 @@ async def handle_offset_fetch(ctx: RequestContext):
         P = T.OffsetFetchResponsePartitions
         groups = []
         for g in body.groups:
-            err, rows = await _fetch_group(ctx, g.group_id, g.topics, body.require_stable)
+            err, rows = await _fetch_group(ctx, g.group_id, g.topics, body.require_stable,
+                                           *((g.member_id, g.member_epoch) if v >= 9 else ()))
             topics = [T(name=t, partitions=[P(partition_index=p, committed_offset=e.offset if e else -1,
                                               committed_leader_epoch=e.leader_epoch if e else -1,
                                               metadata=e.metadata if e else "", error_code=c)
@@ -292,13 +297,15 @@ async def handle_describe_groups(ctx: RequestContext):
 async def handle_list_groups(ctx: RequestContext):
     body, v = ctx.body, ctx.version
     states = list(body.states_filter) if v >= 4 and body.states_filter else None
-    groups = await ctx.broker.groups.list_groups(states=states)
+    types = list(body.types_filter) if v >= 5 and body.types_filter else None
+    groups = await ctx.broker.groups.list_groups(states=states, types=types)
     if not ctx.authorized_cluster(Op.DESCRIBE, False):  # Kafka: without DESCRIBE on the cluster, the describable groups
         allowed = ctx.authorize(Op.DESCRIBE, ResourceType.GROUP, (g[0] for g in groups), log_denied=False)
         groups = [g for g in groups if g[0] in allowed]
     L = ListGroupsResponse.ListedGroup
     return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0,
-                              groups=[L(group_id=g, protocol_type=pt, group_state=st) for g, pt, st in groups])
+                              groups=[L(group_id=g, protocol_type=pt, group_state=st, group_type=gt)
+                                      for g, pt, st, gt in groups])
 
 
 async def handle_delete_groups(ctx: RequestContext):
@@ -336,3 +343,84 @@ async def handle_offset_delete(ctx: RequestContext):
                                            error_code=codes.get((t.name, p.partition_index), 0))
                                          for p in t.partitions]) for t in body.topics] if not err else []
     return OffsetDeleteResponse(version=v, error_code=int(err), throttle_time_ms=0, topics=topics)
+
+
+# -- KIP-848 consumer groups ------------------------------------------------------------------------------
+async def handle_consumer_group_heartbeat(ctx: RequestContext):
+    """ConsumerGroupHeartbeat (68): join (epoch 0), heartbeat, leave (-1; a static member -2)."""
+    body, v = ctx.body, ctx.version
+    R = ConsumerGroupHeartbeatResponse
+    if not ctx.broker.groups.coordinator.cfg.consumer_enabled:
+        return R(version=v, throttle_time_ms=0, error_code=int(E.UNSUPPORTED_VERSION),
+                 error_message="The new consumer group protocol is not enabled.", member_id=None, member_epoch=0,
+                 heartbeat_interval_ms=0, assignment=None)
+    # Kafka's handleConsumerGroupHeartbeat: READ on the group, DESCRIBE on every subscribed topic
+    denied = None
+    if not _group_ok(ctx, Op.READ, body.group_id):
+        denied = E.GROUP_AUTHORIZATION_FAILED
+    elif body.subscribed_topic_names and len(ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC,
+                                                            body.subscribed_topic_names)) < len(set(
+                                                                body.subscribed_topic_names)):
+        denied = E.TOPIC_AUTHORIZATION_FAILED
+    if denied is not None:
+        return R(version=v, throttle_time_ms=0, error_code=int(denied), error_message=None, member_id=None,
+                 member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+    owned = None if body.topic_partitions is None else [(tp.topic_id, list(tp.partitions))
+                                                        for tp in body.topic_partitions]
+    req = HeartbeatRequest(
+        group_id=body.group_id, member_id=body.member_id or "", member_epoch=body.member_epoch,
+        instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=body.rebalance_timeout_ms,
+        subscribed_topic_names=None if body.subscribed_topic_names is None else list(body.subscribed_topic_names),
+        subscribed_topic_regex=body.subscribed_topic_regex if v >= 1 else None,
+        server_assignor=body.server_assignor, owned=owned, client_id=ctx.client_id or "", client_host=_host(ctx))
+    r = await ctx.broker.groups.consumer_group_heartbeat(req, v)
+    assignment = None
+    if r.assignment is not None:
+        TP = R.Assignment.TopicPartitions
+        assignment = R.Assignment(topic_partitions=[TP(topic_id=t, partitions=sorted(ps))
+                                                    for t, ps in sorted(r.assignment.items(), key=lambda kv: str(kv[0]))])
+    return R(version=v, throttle_time_ms=0, error_code=int(r.error), error_message=r.message, member_id=r.member_id,
+             member_epoch=r.member_epoch, heartbeat_interval_ms=r.heartbeat_interval_ms, assignment=assignment)
+
+
+async def handle_consumer_group_describe(ctx: RequestContext):
+    """ConsumerGroupDescribe (69): epochs, assignor, members with their current and target assignments."""
+    b, body, v = ctx.broker, ctx.body, ctx.version
+    R = ConsumerGroupDescribeResponse
+    G = R.DescribedGroup
+    A = G.Member.Assignment
+
+    def assignment(a):
+        out = []
+        for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])):
+            info = b.metadata.topic_by_id(t)
+            out.append(A.TopicPartitions(topic_id=t, topic_name=info.name if info else "", partitions=sorted(ps)))
+        return A(topic_partitions=out)
+
+    groups = []
+    for gid in body.group_ids:
+        if not _group_ok(ctx, Op.DESCRIBE, gid):  # Kafka: DESCRIBE on each group, else that group's error
+            groups.append(G(error_code=_GROUP_DENIED, error_message=None, group_id=gid, group_state="",
+                            group_epoch=0, assignment_epoch=0, assignor_name="", members=[]))
+            continue
+        err, msg, g = await b.groups.consumer_group_describe(gid)
+        if g is None:
+            groups.append(G(error_code=err, error_message=msg, group_id=gid, group_state="", group_epoch=0,
+                            assignment_epoch=0, assignor_name="", members=[]))
+            continue
+        members = []
+        for m in g.members.values():
+            kw = {"member_type": 1} if v >= 1 else {}
+            members.append(G.Member(
+                member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
+                client_id=m.client_id, client_host=m.client_host,
+                subscribed_topic_names=sorted(m.subscribed_topic_names), subscribed_topic_regex=None,
+                assignment=assignment(m.assigned), target_assignment=assignment(g.target.get(m.member_id, {})),
+                **kw))
+        assignor = g.preferred_assignor(b.groups.coordinator.cfg.consumer_assignors[0])
+        groups.append(G(error_code=0, error_message=None, group_id=gid, group_state=g.state.value,
+                        group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch, assignor_name=assignor,
+                        members=members,
+                        authorized_operations=(1 << 3) | (1 << 6) | (1 << 8) if body.include_authorized_operations
+                        else -2147483648))
+    return R(version=v, throttle_time_ms=0, groups=groups)

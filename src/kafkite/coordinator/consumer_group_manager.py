@@ -1,0 +1,455 @@
+"""ConsumerGroupHeartbeat and the life of KIP-848 consumer groups on one shard (the consumer-group
+half of Kafka 4's GroupMetadataManager), sans-IO.
+
+An operation reads the groups, decides, and returns a CoordinatorResult: the records to write and
+the response. It changes nothing itself (timers aside): the runtime appends the records and the
+shard's `replay` applies them -- the same replay that loads the partition after a restart. A
+heartbeat (1) creates or updates the member and bumps the group epoch when its subscription or the
+subscribed topics' partition counts changed, (2) recomputes the target assignment when the group
+epoch is ahead of the assignment epoch, (3) moves the member towards its target
+(reconciliation.py). Sessions and rebalance timeouts fence members in `poll`.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+import structlog
+
+from ..wire.errors import E
+from . import consumer_group_records as CR
+from .assignors import ASSIGNORS
+from .consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
+                             ConsumerGroupMember, MemberState)
+from .consumer_group_records import Assignment, TopicMetadata
+from .reconciliation import FencedMemberEpoch, next_state
+from .result import CoordinatorResult
+
+log = structlog.get_logger("kafkite.coordinator")
+TopicLookup = Callable[[str], "TopicMetadata | None"]
+
+
+class GroupError(Exception):
+    def __init__(self, code: int, message: str | None = None):
+        super().__init__(message)
+        self.code, self.message = int(code), message
+
+
+@dataclass
+class HeartbeatResult:
+    error: int = 0
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+@dataclass
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: list[tuple[uuid.UUID, list[int]]] | None = None  # TopicPartitions; None: not sent
+    client_id: str = ""
+    client_host: str = ""
+
+
+def check_heartbeat(r: HeartbeatRequest, assignors: list[str], api_version: int) -> None:
+    """Kafka 4's throwIfConsumerGroupHeartbeatRequestIsInvalid, with its messages. From v1 the client
+    generates its member id (KIP-1082), so it is required on every request; v0 may join without one."""
+    def bad(msg: str):
+        raise GroupError(E.INVALID_REQUEST, msg)
+    if (api_version >= 1 or r.member_epoch > 0 or r.member_epoch == LEAVE_GROUP_MEMBER_EPOCH) and not r.member_id:
+        bad("MemberId can't be empty.")
+    if r.group_id == "":
+        bad("GroupId can't be empty.")
+    if r.instance_id == "":
+        bad("InstanceId can't be empty.")
+    if r.rack_id == "":
+        bad("RackId can't be empty.")
+    if r.member_epoch == 0:
+        if r.rebalance_timeout_ms == -1:
+            bad("RebalanceTimeoutMs must be provided in first request.")
+        if r.owned is None or r.owned:
+            bad("TopicPartitions must be empty when (re-)joining.")
+        # an empty list of names (or an empty regex) is a member subscribed to nothing, still in the group
+        if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
+            bad("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+    elif r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if r.instance_id is None:
+            bad("InstanceId can't be null.")
+    elif r.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        bad("MemberEpoch is invalid.")
+    if r.server_assignor is not None and r.server_assignor not in assignors:
+        raise GroupError(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {r.server_assignor} is not supported. "
+                                                 f"Supported assignors: {', '.join(assignors)}.")
+    if r.subscribed_topic_regex:  # "" is no regex (librdkafka sends it); regexes are not served yet
+        bad("SubscribedTopicRegex is not supported yet.")
+
+
+def _is_subset(owned, assigned: Assignment) -> bool:
+    if owned is None:
+        return False
+    return all(p in assigned.get(t, ()) for t, ps in owned for p in ps)
+
+
+def _check_epoch(m: ConsumerGroupMember, received: int, owned) -> None:
+    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member one epoch behind whose answer was lost
+    may come back with its previous epoch, owning a subset of its assignment."""
+    if received > m.member_epoch:
+        raise GroupError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch ({received})"
+                         f" than the one known by the group coordinator ({m.member_epoch}). The member must "
+                         "abandon all its partitions and rejoin.")
+    if received < m.member_epoch and (received != m.previous_member_epoch or not _is_subset(owned, m.assigned)):
+        raise GroupError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch ({received})"
+                         f" than the one known by the group coordinator ({m.member_epoch}). The member must "
+                         "abandon all its partitions and rejoin.")
+
+
+def _unknown_member(member_id: str, group_id: str) -> GroupError:
+    return GroupError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+
+
+class ConsumerGroupManager:
+    def __init__(self, cfg, groups: dict[str, ConsumerGroup], classic_groups: dict):
+        self.cfg = cfg
+        self.groups = groups
+        self.classic = classic_groups
+
+    # -- lookups -------------------------------------------------------------------------------------
+    def group(self, group_id: str, create: bool) -> ConsumerGroup:
+        g = self.groups.get(group_id)
+        if g is not None:
+            return g
+        classic = self.classic.get(group_id)
+        if classic is not None and classic.members:
+            # Kafka 4 upgrades a classic group online here; this broker does not yet: it refuses as Kafka
+            # refuses a group of another kind
+            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if not create:
+            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        return ConsumerGroup(group_id)  # its first records create it at replay
+
+    # -- ConsumerGroupHeartbeat -----------------------------------------------------------------------
+    def heartbeat(self, r: HeartbeatRequest, topics: TopicLookup, now_ms: int, api_version: int = 1
+                  ) -> CoordinatorResult[HeartbeatResult]:
+        try:
+            check_heartbeat(r, self.cfg.consumer_assignors, api_version)
+            if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(r)
+            return self._heartbeat(r, topics, now_ms)
+        except GroupError as exc:
+            return CoordinatorResult(response=HeartbeatResult(exc.code, exc.message))
+
+    def _heartbeat(self, r: HeartbeatRequest, topics: TopicLookup, now_ms: int) -> CoordinatorResult:
+        records: list = []
+        joining = r.member_epoch == 0
+        g = self.group(r.group_id, create=joining)
+        if len(g.members) >= self.cfg.consumer_max_size and (not r.member_id or r.member_id not in g.members):
+            raise GroupError(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
+                                                       f"{self.cfg.consumer_max_size} members.")
+        member_id = r.member_id or str(uuid.uuid4())
+        member, replaced = self._member(g, member_id, r, joining)
+
+        updated = member.copy(
+            instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
+            rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            server_assignor=r.server_assignor if r.server_assignor is not None else member.server_assignor,
+            subscribed_topic_names=frozenset(r.subscribed_topic_names) if r.subscribed_topic_names is not None
+            else frozenset() if r.member_epoch == 0 and r.subscribed_topic_regex is not None
+            else member.subscribed_topic_names,
+            client_id=r.client_id, client_host=r.client_host)
+        if replaced is not None:  # a static member back with a new member id: the old one goes
+            records += self._remove_member_records(g.group_id, replaced.member_id)
+        new_member = member_id not in g.members
+        bump = False
+        if new_member or not updated.subscription_equals(member):
+            records.append(CR.member_metadata(g.group_id, updated))
+            # a static member's new incarnation takes its place: the same subscription bumps nothing
+            bump = (new_member and replaced is None) or updated.subscribed_topic_names != member.subscribed_topic_names
+
+        # 1. subscription metadata and group epoch
+        names = g.subscribed_topic_names(exclude=member_id, extra=updated)
+        metadata = {n: tm for n in sorted(names) if (tm := topics(n)) is not None}
+        if metadata != g.subscription_metadata:
+            records.append(CR.partition_metadata(g.group_id, metadata))
+            bump = True
+        group_epoch = g.group_epoch + 1 if bump else g.group_epoch
+        if bump:
+            records.append(CR.group_epoch(g.group_id, group_epoch))
+
+        # 2. target assignment
+        if group_epoch > g.assignment_epoch:
+            members = {mid: m for mid, m in g.members.items() if replaced is None or mid != replaced.member_id}
+            members[member_id] = updated
+            target_all = self._compute_target(g, members, metadata)
+            for mid, a in sorted(target_all.items()):
+                if g.target.get(mid) != a or (mid == member_id and replaced is not None):
+                    records.append(CR.target_member(g.group_id, mid, a))
+            records.append(CR.target_epoch(g.group_id, group_epoch))
+            target_epoch, target = group_epoch, target_all.get(member_id, {})
+        elif replaced is not None:  # the new incarnation inherits the old one's target
+            target_epoch, target = g.assignment_epoch, g.target.get(replaced.member_id, {})
+            records.append(CR.target_member(g.group_id, member_id, target))
+        else:
+            target_epoch, target = g.assignment_epoch, g.target.get(member_id, {})
+
+        # 3. reconciliation
+        epochs = g.partition_epochs()
+        if replaced is not None:
+            epochs = {tp: e for tp, e in epochs.items()
+                      if tp[1] not in replaced.assigned.get(tp[0], ()) and tp[1] not in
+                      replaced.pending_revocation.get(tp[0], ())}
+        for t, ps in list(updated.assigned.items()) + list(updated.pending_revocation.items()):
+            for p in ps:
+                epochs.pop((t, p), None)  # its own partitions do not block it
+        try:
+            reconciled = updated if updated.is_reconciled_to(target_epoch) else next_state(
+                updated, target_epoch, target, lambda t, p: epochs.get((t, p), -1), r.owned)
+        except FencedMemberEpoch as exc:
+            raise GroupError(E.FENCED_MEMBER_EPOCH, str(exc)) from None
+        if new_member or not reconciled.assignment_equals(member) or replaced is not None:
+            records.append(CR.current_assignment(g.group_id, reconciled))
+            if reconciled.state == MemberState.UNREVOKED_PARTITIONS and \
+                    reconciled.member_epoch != g.rebalance_deadlines.get(member_id, (0, None))[1]:
+                g.rebalance_deadlines[member_id] = (now_ms + max(reconciled.rebalance_timeout_ms, 0),
+                                                    reconciled.member_epoch)
+            elif reconciled.state != MemberState.UNREVOKED_PARTITIONS:
+                g.rebalance_deadlines.pop(member_id, None)
+        g.session_deadlines[member_id] = now_ms + self.cfg.consumer_session_timeout_ms
+        if replaced is not None:
+            g.session_deadlines.pop(replaced.member_id, None)
+            g.rebalance_deadlines.pop(replaced.member_id, None)
+        created = g.group_id not in self.groups
+        self.groups.setdefault(g.group_id, g)  # a new group: the replay of the records fills it
+
+        full = joining or (r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None
+                           and r.owned is not None)
+        changed = reconciled.assigned != member.assigned or new_member
+        resp = HeartbeatResult(0, None, member_id, reconciled.member_epoch, self.cfg.consumer_heartbeat_interval_ms,
+                               dict(reconciled.assigned) if full or changed else None)
+        def failed(err: int) -> HeartbeatResult:
+            # nothing was applied; a group this heartbeat created is not left behind, empty
+            if created and not g.members and self.groups.get(g.group_id) is g:
+                del self.groups[g.group_id]
+            g.session_deadlines.pop(member_id, None)
+            return HeartbeatResult(err)
+        return CoordinatorResult(records, resp, on_failure=failed)
+
+    def _member(self, g: ConsumerGroup, member_id: str, r: HeartbeatRequest, joining: bool
+                ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
+        """(the member as it is now, the static member it replaces or None)."""
+        if r.instance_id is None:
+            m = g.members.get(member_id)
+            if m is None:
+                if not joining:
+                    raise _unknown_member(member_id, g.group_id)
+                return ConsumerGroupMember(member_id), None
+            if joining:  # a member that joins again under its id starts over, owning nothing
+                return m.copy(member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE, assigned={},
+                              pending_revocation={}), None
+            _check_epoch(m, r.member_epoch, r.owned)
+            return m, None
+        old = g.static_member(r.instance_id)
+        if joining:
+            if old is None:
+                m = g.members.get(member_id)
+                return (m.copy(member_epoch=0, previous_member_epoch=0) if m else ConsumerGroupMember(member_id)), None
+            if old.member_id == member_id:
+                return old.copy(member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE,
+                                assigned={}, pending_revocation={}), None
+            if old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise GroupError(E.UNRELEASED_INSTANCE_ID,
+                                 f"Static member {member_id} with instance id {r.instance_id} cannot join the group "
+                                 f"because the instance id is owned by {old.member_id} member.")
+            # the new incarnation takes the old one's place and assignment
+            return old.copy(member_id=member_id, member_epoch=0, previous_member_epoch=0), old
+        if old is None:
+            raise GroupError(E.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
+        if old.member_id != member_id:
+            raise GroupError(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {r.instance_id} "
+                                                   f"was fenced by member {old.member_id}.")
+        _check_epoch(old, r.member_epoch, r.owned)
+        return old, None
+
+    def _compute_target(self, g: ConsumerGroup, members: dict[str, ConsumerGroupMember],
+                        metadata: dict[str, TopicMetadata]) -> dict[str, Assignment]:
+        by_id = {tm.topic_id: tm.num_partitions for tm in metadata.values()}
+        subs = {mid: frozenset(metadata[n].topic_id for n in m.subscribed_topic_names if n in metadata)
+                for mid, m in members.items()}
+        default = self.cfg.consumer_assignors[0]
+        counts: dict[str, int] = {}
+        for m in members.values():
+            if m.server_assignor:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        name = max(sorted(counts), key=lambda a: counts[a]) if counts else default
+        return ASSIGNORS[name](subs, by_id, g.target)
+
+    # -- leaving and fencing --------------------------------------------------------------------------
+    def _leave(self, r: HeartbeatRequest) -> CoordinatorResult:
+        g = self.groups.get(r.group_id)
+        if g is None:
+            self.group(r.group_id, create=False)  # raises: not found / not a consumer group
+        if r.instance_id is None:
+            m = g.members.get(r.member_id)
+            if m is None:
+                raise _unknown_member(r.member_id, r.group_id)
+        else:
+            m = g.static_member(r.instance_id)
+            if m is None:
+                raise GroupError(E.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
+            if m.member_id != r.member_id:
+                raise GroupError(E.FENCED_INSTANCE_ID, f"Static member {r.member_id} with instance id "
+                                                       f"{r.instance_id} was fenced by member {m.member_id}.")
+            if r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # it keeps its partitions for its session timeout, to come back with them
+                left = m.copy(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
+                g.rebalance_deadlines.pop(m.member_id, None)
+                log.info("consumer_group.static_member_left", group=g.group_id, member=m.member_id)
+                return CoordinatorResult([CR.current_assignment(g.group_id, left)],
+                                         HeartbeatResult(0, None, m.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH))
+        log.info("consumer_group.member_left", group=g.group_id, member=m.member_id)
+        return CoordinatorResult(self._fence_records(g, m), HeartbeatResult(0, None, r.member_id, r.member_epoch))
+
+    def _remove_member_records(self, group_id: str, member_id: str) -> list:
+        return [CR.tombstone(CR.CURRENT_ASSIGNMENT, group_id, member_id),
+                CR.tombstone(CR.TARGET_MEMBER, group_id, member_id),
+                CR.tombstone(CR.MEMBER_METADATA, group_id, member_id)]
+
+    def _fence_records(self, g: ConsumerGroup, *members: ConsumerGroupMember) -> list:
+        """The records removing members (Kafka's consumerGroupFenceMember): their tombstones, the subscription
+        metadata without them when it changes, and the next group epoch."""
+        records = []
+        for m in members:
+            records += self._remove_member_records(g.group_id, m.member_id)
+            g.session_deadlines.pop(m.member_id, None)
+            g.rebalance_deadlines.pop(m.member_id, None)
+        gone = {m.member_id for m in members}
+        names = {n for mid, x in g.members.items() if mid not in gone for n in x.subscribed_topic_names}
+        metadata = {n: tm for n, tm in g.subscription_metadata.items() if n in names}
+        if metadata != g.subscription_metadata:
+            records.append(CR.partition_metadata(g.group_id, metadata))
+        records.append(CR.group_epoch(g.group_id, g.group_epoch + 1))
+        return records
+
+    # -- timers ---------------------------------------------------------------------------------------
+    def next_deadline_ms(self) -> int | None:
+        ds = [d for g in self.groups.values() for d in g.session_deadlines.values()]
+        ds += [d for g in self.groups.values() for d, _ in g.rebalance_deadlines.values()]
+        return min(ds, default=None)
+
+    def poll(self, now_ms: int) -> list[CoordinatorResult]:
+        """Fence the members whose session expired, or that did not revoke within their rebalance timeout."""
+        out = []
+        for g in list(self.groups.values()):
+            fenced: list[ConsumerGroupMember] = []
+            for mid, deadline in sorted(g.session_deadlines.items()):
+                m = g.members.get(mid)
+                if m is None:
+                    g.session_deadlines.pop(mid, None)
+                elif deadline <= now_ms:
+                    log.info("consumer_group.session_expired", group=g.group_id, member=mid)
+                    fenced.append(m)
+            for mid, (deadline, epoch) in sorted(g.rebalance_deadlines.items()):
+                m = g.members.get(mid)
+                if m is None or m.state != MemberState.UNREVOKED_PARTITIONS or m.member_epoch != epoch:
+                    g.rebalance_deadlines.pop(mid, None)
+                elif deadline <= now_ms and m not in fenced:
+                    log.info("consumer_group.rebalance_timeout", group=g.group_id, member=mid)
+                    fenced.append(m)
+            if fenced:  # one write: every fenced member's tombstones, one new group epoch
+                out.append(CoordinatorResult(self._fence_records(g, *fenced)))
+        return out
+
+    def loaded(self, now_ms: int) -> None:
+        for g in self.groups.values():
+            for mid in g.members:
+                g.session_deadlines[mid] = now_ms + self.cfg.consumer_session_timeout_ms
+
+    # -- offsets -------------------------------------------------------------------------------------
+    def validate_offset_commit(self, g: ConsumerGroup, member_id: str, member_epoch: int, api_version: int,
+                               transactional: bool = False) -> int:
+        """Kafka's ConsumerGroup.validateOffsetCommit -> 0 or the error."""
+        if member_epoch < 0 and not g.members:
+            return 0
+        m = g.members.get(member_id)
+        if m is None:
+            return int(E.UNKNOWN_MEMBER_ID)
+        if not transactional and api_version < 9:
+            return int(E.UNSUPPORTED_VERSION)
+        if member_epoch != m.member_epoch:
+            return int(E.STALE_MEMBER_EPOCH)
+        return 0
+
+    def validate_offset_fetch(self, g: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
+        if member_id is None and member_epoch < 0:
+            return 0
+        m = g.members.get(member_id or "")
+        if m is None:
+            return int(E.UNKNOWN_MEMBER_ID)
+        return int(E.STALE_MEMBER_EPOCH) if member_epoch != m.member_epoch else 0
+
+    # -- replay --------------------------------------------------------------------------------------
+    def replay(self, version: int, key, value) -> None:
+        gid = key.group_id
+        g = self.groups.get(gid)
+        if value is None:
+            if g is None:
+                return
+            if version == CR.GROUP_METADATA:
+                del self.groups[gid]
+            elif version == CR.PARTITION_METADATA:
+                g.subscription_metadata = {}
+            elif version == CR.MEMBER_METADATA:
+                m = g.members.pop(key.member_id, None)
+                if m is not None and m.instance_id and g.static_members.get(m.instance_id) == m.member_id:
+                    del g.static_members[m.instance_id]
+            elif version == CR.TARGET_METADATA:
+                g.assignment_epoch = 0
+            elif version == CR.TARGET_MEMBER:
+                g.target.pop(key.member_id, None)
+            elif version == CR.CURRENT_ASSIGNMENT:
+                m = g.members.get(key.member_id)
+                if m is not None:
+                    g.members[key.member_id] = m.copy(member_epoch=0, previous_member_epoch=0, assigned={},
+                                                      pending_revocation={}, state=MemberState.STABLE)
+            return
+        if g is None:
+            g = self.groups[gid] = ConsumerGroup(gid)
+        if version == CR.GROUP_METADATA:
+            g.group_epoch = value.epoch
+        elif version == CR.PARTITION_METADATA:
+            g.subscription_metadata = {t.topic_name: TopicMetadata(t.topic_id, t.topic_name, t.num_partitions)
+                                       for t in value.topics}
+        elif version == CR.MEMBER_METADATA:
+            m = g.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+            g.members[key.member_id] = m.copy(
+                instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
+                client_host=value.client_host, subscribed_topic_names=frozenset(value.subscribed_topic_names),
+                rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor)
+            if value.instance_id:
+                g.static_members[value.instance_id] = key.member_id
+        elif version == CR.TARGET_METADATA:
+            g.assignment_epoch = value.assignment_epoch
+        elif version == CR.TARGET_MEMBER:
+            g.target[key.member_id] = CR.assignment_of(value.topic_partitions)
+        elif version == CR.CURRENT_ASSIGNMENT:
+            m = g.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+            try:
+                state = MemberState(value.state)
+            except ValueError:
+                state = MemberState.UNKNOWN
+            g.members[key.member_id] = m.copy(
+                member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch, state=state,
+                assigned=CR.assignment_of(value.assigned_partitions),
+                pending_revocation=CR.assignment_of(value.partitions_pending_revocation))

@@ -1,0 +1,131 @@
+"""The `__consumer_offsets` records of KIP-848 consumer groups, in Kafka 4's key/value formats.
+
+Key versions (Kafka's record types): 3 ConsumerGroupMetadata (group epoch), 4
+ConsumerGroupPartitionMetadata (the subscribed topics' ids and partition counts), 5
+ConsumerGroupMemberMetadata (a member's subscription), 6 ConsumerGroupTargetAssignmentMetadata
+(assignment epoch), 7 ConsumerGroupTargetAssignmentMember (a member's target partitions), 8
+ConsumerGroupCurrentMemberAssignment (a member's epochs, state, assigned and pending-revocation
+partitions). A null value is a tombstone. The schemas are Kafka's JSON definitions
+(``coordinator/schemas``) read by kafka-python's ApiData: a key is an int16 version then the
+non-flexible key struct, a value an int16 version then the flexible value struct.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from kafka.protocol.api_data import ApiData
+
+from . import schemas
+from .records import RecordDecodeError
+
+Assignment = dict[uuid.UUID, frozenset[int]]  # topic id -> partitions
+
+
+class ConsumerGroupMetadataKey(ApiData, load_json=schemas): pass
+class ConsumerGroupMetadataValue(ApiData, load_json=schemas): pass
+class ConsumerGroupPartitionMetadataKey(ApiData, load_json=schemas): pass
+class ConsumerGroupPartitionMetadataValue(ApiData, load_json=schemas): pass
+class ConsumerGroupMemberMetadataKey(ApiData, load_json=schemas): pass
+class ConsumerGroupMemberMetadataValue(ApiData, load_json=schemas): pass
+class ConsumerGroupTargetAssignmentMetadataKey(ApiData, load_json=schemas): pass
+class ConsumerGroupTargetAssignmentMetadataValue(ApiData, load_json=schemas): pass
+class ConsumerGroupTargetAssignmentMemberKey(ApiData, load_json=schemas): pass
+class ConsumerGroupTargetAssignmentMemberValue(ApiData, load_json=schemas): pass
+class ConsumerGroupCurrentMemberAssignmentKey(ApiData, load_json=schemas): pass
+class ConsumerGroupCurrentMemberAssignmentValue(ApiData, load_json=schemas): pass
+
+
+# key version -> (key class, value class)
+TYPES: dict[int, tuple[type[ApiData], type[ApiData]]] = {
+    3: (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
+    4: (ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue),
+    5: (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
+    6: (ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
+    7: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
+    8: (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+}
+GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = range(3, 9)
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    topic_id: uuid.UUID
+    name: str
+    num_partitions: int
+
+
+def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
+    cls = TYPES[version][0]
+    kw = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
+    return cls(version=version, **kw).encode()
+
+
+def _value(version: int, **fields) -> bytes:
+    return TYPES[version][1](version=0, **fields).encode()
+
+
+def _tps(struct, assignment: Assignment) -> list:
+    return [struct(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(assignment.items()) if ps]
+
+
+def _from_tps(tps) -> Assignment:
+    return {tp.topic_id: frozenset(tp.partitions) for tp in tps or () if tp.partitions}
+
+
+# -- records --------------------------------------------------------------------------------------------------
+def group_epoch(group_id: str, epoch: int):
+    return _key(GROUP_METADATA, group_id), _value(GROUP_METADATA, epoch=epoch)
+
+
+def partition_metadata(group_id: str, topics: dict[str, TopicMetadata]):
+    V = ConsumerGroupPartitionMetadataValue
+    return _key(PARTITION_METADATA, group_id), _value(PARTITION_METADATA, topics=[
+        V.TopicMetadata(topic_id=t.topic_id, topic_name=t.name, num_partitions=t.num_partitions,
+                        partition_metadata=[]) for t in sorted(topics.values(), key=lambda t: t.name)])
+
+
+def member_metadata(group_id: str, m) -> tuple[bytes, bytes]:
+    return _key(MEMBER_METADATA, group_id, m.member_id), _value(
+        MEMBER_METADATA, instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
+        client_host=m.client_host, subscribed_topic_names=sorted(m.subscribed_topic_names),
+        subscribed_topic_regex=None, rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+
+
+def target_epoch(group_id: str, epoch: int):
+    return _key(TARGET_METADATA, group_id), _value(TARGET_METADATA, assignment_epoch=epoch)
+
+
+def target_member(group_id: str, member_id: str, assignment: Assignment):
+    return _key(TARGET_MEMBER, group_id, member_id), _value(
+        TARGET_MEMBER, topic_partitions=_tps(ConsumerGroupTargetAssignmentMemberValue.TopicPartition, assignment))
+
+
+def current_assignment(group_id: str, m):
+    V = ConsumerGroupCurrentMemberAssignmentValue
+    return _key(CURRENT_ASSIGNMENT, group_id, m.member_id), _value(
+        CURRENT_ASSIGNMENT, member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
+        state=int(m.state), assigned_partitions=_tps(V.TopicPartitions, m.assigned),
+        partitions_pending_revocation=_tps(V.TopicPartitions, m.pending_revocation))
+
+
+def tombstone(version: int, group_id: str, member_id: str | None = None):
+    return _key(version, group_id, member_id), None
+
+
+def decode(key: bytes, value: bytes | None):
+    """(key version, key object, value object or None) of a consumer group record."""
+    try:
+        version = int.from_bytes(key[:2], "big", signed=True)
+        kcls, vcls = TYPES[version]
+        k = kcls.decode(key)
+        v = vcls.decode(value) if value is not None else None
+    except RecordDecodeError:
+        raise
+    except Exception as exc:  # kafka-python raises assorted errors on short or garbled bytes
+        raise RecordDecodeError(f"consumer group record: {exc!r}") from exc
+    return version, k, v
+
+
+def assignment_of(tps) -> Assignment:
+    return _from_tps(tps)

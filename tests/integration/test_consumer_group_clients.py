@@ -1,0 +1,215 @@
+"""KIP-848 with a real client: confluent-kafka (librdkafka >= 2.10) with group.protocol=consumer against a
+broker process (ARCHITECTURE.md: confluent-kafka group consumers need one). Three consumers on a 6-partition
+topic get two partitions each; every record is consumed exactly once across a join and a leave; committed
+offsets and the group itself (epochs, a static member's assignment) come back after a broker restart."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from clients.group_scenario import produce_batch, wait_for
+from test_groups_clients import create
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if confluent_kafka.libversion()[1] < 0x020a0000:
+    pytest.skip("librdkafka < 2.10 has no group.protocol=consumer", allow_module_level=True)
+
+
+class Member:
+    """One consumer; what it processed, committed synchronously after every batch (so a revocation,
+    which happens inside consume(), never finds processed records that are not committed)."""
+
+    def __init__(self, bs: str, group: str, topic: str, **extra):
+        from confluent_kafka import Consumer
+        self.c = Consumer({"bootstrap.servers": bs, "group.id": group, "group.protocol": "consumer",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
+        self.c.subscribe([topic])
+        self.got: list[tuple[int, int]] = []
+
+    def poll(self) -> None:
+        msgs = [m for m in self.c.consume(200, timeout=0.05) if not m.error()]
+        if msgs:
+            self.got.extend((m.partition(), m.offset()) for m in msgs)
+            self.c.commit(asynchronous=False)
+
+    def assigned(self) -> list[int]:
+        return sorted(tp.partition for tp in self.c.assignment())
+
+
+def run_until(members, pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for m in members:
+            m.poll()
+        if pred():
+            return
+    raise AssertionError(f"timed out: {what}; assignments {[m.assigned() for m in members]}")
+
+
+def describe(bs, group):
+    from kafkite.wire.consumer_group_api import ConsumerGroupDescribeRequest
+    from kafkite.testing.wire_client import WireClient
+    with WireClient.connect(bs) as w:
+        for _ in range(200):
+            d = w.request(ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+                          1).groups[0]
+            if d.error_code not in (14, 15, 16):  # loading / not available / not coordinator yet
+                return d
+            time.sleep(0.05)
+        return d
+
+
+@pytest.fixture
+def proc_broker():
+    from kafkite.testing.process import BrokerProcess
+    with BrokerProcess() as b:
+        yield b
+
+
+def test_three_consumers_two_partitions_each_exactly_once_across_join_and_leave(proc_broker):
+    bs = proc_broker.bootstrap_servers
+    create(bs, "kip848", 6)
+    produced = set(produce_batch(bs, "kip848", 0, 300))
+    a, b = Member(bs, "g848", "kip848"), Member(bs, "g848", "kip848")
+    members = [a, b]
+    run_until(members, lambda: sorted(len(m.assigned()) for m in members) == [3, 3], 60, "two members, 3 + 3")
+    c = Member(bs, "g848", "kip848")  # a join: no stop-the-world, the others keep their partitions but one
+    members.append(c)
+    produced |= set(produce_batch(bs, "kip848", 300, 300))
+    run_until(members, lambda: [len(m.assigned()) for m in members] == [2, 2, 2], 60, "three members, 2 each")
+    assert sorted(p for m in members for p in m.assigned()) == list(range(6))
+    d = describe(bs, "g848")
+    assert d.group_state == "Stable" and len(d.members) == 3 and d.assignor_name == "uniform"
+    assert {len(m.assignment.topic_partitions[0].partitions) for m in d.members} == {2}
+    produced |= set(produce_batch(bs, "kip848", 600, 300))
+    run_until(members, lambda: {x for m in members for x in m.got} >= produced, 60, "all records read")
+    # a leave: the two left take its partitions, from its committed offsets
+    b.c.close()
+    members.remove(b)
+    produced |= set(produce_batch(bs, "kip848", 900, 300))
+    run_until(members, lambda: sorted(len(m.assigned()) for m in members) == [3, 3]
+              and {x for m in members + [b] for x in m.got} >= produced, 60, "the two left read the rest")
+    everything = [x for m in members + [b] for x in m.got]
+    assert len(everything) == len(set(everything)) == len(produced) == 1200  # once each, none lost
+    for m in members:
+        m.c.close()
+
+
+def test_committed_offsets_and_the_group_survive_a_broker_restart(tmp_path):
+    from kafkite.testing.process import BrokerProcess
+    data = tmp_path / "data"
+    with BrokerProcess(data_dir=data) as broker:
+        bs = broker.bootstrap_servers
+        create(bs, "kip848r", 4)
+        produced = set(produce_batch(bs, "kip848r", 0, 200))
+        # a static member: its close leaves with epoch -2, keeping its place and partitions for its session
+        m = Member(bs, "g848r", "kip848r", **{"group.instance.id": "s1"})
+        run_until([m], lambda: set(m.got) >= produced, 60, "the first 200 records")
+        m.c.close()
+        before = describe(bs, "g848r")
+        assert [(x.instance_id, x.member_epoch) for x in before.members] == [("s1", -2)]
+    with BrokerProcess(data_dir=data) as broker:
+        bs = broker.bootstrap_servers
+        after = describe(bs, "g848r")
+        # the group was replayed from __consumer_offsets: epochs, the static member, its assignment
+        assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+        assert [(x.instance_id, x.member_epoch) for x in after.members] == [("s1", -2)]
+        assert sorted(p for x in after.members for p in x.assignment.topic_partitions[0].partitions) == [0, 1, 2, 3]
+        later = set(produce_batch(bs, "kip848r", 200, 100))
+        m = Member(bs, "g848r", "kip848r", **{"group.instance.id": "s1"})
+        run_until([m], lambda: set(m.got) >= later, 60, "the records produced after the restart")
+        assert set(m.got) == later  # resumed from the committed offsets: nothing read twice
+        m.c.close()
+
+
+def test_java_consumer_with_group_protocol_consumer_commits_and_resumes(broker):
+    """Java kafka-clients 3.9 (the consumer protocol in preview there; its ConsumerGroupHeartbeat v0 is Kafka 4's
+    v0): join, read everything, commit with OffsetCommit v9 (member epoch), leave; a second run of the group
+    reads only what came after."""
+    from clients.drivers import records, run_java, summary
+    bs = broker.bootstrap_servers
+    create(bs, "kip848j", 4)
+    first = set(produce_batch(bs, "kip848j", 0, 200))
+    lines = run_java("consume-group", bs, "kip848j", "g848j", 200, "--protocol", "consumer", "--commit",
+                     "--timeout-ms", "60000")
+    s = summary(lines)
+    assert (s["consumed"], s["assignment"]) == (200, [0, 1, 2, 3])
+    assert {(r["p"], r["o"]) for r in records(lines)} == first
+    assert s["committed"] == {str(p): 1 + max(o for q, o in first if q == p) for p in range(4)}
+    d = describe(bs, "g848j")
+    assert (d.error_code, d.group_state, d.members) == (0, "Empty", [])  # it left (epoch -1) on close
+    later = set(produce_batch(bs, "kip848j", 200, 60))
+    lines = run_java("consume-group", bs, "kip848j", "g848j", 60, "--protocol", "consumer", "--timeout-ms", "60000")
+    assert summary(lines)["consumed"] == 60 and {(r["p"], r["o"]) for r in records(lines)} == later
+
+
+def test_a_classic_and_a_consumer_group_side_by_side_and_admin_describes_both(proc_broker):
+    """confluent-kafka's describe_consumer_groups asks ConsumerGroupDescribe first: the consumer group answers
+    there (type CONSUMER, the uniform assignor), the classic one answers GROUP_ID_NOT_FOUND there and is
+    described by DescribeGroups (type CLASSIC), as against Kafka 4; list_consumer_groups (ListGroups v5) gives
+    each its type."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+    bs = proc_broker.bootstrap_servers
+    create(bs, "kip848a", 6)
+    produced = set(produce_batch(bs, "kip848a", 0, 120))
+    new = Member(bs, "g-new", "kip848a")
+    old = Consumer({"bootstrap.servers": bs, "group.id": "g-old", "auto.offset.reset": "earliest"})
+    old.subscribe(["kip848a"])
+    got_old: set = set()
+
+    def both_read_all():
+        got_old.update((m.partition(), m.offset()) for m in old.consume(200, timeout=0.05) if not m.error())
+        return set(new.got) >= produced and got_old >= produced
+    run_until([new], both_read_all, 60, "both groups read everything")
+    admin = AdminClient({"bootstrap.servers": bs})  # kept: a destroyed handle fails its pending futures
+    groups = admin.describe_consumer_groups(["g-new", "g-old"])
+    d_new, d_old = groups["g-new"].result(30), groups["g-old"].result(30)
+    assert (d_new.type.name, d_new.state.name, d_new.partition_assignor) == ("CONSUMER", "STABLE", "uniform")
+    assert sorted(tp.partition for m in d_new.members for tp in m.assignment.topic_partitions) == list(range(6))
+    assert (d_old.type.name, d_old.state.name, d_old.partition_assignor) == ("CLASSIC", "STABLE", "range")
+    listed = {g.group_id: (g.type.name, g.state.name) for g in admin.list_consumer_groups().result(30).valid}
+    assert listed == {"g-new": ("CONSUMER", "STABLE"), "g-old": ("CLASSIC", "STABLE")}
+    new.c.close()
+    old.close()
+
+
+def test_a_killed_member_is_fenced_after_the_session_timeout_and_nothing_is_lost():
+    """Three librdkafka consumer processes (group.protocol=consumer); one is SIGKILLed: after
+    group.consumer.session.timeout.ms the broker fences it and the two left take its partitions from its
+    last commit. Every record is processed; only the killed one's uncommitted tail may be processed twice."""
+    from clients.group_scenario import python_consumer
+    from kafkite.testing.process import BrokerProcess
+    overrides = {"group.consumer.session.timeout.ms": "3000", "group.consumer.min.session.timeout.ms": "1000",
+                 "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "100"}
+    with BrokerProcess(overrides=overrides) as broker:
+        bs = broker.bootstrap_servers
+        create(bs, "kip848k", 6)
+        produced = list(produce_batch(bs, "kip848k", 0, 300))
+        procs = [python_consumer("confluent", bs, "kip848k", "g848k", "consumer-protocol") for _ in range(3)]
+        try:
+            def split(n, each):
+                d = describe(bs, "g848k")
+                return d.group_state == "Stable" and sorted(
+                    sum(len(tp.partitions) for tp in m.assignment.topic_partitions) for m in d.members) == each
+            wait_for(lambda: split(3, [2, 2, 2]), 60, "three members with two partitions each")
+            produced += produce_batch(bs, "kip848k", 300, 300)
+            wait_for(lambda: len({x for p in procs for x in p.processed}) >= 600, 60, "600 records processed")
+            procs[0].crash()
+            t0 = time.monotonic()
+            wait_for(lambda: split(2, [3, 3]), 60, "the killed member fenced, two members with three each")
+            fenced_after = time.monotonic() - t0
+            produced += produce_batch(bs, "kip848k", 600, 300)
+            wait_for(lambda: {x for p in procs for x in p.processed} >= set(produced), 60, "every record processed")
+            counts: dict = {}
+            for p in procs:
+                for x in p.processed:
+                    counts[x] = counts.get(x, 0) + 1
+            again = {x for x, n in counts.items() if n > 1}
+            assert again <= set(procs[0].uncommitted()), "only the killed member's uncommitted tail is read twice"
+            assert all(n <= 2 for n in counts.values())
+            assert 2.0 <= fenced_after < 30  # the session timeout (3 s from its last heartbeat), not at once
+        finally:
+            for p in procs:
+                p.stop()
