@@ -32,6 +32,7 @@ import trio
 from ..wire import codec
 from ..wire.frame import FrameReader, FrameTooLarge
 from .context import PeerClosed, connection_socket
+from .listeners import Connection, current_connection
 from .quotas import SMALL_REQUEST_BYTES
 from .router import CloseConnection
 
@@ -99,36 +100,66 @@ def raw_socket(stream) -> trio.socket.SocketType:
     return stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket
 
 
-async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter_broker: bool = False) -> None:
-    """One connection; `inter_broker`: accepted on the inter-broker listener (controller requests are served)."""
+async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter_broker: bool = False,
+                           listener=None) -> None:
+    """One connection; `inter_broker`: accepted on the inter-broker listener (controller requests are served);
+    `listener`: the client listener it came in on (server/listeners.ServedListener)."""
     sock = raw_socket(stream)
     try:
         peer = "%s:%s" % sock.getpeername()[:2]
     except OSError:
         peer = "?"
-    clog = log.bind(peer=peer, conn=next(_conn_ids), broker=broker.node_id)
+    conn = Connection(peer=peer, inter_broker=inter_broker)
+    if listener is not None:
+        conn.listener, conn.protocol = listener.name, listener.endpoint.protocol
+    clog = log.bind(peer=peer, conn=next(_conn_ids), broker=broker.node_id, listener=conn.listener)
     broker.connections.add(stream)
+    broker.client_connections.add(conn)
     try:
         auth = None
-        if broker.sasl_config is not None and not inter_broker:  # a SASL listener: authenticate first
+        if conn.protocol == "SSL":  # the principal of a client certificate (SASL_SSL: SASL's)
+            conn.principal = ssl_principal(stream, listener.principal_mapper, clog)
+            if conn.principal is None:
+                return
+        if listener is not None and listener.sasl_config is not None:  # a SASL listener: authenticate first
             from ..security.sasl import SaslServerAuthenticator
-            auth = SaslServerAuthenticator(broker.sasl_config, peer.rsplit(":", 1)[0])
+            auth = SaslServerAuthenticator(listener.sasl_config, peer.rsplit(":", 1)[0])
+        current_connection.set(conn)
         async with trio.open_nursery() as nursery:
             outbox = _Outbox(stream, clog)
             nursery.start_soon(outbox.run, nursery.cancel_scope)
-            await _read_requests(broker, stream, peer, clog, outbox, inter_broker, auth)
+            await _read_requests(broker, stream, peer, clog, outbox, inter_broker, auth, conn)
             # responses to requests handled before the end are sent first, as one-at-a-time would
             with trio.move_on_after(30):
                 await outbox.wait_turn(False)
             nursery.cancel_scope.cancel()
     finally:
         broker.connections.discard(stream)
+        broker.client_connections.discard(conn)
         with trio.move_on_after(1):
             await stream.aclose()
 
 
+def ssl_principal(stream, mapper, clog) -> str | None:
+    """The principal of an SSL connection: its client certificate's subject in RFC 2253 form through
+    ssl.principal.mapping.rules ("User:ANONYMOUS" without a certificate); None (logged) when no rule applies, as
+    Kafka's SslPrincipalMapper.NoMatchingRule fails the connection."""
+    der = stream.getpeercert(binary_form=True) if isinstance(stream, trio.SSLStream) else None
+    if not der:
+        return "User:ANONYMOUS"
+    from ..security.principal import NoMatchingRule, subject_dn
+    dn = subject_dn(der)
+    try:
+        name = mapper.name(dn) if mapper is not None else dn
+    except NoMatchingRule as exc:
+        clog.warning("connection.closed", reason=str(exc), message=f"Failed to map the principal of {dn}")
+        return None
+    clog.info("ssl.principal", dn=dn, principal=f"User:{name}")
+    return f"User:{name}"
+
+
 async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str, clog, outbox: _Outbox,
-                         inter_broker: bool = False, auth=None) -> None:
+                         inter_broker: bool = False, auth=None, conn=None) -> None:
     reader = FrameReader(broker.config.get("socket.request.max.bytes"))
     pool = broker.memory_pool
     idle_ms = broker.config.get("connections.max.idle.ms")
@@ -173,6 +204,8 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
             try:
                 if auth is not None and not auth.done:  # before SASL authentication completed
                     what, close = auth.handle(frame, clog)
+                    if auth.done and conn is not None:
+                        conn.principal = auth.principal
                     if what != "dispatch":
                         if isinstance(what, tuple):
                             req, resp = what
