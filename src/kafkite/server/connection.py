@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from typing import TYPE_CHECKING
 
 import structlog
@@ -43,6 +44,7 @@ log = structlog.get_logger("kafkite.connection")
 _conn_ids = itertools.count(1)
 
 PRODUCE = 0
+SASL_HANDSHAKE = 17
 _CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
 
 
@@ -202,8 +204,19 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     return
                 continue
             try:
-                if auth is not None and not auth.done:  # before SASL authentication completed
-                    what, close = auth.handle(frame, clog)
+                now_ms = int(time.time() * 1000)
+                if auth is not None and auth.done:
+                    # KIP-368, as Kafka's SocketServer: a SaslHandshake on a session with an end re-authenticates;
+                    # any other request after the session's end closes the connection
+                    api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+                    if not (api_key == SASL_HANDSHAKE and auth.begin_reauthentication(now_ms)) and \
+                            auth.expired(now_ms):
+                        clog.info("connection.closed", reason="the SASL session expired (connections.max.reauth.ms "
+                                                              "or the token's lifetime) without re-authentication",
+                                  principal=auth.principal, api_key=api_key)
+                        return
+                if auth is not None and not auth.done:  # before SASL authentication completed (or re-authenticating)
+                    what, close = auth.handle(frame, clog, now_ms)
                     if auth.done and conn is not None:
                         conn.principal = auth.principal
                     if what != "dispatch":
