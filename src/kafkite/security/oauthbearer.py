@@ -21,7 +21,7 @@ import binascii
 import json
 import re
 
-from .sasl import AuthenticationFailed, scram_failed_message as failed_message
+from .sasl_common import AuthenticationFailed, scram_failed_message as failed_message
 
 OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 _SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"

@@ -47,6 +47,7 @@ from typing import Callable
 import structlog
 
 from ..config import ConfigError
+from .sasl_common import AuthenticationFailed, scram_failed_message
 from .scram import MIN_ITERATIONS, ScramCredential
 
 log = structlog.get_logger("kafkite.sasl")
@@ -150,20 +151,6 @@ def check_plain(users: dict[str, str], token: bytes) -> str | None:
 
 def _equal(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
-
-
-def scram_failed_message(mechanism: str) -> str:
-    """Kafka's SaslServerAuthenticator answer to a SaslException: names nothing but the mechanism."""
-    return f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
-
-
-class AuthenticationFailed(Exception):
-    """`message` is what the client is told; `reason` is logged only."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(reason)
-        self.message = message
-        self.reason = reason
 
 
 _SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"

@@ -32,7 +32,7 @@ from .group_coordinator_service import GroupCoordinatorService
 from .transaction_coordinator_service import TransactionCoordinatorService
 from .quotas import ConnectionQuotas, MemoryPool, accept_loop
 from .router import Router
-from .listeners import PROTOCOLS, WILDCARDS, ListenerConfig, inter_broker_name, listeners_of
+from .listeners import PROTOCOLS, WILDCARDS, ListenerConfig, ServedListener, inter_broker_name, listeners_of
 
 log = structlog.get_logger("kafkite.broker")
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
@@ -320,8 +320,7 @@ class Broker:
         self.bound_port: int | None = None
         self._cancel: trio.CancelScope | None = None
 
-    def _served(self, ep, advertised, state) -> "ServedListener":
-        from .listeners import ServedListener
+    def _served(self, ep, advertised, state) -> ServedListener:
         cfg = ListenerConfig(state.config, ep.listener)
         served = ServedListener(ep, *advertised.get(ep.listener, (None, 0)))
         if ep.protocol in ("SSL", "SASL_SSL") and state.zk is not None:
