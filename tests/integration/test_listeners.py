@@ -61,12 +61,12 @@ def test_listener_config_validation_as_kafka():
 
 
 def test_a_broker_without_the_listener_is_left_out():
-    with_both = BrokerInfo(1, "h1", 9092, None, [["INTERNAL", "h1", 9099], ["SECURE", "h1", 9093]])
-    admin_only = BrokerInfo(2, "h2", 9092, None, [["INTERNAL", "h2", 9099]])
-    assert endpoint_for(with_both, "SECURE", "ADMIN") == ("h1", 9093)
-    assert endpoint_for(with_both, "ADMIN", "ADMIN") == ("h1", 9092)
-    assert endpoint_for(admin_only, "SECURE", "ADMIN") is None
-    assert endpoint_for(admin_only, None, "ADMIN") == ("h2", 9092)
+    with_both = BrokerInfo(1, "h1", 9092, None, [["INTERNAL", "h1", 9099], ["SECURE", "h1", 9093]], listener="ADMIN")
+    admin_only = BrokerInfo(2, "h2", 9092, None, [["INTERNAL", "h2", 9099]], listener="ADMIN")
+    assert endpoint_for(with_both, "SECURE") == ("h1", 9093)
+    assert endpoint_for(with_both, "ADMIN") == ("h1", 9092)
+    assert endpoint_for(admin_only, "SECURE") is None
+    assert endpoint_for(admin_only, None) == ("h2", 9092)
 
 
 def _metadata(bootstrap: str, version: int = 9, topics=None):

@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 import trio
 
-from ..config import BrokerConfig, ConfigError, validate_topic_configs
+from ..config import BrokerConfig, validate_topic_configs
 from ..controller.controller import Controller, MetadataCache, MetadataUpdate
 from ..controller.metadata import (MAX_RECORDS_PER_USER_OP, BrokerInfo, ClusterMetadata, FileMetadataStore,
                                    MemoryMetadataStore, MetadataError, TopicInfo)
@@ -278,9 +278,6 @@ class Broker:
         self.internal_host, self.internal_port = inter_broker_listener(state.config, self.host)
         # each client listener's TLS context and SASL settings (security/ssl_context.py, security/sasl.py), built
         # now so that a bad keystore or JAAS config stops the start
-        if state.zk is not None and len(spec.client) > 1:
-            raise ConfigError("Several client listeners are served by brokers of one process for now (not in "
-                              f"ZooKeeper mode): listeners={state.config.get('listeners')}")
         self.client_listeners = [self._served(ep, spec.advertised, state) for ep in spec.client]
         self.ssl_context = self.client_listeners[0].ssl_context
         self.sasl_config = self.client_listeners[0].sasl_config
@@ -323,9 +320,6 @@ class Broker:
     def _served(self, ep, advertised, state) -> ServedListener:
         cfg = ListenerConfig(state.config, ep.listener)
         served = ServedListener(ep, *advertised.get(ep.listener, (None, 0)))
-        if ep.protocol in ("SSL", "SASL_SSL") and state.zk is not None:
-            raise ConfigError(f"A {ep.protocol} client listener is served by brokers of one process for now (not in "
-                              "ZooKeeper mode): use a PLAINTEXT or SASL_PLAINTEXT listener there")
         if ep.protocol in ("SSL", "SASL_SSL"):
             from ..security.ssl_context import server_context
             from ..security.principal import principal_mapper
@@ -524,12 +518,13 @@ class Broker:
                 # the other client listeners, by name (Metadata answers each client with its listener's endpoints)
                 for served, _ in listeners[1:]:
                     endpoints.append([served.name, self._advertised(served)[0], self._advertised(served)[1]])
+                me = BrokerInfo(self.node_id, *self._advertised(listeners[0][0]), self.rack, listeners=endpoints,
+                                listener=self.primary_listener,
+                                protocols={s.name: s.endpoint.protocol for s in self.client_listeners})
                 if self.zk is None:
-                    self.controller.startup(BrokerInfo(self.node_id, *self._advertised(listeners[0][0]), self.rack,
-                                                       listeners=endpoints))
+                    self.controller.startup(me)
                 else:
-                    await self.zk.register(BrokerInfo(self.node_id, *self._advertised(listeners[0][0]), self.rack,
-                                                      listeners=endpoints))
+                    await self.zk.register(me)
                     # As Kafka enables request processing at the end of start-up: the client port is bound (a
                     # port 0 had to be known to register) but no client connection is taken before this broker
                     # knows the cluster, so no client ever sees Metadata without the live brokers.

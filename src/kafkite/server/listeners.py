@@ -153,10 +153,11 @@ current_connection: contextvars.ContextVar[Connection | None] = contextvars.Cont
     "kafkite_current_connection", default=None)
 
 
-def endpoint_for(broker_info, listener: str | None, primary: str) -> tuple[str, int] | None:
-    """A broker's (host, port) on `listener` (None when it has none: Kafka leaves it out of Metadata). The primary
-    client listener is BrokerInfo.host/port, the others are in BrokerInfo.listeners by name."""
-    if listener is None or listener == primary:
+def endpoint_for(broker_info, listener: str | None, primary: str | None = None) -> tuple[str, int] | None:
+    """A broker's (host, port) on `listener` (None when it has none: Kafka leaves it out of Metadata). Its primary
+    client listener (BrokerInfo.listener) is BrokerInfo.host/port, the others are in BrokerInfo.listeners by name;
+    `listener` None: the primary."""
+    if listener is None or listener == getattr(broker_info, "listener", primary):
         return broker_info.host, broker_info.port
     for name, host, port in broker_info.listeners:
         if name == listener:

@@ -67,10 +67,10 @@ def connection_listener(broker) -> str | None:
 def listener_endpoints(broker) -> list[tuple[object, str, int]]:
     """(broker info, host, port) of each live broker on the listener of this request's connection: as Kafka, a
     broker without that listener is left out."""
-    listener, primary = connection_listener(broker), broker.primary_listener
+    listener = connection_listener(broker)
     out = []
     for x in broker_entries(broker):
-        ep = endpoint_for(x, listener, primary)
+        ep = endpoint_for(x, listener)
         if ep is not None:
             out.append((x, ep[0], ep[1]))
     return out
@@ -78,7 +78,7 @@ def listener_endpoints(broker) -> list[tuple[object, str, int]]:
 
 def node_endpoint(broker, node) -> tuple[str, int] | None:
     """A broker's (host, port) on this request's listener, None when it has none there."""
-    return endpoint_for(node, connection_listener(broker), broker.primary_listener)
+    return endpoint_for(node, connection_listener(broker))
 
 
 def _partitions(topic, cls, broker, listener_error: bool = False):
