@@ -32,7 +32,7 @@ from .group_coordinator_service import GroupCoordinatorService
 from .transaction_coordinator_service import TransactionCoordinatorService
 from .quotas import ConnectionQuotas, MemoryPool, accept_loop
 from .router import Router
-from .listeners import PROTOCOLS, WILDCARDS, ListenerConfig, ServedListener, inter_broker_name, listeners_of
+from .listeners import PROTOCOLS, WILDCARDS, inter_broker_name, listeners_of, serve_listener
 
 log = structlog.get_logger("kafkite.broker")
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
@@ -278,7 +278,8 @@ class Broker:
         self.internal_host, self.internal_port = inter_broker_listener(state.config, self.host)
         # each client listener's TLS context and SASL settings (security/ssl_context.py, security/sasl.py), built
         # now so that a bad keystore or JAAS config stops the start
-        self.client_listeners = [self._served(ep, spec.advertised, state) for ep in spec.client]
+        self.client_listeners = [serve_listener(ep, spec.advertised, state.config, lambda user, mech: (
+            state.metadata.scram_credential(user, mech))) for ep in spec.client]
         self.ssl_context = self.client_listeners[0].ssl_context
         self.sasl_config = self.client_listeners[0].sasl_config
         self.rack = rack or state.config.get("broker.rack") or None  # broker.rack (KIP-392 follower fetching)
@@ -316,20 +317,6 @@ class Broker:
         self.faults = None  # testing.faults.Faults when fault injection is on
         self.bound_port: int | None = None
         self._cancel: trio.CancelScope | None = None
-
-    def _served(self, ep, advertised, state) -> ServedListener:
-        cfg = ListenerConfig(state.config, ep.listener)
-        served = ServedListener(ep, *advertised.get(ep.listener, (None, 0)))
-        if ep.protocol in ("SSL", "SASL_SSL"):
-            from ..security.ssl_context import server_context
-            from ..security.principal import principal_mapper
-            served.ssl_context = server_context(cfg)
-            served.principal_mapper = principal_mapper(cfg.get("ssl.principal.mapping.rules"))
-        if ep.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-            from ..security.sasl import sasl_config
-            served.sasl_config = sasl_config(state.config, ep.listener)
-            served.sasl_config.scram_credentials = lambda user, mech: state.metadata.scram_credential(user, mech)
-        return served
 
     @property
     def replicated(self) -> bool:

@@ -180,3 +180,21 @@ class ServedListener:
     @property
     def name(self) -> str:
         return self.endpoint.listener
+
+
+def serve_listener(ep: EndPoint, advertised: dict, config, scram_credentials) -> ServedListener:
+    """A client listener ready to serve: its TLS context (security/ssl_context.py) and principal mapper (SSL), its
+    SASL settings (security/sasl.py; SCRAM credentials through `scram_credentials(user, mechanism)`), built at start
+    so that a bad keystore or JAAS config stops it (ConfigError)."""
+    cfg = ListenerConfig(config, ep.listener)
+    served = ServedListener(ep, *advertised.get(ep.listener, (None, 0)))
+    if ep.protocol in ("SSL", "SASL_SSL"):
+        from ..security.principal import principal_mapper
+        from ..security.ssl_context import server_context
+        served.ssl_context = server_context(cfg)
+        served.principal_mapper = principal_mapper(cfg.get("ssl.principal.mapping.rules"))
+    if ep.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        from ..security.sasl import sasl_config
+        served.sasl_config = sasl_config(config, ep.listener)
+        served.sasl_config.scram_credentials = scram_credentials
+    return served
