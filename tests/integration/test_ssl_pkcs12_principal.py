@@ -134,3 +134,24 @@ def test_listener_prefixed_ssl_keys_win(pki):
     assert ListenerConfig(cfg, "SECURE").get("ssl.keystore.type") == "PKCS12"
     assert ListenerConfig(cfg, "SECURE").get("ssl.enabled.protocols") == ["TLSv1.3"]
     assert ListenerConfig(cfg, "OTHER").get("ssl.keystore.type") == "PEM"
+
+
+def test_a_certificate_no_rule_maps_closes_the_connection(pki):
+    import socket
+    overrides = pkcs12_listener(pki, **{"ssl.client.auth": "required", "ssl.truststore.type": "PKCS12",
+                                        "ssl.truststore.location": str(pki["truststore"]),
+                                        "ssl.truststore.password": "trust-secret",
+                                        "ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=Admins.*$/$1/"})
+    with BrokerThread(overrides=overrides) as b:
+        host, port = b.bootstrap_servers.rsplit(":", 1)
+        cctx = ssl.create_default_context(cafile=str(pki["ca_file"]))
+        cctx.load_cert_chain(str(pki["client"]))
+        with socket.create_connection((host, int(port)), timeout=10) as raw, \
+                cctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            try:  # ApiVersions v0, correlation id 1, no client id
+                tls.sendall(b"\x00\x00\x00\x0a\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00")
+                data = tls.recv(4)
+            except (ConnectionError, ssl.SSLError):
+                data = b""
+            assert data == b""  # closed: Kafka's SslPrincipalMapper.NoMatchingRule fails the connection
+        assert not b.broker.client_connections
