@@ -197,3 +197,56 @@ def test_librdkafka_reauthenticates_and_keeps_its_connection():
         assert p.flush(30) == 0
         # the connection that took the first record is still open: it re-authenticated, else the broker closed it
         assert first & set(b.broker.client_connections)
+
+
+def _run_java_with_jackson(*args) -> list[dict]:
+    """The Java driver with Jackson on its class path: Kafka's unsecured OAUTHBEARER login module parses its token
+    with it (kafka-clients declares it as an optional dependency); pyspark's jars carry it."""
+    import os
+    from pathlib import Path
+    from clients import drivers
+    drivers.need("java")
+    pyspark = pytest.importorskip("pyspark")
+    jackson = sorted((Path(pyspark.__file__).parent / "jars").glob("jackson-*-2.*.jar"))
+    if not jackson:
+        pytest.skip("no Jackson jars for Kafka's OAUTHBEARER login module")
+    argv = drivers.java_argv(*map(str, args))
+    i = argv.index("-cp") + 1
+    argv[i] = os.pathsep.join([argv[i], *map(str, jackson)])
+    return drivers._run(argv, 180, check=True)
+
+
+def test_java_client_with_kafkas_unsecured_login_module_and_reauthentication():
+    """Java kafka-clients 3.9 with Kafka's own OAuthBearerLoginModule (unsecuredLoginStringClaim_sub) produces and
+    consumes over a listener whose sessions last 1.5 s; producing for 4 s, it re-authenticates (KIP-368): one of its
+    connections lives across two session ends (the broker would have closed it at its first request after the end)."""
+    import threading
+    props = ["--prop", "security.protocol=SASL_PLAINTEXT", "--prop", "sasl.mechanism=OAUTHBEARER",
+             "--prop", "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                       'required unsecuredLoginStringClaim_sub="carol";']
+    with BrokerThread(overrides=broker_config(**{"connections.max.reauth.ms": "1500"})) as b:
+        bs = b.bootstrap_servers
+        seen: dict[int, list] = {}  # connection -> [first seen, requests then, last time its requests grew]
+        done = threading.Event()
+
+        def watch():
+            while not done.is_set():
+                now = time.monotonic()
+                for c in list(b.broker.client_connections):
+                    if c.principal == "User:carol":
+                        entry = seen.setdefault(id(c), [now, c.requests, now])
+                        if c.requests > entry[1]:
+                            entry[1], entry[2] = c.requests, now
+                time.sleep(0.05)
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            out = _run_java_with_jackson("produce-log", bs, "java-oauth", 40, "--rate", 10, *props)
+        finally:
+            done.set()
+            watcher.join()
+        assert out[-1]["acked"] == 40 and out[-1]["failed"] == 0, out[-1]
+        # a connection that still took requests more than two sessions after it was opened
+        assert max(grew - first for first, _, grew in seen.values()) > 3.0, seen
+        got = _run_java_with_jackson("consume-assign", bs, "java-oauth", 40, "--timeout-ms", 30000, *props)
+        assert got[-1]["consumed"] == 40, got[-1]

@@ -232,6 +232,8 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                                 await trio.sleep(broker.config.get("connection.failed.authentication.delay.ms") / 1000)
                             return
                         continue
+                if conn is not None:
+                    conn.requests += 1
                 produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
                 await outbox.wait_turn(produce)
                 try:

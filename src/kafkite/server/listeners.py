@@ -146,6 +146,7 @@ class Connection:
     peer: str = ""
     principal: str = "User:ANONYMOUS"
     inter_broker: bool = False
+    requests: int = 0  # requests taken (after authentication and the session checks)
 
 
 # The connection whose request this task handles (set by server/connection.py for each connection's reader task).
