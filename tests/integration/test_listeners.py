@@ -148,3 +148,50 @@ def test_an_in_process_cluster_answers_per_listener_and_keeps_ports_on_restart()
         cluster.stop_broker(2)
         cluster.start_broker(2)
         assert cluster.node.brokers[2].bootstrap_of("OTHER") == other[2]
+
+
+def test_a_broker_without_the_listener_is_left_out_and_its_partitions_answer_listener_not_found():
+    """As Kafka's metadata cache: Metadata through a listener leaves out a live broker that lacks it, and a
+    partition it leads answers LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before) with no leader;
+    DescribeCluster leaves it out too."""
+    import dataclasses
+    from kafka.protocol.admin import CreateTopicsRequest, DescribeClusterRequest
+    from kafkite.wire.errors import E
+    overrides = {"listeners": "CLIENT://127.0.0.1:0,OTHER://127.0.0.1:0",
+                 "listener.security.protocol.map": "CLIENT:PLAINTEXT,OTHER:PLAINTEXT"}
+    with KafkiteCluster(brokers=2, overrides=overrides) as cluster:
+        b1 = cluster.node.brokers[1]
+        with WireClient.connect(b1.bootstrap_of("CLIENT")) as w:
+            T = CreateTopicsRequest.CreatableTopic
+            r = w.request(CreateTopicsRequest(topics=[T(name="split", num_partitions=-1, replication_factor=-1,
+                                                        assignments=[T.CreatableReplicaAssignment(partition_index=0,
+                                                                                                  broker_ids=[1]),
+                                                                     T.CreatableReplicaAssignment(partition_index=1,
+                                                                                                  broker_ids=[2])],
+                                                        configs=[])], timeout_ms=10000, validate_only=False), 5)
+            assert r.topics[0].error_code == 0
+        for _ in range(100):  # broker 1 knows the topic's leaders
+            md = _metadata(b1.bootstrap_of("OTHER"), 9, [_topic("split")])
+            if all(p.leader_id != -1 or p.error_code for p in md.topics[0].partitions) and md.topics[0].partitions:
+                break
+
+        def drop_other_of_broker_2():  # broker 2 as if it had no OTHER listener, in broker 1's view
+            info = b1.cache.brokers[2]
+            b1.cache.brokers[2] = dataclasses.replace(info, listeners=[x for x in info.listeners if x[0] != "OTHER"])
+        cluster.call(drop_other_of_broker_2)
+        md = _metadata(b1.bootstrap_of("OTHER"), 9, [_topic("split")])
+        assert [x.node_id for x in md.brokers] == [1]
+        parts = {p.partition_index: (p.error_code, p.leader_id) for p in md.topics[0].partitions}
+        assert parts == {0: (0, 1), 1: (E.LISTENER_NOT_FOUND, -1)}
+        md5 = _metadata(b1.bootstrap_of("OTHER"), 5, [_topic("split")])
+        assert {p.partition_index: p.error_code for p in md5.topics[0].partitions}[1] == E.LEADER_NOT_AVAILABLE
+        md = _metadata(b1.bootstrap_of("CLIENT"), 9, [_topic("split")])
+        assert sorted(x.node_id for x in md.brokers) == [1, 2]
+        with WireClient.connect(b1.bootstrap_of("OTHER")) as w:
+            dc = w.request(DescribeClusterRequest(include_cluster_authorized_operations=False), 0)
+            assert [x.broker_id for x in dc.brokers] == [1]
+
+
+def _topic(name: str):
+    from kafka.protocol.metadata import MetadataRequest
+    return MetadataRequest.MetadataRequestTopic(name=name, topic_id=None)
