@@ -246,6 +246,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("ssl.truststore.certificates", ConfigType.PASSWORD, ""),
     BrokerConfigDef("ssl.client.auth", ConfigType.STRING, "none"),
     BrokerConfigDef("ssl.enabled.protocols", ConfigType.LIST, "TLSv1.2,TLSv1.3"),
+    BrokerConfigDef("ssl.cipher.suites", ConfigType.LIST, ""),
+    BrokerConfigDef("ssl.principal.mapping.rules", ConfigType.STRING, "DEFAULT"),
     # SASL listeners (security/sasl.py); listener.name.<l>.<mech>.sasl.jaas.config and
     # listener.name.<l>.sasl.enabled.mechanisms are taken too (check_broker_keys)
     BrokerConfigDef("sasl.enabled.mechanisms", ConfigType.LIST, "GSSAPI"),
@@ -254,6 +256,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("authorizer.class.name", ConfigType.STRING, ""),
     BrokerConfigDef("super.users", ConfigType.STRING, ""),
     BrokerConfigDef("allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, "false"),
+    # KIP-368: a SASL session's longest life before the client must re-authenticate (0: no limit)
+    BrokerConfigDef("connections.max.reauth.ms", ConfigType.LONG, "0"),
     # KIP-306: the close after a failed authentication waits this long (the client reads the error response first)
     BrokerConfigDef("connection.failed.authentication.delay.ms", ConfigType.INT, "100"),
     BrokerConfigDef("controlled.shutdown.enable", ConfigType.BOOLEAN, "true"),
@@ -564,8 +568,8 @@ def not_implemented(topic_key: str) -> str:
 # -- keys of server.properties / --override that Kafkite does not use ------------------------------------------
 _TUNING = "a tuning knob of Kafka's threads, queues and sockets (Kafkite serves from one Trio event loop)"
 _REPLICATION = "not implemented by Kafkite's replica fetchers (high watermarks are not checkpointed, followers do not serve consumers)"
-_SECURITY = ("Kafkite serves PLAINTEXT, SSL and SASL_PLAINTEXT/SASL_SSL (PLAIN, SCRAM) client listeners; this "
-             "setting is not used yet (OAUTHBEARER, the other ssl.* settings)")
+_SECURITY = ("Kafkite serves PLAINTEXT, SSL and SASL_PLAINTEXT/SASL_SSL (PLAIN, SCRAM, OAUTHBEARER with Kafka's "
+             "unsecured validator) client listeners and ACLs; this setting is not used yet (the other ssl.* settings)")
 _KRAFT = "Kafkite's controller is ZooKeeper-based (zookeeper.connect) or in-process (no KRaft quorum)"
 UNUSED_BROKER_CONFIGS: dict[str, str] = {
     **dict.fromkeys(["num.network.threads", "num.io.threads", "background.threads", "queued.max.requests",
@@ -598,8 +602,9 @@ def _topic_synonyms() -> dict[str, str]:
     return {syn: d.name for d in TOPIC_CONFIGS.values() for syn in d.synonyms}
 
 
-_LISTENER_SASL = re.compile(r"listener\.name\.[\w-]+\.(sasl\.enabled\.mechanisms|"
-                            r"(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config)")
+_LISTENER_SASL = re.compile(r"listener\.name\.[\w-]+\.(sasl\.enabled\.mechanisms|connections\.max\.reauth\.ms|"
+                            r"(plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.jaas\.config)")
+_LISTENER_KEY = re.compile(r"listener\.name\.[\w-]+\.(ssl\.[\w.]+)")
 
 
 def check_broker_keys(static: dict[str, str]) -> list[tuple[str, str]]:
@@ -620,6 +625,9 @@ def check_broker_keys(static: dict[str, str]) -> list[tuple[str, str]]:
         if key in synonyms:  # a topic config's broker default with no entry of its own (log.message.format.version)
             continue
         if _LISTENER_SASL.fullmatch(key):  # a SASL listener's own mechanisms and JAAS config (security/sasl.py)
+            continue
+        m = _LISTENER_KEY.fullmatch(key)
+        if m and m.group(1) in BROKER_CONFIGS:  # a listener's own ssl.* setting (server/listeners.py)
             continue
         why = UNUSED_BROKER_CONFIGS.get(key) or next(
             (w for prefix, w in _UNUSED_PREFIXES.items() if key.startswith(prefix)), None)

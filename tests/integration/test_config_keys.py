@@ -84,9 +84,12 @@ def test_check_broker_keys():
                                      "sasl.mechanism.inter.broker.protocol": "PLAIN", "what.is.this": "x"}))
     assert "ZooKeeper" in warned["zookeeper.ssl.client.enable"]
     # SSL and SASL listeners take these (security/ssl_context.py, security/sasl.py)
-    assert not {"ssl.keystore.location", "sasl.enabled.mechanisms",
+    assert not {"ssl.keystore.location", "sasl.enabled.mechanisms", "ssl.principal.mapping.rules",
                 "listener.name.sasl_plaintext.plain.sasl.jaas.config"} & set(warned)
-    assert "not used yet" in warned["ssl.principal.mapping.rules"]
+    assert check_broker_keys({"listener.name.secure.ssl.keystore.type": "PKCS12",
+                              "listener.name.secure.ssl.cipher.suites": "TLS_AES_128_GCM_SHA256",
+                              "listener.name.client.oauthbearer.sasl.jaas.config": "x",
+                              "connections.max.reauth.ms": "1000"}) == []
     assert "not used yet" in warned["sasl.mechanism.inter.broker.protocol"]
     assert warned["what.is.this"] == "The configuration 'what.is.this' was supplied but isn't a known config."
 

@@ -101,7 +101,7 @@ def test_sasl_authenticate_every_version(sasl_broker, version):
         r = w.request(SaslAuthenticateRequest(auth_bytes=b"\0admin\0admin-secret"), version)
         assert r.error_code == 0 and r.error_message is None
         if version >= 1:
-            assert r.session_lifetime_ms == 0  # no re-authentication (KIP-368 not served)
+            assert r.session_lifetime_ms == 0  # connections.max.reauth.ms=0 (the default): the session has no end
         assert w.request(MetadataRequest(topics=None), 9).brokers
         # authenticated: the exchange does not run again
         assert w.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == E.ILLEGAL_SASL_STATE

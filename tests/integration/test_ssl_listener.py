@@ -130,14 +130,14 @@ def test_inline_pem_keystore_and_required_client_certificates(pki):
 def test_a_jks_keystore_is_refused_naming_what_works(pki, tmp_path):
     from kafkite.security.ssl_context import server_context
     cfg = BrokerConfig(static={"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(pki["keystore"])})
-    with pytest.raises(ConfigError, match="ssl.keystore.type: Kafkite reads keystores of type PEM only"):
+    with pytest.raises(ConfigError, match="ssl.keystore.type: Kafkite reads keystores of type PEM or PKCS12"):
         server_context(cfg)  # Kafka's default type is JKS
     out = subprocess.run([sys.executable, "-m", "kafkite.cli", "serve", "--port", "0", "--in-memory",
                           "--override", "listeners=SSL://127.0.0.1:0",
                           "--override", f"ssl.keystore.location={pki['keystore']}"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1, out.stderr[-2000:]
-    assert "config.invalid" in out.stderr and "of type PEM only" in out.stderr, out.stderr[-2000:]
+    assert "config.invalid" in out.stderr and "of type PEM or PKCS12" in out.stderr, out.stderr[-2000:]
     missing = BrokerConfig(static={"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
                                    "ssl.keystore.location": str(tmp_path / "nope.pem")})
     with pytest.raises(ConfigError, match="Failed to load SSL keystore"):

@@ -32,12 +32,25 @@ def test_broker_registration_v5_and_kafka_written_ones():
     assert v == {"version": 5, "host": "127.0.0.1", "port": 9093, "endpoints": ["PLAINTEXT://127.0.0.1:9093"],
                  "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "jmx_port": -1, "timestamp": "5",
                  "features": {}}
-    assert z.parse_broker_registration(1, v) == z.BrokerRegistration(1, "127.0.0.1", 9093)
-    # a Kafka broker with a named PLAINTEXT listener next to an SSL one, and a rack (version 4)
+    assert z.parse_broker_registration(1, v) == z.BrokerRegistration(1, "127.0.0.1", 9093,
+                                                                     protocols=(("PLAINTEXT", "PLAINTEXT"),))
+    # a Kafka broker with an SSL listener and a named PLAINTEXT one, and a rack (version 4): every listener is kept
+    # by name, the first (not INTERNAL) is the client one
     kafka = {"listener_security_protocol_map": {"CLIENT": "PLAINTEXT", "SECURE": "SSL"},
              "endpoints": ["SECURE://h1:9094", "CLIENT://h1:9092"], "rack": "dc1", "jmx_port": 9999,
              "host": None, "timestamp": "1", "port": -1, "version": 4}
-    assert z.parse_broker_registration(4, kafka) == z.BrokerRegistration(4, "h1", 9092, "dc1")
+    assert z.parse_broker_registration(4, kafka) == z.BrokerRegistration(
+        4, "h1", 9094, "dc1", (("CLIENT", "h1", 9092),), "SECURE", (("SECURE", "SSL"), ("CLIENT", "PLAINTEXT")))
+    # Kafkite's brokers write every listener with its protocol, the client one first (Kafka 3.x's JSON: top-level
+    # host/port are the first PLAINTEXT endpoint's)
+    v = z.broker_registration(z.BrokerRegistration(2, "h2", 9093, None, (("INTERNAL", "h2", 9099), ("ADMIN", "h2", 9092)),
+                                                   "SECURE", (("SECURE", "SASL_SSL"), ("ADMIN", "PLAINTEXT"))), now_ms=5)
+    assert (v["endpoints"], v["listener_security_protocol_map"], v["host"], v["port"]) == (
+        ["SECURE://h2:9093", "INTERNAL://h2:9099", "ADMIN://h2:9092"],
+        {"SECURE": "SASL_SSL", "INTERNAL": "PLAINTEXT", "ADMIN": "PLAINTEXT"}, "h2", 9099)
+    back = z.parse_broker_registration(2, v)
+    assert (back.listener, back.host, back.port, back.listeners) == (
+        "SECURE", "h2", 9093, (("INTERNAL", "h2", 9099), ("ADMIN", "h2", 9092)))
     assert z.parse_broker_registration(5, {"version": 1, "host": "h", "port": 1, "jmx_port": -1}) == \
         z.BrokerRegistration(5, "h", 1)
 

@@ -77,7 +77,8 @@ class MetadataCache(ClusterMetadata):
 
 
 def broker_info(reg: zk_data.BrokerRegistration) -> BrokerInfo:
-    return BrokerInfo(reg.broker_id, reg.host, reg.port, reg.rack, [list(x) for x in reg.listeners])
+    return BrokerInfo(reg.broker_id, reg.host, reg.port, reg.rack, [list(x) for x in reg.listeners],
+                      listener=reg.listener, protocols=dict(reg.protocols))
 
 
 class Controller:
@@ -107,7 +108,7 @@ class Controller:
 
     def register(self, info: BrokerInfo) -> None:
         reg = zk_data.BrokerRegistration(info.node_id, info.host, info.port, info.rack, tuple(
-            (name, h, p) for name, h, p in info.listeners))
+            (name, h, p) for name, h, p in info.listeners), info.listener, tuple(sorted(info.protocols.items())))
         self.store.create(f"{BROKERS}/{self.node_id}", zk_data.broker_registration(reg, self.now_ms()),
                           ephemeral_owner=self.node_id)
 

@@ -83,6 +83,8 @@ class BrokerInfo:
     rack: str | None = None
     listeners: list = field(default_factory=list)  # [name, host, port] of its other listeners (INTERNAL...)
     epoch: int = -1  # Kafka's broker epoch: the zxid that created its registration (ZooKeeper mode)
+    listener: str = "PLAINTEXT"  # the name of its primary client listener (host, port)
+    protocols: dict = field(default_factory=dict)  # listener name -> security protocol (PLAINTEXT when absent)
 
 
 @dataclass

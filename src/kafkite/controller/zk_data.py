@@ -103,14 +103,21 @@ class BrokerRegistration:
     rack: str | None = None
     # more listeners than the client one: (name, host, port), e.g. ("INTERNAL", h, p) for inter-broker traffic
     listeners: tuple[tuple[str, str, int], ...] = ()
+    listener: str = "PLAINTEXT"  # the client listener's name (host, port)
+    protocols: tuple[tuple[str, str], ...] = ()  # (listener name, security protocol); PLAINTEXT when absent
 
 
 def broker_registration(b: BrokerRegistration, now_ms: int) -> dict:
-    """Version 5: the PLAINTEXT endpoint first, then the broker's other (PLAINTEXT-protocol) listeners."""
-    endpoints = [f"PLAINTEXT://{b.host}:{b.port}"] + [f"{name}://{h}:{p}" for name, h, p in b.listeners]
-    protocols = {"PLAINTEXT": "PLAINTEXT", **{name: "PLAINTEXT" for name, _, _ in b.listeners}}
-    out = {"version": 5, "host": b.host, "port": b.port, "endpoints": endpoints,
-           "listener_security_protocol_map": protocols, "jmx_port": -1,
+    """Version 5, as Kafka 3.x writes it: every listener as `NAME://host:port` (the client one first), its security
+    protocol in listener_security_protocol_map, and the top-level host/port those of the first PLAINTEXT endpoint
+    (null/-1 when none is PLAINTEXT)."""
+    protocols = dict(b.protocols)
+    eps = [(b.listener, b.host, b.port)] + list(b.listeners)
+    proto = {name: protocols.get(name, "PLAINTEXT") for name, _, _ in eps}
+    plaintext = next(((h, p) for name, h, p in eps if proto[name] == "PLAINTEXT"), (None, -1))
+    out = {"version": 5, "host": plaintext[0], "port": plaintext[1],
+           "endpoints": [f"{name}://{h}:{p}" for name, h, p in eps],
+           "listener_security_protocol_map": proto, "jmx_port": -1,
            "timestamp": str(now_ms), "features": {}}
     if b.rack is not None:
         out["rack"] = b.rack
@@ -128,16 +135,22 @@ def parse_endpoints(value: dict) -> list[tuple[str, str, str, int]]:
     return out
 
 
+INTER_BROKER_LISTENER = "INTERNAL"
+
+
 def parse_broker_registration(broker_id: int, value: dict) -> BrokerRegistration:
-    """A /brokers/ids/<id> value of any version >= 1: the client endpoint is the one named PLAINTEXT, else the first
-    of protocol PLAINTEXT, else the top-level host/port; the other PLAINTEXT endpoints are its `listeners`."""
+    """A /brokers/ids/<id> value of any version >= 1: the client endpoint is the first that is not the inter-broker
+    one (INTERNAL; Kafkite writes its primary client listener first), else the top-level host/port; the others are
+    its `listeners`."""
     host, port = value.get("host"), value.get("port", -1)
-    eps = [e for e in parse_endpoints(value) if e[1] == "PLAINTEXT"]
-    client = next((e for e in eps if e[0] == "PLAINTEXT"), eps[0] if eps else None)
+    eps = parse_endpoints(value)
+    client = next((e for e in eps if e[0] != INTER_BROKER_LISTENER), None)
+    name = "PLAINTEXT"
     if client is not None:
-        host, port = client[2], client[3]
-    others = tuple((name, h, p) for name, _, h, p in eps if client is None or name != client[0])
-    return BrokerRegistration(broker_id, host or "", int(port), value.get("rack"), others)
+        name, host, port = client[0], client[2], client[3]
+    others = tuple((n, h, p) for n, _, h, p in eps if client is None or n != client[0])
+    protocols = tuple((n, proto) for n, proto, _, _ in eps)
+    return BrokerRegistration(broker_id, host or "", int(port), value.get("rack"), others, name, protocols)
 
 
 def topic_assignment(partitions: dict[int, list[int]], topic_id: str | None) -> dict:

@@ -35,6 +35,13 @@ _SrTopic = StopReplicaRequest.StopReplicaTopicState
 _SrPartition = StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState
 
 
+_SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol
+
+
+def _protocol_id(broker: dict, listener: str) -> int:
+    return _SECURITY_PROTOCOL_IDS.get((broker.get("protocols") or {}).get(listener, "PLAINTEXT"), 0)
+
+
 def inter_broker_endpoint(broker: dict) -> tuple[str, int]:
     """Where a broker (a snapshot's broker entry) takes controller requests: its INTERNAL listener, else its client one."""
     for name, host, port in broker.get("listeners") or ():
@@ -150,8 +157,9 @@ class RequestBuilder:
         out.append(UpdateMetadataRequest(
             version=UPDATE_METADATA_VERSION, controller_id=controller_id, is_kraft_controller=False, update_type=0,
             controller_epoch=controller_epoch, broker_epoch=broker_epoch, topic_states=um_topics,
-            live_brokers=[_UmBroker(id=b["node_id"], rack=b.get("rack"), endpoints=[
-                _UmEndpoint(port=b["port"], host=b["host"], listener="PLAINTEXT", security_protocol=0)] + [
-                _UmEndpoint(port=int(port), host=host, listener=name, security_protocol=0)
+            live_brokers=[_UmBroker(id=b["node_id"], rack=b.get("rack"), endpoints=[  # the client listener first
+                _UmEndpoint(port=b["port"], host=b["host"], listener=b.get("listener") or "PLAINTEXT",
+                            security_protocol=_protocol_id(b, b.get("listener") or "PLAINTEXT"))] + [
+                _UmEndpoint(port=int(port), host=host, listener=name, security_protocol=_protocol_id(b, name))
                 for name, host, port in b.get("listeners") or ()]) for _, b in sorted(brokers.items())]))
         return out

@@ -1,5 +1,5 @@
 """SASL on a SASL_PLAINTEXT (or SASL_SSL) client listener: Kafka's SaslServerAuthenticator for the PLAIN,
-SCRAM-SHA-256 and SCRAM-SHA-512 mechanisms.
+SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (unsecured validator) mechanisms.
 
 Configuration, with Kafka's names:
 - `sasl.enabled.mechanisms` (Kafka's default GSSAPI, which Kafkite does not serve: set PLAIN and/or SCRAM-SHA-256,
@@ -19,8 +19,12 @@ one such frame (empty when PLAIN succeeded); v1 by SaslAuthenticate v0-2 request
 the enabled ones; a wrong user or password answers SASL_AUTHENTICATION_FAILED, "Authentication failed: Invalid
 username or password" (the same whether the user exists or not), is logged, and closes the connection
 (`connection.failed.authentication.delay.ms` later, KIP-306: server/connection.py). After
-authentication the principal is `User:<name>` and SaslHandshake / SaslAuthenticate answer ILLEGAL_SASL_STATE.
-Re-authentication (KIP-368) is not served: SaslAuthenticate v1+ answers a session lifetime of 0.
+authentication the principal is `User:<name>` and SaslHandshake / SaslAuthenticate answer ILLEGAL_SASL_STATE, unless
+the session has an end (KIP-368): `connections.max.reauth.ms` (default 0: none; per listener
+`listener.name.<l>.connections.max.reauth.ms`) and an OAUTHBEARER token's expiry bound it, SaslAuthenticate v1+ tells
+the client (session_lifetime_ms), a SaslHandshake then re-authenticates (same mechanism and principal, or
+SASL_AUTHENTICATION_FAILED with Kafka's message and the connection closed), and any other request after the end
+closes the connection (server/connection.py), as Kafka's SocketServer does. OAUTHBEARER: security/oauthbearer.py.
 
 SCRAM (RFC 5802/7677, Kafka's ScramSaslServer) takes two tokens: client-first (answered server-first: the
 credential's salt and iterations) and client-final (answered server-final). The messages are parsed as Kafka's
@@ -43,10 +47,11 @@ from typing import Callable
 import structlog
 
 from ..config import ConfigError
+from .sasl_common import AuthenticationFailed, scram_failed_message
 from .scram import MIN_ITERATIONS, ScramCredential
 
 log = structlog.get_logger("kafkite.sasl")
-SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _FAKE_SALT_KEY = secrets.token_bytes(32)  # one per process: the brokers of an in-process cluster answer alike
@@ -73,6 +78,8 @@ class SaslConfig:
     # (user, mechanism) -> its SCRAM credential or None: the cluster metadata's (set by the broker)
     scram_credentials: Callable[[str, str], "ScramCredential | None"] = lambda user, mechanism: None
     fake_salt_key: bytes = field(default_factory=lambda: _FAKE_SALT_KEY)
+    oauthbearer: object = None  # oauthbearer.UnsecuredValidator when OAUTHBEARER is enabled
+    max_reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368): 0, no limit
 
 
 def sasl_config(cfg, listener: str) -> SaslConfig:
@@ -103,6 +110,26 @@ def sasl_config(cfg, listener: str) -> SaslConfig:
         if module != PLAIN_LOGIN_MODULE:
             raise ConfigError(f"{key}: the PLAIN mechanism needs {PLAIN_LOGIN_MODULE}, got {module}")
         out.plain_users = {k[len("user_"):]: v for k, v in options.items() if k.startswith("user_")}
+    if "OAUTHBEARER" in mechanisms:
+        from .oauthbearer import OAUTHBEARER_LOGIN_MODULE, UnsecuredValidator
+        key = prefix + "oauthbearer.sasl.jaas.config"
+        jaas = static.get(key) or static.get("sasl.jaas.config")
+        if not jaas:
+            raise ConfigError(f"Could not find a 'KafkaServer' or '{prefix}KafkaServer' entry in the JAAS "
+                              f"configuration: set {key}")
+        module, options = parse_jaas(jaas)
+        if module != OAUTHBEARER_LOGIN_MODULE:
+            raise ConfigError(f"{key}: the OAUTHBEARER mechanism needs {OAUTHBEARER_LOGIN_MODULE}, got {module}")
+        handler = static.get(prefix + "oauthbearer.sasl.server.callback.handler.class")
+        if handler:
+            raise ConfigError(f"{prefix}oauthbearer.sasl.server.callback.handler.class={handler}: Kafkite serves "
+                              "OAUTHBEARER with Kafka's unsecured validator only (leave the handler unset)")
+        out.oauthbearer = UnsecuredValidator(options)
+    raw_reauth = static.get(prefix + "connections.max.reauth.ms")
+    try:
+        out.max_reauth_ms = int(raw_reauth) if raw_reauth is not None else int(cfg.get("connections.max.reauth.ms"))
+    except ValueError:
+        raise ConfigError(f"Invalid value {raw_reauth} for configuration {prefix}connections.max.reauth.ms") from None
     return out
 
 
@@ -124,20 +151,6 @@ def check_plain(users: dict[str, str], token: bytes) -> str | None:
 
 def _equal(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
-
-
-def scram_failed_message(mechanism: str) -> str:
-    """Kafka's SaslServerAuthenticator answer to a SaslException: names nothing but the mechanism."""
-    return f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
-
-
-class AuthenticationFailed(Exception):
-    """`message` is what the client is told; `reason` is logged only."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(reason)
-        self.message = message
-        self.reason = reason
 
 
 _SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
@@ -226,7 +239,12 @@ class ScramExchange:
 
 
 class SaslServerAuthenticator:
-    """One connection's SASL exchange (states: handshake -> token (v0) or SaslAuthenticate (v1) -> complete)."""
+    """One connection's SASL exchange (states: handshake -> token (v0) or SaslAuthenticate (v1) -> complete), and
+    its re-authentications (KIP-368): once complete, the session lasts `session_expires_ms` (connections.max.reauth.ms,
+    and an OAUTHBEARER token's expiry: the shorter), told to the client in SaslAuthenticate v1+'s
+    session_lifetime_ms. A SaslHandshake on an authenticated connection whose session has an end starts a
+    re-authentication (`begin_reauthentication`, at most one a second, as Kafka's KafkaChannel), which must keep the
+    mechanism and the principal."""
 
     def __init__(self, config: SaslConfig, peer: str) -> None:
         self.config = config
@@ -235,15 +253,38 @@ class SaslServerAuthenticator:
         self.mechanism: str | None = None
         self.principal: str | None = None
         self._scram: ScramExchange | None = None
+        self._oauth = None
+        self.session_expires_ms: int | None = None  # wall clock; None: the session has no end
+        self._previous: tuple[str, str] | None = None  # (mechanism, principal) while re-authenticating
+        self._bad_mechanism: str | None = None
+        self._last_reauth_ms = 0
+        self.now_ms = 0
 
     @property
     def done(self) -> bool:
         return self.state == "complete"
 
-    def handle(self, frame: bytes, clog) -> tuple[object, bool]:
+    def expired(self, now_ms: int) -> bool:
+        """Kafka's serverAuthenticationSessionExpired: the session has an end, and it has passed."""
+        return self.done and self.session_expires_ms is not None and now_ms > self.session_expires_ms
+
+    def begin_reauthentication(self, now_ms: int) -> bool:
+        """A SaslHandshake came on the authenticated connection: re-authenticate (True), or not (False: the request
+        handler answers it ILLEGAL_SASL_STATE) when the session has no end or the last one began within a second."""
+        if not self.done or self.session_expires_ms is None:
+            return False
+        if self._last_reauth_ms and now_ms - self._last_reauth_ms < 1000:
+            return False
+        self._last_reauth_ms = now_ms
+        self._previous = (self.mechanism, self.principal)
+        self.state, self._scram, self._oauth, self._bad_mechanism = "handshake", None, None, None
+        return True
+
+    def handle(self, frame: bytes, clog, now_ms: int = 0) -> tuple[object, bool]:
         """One frame before authentication completed -> (what to send: a response message, raw bytes, or None for
         "dispatch it as usual" (ApiVersions), close the connection afterwards)."""
         from ..wire import codec
+        self.now_ms = now_ms
         if self.state == "token":  # SaslHandshake v0: a bare token
             return self._raw_token(bytes(frame), clog)
         try:
@@ -251,6 +292,19 @@ class SaslServerAuthenticator:
         except codec.RequestError as exc:  # a SaslHandshake / SaslAuthenticate that does not decode
             clog.warning("sasl.malformed_request", error=str(exc))
             return None, True
+
+    def _session_lifetime_ms(self) -> int:
+        """Kafka's calcCompletionTimesAndReturnSessionLifetimeMs: the shorter of connections.max.reauth.ms (when
+        > 0) and the credential's remaining life (an OAUTHBEARER token); 0 when neither bounds the session."""
+        max_reauth = self.config.max_reauth_ms if self.config.max_reauth_ms > 0 else None
+        credential = self._oauth.expires_ms if self._oauth is not None else None
+        if credential is None and max_reauth is None:
+            self.session_expires_ms = None
+            return 0
+        left = credential - self.now_ms if credential is not None else None
+        lifetime = max(0, min(x for x in (left, max_reauth) if x is not None))
+        self.session_expires_ms = self.now_ms + lifetime
+        return lifetime
 
     def _handle(self, frame: bytes, clog) -> tuple[object, bool]:
         from kafka.protocol.sasl import (SaslAuthenticateResponse, SaslHandshakeResponse)
@@ -269,21 +323,30 @@ class SaslServerAuthenticator:
                              enabled=self.config.mechanisms)
                 return (req, SaslHandshakeResponse(version=version, error_code=int(E.UNSUPPORTED_SASL_MECHANISM),
                                                    mechanisms=self.config.mechanisms)), True
+            if self._previous is not None and mech != self._previous[0]:  # Kafka's REAUTH_BAD_MECHANISM
+                self._bad_mechanism = (f"SASL mechanism '{mech}' requested by client is not supported for "
+                                       f"re-authentication of mechanism '{self._previous[0]}'")
             self.mechanism = mech
             if mech.startswith("SCRAM-"):
                 self._scram = ScramExchange(self.config, mech)
+            elif mech == "OAUTHBEARER":
+                from .oauthbearer import OAuthBearerExchange
+                self._oauth = OAuthBearerExchange(self.config.oauthbearer)
             self.state = "token" if version == 0 else "authenticate"
             return (req, SaslHandshakeResponse(version=version, error_code=0, mechanisms=self.config.mechanisms)), False
         if self.state == "authenticate" and api_key == SASL_AUTHENTICATE:
             req = codec.decode_request(frame, {SASL_AUTHENTICATE: (0, 2)})
             try:
+                if self._bad_mechanism is not None:
+                    raise AuthenticationFailed(self._bad_mechanism, self._bad_mechanism)
                 answer = self._step(bytes(req.body.auth_bytes or b""), clog)
             except AuthenticationFailed as exc:
                 return (req, SaslAuthenticateResponse(version=version, error_code=int(E.SASL_AUTHENTICATION_FAILED),
                                                       error_message=exc.message, auth_bytes=b"",
                                                       session_lifetime_ms=0)), True
+            lifetime = self._session_lifetime_ms() if self.done else 0
             return (req, SaslAuthenticateResponse(version=version, error_code=0, error_message=None,
-                                                  auth_bytes=answer, session_lifetime_ms=0)), False
+                                                  auth_bytes=answer, session_lifetime_ms=lifetime)), False
         clog.warning("sasl.unexpected_request", api_key=api_key, version=version, state=self.state,
                      message=f"Unexpected Kafka request of type {api_key} during SASL handshake.")
         return None, True
@@ -295,6 +358,12 @@ class SaslServerAuthenticator:
             if self._scram is not None:
                 answer = self._scram.step(token)
                 user = self._scram.user if self._scram.done else None
+            elif self._oauth is not None:
+                answer = self._oauth.step(token, self.now_ms)
+                user = self._oauth.user if self._oauth.done else None
+                if answer:
+                    clog.warning("sasl.oauthbearer_token_refused", peer=self.peer, reason=self._oauth.reason,
+                                 answer=answer.decode())
             else:
                 user = check_plain(self.config.plain_users, token)
                 if user is None:
@@ -305,9 +374,19 @@ class SaslServerAuthenticator:
                          message=f"Failed authentication with /{self.peer} ({exc.message})")
             raise
         if user is not None:
-            self.principal = f"User:{user}"
+            principal = f"User:{user}"
+            if self._previous is not None and principal != self._previous[1]:
+                old = self._previous[1].split(":", 1)
+                message = (f"Cannot change principals during re-authentication from {old[0]}.{old[1]}: "
+                           f"User.{user}")
+                clog.warning("sasl.authentication_failed", mechanism=self.mechanism, peer=self.peer, reason=message,
+                             message=f"Failed re-authentication with /{self.peer} ({message})")
+                raise AuthenticationFailed(message, message)
+            self.principal = principal
             self.state = "complete"
-            clog.info("sasl.authenticated", mechanism=self.mechanism, principal=self.principal)
+            clog.info("sasl.reauthenticated" if self._previous is not None else "sasl.authenticated",
+                      mechanism=self.mechanism, principal=self.principal)
+            self._previous = None
         return answer
 
     def _raw_token(self, token: bytes, clog) -> tuple[object, bool]:
@@ -317,4 +396,6 @@ class SaslServerAuthenticator:
             answer = self._step(token, clog)
         except AuthenticationFailed:
             return None, True
+        if self.done:
+            self._session_lifetime_ms()  # the session's end holds without SaslAuthenticate to tell it
         return struct.pack(">i", len(answer)) + answer, False

@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 import trio
 
-from ..config import BrokerConfig, ConfigError, validate_topic_configs
+from ..config import BrokerConfig, validate_topic_configs
 from ..controller.controller import Controller, MetadataCache, MetadataUpdate
 from ..controller.metadata import (MAX_RECORDS_PER_USER_OP, BrokerInfo, ClusterMetadata, FileMetadataStore,
                                    MemoryMetadataStore, MetadataError, TopicInfo)
@@ -33,6 +33,7 @@ from .group_coordinator_service import GroupCoordinatorService
 from .transaction_coordinator_service import TransactionCoordinatorService
 from .quotas import ConnectionQuotas, MemoryPool, accept_loop
 from .router import Router
+from .listeners import PROTOCOLS, WILDCARDS, inter_broker_name, listeners_of, serve_listener
 
 log = structlog.get_logger("kafkite.broker")
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
@@ -51,57 +52,35 @@ def _listeners(config_value: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def _protocols(config) -> dict[str, str]:
-    raw = config.get("listener.security.protocol.map") if config is not None else ""
-    return {k.strip().upper(): v.strip().upper() for k, _, v in (x.partition(":") for x in raw.split(",")) if k}
-
-
-def _check_protocol(name: str, config=None, served: tuple[str, ...] = ("PLAINTEXT",)) -> str:
-    """The security protocol of listener `name` (listener.security.protocol.map), if served here."""
-    proto = _protocols(config).get(name, name)
-    if proto not in served:
-        raise ValueError(f"only {' and '.join(served)} listeners are supported here, got {name} ({proto})")
-    return proto
-
-
-CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")  # a client listener's
-
-
-def _client_listener(listener: str, config=None) -> tuple[str, str, int]:
-    """(name, host, port) of the client listener of `listeners`: with several, the first that is not the
-    inter-broker one (INTERNAL, or `inter.broker.listener.name`)."""
-    entries = _listeners(listener)
-    internal = _inter_broker_name(config)
-    return next((e for e in entries if e[0] != internal), entries[0])
+CLIENT_PROTOCOLS = PROTOCOLS  # a client listener's
+_inter_broker_name = inter_broker_name  # (cli.py)
 
 
 def parse_listener(listener: str, config=None) -> tuple[str, int]:
-    """The client listener of `listeners`: 'PLAINTEXT://host:port' -> (host, port)."""
-    name, host, port = _client_listener(listener, config)
-    _check_protocol(name, config, CLIENT_PROTOCOLS)
-    return host, port
+    """The primary client listener of `listeners` (the first that is not the inter-broker one): (host, port)."""
+    if config is None:
+        entries = _listeners(listener)
+        _, host, port = next((e for e in entries if e[0] != "INTERNAL"), entries[0])
+        return host, port
+    ep = listeners_of(config).client[0]
+    return ep.host or "0.0.0.0", ep.port
 
 
 def client_protocol(config) -> tuple[str, str]:
-    """(listener name, security protocol) of the broker's client listener."""
-    name, _, _ = _client_listener(config.get("listeners"), config)
-    return name, _check_protocol(name, config, CLIENT_PROTOCOLS)
-
-
-def _inter_broker_name(config) -> str:
-    name = config.get("inter.broker.listener.name") if config is not None else ""
-    return (name or "INTERNAL").upper()
+    """(listener name, security protocol) of the broker's primary client listener."""
+    ep = listeners_of(config).client[0]
+    return ep.listener, ep.protocol
 
 
 def inter_broker_listener(config, client_host: str) -> tuple[str, int]:
     """(host, port) of the inter-broker listener: the `listeners` entry named by inter.broker.listener.name
     (default INTERNAL), else a free port on the client listener's host."""
-    name = _inter_broker_name(config)
-    for n, host, port in _listeners(config.get("listeners")):
-        if n == name:
-            _check_protocol(n, config)
-            return host, port
-    return client_host, 0
+    inter = listeners_of(config).inter_broker
+    if inter is None:
+        return client_host, 0
+    if inter.protocol != "PLAINTEXT":
+        raise ValueError(f"only PLAINTEXT listeners are supported here, got {inter.listener} ({inter.protocol})")
+    return inter.host or "0.0.0.0", inter.port
 
 
 class ClusterState:
@@ -126,6 +105,7 @@ class ClusterState:
         from ..security.authorizer import Authorizer
         self.authorizer = Authorizer.from_config(config, self.metadata.acls if self.metadata else ())
         self.brokers: dict[int, "Broker"] = {}  # running brokers of this process, by node id
+        self.listener_ports: dict[tuple[int, str], int] = {}  # (node id, listener) -> bound port: kept on restart
         self.hooks: list[Any] = []  # objects with on_topic_created/on_topic_deleted/on_partitions_added/on_configs
         self.replicas: Any = None  # the ReplicaManager of a single broker (services.attach)
         # an in-process cluster: each broker's own partitions (services.Storage, by node id), replicated between them
@@ -304,29 +284,25 @@ class Broker:
         self.state = state
         self.config = state.config
         self.node_id = node_id if node_id is not None else state.config.node_id
-        lhost, lport = parse_listener(state.config.get("listeners"), state.config)
-        self.host = host if host is not None else lhost
-        self.port = port if port is not None else lport
-        adv = state.config.get("advertised.listeners")
-        self.advertised_host = advertised_host or (parse_listener(adv)[0] if adv else None)
+        spec = listeners_of(state.config)
+        primary = spec.client[0]
+        self.host = host if host is not None else (primary.host or "0.0.0.0")
+        self.port = port if port is not None else primary.port
+        self.primary_listener = primary.listener
+        adv_host, adv_port = spec.advertised.get(primary.listener, (None, 0))
+        self.advertised_host = advertised_host or adv_host or None
+        # an advertised port is taken by the broker that binds the configured port (an in-process cluster's others
+        # bind the next ones: they advertise what they bind)
+        self.advertised_port = adv_port if adv_port and self.port == primary.port else 0
         # ZooKeeper mode: the INTERNAL listener of `listeners` (or `inter.broker.listener.name`), else a free
         # port on the client listener's host
         self.internal_host, self.internal_port = inter_broker_listener(state.config, self.host)
-        # an SSL client listener (security/ssl_context.py): its context is built now, so a bad keystore stops the start
-        # and a SASL one's mechanisms and users (security/sasl.py)
-        self.ssl_context = None
-        self.sasl_config = None
-        listener_name, protocol = client_protocol(state.config)
-        if protocol in ("SSL", "SASL_SSL") and state.zk is not None:
-            raise ConfigError(f"A {protocol} client listener is served by brokers of one process for now (not in "
-                              "ZooKeeper mode): use a PLAINTEXT or SASL_PLAINTEXT listener there")
-        if protocol in ("SSL", "SASL_SSL"):
-            from ..security.ssl_context import server_context
-            self.ssl_context = server_context(state.config)
-        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-            from ..security.sasl import sasl_config
-            self.sasl_config = sasl_config(state.config, listener_name)
-            self.sasl_config.scram_credentials = lambda user, mech: state.metadata.scram_credential(user, mech)
+        # each client listener's TLS context and SASL settings (security/ssl_context.py, security/sasl.py), built
+        # now so that a bad keystore or JAAS config stops the start
+        self.client_listeners = [serve_listener(ep, spec.advertised, state.config, lambda user, mech: (
+            state.metadata.scram_credential(user, mech))) for ep in spec.client]
+        self.ssl_context = self.client_listeners[0].ssl_context
+        self.sasl_config = self.client_listeners[0].sasl_config
         self.rack = rack or state.config.get("broker.rack") or None  # broker.rack (KIP-392 follower fetching)
         self.cache = MetadataCache(self.node_id)  # this broker's view, fed by the controller
         # the partitions this broker hosts: its own in an in-process cluster, else the process's
@@ -354,6 +330,7 @@ class Broker:
         self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
         self.cache.listeners.append(lambda _old, cache: self.transactions.on_metadata(cache))
         self.connections: set[trio.abc.Stream] = set()
+        self.client_connections: set = set()  # listeners.Connection of each open connection (listener, principal)
         self.connection_quotas = ConnectionQuotas(self.config)  # max.connections, max.connections.per.ip
         self.memory_pool = MemoryPool.from_config(self.config)  # queued.max.request.bytes
         # this broker's incremental fetch sessions (KIP-227): in memory, lost when the broker restarts
@@ -513,18 +490,33 @@ class Broker:
 
     # -- Trio ---------------------------------------------------------------
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        listeners = await trio.open_tcp_listeners(self.port, host=self.host, backlog=128)
+        listeners: list = []  # (served listener, its trio listeners), primary first
         internal = []
+        try:
+            for i, served in enumerate(self.client_listeners):
+                ep = served.endpoint
+                # the primary binds the broker's port; another keeps its port across a restart of this broker
+                port = self.port if i == 0 else self.state.listener_ports.get((self.node_id, ep.listener), ep.port)
+                bound = await trio.open_tcp_listeners(port, host=self.host if i == 0 else (ep.host or "0.0.0.0"),
+                                                      backlog=128)
+                listeners.append((served, bound))
+                served.bound_port = bound[0].socket.getsockname()[1]
+                self.state.listener_ports[(self.node_id, ep.listener)] = served.bound_port
+        except BaseException:
+            for _, bound in listeners:
+                for lst in bound:
+                    await trio.aclose_forcefully(lst)
+            raise
         if self.replicated:  # the inter-broker listener: controller requests and replication come in there only
             internal = await trio.open_tcp_listeners(self.internal_port, host=self.internal_host, backlog=128)
-        self.bound_port = listeners[0].socket.getsockname()[1]
-        adv_host = self.advertised_host or (self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
+        self.bound_port = listeners[0][0].bound_port
+        adv_host = self.advertised_host or (self.host if self.host not in WILDCARDS else "127.0.0.1")
         self.state.brokers[self.node_id] = self
         try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 if self.zk is None:
-                    nursery.start_soon(self._accept_loop, listeners, nursery, False)
+                    nursery.start_soon(self._accept_loops, listeners, nursery)
                 if internal:
                     nursery.start_soon(self._accept_loop, internal, nursery, True)
                 await nursery.start(self.groups.run)
@@ -540,17 +532,21 @@ class Broker:
                         self.replicas.partitions.clear()
                     self.replicas.replication = Replication(self)
                     await nursery.start(self.replicas.replication.run)
+                # the other client listeners, by name (Metadata answers each client with its listener's endpoints)
+                for served, _ in listeners[1:]:
+                    endpoints.append([served.name, self._advertised(served)[0], self._advertised(served)[1]])
+                me = BrokerInfo(self.node_id, *self._advertised(listeners[0][0]), self.rack, listeners=endpoints,
+                                listener=self.primary_listener,
+                                protocols={s.name: s.endpoint.protocol for s in self.client_listeners})
                 if self.zk is None:
-                    self.controller.startup(BrokerInfo(self.node_id, adv_host, self.bound_port, self.rack,
-                                                       listeners=endpoints))
+                    self.controller.startup(me)
                 else:
-                    await self.zk.register(BrokerInfo(self.node_id, adv_host, self.bound_port, self.rack,
-                                                      listeners=endpoints))
+                    await self.zk.register(me)
                     # As Kafka enables request processing at the end of start-up: the client port is bound (a
                     # port 0 had to be known to register) but no client connection is taken before this broker
                     # knows the cluster, so no client ever sees Metadata without the live brokers.
                     await self._knows_the_cluster()
-                    nursery.start_soon(self._accept_loop, listeners, nursery, False)
+                    nursery.start_soon(self._accept_loops, listeners, nursery)
                 task_status.started(self.bound_port)
                 await trio.sleep(math.inf)
         finally:
@@ -564,7 +560,7 @@ class Broker:
                 self.state.store.end_session(self.node_id)
             else:
                 await self.zk.close()
-            for lst in listeners + internal:
+            for lst in [x for _, bound in listeners for x in bound] + internal:
                 with trio.CancelScope(shield=True):
                     await lst.aclose()
 
@@ -592,26 +588,44 @@ class Broker:
         finally:
             self.cache.listeners.remove(check)
 
+    def _advertised(self, served) -> tuple[str, int]:
+        """(host, port) a client listener is advertised at: advertised.listeners, else where it binds (a wildcard
+        host: the primary's advertised host, or 127.0.0.1)."""
+        if served is self.client_listeners[0]:
+            return (self.advertised_host or (self.host if self.host not in WILDCARDS else "127.0.0.1"),
+                    self.advertised_port or served.bound_port)
+        host = served.advertised_host or (served.endpoint.host if served.endpoint.host not in WILDCARDS
+                                          else self.advertised_host or "127.0.0.1")
+        return host, served.advertised_port or served.bound_port
+
+    async def _accept_loops(self, listeners, nursery) -> None:
+        async with trio.open_nursery() as accepting:
+            for served, bound in listeners:
+                for lst in bound:
+                    accepting.start_soon(accept_loop, lst, self.connection_quotas,
+                                         functools.partial(self._serve_connection, served=served), nursery)
+
     async def _accept_loop(self, listeners, nursery, inter_broker: bool) -> None:
         async with trio.open_nursery() as accepting:
             for lst in listeners:
                 accepting.start_soon(accept_loop, lst, self.connection_quotas,
                                      functools.partial(self._serve_connection, inter_broker=inter_broker), nursery)
 
-    async def _serve_connection(self, stream: trio.SocketStream, ip: str, *, inter_broker: bool = False) -> None:
+    async def _serve_connection(self, stream: trio.SocketStream, ip: str, *, inter_broker: bool = False,
+                                served=None) -> None:
         try:
-            if self.ssl_context is not None and not inter_broker:
-                stream = await self._tls_handshake(stream, ip)
+            if served is not None and served.ssl_context is not None:
+                stream = await self._tls_handshake(stream, ip, served.ssl_context)
                 if stream is None:
                     return
-            await serve_connection(self, stream, inter_broker=inter_broker)
+            await serve_connection(self, stream, inter_broker=inter_broker, listener=served)
         finally:
             self.connection_quotas.dec(ip)
 
-    async def _tls_handshake(self, stream: trio.SocketStream, ip: str) -> trio.SSLStream | None:
+    async def _tls_handshake(self, stream: trio.SocketStream, ip: str, context) -> trio.SSLStream | None:
         """The TLS handshake of an SSL listener's connection (non-blocking: Trio's SSLStream over the socket); a
         failure is logged with the peer and closes that connection only."""
-        tls = trio.SSLStream(stream, self.ssl_context, server_side=True)
+        tls = trio.SSLStream(stream, context, server_side=True)
         try:
             with trio.fail_after(TLS_HANDSHAKE_TIMEOUT_S):
                 await tls.do_handshake()
@@ -629,5 +643,11 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        host = self.advertised_host or (self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
+        host = self.advertised_host or (self.host if self.host not in WILDCARDS else "127.0.0.1")
         return f"{host}:{self.bound_port}"
+
+    def bootstrap_of(self, listener: str) -> str:
+        """host:port of this broker's client listener named `listener` (as advertised)."""
+        served = next(s for s in self.client_listeners if s.name == listener.upper())
+        host, port = self._advertised(served)
+        return f"{host}:{port}"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from typing import TYPE_CHECKING
 
 import structlog
@@ -32,6 +33,7 @@ import trio
 from ..wire import codec
 from ..wire.frame import FrameReader, FrameTooLarge
 from .context import PeerClosed, connection_socket
+from .listeners import Connection, current_connection
 from .quotas import SMALL_REQUEST_BYTES
 from .router import CloseConnection
 
@@ -42,6 +44,7 @@ log = structlog.get_logger("kafkite.connection")
 _conn_ids = itertools.count(1)
 
 PRODUCE = 0
+SASL_HANDSHAKE = 17
 _CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
 
 
@@ -99,72 +102,72 @@ def raw_socket(stream) -> trio.socket.SocketType:
     return stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket
 
 
-_DN_NAMES = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
-             "stateOrProvinceName": "ST", "localityName": "L", "domainComponent": "DC", "streetAddress": "STREET",
-             "userId": "UID"}
-
-
-def ssl_principal(stream) -> str:
-    """The principal of a connection that is not SASL: an SSL client certificate's subject DN in RFC 2253 form
-    (Kafka's default principal builder without ssl.principal.mapping.rules: User:CN=client,O=org,C=US), else
-    User:ANONYMOUS (PLAINTEXT, or SSL without a client certificate)."""
-    from ..security.authorizer import ANONYMOUS
-    if isinstance(stream, trio.SocketStream):
-        return ANONYMOUS
-    try:
-        cert = stream.getpeercert()
-    except Exception:  # handshake not done (cannot happen once a request was read)
-        return ANONYMOUS
-    subject = (cert or {}).get("subject") or ()
-    if not subject:
-        return ANONYMOUS
-
-    def esc(v: str) -> str:
-        out = "".join("\\" + c if c in ',+"\\<>;' else c for c in v)
-        if out.startswith(("#", " ")):
-            out = "\\" + out
-        return out[:-1] + "\\ " if out.endswith(" ") else out
-    rdns = ["+".join(f"{_DN_NAMES.get(k, k)}={esc(v)}" for k, v in rdn) for rdn in subject]
-    return "User:" + ",".join(reversed(rdns))
-
-
-async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter_broker: bool = False) -> None:
-    """One connection; `inter_broker`: accepted on the inter-broker listener (controller requests are served)."""
+async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter_broker: bool = False,
+                           listener=None) -> None:
+    """One connection; `inter_broker`: accepted on the inter-broker listener (controller requests are served);
+    `listener`: the client listener it came in on (server/listeners.ServedListener)."""
     sock = raw_socket(stream)
     try:
         peer = "%s:%s" % sock.getpeername()[:2]
     except OSError:
         peer = "?"
-    clog = log.bind(peer=peer, conn=next(_conn_ids), broker=broker.node_id)
+    conn = Connection(peer=peer, inter_broker=inter_broker)
+    if listener is not None:
+        conn.listener, conn.protocol = listener.name, listener.endpoint.protocol
+    clog = log.bind(peer=peer, conn=next(_conn_ids), broker=broker.node_id, listener=conn.listener)
     broker.connections.add(stream)
+    broker.client_connections.add(conn)
     try:
         auth = None
-        if broker.sasl_config is not None and not inter_broker:  # a SASL listener: authenticate first
+        if conn.protocol == "SSL":  # the principal of a client certificate (SASL_SSL: SASL's)
+            conn.principal = ssl_principal(stream, listener.principal_mapper, clog)
+            if conn.principal is None:
+                return
+        if listener is not None and listener.sasl_config is not None:  # a SASL listener: authenticate first
             from ..security.sasl import SaslServerAuthenticator
-            auth = SaslServerAuthenticator(broker.sasl_config, peer.rsplit(":", 1)[0])
+            auth = SaslServerAuthenticator(listener.sasl_config, peer.rsplit(":", 1)[0])
+        current_connection.set(conn)
         async with trio.open_nursery() as nursery:
             outbox = _Outbox(stream, clog)
             nursery.start_soon(outbox.run, nursery.cancel_scope)
-            await _read_requests(broker, stream, peer, clog, outbox, inter_broker, auth)
+            await _read_requests(broker, stream, peer, clog, outbox, inter_broker, auth, conn)
             # responses to requests handled before the end are sent first, as one-at-a-time would
             with trio.move_on_after(30):
                 await outbox.wait_turn(False)
             nursery.cancel_scope.cancel()
     finally:
         broker.connections.discard(stream)
+        broker.client_connections.discard(conn)
         with trio.move_on_after(1):
             await stream.aclose()
 
 
+def ssl_principal(stream, mapper, clog) -> str | None:
+    """The principal of an SSL connection: its client certificate's subject in RFC 2253 form through
+    ssl.principal.mapping.rules ("User:ANONYMOUS" without a certificate); None (logged) when no rule applies, as
+    Kafka's SslPrincipalMapper.NoMatchingRule fails the connection."""
+    der = stream.getpeercert(binary_form=True) if isinstance(stream, trio.SSLStream) else None
+    if not der:
+        return "User:ANONYMOUS"
+    from ..security.principal import NoMatchingRule, subject_dn
+    dn = subject_dn(der)
+    try:
+        name = mapper.name(dn) if mapper is not None else dn
+    except NoMatchingRule as exc:
+        clog.warning("connection.closed", reason=str(exc), message=f"Failed to map the principal of {dn}")
+        return None
+    clog.info("ssl.principal", dn=dn, principal=f"User:{name}")
+    return f"User:{name}"
+
+
 async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str, clog, outbox: _Outbox,
-                         inter_broker: bool = False, auth=None) -> None:
+                         inter_broker: bool = False, auth=None, conn=None) -> None:
     reader = FrameReader(broker.config.get("socket.request.max.bytes"))
     pool = broker.memory_pool
     idle_ms = broker.config.get("connections.max.idle.ms")
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
     connection_socket.set(raw_socket(stream))  # for handlers that long-poll (context.wait_unless_peer_closed)
     held = 0  # bytes of the memory pool reserved for the frame being received
-    principal = None  # this connection's (security/authorizer.py), known once authenticated
     try:
         while True:
             try:
@@ -201,8 +204,21 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     return
                 continue
             try:
-                if auth is not None and not auth.done:  # before SASL authentication completed
-                    what, close = auth.handle(frame, clog)
+                now_ms = int(time.time() * 1000)
+                if auth is not None and auth.done:
+                    # KIP-368, as Kafka's SocketServer: a SaslHandshake on a session with an end re-authenticates;
+                    # any other request after the session's end closes the connection
+                    api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+                    if not (api_key == SASL_HANDSHAKE and auth.begin_reauthentication(now_ms)) and \
+                            auth.expired(now_ms):
+                        clog.info("connection.closed", reason="the SASL session expired (connections.max.reauth.ms "
+                                                              "or the token's lifetime) without re-authentication",
+                                  principal=auth.principal, api_key=api_key)
+                        return
+                if auth is not None and not auth.done:  # before SASL authentication completed (or re-authenticating)
+                    what, close = auth.handle(frame, clog, now_ms)
+                    if auth.done and conn is not None:
+                        conn.principal = auth.principal
                     if what != "dispatch":
                         if isinstance(what, tuple):
                             req, resp = what
@@ -216,13 +232,16 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                                 await trio.sleep(broker.config.get("connection.failed.authentication.delay.ms") / 1000)
                             return
                         continue
+                if conn is not None:
+                    conn.requests += 1
                 produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
                 await outbox.wait_turn(produce)
                 try:
-                    if principal is None:  # once SASL completed / the TLS handshake is over
-                        principal = auth.principal if auth is not None else ssl_principal(stream)
-                    out, waits = await broker.router.dispatch(frame, peer, clog, inter_broker=inter_broker,
-                                                              principal=principal)
+                    # the connection's principal (security/authorizer.py): its certificate's through the mapping
+                    # rules, or the SASL user once authenticated (again, after a re-authentication)
+                    out, waits = await broker.router.dispatch(
+                        frame, peer, clog, inter_broker=inter_broker,
+                        principal=conn.principal if conn is not None else "User:ANONYMOUS")
                 except CloseConnection as exc:
                     clog.warning("connection.closed", reason=str(exc))
                     return

@@ -143,11 +143,12 @@ async def handle_update_metadata(ctx: RequestContext):
                               if any(p.leader != LEADER_DURING_DELETE for p in t.partition_states)])
     brokers = {}
     for lb in r.live_brokers:
-        client = next((e for e in lb.endpoints if e.listener == "PLAINTEXT"), lb.endpoints[0] if lb.endpoints else None)
+        # the client listener: the first endpoint that is not the inter-broker one (the controller sends it first)
+        client = next((e for e in lb.endpoints if e.listener != "INTERNAL"), lb.endpoints[0] if lb.endpoints else None)
         if client is None:
             continue
         others = [[e.listener, e.host, e.port] for e in lb.endpoints if e is not client]
-        brokers[lb.id] = BrokerInfo(lb.id, client.host, client.port, lb.rack, others)
+        brokers[lb.id] = BrokerInfo(lb.id, client.host, client.port, lb.rack, others, listener=client.listener)
     b.cache.brokers = brokers
     for t in r.topic_states:
         if any(p.leader == LEADER_DURING_DELETE for p in t.partition_states):

@@ -2,6 +2,8 @@
 DescribeGroups, ListGroups, DeleteGroups, OffsetDelete: thin shells over the coordinator."""
 from __future__ import annotations
 
+import dataclasses
+
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
                                      OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
@@ -15,6 +17,7 @@ from ...security.authorizer import Op, ResourceType
 from ...wire.consumer_group_api import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from ...wire.errors import E
 from ..context import RequestContext
+from .metadata import node_endpoint
 from ..group_coordinator_service import OFFSETS_TOPIC
 from ..transaction_coordinator_service import TXN_TOPIC
 
@@ -83,9 +86,18 @@ async def _coordinator_for(ctx, key: str, key_type: int):
     n = len(b.metadata.topic(topic).partitions)
     p = b.metadata.partition(topic, partition_for(key, n))
     node = b.metadata.brokers.get(p.leader) if p is not None else None
-    if node is None:
+    # the coordinator's endpoint on the listener this request came on (none there: not available, as Kafka)
+    ep = node_endpoint(b, node) if node is not None else None
+    if ep is None:
         return int(E.COORDINATOR_NOT_AVAILABLE), "The coordinator is not available.", None
-    return 0, None, node
+    return 0, None, _Node(node.node_id, ep[0], ep[1])
+
+
+@dataclasses.dataclass
+class _Node:
+    node_id: int
+    host: str
+    port: int
 
 
 async def handle_find_coordinator(ctx: RequestContext):

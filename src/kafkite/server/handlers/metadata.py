@@ -11,6 +11,7 @@ from ...controller.metadata import MetadataError, validate_topic_name
 from ...security.authorizer import CLUSTER_NAME, Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
+from ..listeners import current_connection, endpoint_for
 
 ZERO_UUID = uuid.UUID(int=0)
 AUTH_OPS_UNSET = -2147483648  # "not requested"
@@ -58,8 +59,34 @@ def broker_entries(broker):
     return sorted(broker.cluster_brokers(), key=lambda b: b.node_id)
 
 
-def _partitions(topic, cls, broker):
+def connection_listener(broker) -> str | None:
+    """The client listener of the connection this request came on (None: the broker's primary one)."""
+    conn = current_connection.get()
+    return None if conn is None or conn.inter_broker else conn.listener
+
+
+def listener_endpoints(broker) -> list[tuple[object, str, int]]:
+    """(broker info, host, port) of each live broker on the listener of this request's connection: as Kafka, a
+    broker without that listener is left out."""
+    listener = connection_listener(broker)
+    out = []
+    for x in broker_entries(broker):
+        ep = endpoint_for(x, listener)
+        if ep is not None:
+            out.append((x, ep[0], ep[1]))
+    return out
+
+
+def node_endpoint(broker, node) -> tuple[str, int] | None:
+    """A broker's (host, port) on this request's listener, None when it has none there."""
+    return endpoint_for(node, connection_listener(broker))
+
+
+def _partitions(topic, cls, broker, listener_error: bool = False):
+    """`listener_error` (Metadata v6+): a live leader without the request's listener answers LISTENER_NOT_FOUND, as
+    Kafka's metadata cache does (LEADER_NOT_AVAILABLE before v6)."""
     live = set(broker.metadata.live_broker_ids)
+    reachable = {x.node_id for x, _, _ in listener_endpoints(broker)}
     # replicas in an offline log dir (this process's brokers whose data dir failed) are offline
     # replicas, as Kafka lists them; the leader stays and answers KAFKA_STORAGE_ERROR
     failed = {i for i, b in broker.state.brokers.items() if b.replicas.log_dir_offline}
@@ -67,7 +94,10 @@ def _partitions(topic, cls, broker):
     for p in topic.partitions:
         offline = [r for r in p.replicas if r not in live or r in failed]
         err = 0 if p.leader in live else E.LEADER_NOT_AVAILABLE
-        out.append(cls(error_code=int(err), partition_index=p.index, leader_id=p.leader if p.leader in live else -1,
+        leader = p.leader if p.leader in live else -1
+        if leader != -1 and leader not in reachable:
+            err, leader = (E.LISTENER_NOT_FOUND if listener_error else E.LEADER_NOT_AVAILABLE), -1
+        out.append(cls(error_code=int(err), partition_index=p.index, leader_id=leader,
                        leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
                        isr_nodes=[r for r in p.isr if r in live], offline_replicas=offline))
     return out
@@ -84,7 +114,7 @@ async def handle_metadata(ctx: RequestContext):
 
     def topic_entry(t):
         return T(error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal,
-                 partitions=_partitions(t, P, b),
+                 partitions=_partitions(t, P, b, v >= 6),
                  authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, t.name) if include_ops
                  else None)
 
@@ -129,7 +159,7 @@ async def handle_metadata(ctx: RequestContext):
             topics.append(topic_entry(t))
 
     B = MetadataResponse.MetadataResponseBroker
-    brokers = [B(node_id=x.node_id, host=x.host, port=x.port, rack=x.rack) for x in broker_entries(b)]
+    brokers = [B(node_id=x.node_id, host=host, port=port, rack=x.rack) for x, host, port in listener_endpoints(b)]
     cluster_ops = None  # kafka-python's bitfield: a set of operations, None = not requested
     if 8 <= v <= 10 and getattr(body, "include_cluster_authorized_operations", False):
         cluster_ops = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
@@ -151,7 +181,7 @@ async def handle_describe_cluster(ctx: RequestContext):
     return DescribeClusterResponse(
         version=ctx.version, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
         cluster_id=b.metadata.cluster_id, controller_id=b.controller_id(),
-        brokers=[B(broker_id=x.node_id, host=x.host, port=x.port, rack=x.rack) for x in broker_entries(b)],
+        brokers=[B(broker_id=x.node_id, host=host, port=port, rack=x.rack) for x, host, port in listener_endpoints(b)],
         authorized_operations=ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
         if body.include_cluster_authorized_operations else None)
 
@@ -191,7 +221,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext):
                             topic_authorized_operations=AUTH_OPS_UNSET))
             continue
         start = cursor.partition_index if cursor is not None and cursor.topic_name == name else 0
-        parts = _partitions(t, P, b)[start:]
+        parts = _partitions(t, P, b, True)[start:]
         if budget <= 0:
             next_cursor = R.Cursor(topic_name=name, partition_index=start)
             break
