@@ -30,8 +30,11 @@ def _serve(args) -> int:
     if args.host is not None or args.port is not None:
         from .server.broker import _inter_broker_name, _listeners
         entries = _listeners(static.get("listeners", "PLAINTEXT://127.0.0.1:9092"))
-        internal = _inter_broker_name(BrokerConfig(static={k: v for k, v in static.items()
-                                                           if k == "inter.broker.listener.name"}))
+        try:  # (a bad inter-broker setting is reported with the others when the broker starts)
+            internal = _inter_broker_name(BrokerConfig(static={k: v for k, v in static.items() if k in (
+                "inter.broker.listener.name", "security.inter.broker.protocol", "listener.security.protocol.map")}))
+        except ConfigError:
+            internal = "INTERNAL"
         i = next((i for i, e in enumerate(entries) if e[0] != internal), 0)
         name, host, port = entries[i]
         host = args.host if args.host is not None else host

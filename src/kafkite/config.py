@@ -231,6 +231,10 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("zookeeper.session.timeout.ms", ConfigType.INT, "18000"),
     BrokerConfigDef("zookeeper.connection.timeout.ms", ConfigType.INT, ""),
     BrokerConfigDef("inter.broker.listener.name", ConfigType.STRING, ""),
+    # the inter-broker listener's protocol instead of its name (server/interbroker.py; Kafka: one or the other; unset
+    # here means the INTERNAL listener) and the mechanism the brokers log in with on a SASL one
+    BrokerConfigDef("security.inter.broker.protocol", ConfigType.STRING, ""),
+    BrokerConfigDef("sasl.mechanism.inter.broker.protocol", ConfigType.STRING, "GSSAPI"),
     BrokerConfigDef("listener.security.protocol.map", ConfigType.STRING,
                     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
     # SSL listeners (security/ssl_context.py): PEM keystores and truststores
@@ -248,6 +252,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("ssl.enabled.protocols", ConfigType.LIST, "TLSv1.2,TLSv1.3"),
     BrokerConfigDef("ssl.cipher.suites", ConfigType.LIST, ""),
     BrokerConfigDef("ssl.principal.mapping.rules", ConfigType.STRING, "DEFAULT"),
+    # the brokers' own TLS connections to each other check the host name (https) unless empty
+    BrokerConfigDef("ssl.endpoint.identification.algorithm", ConfigType.STRING, "https"),
     # SASL listeners (security/sasl.py); listener.name.<l>.<mech>.sasl.jaas.config and
     # listener.name.<l>.sasl.enabled.mechanisms are taken too (check_broker_keys)
     BrokerConfigDef("sasl.enabled.mechanisms", ConfigType.LIST, "GSSAPI"),
@@ -581,7 +587,6 @@ UNUSED_BROKER_CONFIGS: dict[str, str] = {
                      "offsets.load.buffer.size", "offsets.commit.timeout.ms", "offsets.commit.required.acks",
                      "max.connection.creation.rate"], _TUNING),
     **dict.fromkeys(["replica.socket.receive.buffer.bytes"], _REPLICATION),
-    **dict.fromkeys(["security.inter.broker.protocol"], _SECURITY),
     **dict.fromkeys(["process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
                      "controller.listener.names", "metadata.log.dir", "inter.broker.protocol.version",
                      "broker.id.generation.enable", "reserved.broker.max.id"], _KRAFT),

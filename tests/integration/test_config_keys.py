@@ -81,16 +81,19 @@ def test_check_broker_keys():
     warned = dict(check_broker_keys({"zookeeper.ssl.client.enable": "true", "ssl.keystore.location": "/k",
                                      "ssl.principal.mapping.rules": "DEFAULT", "sasl.enabled.mechanisms": "PLAIN",
                                      "listener.name.sasl_plaintext.plain.sasl.jaas.config": "x",
-                                     "sasl.mechanism.inter.broker.protocol": "PLAIN", "what.is.this": "x"}))
+                                     "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                                     "security.inter.broker.protocol": "SASL_SSL",
+                                     "sasl.kerberos.service.name": "kafka", "what.is.this": "x"}))
     assert "ZooKeeper" in warned["zookeeper.ssl.client.enable"]
     # SSL and SASL listeners take these (security/ssl_context.py, security/sasl.py)
     assert not {"ssl.keystore.location", "sasl.enabled.mechanisms", "ssl.principal.mapping.rules",
-                "listener.name.sasl_plaintext.plain.sasl.jaas.config"} & set(warned)
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config", "sasl.mechanism.inter.broker.protocol",
+                "security.inter.broker.protocol"} & set(warned)
     assert check_broker_keys({"listener.name.secure.ssl.keystore.type": "PKCS12",
                               "listener.name.secure.ssl.cipher.suites": "TLS_AES_128_GCM_SHA256",
                               "listener.name.client.oauthbearer.sasl.jaas.config": "x",
                               "connections.max.reauth.ms": "1000"}) == []
-    assert "not used yet" in warned["sasl.mechanism.inter.broker.protocol"]
+    assert "not used yet" in warned["sasl.kerberos.service.name"]
     assert warned["what.is.this"] == "The configuration 'what.is.this' was supplied but isn't a known config."
 
 

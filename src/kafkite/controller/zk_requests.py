@@ -42,10 +42,11 @@ def _protocol_id(broker: dict, listener: str) -> int:
     return _SECURITY_PROTOCOL_IDS.get((broker.get("protocols") or {}).get(listener, "PLAINTEXT"), 0)
 
 
-def inter_broker_endpoint(broker: dict) -> tuple[str, int]:
-    """Where a broker (a snapshot's broker entry) takes controller requests: its INTERNAL listener, else its client one."""
+def inter_broker_endpoint(broker: dict, listener: str = INTER_BROKER_LISTENER) -> tuple[str, int]:
+    """Where a broker (a snapshot's broker entry) takes controller requests: its inter-broker listener (by name:
+    inter.broker.listener.name, INTERNAL by default), else its client one."""
     for name, host, port in broker.get("listeners") or ():
-        if name == INTER_BROKER_LISTENER:
+        if name == listener:
             return host, int(port)
     return broker["host"], int(broker["port"])
 

@@ -78,8 +78,6 @@ def inter_broker_listener(config, client_host: str) -> tuple[str, int]:
     inter = listeners_of(config).inter_broker
     if inter is None:
         return client_host, 0
-    if inter.protocol != "PLAINTEXT":
-        raise ValueError(f"only PLAINTEXT listeners are supported here, got {inter.listener} ({inter.protocol})")
     return inter.host or "0.0.0.0", inter.port
 
 
@@ -301,6 +299,14 @@ class Broker:
         # now so that a bad keystore or JAAS config stops the start
         self.client_listeners = [serve_listener(ep, spec.advertised, state.config, lambda user, mech: (
             state.metadata.scram_credential(user, mech))) for ep in spec.client]
+        # the inter-broker listener as this broker serves it (TLS, SASL) and connects to the others' (its credentials)
+        from .interbroker import inter_broker_security
+        from .listeners import EndPoint
+        self.inter_broker_security = inter_broker_security(state.config)
+        self.inter_broker_listener = serve_listener(
+            spec.inter_broker or EndPoint(self.inter_broker_security.listener, "PLAINTEXT", self.internal_host,
+                                          self.internal_port), spec.advertised, state.config,
+            lambda user, mech: state.metadata.scram_credential(user, mech))
         self.ssl_context = self.client_listeners[0].ssl_context
         self.sasl_config = self.client_listeners[0].sasl_config
         self.rack = rack or state.config.get("broker.rack") or None  # broker.rack (KIP-392 follower fetching)
@@ -518,7 +524,7 @@ class Broker:
                 if self.zk is None:
                     nursery.start_soon(self._accept_loops, listeners, nursery)
                 if internal:
-                    nursery.start_soon(self._accept_loop, internal, nursery, True)
+                    nursery.start_soon(self._accept_loop, internal, nursery, self.inter_broker_listener)
                 await nursery.start(self.groups.run)
                 await nursery.start(self.transactions.run)
                 endpoints = []
@@ -526,7 +532,7 @@ class Broker:
                     from .replication import Replication
                     iport = internal[0].socket.getsockname()[1]
                     ihost = self.internal_host if self.internal_host not in ("0.0.0.0", "::", "") else adv_host
-                    endpoints = [["INTERNAL", ihost, iport]]
+                    endpoints = [[self.inter_broker_listener.name, ihost, iport]]
                     if self.zk is None:  # an in-process broker (re)starting: it learns its partitions afresh
                         self.replicas.leader_epochs.clear()
                         self.replicas.partitions.clear()
@@ -537,7 +543,8 @@ class Broker:
                     endpoints.append([served.name, self._advertised(served)[0], self._advertised(served)[1]])
                 me = BrokerInfo(self.node_id, *self._advertised(listeners[0][0]), self.rack, listeners=endpoints,
                                 listener=self.primary_listener,
-                                protocols={s.name: s.endpoint.protocol for s in self.client_listeners})
+                                protocols={s.name: s.endpoint.protocol for s in self.client_listeners + (
+                                    [self.inter_broker_listener] if self.replicated else [])})
                 if self.zk is None:
                     self.controller.startup(me)
                 else:
@@ -605,11 +612,13 @@ class Broker:
                     accepting.start_soon(accept_loop, lst, self.connection_quotas,
                                          functools.partial(self._serve_connection, served=served), nursery)
 
-    async def _accept_loop(self, listeners, nursery, inter_broker: bool) -> None:
+    async def _accept_loop(self, listeners, nursery, served) -> None:
+        """The inter-broker listener's connections (`served`: its TLS context and SASL settings)."""
         async with trio.open_nursery() as accepting:
             for lst in listeners:
                 accepting.start_soon(accept_loop, lst, self.connection_quotas,
-                                     functools.partial(self._serve_connection, inter_broker=inter_broker), nursery)
+                                     functools.partial(self._serve_connection, inter_broker=True, served=served),
+                                     nursery)
 
     async def _serve_connection(self, stream: trio.SocketStream, ip: str, *, inter_broker: bool = False,
                                 served=None) -> None:

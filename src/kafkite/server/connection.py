@@ -142,6 +142,17 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter
             await stream.aclose()
 
 
+def cluster_action_allowed(broker: "Broker", conn: Connection) -> bool:
+    """On a secured inter-broker listener the brokers' principal needs CLUSTER_ACTION on the cluster (Kafka's rule
+    for its inter-broker requests; super users have it). A PLAINTEXT inter-broker listener is trusted as before."""
+    auth = broker.state.authorizer
+    if auth is None:
+        return True
+    from ..security.authorizer import CLUSTER_NAME, Op, ResourceType
+    return auth.authorize(conn.principal, conn.peer.rsplit(":", 1)[0].strip("[]"), Op.CLUSTER_ACTION,
+                          ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 def ssl_principal(stream, mapper, clog) -> str | None:
     """The principal of an SSL connection: its client certificate's subject in RFC 2253 form through
     ssl.principal.mapping.rules ("User:ANONYMOUS" without a certificate); None (logged) when no rule applies, as
@@ -232,6 +243,13 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                                 await trio.sleep(broker.config.get("connection.failed.authentication.delay.ms") / 1000)
                             return
                         continue
+                if inter_broker and conn is not None and conn.protocol != "PLAINTEXT" and \
+                        (auth is None or auth.done) and not cluster_action_allowed(broker, conn):
+                    clog.warning("connection.closed", principal=conn.principal,
+                                 reason=f"Principal = {conn.principal} is not authorized to perform CLUSTER_ACTION on "
+                                        "the cluster: the inter-broker listener takes only the brokers' requests "
+                                        "(grant CLUSTER_ACTION or add the principal to super.users)")
+                    return
                 if conn is not None:
                     conn.requests += 1
                 produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE

@@ -85,15 +85,16 @@ async def exchange(stream: trio.abc.Stream, reader: FrameReader, request, correl
 
 
 async def send_once(host: str, port: int, request, *, timeout: float, client_id: str = "kafkite",
-                    correlation_id: int = 0):
+                    correlation_id: int = 0, connect=None):
     """One connection, one request, one response (decoded), all within `timeout` seconds.
 
     For a broker's ControlledShutdown to the controller (Kafka's client id there is the
     broker's id as a string; pass `client_id=str(broker_id)`). Raises trio.TooSlowError on
     timeout, OSError / trio.BrokenResourceError / ConnectionError when the connection fails,
-    ResponseMismatch or a decoding error on a bad answer."""
+    ResponseMismatch or a decoding error on a bad answer. `connect(host, port)`: how the connection is made
+    (server/interbroker.py: TLS and SASL on a secured inter-broker listener), plain TCP by default."""
     with trio.fail_after(timeout):
-        stream = await trio.open_tcp_stream(host, port)
+        stream = await (connect or trio.open_tcp_stream)(host, port)
         try:
             return await exchange(stream, FrameReader(), request, correlation_id, client_id)
         finally:
@@ -138,6 +139,9 @@ class ControllerChannelManager:
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         self.retry_backoff = retry_backoff
+        # how a connection is made: plain TCP, or TLS and SASL on a secured inter-broker listener (the broker sets
+        # its server/interbroker.InterBrokerSecurity.connect)
+        self.connect = trio.open_tcp_stream
         self._brokers: dict[int, _Broker] = {}
         self._nursery: trio.Nursery | None = None
         self._running = False
@@ -271,7 +275,7 @@ class ControllerChannelManager:
                                 if stream is None:
                                     connected_to = st.endpoint
                                     with trio.move_on_after(self.connect_timeout):
-                                        stream = await trio.open_tcp_stream(*connected_to)
+                                        stream = await self.connect(*connected_to)
                                     if stream is None:
                                         raise TimeoutError(f"no connection within {self.connect_timeout}s")
                                     reader = FrameReader()

@@ -8,8 +8,9 @@ sasl.* keys (Kafka's ListenerName / EndPoint / config prefix rules).
 - `advertised.listeners`: what clients are told, by listener name; a name not among `listeners` is refused with
   Kafka's message; a listener not advertised is advertised as it binds (a wildcard host: 127.0.0.1 here, where
   Kafka would take the machine's name).
-- The inter-broker listener (`inter.broker.listener.name`, default INTERNAL here) is served only between the brokers
-  of a replicated cluster (server/broker.py); every other entry is a client listener.
+- The inter-broker listener (`inter.broker.listener.name` or `security.inter.broker.protocol`, default INTERNAL here;
+  any protocol: server/interbroker.py) is served only between the brokers of a replicated cluster
+  (server/broker.py); every other entry is a client listener.
 - A client connection knows the listener it came in on (`Connection.listener`, server/connection.py); Metadata,
   DescribeCluster and FindCoordinator answer with each broker's endpoint of that listener (server/handlers).
 """
@@ -75,7 +76,10 @@ def protocol_map(config) -> dict[str, str]:
 
 
 def inter_broker_name(config) -> str:
-    return (config.get("inter.broker.listener.name") or "INTERNAL").upper()
+    """The inter-broker listener's name (server/interbroker.py: inter.broker.listener.name or
+    security.inter.broker.protocol, Kafka's rules; INTERNAL by default)."""
+    from .interbroker import inter_broker_listener_name
+    return inter_broker_listener_name(config)[0]
 
 
 @dataclass
@@ -102,6 +106,10 @@ def listeners_of(config) -> Listeners:
         raise ConfigError(f"requirement failed: Each listener must have a different port, listeners: {raw}")
     internal = inter_broker_name(config)
     inter = next((e for e in eps if e.listener == internal), None)
+    if inter is None and internal in protocols and protocols[internal] != "PLAINTEXT":
+        raise ConfigError("requirement failed: inter.broker.listener.name must be a listener name defined in "
+                          "advertised.listeners. The valid options based on currently configured listeners are "
+                          f"{','.join(names)}")
     client = [e for e in eps if e is not inter] or eps
     adv_raw = config.get("advertised.listeners")
     advertised = {}

@@ -41,6 +41,7 @@ from ..wire.frame import FrameReader
 from ..wire.interbroker import AlterPartitionRequest
 from .context import now_ms
 from .controller_channel import exchange
+from .interbroker import InterBrokerAuthenticationError
 from .replica_manager import KafkaStorageException
 
 if TYPE_CHECKING:
@@ -56,11 +57,14 @@ Key = tuple[str, int]
 
 
 class InterBrokerClient:
-    """One connection to another broker's inter-broker listener; a failure closes it (the next request reconnects)."""
+    """One connection to another broker's inter-broker listener (TLS and SASL as server/interbroker.py sets them up);
+    a failure closes it (the next request reconnects)."""
 
-    def __init__(self, node_id: int, timeout: float) -> None:
+    def __init__(self, node_id: int, timeout: float, security=None) -> None:
         self.client_id = f"broker-{node_id}-fetcher"
         self.timeout = timeout
+        # server/interbroker.InterBrokerSecurity: TLS and SASL as the inter-broker listener asks (None: plain TCP)
+        self.security = security
         self.endpoint: tuple[str, int] | None = None
         self._stream: trio.SocketStream | None = None
         self._reader = FrameReader()
@@ -71,7 +75,8 @@ class InterBrokerClient:
             await self.close()
         with trio.fail_after(self.timeout + extra_timeout):
             if self._stream is None:
-                self._stream = await trio.open_tcp_stream(*endpoint)
+                self._stream = (await self.security.connect(*endpoint, client_id=self.client_id)
+                                if self.security is not None else await trio.open_tcp_stream(*endpoint))
                 self.endpoint, self._reader = endpoint, FrameReader()
             self._correlation += 1
             try:
@@ -117,6 +122,7 @@ class Replication:
         self.backoff = cfg.get("replica.fetch.backoff.ms") / 1000.0
         self.lag_ms = cfg.get("replica.lag.time.max.ms")
         self.socket_timeout = cfg.get("replica.socket.timeout.ms") / 1000.0
+        self.security = broker.inter_broker_security  # the inter-broker listener's name, TLS and SASL
         self.fetchers: dict[tuple[int, int], _Fetcher] = {}
         self._nursery: trio.Nursery | None = None
         self._proposals: dict[Key, tuple[int, list[int], int]] = {}  # key -> (leader epoch, ISR, partition epoch)
@@ -177,10 +183,10 @@ class Replication:
     def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """The broker's inter-broker listener, as this broker's cache knows it (None: not a live broker)."""
         info = self.broker.cache.brokers.get(broker_id)
-        return None if info is None else inter_broker_endpoint(vars(info))
+        return None if info is None else inter_broker_endpoint(vars(info), self.security.listener)
 
     async def _fetcher(self, f: _Fetcher) -> None:
-        client = InterBrokerClient(self.node_id, self.socket_timeout)
+        client = InterBrokerClient(self.node_id, self.socket_timeout, self.security)
         try:
             while f.partitions:
                 if self._resumed is not None:
@@ -196,7 +202,9 @@ class Replication:
                     if not await self._fetch(f, client, endpoint):
                         await self._sleep(f, self.backoff)
                 except (OSError, trio.BrokenResourceError, trio.TooSlowError, ConnectionError, ValueError) as exc:
-                    log.info("replica_fetcher.connection_failed", leader=f.leader, error=repr(exc))
+                    # a refused login (server/interbroker.py) is a misconfiguration: a warning, with the leader's answer
+                    (log.warning if isinstance(exc, InterBrokerAuthenticationError) else log.info)(
+                        "replica_fetcher.connection_failed", leader=f.leader, error=str(exc) or repr(exc))
                     await client.close()
                     await self._sleep(f, self.backoff)
                 except KafkaStorageException:
@@ -365,7 +373,7 @@ class Replication:
     async def _alter_partition_sender(self) -> None:
         # a controller that stopped answering (paused, cut off) must not hold ISR changes for long: the request
         # is given up after a few seconds and sent again to whoever is controller then
-        client = InterBrokerClient(self.node_id, min(self.socket_timeout, ALTER_PARTITION_TIMEOUT_S))
+        client = InterBrokerClient(self.node_id, min(self.socket_timeout, ALTER_PARTITION_TIMEOUT_S), self.security)
         T = AlterPartitionRequest.TopicData
         P = T.PartitionData
         while True:

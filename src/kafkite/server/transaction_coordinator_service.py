@@ -141,9 +141,9 @@ class TransactionCoordinatorService:
         req = AddPartitionsToTxnRequest[VERIFY_VERSION](transactions=[T(
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
             verify_only=True, topics=[T.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()])])
-        client = InterBrokerClient(self.broker.node_id, MARKER_TIMEOUT_S)
+        client = InterBrokerClient(self.broker.node_id, MARKER_TIMEOUT_S, self.broker.inter_broker_security)
         try:
-            resp = await client.request(inter_broker_endpoint(vars(info)), req)
+            resp = await client.request(inter_broker_endpoint(vars(info), self.broker.inter_broker_security.listener), req)
         except (OSError, trio.BrokenResourceError, trio.TooSlowError, ConnectionError, ValueError) as exc:
             log.info("transactions.verify_failed", broker=leader, error=repr(exc))
             return {tp: int(E.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
@@ -225,7 +225,7 @@ class TransactionCoordinatorService:
             return retry
         client = clients.get(leader)
         if client is None:
-            client = clients[leader] = InterBrokerClient(self.broker.node_id, MARKER_TIMEOUT_S)
+            client = clients[leader] = InterBrokerClient(self.broker.node_id, MARKER_TIMEOUT_S, self.broker.inter_broker_security)
         M = WriteTxnMarkersRequest.WritableTxnMarker
         topics: dict[str, list[int]] = {}
         for t, p in parts:
@@ -235,7 +235,7 @@ class TransactionCoordinatorService:
             topics=[M.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
             coordinator_epoch=coordinator_epoch)])
         try:
-            resp = await client.request(inter_broker_endpoint(vars(info)), req)
+            resp = await client.request(inter_broker_endpoint(vars(info), self.broker.inter_broker_security.listener), req)
         except (OSError, trio.BrokenResourceError, trio.TooSlowError, ConnectionError, ValueError) as exc:
             log.info("transactions.marker_request_failed", broker=leader, error=repr(exc))
             return retry

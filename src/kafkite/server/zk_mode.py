@@ -151,6 +151,8 @@ class ZkMode:
 
     def new_controller(self, broker: "Broker") -> ZkController:
         self.broker = broker
+        security = broker.inter_broker_security  # the controller connects to the brokers' inter-broker listener
+        self.channel.connect = lambda host, port: security.connect(host, port, client_id=str(self.node_id))
         self.controller = ZkController(
             self.node_id, self.store, self.state.metadata, self.send,
             auto_leader_rebalance=self.state.config.get("auto.leader.rebalance.enable"), now_ms=now_ms,
@@ -213,7 +215,7 @@ class ZkMode:
         if broker_id not in brokers:  # registered after the view was taken: the broker watch publishes again
             return int(E.BROKER_NOT_AVAILABLE)
         reqs = self.builder.build(broker_id, cmd.controller_id, cmd.controller_epoch, cmd.snapshot)
-        host, port = inter_broker_endpoint(brokers[broker_id])
+        host, port = inter_broker_endpoint(brokers[broker_id], self.broker.inter_broker_security.listener)
         live = set(brokers)
         self._to_trio(lambda: self._enqueue(broker_id, host, port, reqs, live))
         return 0
@@ -458,10 +460,12 @@ class ZkMode:
             ctrl = cache.brokers.get(cache.controller_id)
             if ctrl is None:
                 continue
-            host, port = inter_broker_endpoint(vars(ctrl))
+            security = self.broker.inter_broker_security
+            host, port = inter_broker_endpoint(vars(ctrl), security.listener)
             req = ControlledShutdownRequest(version=3, broker_id=self.node_id, broker_epoch=self.broker.broker_epoch)
             try:
-                resp = await send_once(host, port, req, timeout=30, client_id=str(self.node_id))
+                resp = await send_once(host, port, req, timeout=30, client_id=str(self.node_id),
+                                       connect=lambda h, p: security.connect(h, p, client_id=str(self.node_id)))
             except Exception as exc:  # refused, timed out, closed: the next attempt asks again
                 log.warning("controlled_shutdown.failed", attempt=attempt + 1, error=repr(exc))
                 continue
