@@ -133,3 +133,18 @@ def test_the_brokers_principal_needs_cluster_action(tmp_path):
             admin.close()
         wait_until(lambda: cluster.log_end_offsets("ib-acl", 0) == {1: 5, 2: 5, 3: 5}, timeout=15,
                    what="followers copy once User:broker has CLUSTER_ACTION")
+
+
+def test_an_inter_broker_listener_shared_with_clients_is_refused_with_what_to_do():
+    """Kafka lets clients and brokers share the inter-broker listener; Kafkite serves the brokers' requests on a
+    listener of their own, and says so at start rather than failing to bind."""
+    with pytest.raises(Exception) as info:
+        with KafkiteCluster(brokers=2, overrides={"listeners": "PLAINTEXT://127.0.0.1:0",
+                                                  "security.inter.broker.protocol": "PLAINTEXT"}):
+            pass
+    seen, todo = [], [info.value]
+    while todo:  # the cause, through the start's exception groups
+        e = todo.pop()
+        seen.append(str(e))
+        todo += [x for x in (e.__cause__, e.__context__, *getattr(e, "exceptions", ())) if x is not None]
+    assert any("is the only listener" in m and "inter.broker.listener.name" in m for m in seen), seen

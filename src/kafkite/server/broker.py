@@ -514,6 +514,13 @@ class Broker:
                     await trio.aclose_forcefully(lst)
             raise
         if self.replicated:  # the inter-broker listener: controller requests and replication come in there only
+            if any(s.endpoint == self.inter_broker_listener.endpoint for s in self.client_listeners):
+                from ..config import ConfigError
+                raise ConfigError(f"The inter-broker listener {self.inter_broker_listener.name} is the only listener: "
+                                  "Kafkite keeps the brokers' requests on a listener of their own (where Kafka lets "
+                                  "clients share it); add one to listeners, e.g. BROKER://host:port with "
+                                  "listener.security.protocol.map BROKER:<protocol>, and name it in "
+                                  "inter.broker.listener.name")
             internal = await trio.open_tcp_listeners(self.internal_port, host=self.internal_host, backlog=128)
         self.bound_port = listeners[0][0].bound_port
         adv_host = self.advertised_host or (self.host if self.host not in WILDCARDS else "127.0.0.1")
