@@ -173,7 +173,7 @@ def client_context(cfg) -> ssl.SSLContext:
     one), its keystore as the client certificate, ssl.enabled.protocols, host name check as
     ssl.endpoint.identification.algorithm says."""
     from ..security import ssl_context as s
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # certificates verified; the truststore's only, when given
     versions = [v.strip() for v in cfg.get("ssl.enabled.protocols") if v.strip() in s._VERSIONS]
     if versions:
         ctx.minimum_version = min(s._VERSIONS[v] for v in versions)
@@ -188,6 +188,8 @@ def client_context(cfg) -> ssl.SSLContext:
             ctx.load_verify_locations(cafile=location)
         elif trusted:
             ctx.load_verify_locations(cadata=trusted)
+        else:
+            ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
         key_location = cfg.get("ssl.keystore.location")
         password = cfg.get("ssl.key.password") or None
         if key_location and (cfg.get("ssl.keystore.type") or "").upper() == "PKCS12":
