@@ -29,37 +29,13 @@ import trio
 
 from ..config import ConfigError
 from ..wire.frame import FrameReader
+from .listeners import DEFAULT_INTER_BROKER_LISTENER as DEFAULT_LISTENER, inter_broker_listener_name
 
 INTER_BROKER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-DEFAULT_LISTENER = "INTERNAL"
 
 
 class InterBrokerAuthenticationError(ConnectionError):
     """The other broker refused this broker's SASL login (or TLS handshake)."""
-
-
-def inter_broker_listener_name(config) -> tuple[str, str | None]:
-    """(listener name, its protocol or None when the default INTERNAL listener is not in the map), with Kafka's
-    rules and messages (ConfigError)."""
-    from .listeners import protocol_map
-    static = config.static
-    name = (static.get("inter.broker.listener.name") or "").strip()
-    proto = (static.get("security.inter.broker.protocol") or "").strip()
-    if name and proto:
-        raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
-    protocols = protocol_map(config)
-    if proto:
-        from .listeners import PROTOCOLS
-        if proto.upper() not in PROTOCOLS:
-            raise ConfigError(f"Invalid value {proto} for configuration security.inter.broker.protocol: "
-                              f"{proto} is not a valid security protocol (one of {', '.join(PROTOCOLS)})")
-        return proto.upper(), proto.upper()
-    if name:
-        if name.upper() not in protocols:
-            raise ConfigError(f"Listener with name {name.upper()} defined in inter.broker.listener.name not found in "
-                              "listener.security.protocol.map.")
-        return name.upper(), protocols[name.upper()]
-    return DEFAULT_LISTENER, protocols.get(DEFAULT_LISTENER)
 
 
 @dataclass

@@ -34,6 +34,8 @@ class EndPoint:
     port: int
 
 
+DEFAULT_INTER_BROKER_LISTENER = "INTERNAL"
+
 def parse_endpoints(value: str, protocols: dict[str, str], key: str = "listeners") -> list[EndPoint]:
     """'NAME://host:port,...' -> endpoints (Kafka's EndPoint.createEndPoint; a bare 'host:port' is PLAINTEXT)."""
     out = []
@@ -75,10 +77,31 @@ def protocol_map(config) -> dict[str, str]:
     return out
 
 
+def inter_broker_listener_name(config) -> tuple[str, str | None]:
+    """(listener name, its protocol or None when the default INTERNAL listener is not in the map), with Kafka's
+    rules and messages (ConfigError)."""
+    static = config.static
+    name = (static.get("inter.broker.listener.name") or "").strip()
+    proto = (static.get("security.inter.broker.protocol") or "").strip()
+    if name and proto:
+        raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+    protocols = protocol_map(config)
+    if proto:
+        if proto.upper() not in PROTOCOLS:
+            raise ConfigError(f"Invalid value {proto} for configuration security.inter.broker.protocol: "
+                              f"{proto} is not a valid security protocol (one of {', '.join(PROTOCOLS)})")
+        return proto.upper(), proto.upper()
+    if name:
+        if name.upper() not in protocols:
+            raise ConfigError(f"Listener with name {name.upper()} defined in inter.broker.listener.name not found in "
+                              "listener.security.protocol.map.")
+        return name.upper(), protocols[name.upper()]
+    return DEFAULT_INTER_BROKER_LISTENER, protocols.get(DEFAULT_INTER_BROKER_LISTENER)
+
+
 def inter_broker_name(config) -> str:
-    """The inter-broker listener's name (server/interbroker.py: inter.broker.listener.name or
-    security.inter.broker.protocol, Kafka's rules; INTERNAL by default)."""
-    from .interbroker import inter_broker_listener_name
+    """The inter-broker listener's name (inter.broker.listener.name or security.inter.broker.protocol, Kafka's rules;
+    INTERNAL by default); its security is server/interbroker.py's."""
     return inter_broker_listener_name(config)[0]
 
 
