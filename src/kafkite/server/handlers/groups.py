@@ -426,7 +426,8 @@ async def handle_consumer_group_describe(ctx: RequestContext):
             members.append(G.Member(
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                 client_id=m.client_id, client_host=m.client_host,
-                subscribed_topic_names=sorted(m.subscribed_topic_names), subscribed_topic_regex=None,
+                subscribed_topic_names=sorted(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=assignment(m.assigned), target_assignment=assignment(g.target.get(m.member_id, {})),
                 **kw))
         assignor = g.preferred_assignor(b.groups.coordinator.cfg.consumer_assignors[0])
