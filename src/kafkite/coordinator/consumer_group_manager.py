@@ -145,8 +145,13 @@ class ConsumerGroupManager:
             return g
         classic = self.classic.get(group_id)
         if classic is not None and classic.members:
-            # Kafka 4 upgrades a classic group online here; this broker does not yet: it refuses as Kafka
-            # refuses a group of another kind
+            # Kafka 4 upgrades a classic group online here when group.consumer.migration.policy allows it
+            # (upgrade, bidirectional) and the group uses the consumer protocol; this broker does not yet: it
+            # answers as Kafka does when the upgrade is not allowed
+            why = "the online upgrade is disabled" if self.cfg.consumer_migration_policy in ("disabled",
+                                                                                            "downgrade") \
+                else "the online upgrade is not served by this broker"
+            log.info("consumer_group.upgrade_refused", group=group_id, reason=why)
             raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")

@@ -23,7 +23,8 @@ _CONFIG_KEYS = ["group.min.session.timeout.ms", "group.max.session.timeout.ms", 
                 "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
                 "offset.metadata.max.bytes", "offsets.topic.num.partitions",
                 "group.coordinator.rebalance.protocols", "group.consumer.session.timeout.ms",
-                "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors"]
+                "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors",
+                "group.consumer.migration.policy"]
 
 
 class _Topics:
