@@ -54,3 +54,24 @@ def test_a_regex_subscription_picks_up_a_topic_created_after_the_consumer_starte
             "rxc-a", "rxc-b"]
     finally:
         c.close()
+
+
+def test_several_patterns_and_a_name_make_one_subscription(proc_broker):
+    """librdkafka joins its patterns into one regex, "(^a.*)|(^b.*)", and sends the plain names beside it:
+    the member gets the union."""
+    from confluent_kafka import Consumer
+    bs = proc_broker.bootstrap_servers
+    for t in ("a1", "b1", "plain", "c1"):
+        create(bs, t, 1)
+    c = Consumer({"bootstrap.servers": bs, "group.id": "gx", "group.protocol": "consumer"})
+    try:
+        c.subscribe(["^a.*", "^b.*", "plain"])
+        deadline = time.monotonic() + 30
+        while len(c.assignment()) < 3 and time.monotonic() < deadline:
+            c.poll(0.1)
+        assert sorted(tp.topic for tp in c.assignment()) == ["a1", "b1", "plain"]
+        d = describe(bs, "gx")
+        assert [(m.subscribed_topic_regex, m.subscribed_topic_names) for m in d.members] == [
+            ("(^a.*)|(^b.*)", ["plain"])]
+    finally:
+        c.close()
