@@ -9,12 +9,19 @@ import time
 import pytest
 
 from clients.group_scenario import produce_batch
-from test_consumer_group_clients import describe, proc_broker  # noqa: F401  (fixture)
+from test_consumer_group_clients import describe
 from test_groups_clients import create
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 if confluent_kafka.libversion()[1] < 0x020a0000:
     pytest.skip("librdkafka < 2.10 has no group.protocol=consumer", allow_module_level=True)
+
+
+@pytest.fixture
+def proc_broker():
+    from kafkite.testing.process import BrokerProcess
+    with BrokerProcess() as b:
+        yield b
 
 
 def consume_until(c, pred, timeout, got):
