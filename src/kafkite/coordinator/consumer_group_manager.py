@@ -71,6 +71,9 @@ class HeartbeatRequest:
     owned: list[tuple[uuid.UUID, list[int]]] | None = None  # TopicPartitions; None: not sent
     client_id: str = ""
     client_host: str = ""
+    # the topics among those given that the member may DESCRIBE (None: no authorizer); regex matches are
+    # filtered with it, as Kafka 4's refreshRegularExpressions (KAFKA-18813)
+    describable: Callable[[Iterable[str]], set[str]] | None = None
 
 
 def check_heartbeat(r: HeartbeatRequest, assignors: list[str], api_version: int) -> None:
@@ -203,7 +206,7 @@ class ConsumerGroupManager:
         # 1. regexes resolved, subscription metadata and group epoch
         members = {mid: m for mid, m in g.members.items() if replaced is None or mid != replaced.member_id}
         members[member_id] = updated
-        resolved = self._resolve_regexes(g, members.values(), topics, now_ms, records)
+        resolved = self._resolve_regexes(g, members.values(), topics, now_ms, records, r.describable)
         names = g.subscribed_topic_names(exclude=member_id, extra=updated, resolved=resolved)
         metadata = {n: tm for n in sorted(names) if (tm := topics(n)) is not None}
         if metadata != g.subscription_metadata:
@@ -306,12 +309,14 @@ class ConsumerGroupManager:
         return old, None
 
     def _resolve_regexes(self, g: ConsumerGroup, members: Iterable[ConsumerGroupMember], topics: TopicsImage,
-                         now_ms: int, records: list) -> dict[str, ResolvedRegularExpression]:
+                         now_ms: int, records: list, describable=None) -> dict[str, ResolvedRegularExpression]:
         """The group's regexes resolved against the topics as they are now (Kafka's
         maybeUpdateRegularExpressions / refreshRegularExpressions, done at once rather than in a background
         task): a regex a member uses for the first time, or one whose topics-metadata version moved since it
         was last resolved, is resolved again; a changed result is written as a ConsumerGroupRegularExpression
-        record, a regex no member uses any more gets its tombstone. Returns the group's regexes after them."""
+        record, a regex no member uses any more gets its tombstone. The matches are the topics the member whose
+        heartbeat resolves may DESCRIBE, as Kafka's (members of other permissions share that resolution).
+        Returns the group's regexes after them."""
         in_use = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
         version = getattr(topics, "version", 0)  # a plain lookup function knows no names: regexes match nothing
         all_names = getattr(topics, "names", tuple)
@@ -324,6 +329,8 @@ class ConsumerGroupManager:
             if prior is not None and g.regex_checked.get(rx) == version:
                 continue
             found = resolve(rx, all_names())
+            if describable is not None and found:
+                found = frozenset(describable(found))
             if prior is not None and prior.topics == found:
                 g.regex_checked[rx] = version  # nothing to write; checked at this version
                 continue
