@@ -209,7 +209,7 @@ class GroupCoordinator:
             return int(err), None, None
         g = shard.consumer_groups.get(group_id)
         if g is None:
-            if group_id in shard.groups and shard.groups[group_id].members:
+            if group_id in shard.groups:  # a classic group, even empty or with only offsets (Kafka 4 has one)
                 return int(E.GROUP_ID_NOT_FOUND), f"Group {group_id} is not a consumer group.", None
             return int(E.GROUP_ID_NOT_FOUND), f"Group {group_id} not found.", None
         return 0, None, g
