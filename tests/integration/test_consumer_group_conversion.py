@@ -2,7 +2,8 @@
 groups: an empty consumer group taken by a classic JoinGroup becomes a classic group with its offsets, an
 empty classic group taken by a ConsumerGroupHeartbeat becomes a consumer group with its offsets -- with real
 clients (confluent-kafka with group.protocol=consumer, kafka-python's classic consumer) against a broker
-process -- and `group.consumer.migration.policy` is taken with Kafka's values and check."""
+process; kafka-python's classic group and a librdkafka consumer group side by side on one topic; and
+`group.consumer.migration.policy` taken with Kafka's values and check."""
 from __future__ import annotations
 
 import time
@@ -100,3 +101,41 @@ def test_the_migration_policy_takes_kafkas_values_case_insensitively(value, ok):
                                               "policy: String must be one of \\(case insensitive\\): "
                                               "bidirectional, upgrade, downgrade, disabled"):
             BrokerConfig({"group.consumer.migration.policy": value})
+
+
+def test_kafka_python_classic_consumers_beside_a_librdkafka_consumer_group(proc_broker):
+    """Two kafka-python consumers in a classic group and two librdkafka consumers with group.protocol=consumer
+    in a consumer group read one topic at the same time: each group splits the partitions among its members
+    and reads every record once."""
+    from confluent_kafka import Consumer
+    from kafka import KafkaConsumer
+    bs = proc_broker.bootstrap_servers
+    create(bs, "both", 4)
+    produced = set(produce_batch(bs, "both", 0, 200))
+    classic = [KafkaConsumer("both", bootstrap_servers=bs, group_id="g-classic", auto_offset_reset="earliest")
+               for _ in range(2)]
+    modern = [Consumer({"bootstrap.servers": bs, "group.id": "g-modern", "group.protocol": "consumer",
+                        "auto.offset.reset": "earliest"}) for _ in range(2)]
+    for c in modern:
+        c.subscribe(["both"])
+    got_c, got_m = [], []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for c in classic:
+                for recs in c.poll(timeout_ms=50).values():
+                    got_c += [(r.partition, r.offset) for r in recs]
+            for c in modern:
+                got_m += [(m.partition(), m.offset()) for m in c.consume(100, timeout=0.05) if not m.error()]
+            split = all(len(c.assignment()) == 2 for c in classic) and all(len(c.assignment()) == 2 for c in modern)
+            if split and set(got_c) == produced and set(got_m) == produced:
+                break
+        assert set(got_c) == produced and set(got_m) == produced
+        assert sorted(len(c.assignment()) for c in classic) == [2, 2]
+        assert sorted(len(c.assignment()) for c in modern) == [2, 2]
+        assert describe(bs, "g-modern").group_state == "Stable"
+    finally:
+        for c in classic:
+            c.close()
+        for c in modern:
+            c.close()
