@@ -318,6 +318,8 @@ class ConsumerGroupManager:
         heartbeat resolves may DESCRIBE, as Kafka's (members of other permissions share that resolution).
         Returns the group's regexes after them."""
         in_use = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
+        if not in_use and not g.resolved_regexes:
+            return {}
         version = getattr(topics, "version", 0)  # a plain lookup function knows no names: regexes match nothing
         all_names = getattr(topics, "names", tuple)
         resolved = {rx: v for rx, v in g.resolved_regexes.items() if rx in in_use}
