@@ -289,6 +289,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("group.consumer.max.heartbeat.interval.ms", ConfigType.INT, "15000"),
     BrokerConfigDef("group.consumer.max.size", ConfigType.INT, str(INT_MAX)),
     BrokerConfigDef("group.consumer.assignors", ConfigType.LIST, "uniform,range"),
+    BrokerConfigDef("group.consumer.migration.policy", ConfigType.STRING, "bidirectional"),
     BrokerConfigDef("message.max.bytes", ConfigType.INT, "1048588", True),
     BrokerConfigDef("socket.request.max.bytes", ConfigType.INT, "104857600"),
     # Kafkite default 100 MiB (Kafka: -1, unbounded): see check_socket_limits and server/quotas.py
@@ -511,6 +512,15 @@ def check_consumer_group_configs(config: "BrokerConfig") -> None:
         if a not in known:
             raise ConfigError(f"Invalid value {a} for configuration group.consumer.assignors: "
                               "the consumer group assignors are uniform and range")
+    policy = g("group.consumer.migration.policy")
+    if policy.lower() not in MIGRATION_POLICIES:  # Kafka's ConfigDef.CaseInsensitiveValidString
+        raise ConfigError(f"Invalid value {policy} for configuration group.consumer.migration.policy: String must "
+                          f"be one of (case insensitive): {', '.join(MIGRATION_POLICIES)}")
+
+
+# Kafka's ConsumerGroupMigrationPolicy: may a non-empty classic group be upgraded online to a consumer group,
+# and a consumer group left with classic members only be downgraded back
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 
 def check_socket_limits(config: "BrokerConfig") -> None:

@@ -99,7 +99,6 @@ def test_join_gets_everything_then_a_second_member_takes_half_after_revocation(c
                                         "when (re-)joining."),
     (dict(member_epoch=-3), "MemberEpoch is invalid."),
     (dict(auto_id=False), "MemberId can't be empty."),  # v1: the client generates it
-    (dict(subscribed_topic_regex="^t.*"), "SubscribedTopicRegex is not supported yet."),
     (dict(instance_id=""), "InstanceId can't be empty."),
     (dict(rack_id=""), "RackId can't be empty."),
     (dict(member_epoch=5, auto_id=False, v=0), "MemberId can't be empty."),

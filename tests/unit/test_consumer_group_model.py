@@ -158,7 +158,8 @@ class Runtime:
                                rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 1000 if epoch == 0 else -1),
                                subscribed_topic_names=list(topics) if topics is not None else None,
                                owned=None if owned is None else [(ORDERS, list(owned))] if owned else [], **kw)
-        shard, result = self.coordinator.consumer_group_heartbeat(req, self.topics.get, now)
+        topics = self.topics if callable(self.topics) else self.topics.get  # a TopicsImage, or a plain dict
+        shard, result = self.coordinator.consumer_group_heartbeat(req, topics, now)
         return finish_write(result, start_write(result, shard.replay, self.logs[0].extend) if shard else 0)
 
     @property

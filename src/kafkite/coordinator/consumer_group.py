@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from .consumer_group_records import Assignment, TopicMetadata
+from .regex import ResolvedRegularExpression
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
@@ -47,6 +48,7 @@ class ConsumerGroupMember:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: frozenset[str] = frozenset()
+    subscribed_topic_regex: str | None = None  # None: no regex ("" from a client is stored as None)
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     member_epoch: int = 0
@@ -60,9 +62,9 @@ class ConsumerGroupMember:
 
     def subscription_equals(self, other: "ConsumerGroupMember") -> bool:
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.rebalance_timeout_ms, self.server_assignor) == (
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor) == (
             other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
-            other.rebalance_timeout_ms, other.server_assignor)
+            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor)
 
     def assignment_equals(self, other: "ConsumerGroupMember") -> bool:
         return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned,
@@ -82,6 +84,9 @@ class ConsumerGroup:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     target: dict[str, Assignment] = field(default_factory=dict)  # member id -> target partitions
     subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)
+    resolved_regexes: dict[str, ResolvedRegularExpression] = field(default_factory=dict)  # regex -> its topics
+    # in memory: regex -> the topics-metadata version it was last resolved against without a change
+    regex_checked: dict[str, int] = field(default_factory=dict)
     # timers, in memory only: member id -> deadline (ms)
     session_deadlines: dict[str, int] = field(default_factory=dict)
     rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)  # -> (deadline, epoch)
@@ -110,14 +115,21 @@ class ConsumerGroup:
                         out[(t, p)] = m.member_epoch
         return out
 
-    def subscribed_topic_names(self, exclude: str | None = None,
-                               extra: ConsumerGroupMember | None = None) -> set[str]:
+    def member_topics(self, m: ConsumerGroupMember,
+                      resolved: dict[str, ResolvedRegularExpression] | None = None) -> frozenset[str]:
+        """A member's subscription: its topic names and the topics its regex resolved to."""
+        resolved = self.resolved_regexes if resolved is None else resolved
+        rx = resolved.get(m.subscribed_topic_regex) if m.subscribed_topic_regex else None
+        return m.subscribed_topic_names | rx.topics if rx is not None else m.subscribed_topic_names
+
+    def subscribed_topic_names(self, exclude: str | None = None, extra: ConsumerGroupMember | None = None,
+                               resolved: dict[str, ResolvedRegularExpression] | None = None) -> set[str]:
         names: set[str] = set()
         for m in self.members.values():
             if m.member_id != exclude:
-                names |= m.subscribed_topic_names
+                names |= self.member_topics(m, resolved)
         if extra is not None:
-            names |= extra.subscribed_topic_names
+            names |= self.member_topics(extra, resolved)
         return names
 
     def preferred_assignor(self, default: str) -> str:

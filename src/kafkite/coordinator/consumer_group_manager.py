@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable, Protocol
 
 import structlog
 
@@ -24,10 +24,21 @@ from .consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER
                              ConsumerGroupMember, MemberState)
 from .consumer_group_records import Assignment, TopicMetadata
 from .reconciliation import FencedMemberEpoch, next_state
+from .regex import INVALID_REGULAR_EXPRESSION, InvalidRegularExpression, ResolvedRegularExpression, check_regex, resolve
 from .result import CoordinatorResult
 
 log = structlog.get_logger("kafkite.coordinator")
 TopicLookup = Callable[[str], "TopicMetadata | None"]
+
+
+class TopicsImage(Protocol):
+    """The cluster's topics as the heartbeat sees them: a lookup by name, every name (for regexes), and a
+    version that changes whenever the topics may have (created, deleted, partitions added)."""
+    version: int
+
+    def __call__(self, name: str) -> TopicMetadata | None: ...
+
+    def names(self) -> Iterable[str]: ...
 
 
 class GroupError(Exception):
@@ -60,6 +71,9 @@ class HeartbeatRequest:
     owned: list[tuple[uuid.UUID, list[int]]] | None = None  # TopicPartitions; None: not sent
     client_id: str = ""
     client_host: str = ""
+    # the topics among those given that the member may DESCRIBE (None: no authorizer); regex matches are
+    # filtered with it, as Kafka 4's refreshRegularExpressions (KAFKA-18813)
+    describable: Callable[[Iterable[str]], set[str]] | None = None
 
 
 def check_heartbeat(r: HeartbeatRequest, assignors: list[str], api_version: int) -> None:
@@ -91,8 +105,11 @@ def check_heartbeat(r: HeartbeatRequest, assignors: list[str], api_version: int)
     if r.server_assignor is not None and r.server_assignor not in assignors:
         raise GroupError(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {r.server_assignor} is not supported. "
                                                  f"Supported assignors: {', '.join(assignors)}.")
-    if r.subscribed_topic_regex:  # "" is no regex (librdkafka sends it); regexes are not served yet
-        bad("SubscribedTopicRegex is not supported yet.")
+    if r.subscribed_topic_regex:  # "" is no regex (librdkafka sends it with a names-only subscription)
+        try:
+            check_regex(r.subscribed_topic_regex)
+        except InvalidRegularExpression as exc:
+            raise GroupError(INVALID_REGULAR_EXPRESSION, str(exc)) from None
 
 
 def _is_subset(owned, assigned: Assignment) -> bool:
@@ -131,15 +148,20 @@ class ConsumerGroupManager:
             return g
         classic = self.classic.get(group_id)
         if classic is not None and classic.members:
-            # Kafka 4 upgrades a classic group online here; this broker does not yet: it refuses as Kafka
-            # refuses a group of another kind
+            # Kafka 4 upgrades a classic group online here when group.consumer.migration.policy allows it
+            # (upgrade, bidirectional) and the group uses the consumer protocol; this broker does not yet: it
+            # answers as Kafka does when the upgrade is not allowed
+            why = "the online upgrade is disabled" if self.cfg.consumer_migration_policy in ("disabled",
+                                                                                            "downgrade") \
+                else "the online upgrade is not served by this broker"
+            log.info("consumer_group.upgrade_refused", group=group_id, reason=why)
             raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         return ConsumerGroup(group_id)  # its first records create it at replay
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------------------
-    def heartbeat(self, r: HeartbeatRequest, topics: TopicLookup, now_ms: int, api_version: int = 1
+    def heartbeat(self, r: HeartbeatRequest, topics: TopicLookup | TopicsImage, now_ms: int, api_version: int = 1
                   ) -> CoordinatorResult[HeartbeatResult]:
         try:
             check_heartbeat(r, self.cfg.consumer_assignors, api_version)
@@ -149,7 +171,7 @@ class ConsumerGroupManager:
         except GroupError as exc:
             return CoordinatorResult(response=HeartbeatResult(exc.code, exc.message))
 
-    def _heartbeat(self, r: HeartbeatRequest, topics: TopicLookup, now_ms: int) -> CoordinatorResult:
+    def _heartbeat(self, r: HeartbeatRequest, topics: TopicLookup | TopicsImage, now_ms: int) -> CoordinatorResult:
         records: list = []
         joining = r.member_epoch == 0
         g = self.group(r.group_id, create=joining)
@@ -168,6 +190,8 @@ class ConsumerGroupManager:
             subscribed_topic_names=frozenset(r.subscribed_topic_names) if r.subscribed_topic_names is not None
             else frozenset() if r.member_epoch == 0 and r.subscribed_topic_regex is not None
             else member.subscribed_topic_names,
+            subscribed_topic_regex=(r.subscribed_topic_regex or None) if r.subscribed_topic_regex is not None
+            else member.subscribed_topic_regex,
             client_id=r.client_id, client_host=r.client_host)
         if replaced is not None:  # a static member back with a new member id: the old one goes
             records += self._remove_member_records(g.group_id, replaced.member_id)
@@ -176,10 +200,14 @@ class ConsumerGroupManager:
         if new_member or not updated.subscription_equals(member):
             records.append(CR.member_metadata(g.group_id, updated))
             # a static member's new incarnation takes its place: the same subscription bumps nothing
-            bump = (new_member and replaced is None) or updated.subscribed_topic_names != member.subscribed_topic_names
+            bump = (new_member and replaced is None) or updated.subscribed_topic_names != member.subscribed_topic_names \
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
 
-        # 1. subscription metadata and group epoch
-        names = g.subscribed_topic_names(exclude=member_id, extra=updated)
+        # 1. regexes resolved, subscription metadata and group epoch
+        members = {mid: m for mid, m in g.members.items() if replaced is None or mid != replaced.member_id}
+        members[member_id] = updated
+        resolved = self._resolve_regexes(g, members.values(), topics, now_ms, records, r.describable)
+        names = g.subscribed_topic_names(exclude=member_id, extra=updated, resolved=resolved)
         metadata = {n: tm for n in sorted(names) if (tm := topics(n)) is not None}
         if metadata != g.subscription_metadata:
             records.append(CR.partition_metadata(g.group_id, metadata))
@@ -190,9 +218,7 @@ class ConsumerGroupManager:
 
         # 2. target assignment
         if group_epoch > g.assignment_epoch:
-            members = {mid: m for mid, m in g.members.items() if replaced is None or mid != replaced.member_id}
-            members[member_id] = updated
-            target_all = self._compute_target(g, members, metadata)
+            target_all = self._compute_target(g, members, metadata, resolved)
             for mid, a in sorted(target_all.items()):
                 if g.target.get(mid) != a or (mid == member_id and replaced is not None):
                     records.append(CR.target_member(g.group_id, mid, a))
@@ -282,10 +308,44 @@ class ConsumerGroupManager:
         _check_epoch(old, r.member_epoch, r.owned)
         return old, None
 
+    def _resolve_regexes(self, g: ConsumerGroup, members: Iterable[ConsumerGroupMember], topics: TopicsImage,
+                         now_ms: int, records: list, describable=None) -> dict[str, ResolvedRegularExpression]:
+        """The group's regexes resolved against the topics as they are now (Kafka's
+        maybeUpdateRegularExpressions / refreshRegularExpressions, done at once rather than in a background
+        task): a regex a member uses for the first time, or one whose topics-metadata version moved since it
+        was last resolved, is resolved again; a changed result is written as a ConsumerGroupRegularExpression
+        record, a regex no member uses any more gets its tombstone. The matches are the topics the member whose
+        heartbeat resolves may DESCRIBE, as Kafka's (members of other permissions share that resolution).
+        Returns the group's regexes after them."""
+        in_use = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
+        if not in_use and not g.resolved_regexes:
+            return {}
+        version = getattr(topics, "version", 0)  # a plain lookup function knows no names: regexes match nothing
+        all_names = getattr(topics, "names", tuple)
+        resolved = {rx: v for rx, v in g.resolved_regexes.items() if rx in in_use}
+        for rx in sorted(set(g.resolved_regexes) - in_use):
+            records.append(CR.tombstone(CR.REGULAR_EXPRESSION, g.group_id, rx))
+            g.regex_checked.pop(rx, None)
+        for rx in sorted(in_use):
+            prior = resolved.get(rx)
+            if prior is not None and g.regex_checked.get(rx) == version:
+                continue
+            found = resolve(rx, all_names())
+            if describable is not None and found:
+                found = frozenset(describable(found))
+            if prior is not None and prior.topics == found:
+                g.regex_checked[rx] = version  # nothing to write; checked at this version
+                continue
+            resolved[rx] = ResolvedRegularExpression(found, version, now_ms)
+            records.append(CR.regular_expression(g.group_id, rx, found, version, now_ms))
+            log.info("consumer_group.regex_resolved", group=g.group_id, regex=rx, topics=sorted(found))
+        return resolved
+
     def _compute_target(self, g: ConsumerGroup, members: dict[str, ConsumerGroupMember],
-                        metadata: dict[str, TopicMetadata]) -> dict[str, Assignment]:
+                        metadata: dict[str, TopicMetadata],
+                        resolved: dict[str, ResolvedRegularExpression] | None = None) -> dict[str, Assignment]:
         by_id = {tm.topic_id: tm.num_partitions for tm in metadata.values()}
-        subs = {mid: frozenset(metadata[n].topic_id for n in m.subscribed_topic_names if n in metadata)
+        subs = {mid: frozenset(metadata[n].topic_id for n in g.member_topics(m, resolved) if n in metadata)
                 for mid, m in members.items()}
         default = self.cfg.consumer_assignors[0]
         counts: dict[str, int] = {}
@@ -335,7 +395,11 @@ class ConsumerGroupManager:
             g.session_deadlines.pop(m.member_id, None)
             g.rebalance_deadlines.pop(m.member_id, None)
         gone = {m.member_id for m in members}
-        names = {n for mid, x in g.members.items() if mid not in gone for n in x.subscribed_topic_names}
+        names = {n for mid, x in g.members.items() if mid not in gone for n in g.member_topics(x)}
+        in_use = {x.subscribed_topic_regex for mid, x in g.members.items() if mid not in gone}
+        for rx in sorted(set(g.resolved_regexes) - in_use):
+            records.append(CR.tombstone(CR.REGULAR_EXPRESSION, g.group_id, rx))
+            g.regex_checked.pop(rx, None)
         metadata = {n: tm for n, tm in g.subscription_metadata.items() if n in names}
         if metadata != g.subscription_metadata:
             records.append(CR.partition_metadata(g.group_id, metadata))
@@ -418,6 +482,8 @@ class ConsumerGroupManager:
                 g.assignment_epoch = 0
             elif version == CR.TARGET_MEMBER:
                 g.target.pop(key.member_id, None)
+            elif version == CR.REGULAR_EXPRESSION:
+                g.resolved_regexes.pop(key.regular_expression, None)
             elif version == CR.CURRENT_ASSIGNMENT:
                 m = g.members.get(key.member_id)
                 if m is not None:
@@ -436,9 +502,13 @@ class ConsumerGroupManager:
             g.members[key.member_id] = m.copy(
                 instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
                 client_host=value.client_host, subscribed_topic_names=frozenset(value.subscribed_topic_names),
+                subscribed_topic_regex=value.subscribed_topic_regex or None,
                 rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor)
             if value.instance_id:
                 g.static_members[value.instance_id] = key.member_id
+        elif version == CR.REGULAR_EXPRESSION:
+            g.resolved_regexes[key.regular_expression] = ResolvedRegularExpression(
+                frozenset(value.topics), value.version, value.timestamp)
         elif version == CR.TARGET_METADATA:
             g.assignment_epoch = value.assignment_epoch
         elif version == CR.TARGET_MEMBER:

@@ -5,7 +5,8 @@ ConsumerGroupPartitionMetadata (the subscribed topics' ids and partition counts)
 ConsumerGroupMemberMetadata (a member's subscription), 6 ConsumerGroupTargetAssignmentMetadata
 (assignment epoch), 7 ConsumerGroupTargetAssignmentMember (a member's target partitions), 8
 ConsumerGroupCurrentMemberAssignment (a member's epochs, state, assigned and pending-revocation
-partitions). A null value is a tombstone. The schemas are Kafka's JSON definitions
+partitions), 16 ConsumerGroupRegularExpression (the topics a subscribed regular expression resolved
+to, with the metadata version and the time of the resolution). A null value is a tombstone. The schemas are Kafka's JSON definitions
 (``coordinator/schemas``) read by kafka-python's ApiData: a key is an int16 version then the
 non-flexible key struct, a value an int16 version then the flexible value struct.
 """
@@ -34,6 +35,69 @@ class ConsumerGroupTargetAssignmentMemberKey(ApiData, load_json=schemas): pass
 class ConsumerGroupTargetAssignmentMemberValue(ApiData, load_json=schemas): pass
 class ConsumerGroupCurrentMemberAssignmentKey(ApiData, load_json=schemas): pass
 class ConsumerGroupCurrentMemberAssignmentValue(ApiData, load_json=schemas): pass
+class ConsumerGroupRegularExpressionKey(ApiData, load_json=schemas): pass
+
+
+@dataclass
+class RegularExpressionValue:
+    """ConsumerGroupRegularExpressionValue v0 (flexible). Coded here rather than by ApiData: its `Version`
+    field has the name of ApiData's schema-version argument. Layout: int16 0, compact array of compact
+    strings (Topics), int64 Version, int64 Timestamp, empty tagged fields."""
+    topics: list[str]
+    version: int
+    timestamp: int
+
+    def encode(self) -> bytes:
+        out = bytearray(b"\x00\x00")
+        out += _uvarint(len(self.topics) + 1)
+        for t in self.topics:
+            b = t.encode()
+            out += _uvarint(len(b) + 1) + b
+        out += self.version.to_bytes(8, "big", signed=True) + self.timestamp.to_bytes(8, "big", signed=True)
+        return bytes(out + b"\x00")
+
+    @classmethod
+    def decode(cls, data: bytes) -> "RegularExpressionValue":
+        if int.from_bytes(data[:2], "big", signed=True) != 0:
+            raise RecordDecodeError("ConsumerGroupRegularExpressionValue: unknown version")
+        pos = 2
+        n, pos = _read_uvarint(data, pos)
+        topics = []
+        for _ in range(n - 1):
+            ln, pos = _read_uvarint(data, pos)
+            if ln < 1 or pos + ln - 1 > len(data):
+                raise RecordDecodeError("ConsumerGroupRegularExpressionValue: bad topic")
+            topics.append(data[pos:pos + ln - 1].decode())
+            pos += ln - 1
+        if pos + 16 > len(data):
+            raise RecordDecodeError("ConsumerGroupRegularExpressionValue: truncated")
+        version = int.from_bytes(data[pos:pos + 8], "big", signed=True)
+        timestamp = int.from_bytes(data[pos + 8:pos + 16], "big", signed=True)
+        return cls(topics, version, timestamp)
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        if pos >= len(data) or shift > 28:
+            raise RecordDecodeError("bad varint")
+        b = data[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n, pos
+        shift += 7
+
+
 
 
 # key version -> (key class, value class)
@@ -44,8 +108,10 @@ TYPES: dict[int, tuple[type[ApiData], type[ApiData]]] = {
     6: (ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
     7: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
     8: (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+    16: (ConsumerGroupRegularExpressionKey, RegularExpressionValue),
 }
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = range(3, 9)
+REGULAR_EXPRESSION = 16
 
 
 @dataclass(frozen=True)
@@ -58,11 +124,13 @@ class TopicMetadata:
 def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
     cls = TYPES[version][0]
     kw = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
+    if version == REGULAR_EXPRESSION:  # its second key field is the regex
+        kw = {"group_id": group_id, "regular_expression": member_id}
     return cls(version=version, **kw).encode()
 
 
-def _value(version: int, **fields) -> bytes:
-    return TYPES[version][1](version=0, **fields).encode()
+def _value(record_type: int, **fields) -> bytes:
+    return TYPES[record_type][1](version=0, **fields).encode()
 
 
 def _tps(struct, assignment: Assignment) -> list:
@@ -89,7 +157,7 @@ def member_metadata(group_id: str, m) -> tuple[bytes, bytes]:
     return _key(MEMBER_METADATA, group_id, m.member_id), _value(
         MEMBER_METADATA, instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
         client_host=m.client_host, subscribed_topic_names=sorted(m.subscribed_topic_names),
-        subscribed_topic_regex=None, rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+        subscribed_topic_regex=m.subscribed_topic_regex, rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
 
 
 def target_epoch(group_id: str, epoch: int):
@@ -107,6 +175,13 @@ def current_assignment(group_id: str, m):
         CURRENT_ASSIGNMENT, member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
         state=int(m.state), assigned_partitions=_tps(V.TopicPartitions, m.assigned),
         partitions_pending_revocation=_tps(V.TopicPartitions, m.pending_revocation))
+
+
+def regular_expression(group_id: str, regex: str, topics, version: int, timestamp_ms: int):
+    """A resolved regular expression (Kafka's ConsumerGroupRegularExpression record)."""
+    # positional: the value's Version field shares its name with ApiData's schema-version argument
+    return (_key(REGULAR_EXPRESSION, group_id, regex),
+            RegularExpressionValue(sorted(topics), version, timestamp_ms).encode())
 
 
 def tombstone(version: int, group_id: str, member_id: str | None = None):

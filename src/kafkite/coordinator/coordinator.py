@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from ..wire.errors import E
 from .assignors import normalize as normalize_assignors
 from .consumer_group import ConsumerGroup
@@ -23,6 +25,8 @@ from .hashing import partition_for
 from .offsets import OffsetCommit
 from .result import CoordinatorResult, Pending
 from .shard import GroupCoordinatorShard, GroupDescription, MemberDescription
+
+log = structlog.get_logger("kafkite.coordinator")
 
 __all__ = ["Config", "GroupCoordinator", "JoinResult", "SyncResult", "Pending", "GroupDescription",
            "MemberDescription", "CoordinatorResult"]
@@ -44,6 +48,7 @@ class Config:
     consumer_heartbeat_interval_ms: int = 5000
     consumer_max_size: int = 2147483647
     consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
+    consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy, lower case
 
     @classmethod
     def from_kafka(cls, c: dict[str, Any]) -> "Config":
@@ -60,6 +65,8 @@ class Config:
                 setattr(cfg, attr, c[key])
         if c.get("group.consumer.assignors"):
             cfg.consumer_assignors = normalize_assignors(c["group.consumer.assignors"])
+        if c.get("group.consumer.migration.policy"):
+            cfg.consumer_migration_policy = c["group.consumer.migration.policy"].lower()
         return cfg
 
 
@@ -141,11 +148,24 @@ class GroupCoordinator:
             return None, CoordinatorResult(response=JoinResult(error=err, member_id=member_id))
         cg = shard.consumer_groups.get(group_id)
         if cg is not None and cg.members:
-            # classic members joining a KIP-848 group (Kafka 4's interop) are not served yet: refused cleanly
+            # classic members joining a KIP-848 group (Kafka 4's consumer group with classic members) are not
+            # served yet: refused cleanly
+            log.info("classic_join_refused", group=group_id, reason="classic members in a consumer group are "
+                     "not served")
             return None, CoordinatorResult(response=JoinResult(error=E.INCONSISTENT_GROUP_PROTOCOL,
                                                                member_id=member_id))
-        return shard, shard.membership_op(shard.membership.join_group(
+        tombstones = []
+        if cg is not None:
+            # Kafka's maybeDeleteEmptyConsumerGroup: an empty consumer group becomes a classic group with its
+            # offsets (whatever group.consumer.migration.policy says: it governs groups with members)
+            tombstones = shard.empty_consumer_group_tombstones(cg)
+            del shard.consumer_groups[group_id]
+            log.info("consumer_group.converted_to_classic", group=group_id)
+        result = shard.membership_op(shard.membership.join_group(
             group_id=group_id, member_id=member_id, now_ms=now_ms, **kw))
+        if tombstones:
+            result.records = tombstones + list(result.records)
+        return shard, result
 
     def sync_group(self, *, group_id: str | None, now_ms: int, **kw
                    ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[SyncResult | Pending]]:
@@ -189,7 +209,7 @@ class GroupCoordinator:
             return int(err), None, None
         g = shard.consumer_groups.get(group_id)
         if g is None:
-            if group_id in shard.groups and shard.groups[group_id].members:
+            if group_id in shard.groups:  # a classic group, even empty or with only offsets (Kafka 4 has one)
                 return int(E.GROUP_ID_NOT_FOUND), f"Group {group_id} is not a consumer group.", None
             return int(E.GROUP_ID_NOT_FOUND), f"Group {group_id} not found.", None
         return 0, None, g

@@ -147,8 +147,7 @@ class GroupCoordinatorShard:
                 return CoordinatorResult(response=E.NON_EMPTY_GROUP)
             offsets = self.groups.get(group_id)
             recs = [(R.offset_key(group_id, t, p), None) for t, p in (offsets.offsets if offsets else ())]
-            recs += [CR.tombstone(CR.TARGET_METADATA, group_id), CR.tombstone(CR.PARTITION_METADATA, group_id),
-                     CR.tombstone(CR.GROUP_METADATA, group_id)]
+            recs += self.empty_consumer_group_tombstones(cg)
             if offsets is not None:
                 recs.append((R.group_key(group_id), None))
             return CoordinatorResult(recs, 0, on_failure=lambda err: err)
@@ -160,6 +159,14 @@ class GroupCoordinatorShard:
         recs = [(R.offset_key(group_id, t, p), None) for t, p in g.offsets]
         recs.append((R.group_key(group_id), None))
         return CoordinatorResult(recs, 0, on_failure=lambda err: err)
+
+    def empty_consumer_group_tombstones(self, cg: ConsumerGroup) -> list:
+        """The tombstones of an empty consumer group (Kafka's ConsumerGroup.createGroupTombstoneRecords): its
+        regexes, target assignment epoch, subscription metadata and group epoch. Its offsets stay."""
+        gid = cg.group_id
+        return [CR.tombstone(CR.REGULAR_EXPRESSION, gid, rx) for rx in sorted(cg.resolved_regexes)] + [
+            CR.tombstone(CR.TARGET_METADATA, gid), CR.tombstone(CR.PARTITION_METADATA, gid),
+            CR.tombstone(CR.GROUP_METADATA, gid)]
 
     def describe_group(self, group_id: str) -> GroupDescription:
         g = self.groups.get(group_id)

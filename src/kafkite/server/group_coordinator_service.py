@@ -23,7 +23,38 @@ _CONFIG_KEYS = ["group.min.session.timeout.ms", "group.max.session.timeout.ms", 
                 "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
                 "offset.metadata.max.bytes", "offsets.topic.num.partitions",
                 "group.coordinator.rebalance.protocols", "group.consumer.session.timeout.ms",
-                "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors"]
+                "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors",
+                "group.consumer.migration.policy"]
+
+
+class _Topics:
+    """The broker's topics as the consumer-group heartbeat reads them (coordinator's TopicsImage): a lookup,
+    every name (regex subscriptions resolve against them) and a version that moves whenever the set of topic
+    names has changed (and at each metadata update), so a group's regexes are resolved again at its next
+    heartbeat after a topic is created or deleted."""
+
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self._version = 0
+        self._names: frozenset[str] = frozenset()
+
+    @property
+    def version(self) -> int:
+        names = self.broker.metadata.topics
+        if len(names) != len(self._names) or not self._names.issuperset(names):
+            self._names = frozenset(names)
+            self._version += 1
+        return self._version
+
+    def bump(self) -> None:
+        self._version += 1
+
+    def __call__(self, name: str) -> TopicMetadata | None:
+        t = self.broker.metadata.topic(name)
+        return TopicMetadata(t.topic_id, t.name, len(t.partitions)) if t is not None else None
+
+    def names(self):
+        return list(self.broker.metadata.topics)
 
 
 class GroupCoordinatorService:
@@ -31,10 +62,7 @@ class GroupCoordinatorService:
         self.coordinator = GroupCoordinator({k: broker.config.get(k) for k in _CONFIG_KEYS})
         self.runtime = CoordinatorRuntime(broker, OFFSETS_TOPIC, self.coordinator)
         self.broker = broker
-
-    def _topic(self, name: str) -> TopicMetadata | None:
-        t = self.broker.metadata.topic(name)
-        return TopicMetadata(t.topic_id, t.name, len(t.partitions)) if t is not None else None
+        self._topic = _Topics(broker)
 
     # -- KIP-848 consumer groups ----------------------------------------------------------------------
     async def consumer_group_heartbeat(self, request: HeartbeatRequest, api_version: int) -> HeartbeatResult:
@@ -48,6 +76,7 @@ class GroupCoordinatorService:
         return await self.runtime.read(shard.partition, lambda: self.coordinator.consumer_group_describe(group_id))
 
     def on_metadata(self, cache) -> None:
+        self._topic.bump()
         self.runtime.on_metadata(cache)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -384,7 +384,9 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext):
         instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=body.rebalance_timeout_ms,
         subscribed_topic_names=None if body.subscribed_topic_names is None else list(body.subscribed_topic_names),
         subscribed_topic_regex=body.subscribed_topic_regex if v >= 1 else None,
-        server_assignor=body.server_assignor, owned=owned, client_id=ctx.client_id or "", client_host=_host(ctx))
+        server_assignor=body.server_assignor, owned=owned, client_id=ctx.client_id or "", client_host=_host(ctx),
+        describable=(lambda names: ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, names, log_denied=False))
+        if ctx.authorizing else None)
     r = await ctx.broker.groups.consumer_group_heartbeat(req, v)
     assignment = None
     if r.assignment is not None:
@@ -426,7 +428,8 @@ async def handle_consumer_group_describe(ctx: RequestContext):
             members.append(G.Member(
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                 client_id=m.client_id, client_host=m.client_host,
-                subscribed_topic_names=sorted(m.subscribed_topic_names), subscribed_topic_regex=None,
+                subscribed_topic_names=sorted(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=assignment(m.assigned), target_assignment=assignment(g.target.get(m.member_id, {})),
                 **kw))
         assignor = g.preferred_assignor(b.groups.coordinator.cfg.consumer_assignors[0])

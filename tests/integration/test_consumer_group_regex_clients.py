@@ -1,0 +1,84 @@
+"""KIP-848 regex subscriptions with a real client: confluent-kafka (librdkafka >= 2.10) with
+group.protocol=consumer subscribing to "^rxc-.*" sends the pattern as SubscribedTopicRegex, "(^rxc-.*)" (it does not
+resolve it itself: ConsumerGroupDescribe shows the regex and no names), and a topic created after the
+consumer started is picked up: its records are consumed."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from clients.group_scenario import produce_batch
+from test_consumer_group_clients import describe
+from test_groups_clients import create
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if confluent_kafka.libversion()[1] < 0x020a0000:
+    pytest.skip("librdkafka < 2.10 has no group.protocol=consumer", allow_module_level=True)
+
+
+@pytest.fixture
+def proc_broker():
+    from kafkite.testing.process import BrokerProcess
+    with BrokerProcess() as b:
+        yield b
+
+
+def consume_until(c, pred, timeout, got):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for m in c.consume(200, timeout=0.1):
+            if not m.error():
+                got.add((m.topic(), m.partition(), m.offset()))
+        if pred():
+            return
+    raise AssertionError(f"timed out; got {len(got)} records, assignment {c.assignment()}")
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_after_the_consumer_started(proc_broker):
+    from confluent_kafka import Consumer
+    bs = proc_broker.bootstrap_servers
+    create(bs, "rxc-a", 2)
+    create(bs, "other", 1)
+    produce_batch(bs, "rxc-a", 0, 50)
+    produce_batch(bs, "other", 0, 10)
+    c = Consumer({"bootstrap.servers": bs, "group.id": "grx", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe(["^rxc-.*"])
+        got: set = set()
+        consume_until(c, lambda: len(got) >= 50, 60, got)
+        d = describe(bs, "grx")
+        # librdkafka wraps each pattern in parentheses (several are joined with "|")
+        assert d.error_code == 0 and [m.subscribed_topic_regex for m in d.members] == ["(^rxc-.*)"]
+        assert [m.subscribed_topic_names for m in d.members] == [[]]
+        create(bs, "rxc-b", 3)
+        produce_batch(bs, "rxc-b", 0, 30)
+        consume_until(c, lambda: len(got) >= 80, 60, got)
+        assert {t for t, _, _ in got} == {"rxc-a", "rxc-b"} and len(got) == 80
+        d = describe(bs, "grx")
+        assert sorted(tp.topic_name for m in d.members for tp in m.assignment.topic_partitions) == [
+            "rxc-a", "rxc-b"]
+    finally:
+        c.close()
+
+
+def test_several_patterns_and_a_name_make_one_subscription(proc_broker):
+    """librdkafka joins its patterns into one regex, "(^a.*)|(^b.*)", and sends the plain names beside it:
+    the member gets the union."""
+    from confluent_kafka import Consumer
+    bs = proc_broker.bootstrap_servers
+    for t in ("a1", "b1", "plain", "c1"):
+        create(bs, t, 1)
+    c = Consumer({"bootstrap.servers": bs, "group.id": "gx", "group.protocol": "consumer"})
+    try:
+        c.subscribe(["^a.*", "^b.*", "plain"])
+        deadline = time.monotonic() + 30
+        while len(c.assignment()) < 3 and time.monotonic() < deadline:
+            c.poll(0.1)
+        assert sorted(tp.topic for tp in c.assignment()) == ["a1", "b1", "plain"]
+        d = describe(bs, "gx")
+        assert [(m.subscribed_topic_regex, m.subscribed_topic_names) for m in d.members] == [
+            ("(^a.*)|(^b.*)", ["plain"])]
+    finally:
+        c.close()
