@@ -15,7 +15,6 @@ more than that plus one request).
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -255,7 +254,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     # the brokers' own TLS connections to each other check the host name (https) unless empty
     BrokerConfigDef("ssl.endpoint.identification.algorithm", ConfigType.STRING, "https"),
     # SASL listeners (security/sasl.py); listener.name.<l>.<mech>.sasl.jaas.config and
-    # listener.name.<l>.sasl.enabled.mechanisms are taken too (check_broker_keys)
+    # listener.name.<l>.sasl.enabled.mechanisms are taken too (config_keys.check_broker_keys)
     BrokerConfigDef("sasl.enabled.mechanisms", ConfigType.LIST, "GSSAPI"),
     BrokerConfigDef("sasl.jaas.config", ConfigType.PASSWORD, ""),
     # ACLs (security/authorizer.py): Kafka's two ACL authorizers turn them on; super.users is a ";" list
@@ -395,10 +394,6 @@ class BrokerConfig:
                     raise ConfigError(str(exc).replace(synonyms[k], k)) from None
         check_socket_limits(self)
         check_consumer_group_configs(self)
-
-    def unused_keys(self) -> list[tuple[str, str]]:
-        """(key, warning) for each static key Kafkite does not use (see check_broker_keys)."""
-        return check_broker_keys(self.static)
 
     def raw(self, name: str) -> tuple[str | None, ConfigSource]:
         if name in self.dynamic:
@@ -581,76 +576,9 @@ def not_implemented(topic_key: str) -> str:
             f"only its default {d.default} is accepted")
 
 
-# -- keys of server.properties / --override that Kafkite does not use ------------------------------------------
-_TUNING = "a tuning knob of Kafka's threads, queues and sockets (Kafkite serves from one Trio event loop)"
-_REPLICATION = "not implemented by Kafkite's replica fetchers (high watermarks are not checkpointed, followers do not serve consumers)"
-_SECURITY = ("Kafkite serves PLAINTEXT, SSL and SASL_PLAINTEXT/SASL_SSL (PLAIN, SCRAM, OAUTHBEARER with Kafka's "
-             "unsecured validator) client listeners and ACLs; this setting is not used yet (the other ssl.* settings)")
-_KRAFT = "Kafkite's controller is ZooKeeper-based (zookeeper.connect) or in-process (no KRaft quorum)"
-UNUSED_BROKER_CONFIGS: dict[str, str] = {
-    **dict.fromkeys(["num.network.threads", "num.io.threads", "background.threads", "queued.max.requests",
-                     "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-                     "socket.listen.backlog.size", "num.recovery.threads.per.data.dir",
-                     "log.cleaner.threads",
-                     "log.cleaner.io.buffer.size",
-                     "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
-                     "offsets.load.buffer.size", "offsets.commit.timeout.ms", "offsets.commit.required.acks",
-                     "max.connection.creation.rate"], _TUNING),
-    **dict.fromkeys(["replica.socket.receive.buffer.bytes"], _REPLICATION),
-    **dict.fromkeys(["process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
-                     "controller.listener.names", "metadata.log.dir", "inter.broker.protocol.version",
-                     "broker.id.generation.enable", "reserved.broker.max.id"], _KRAFT),
-    "log.dir": "the data directory is log.dirs (or --data-dir)",
-}
-_UNUSED_PREFIXES = {
-    "zookeeper.": "ZooKeeper TLS, ACLs and client tuning are not implemented (zookeeper.connect and "
-                  "zookeeper.session.timeout.ms are)",
-    "ssl.": _SECURITY, "sasl.": _SECURITY, "listener.name.": _SECURITY,
-    "metric.": "Kafkite has no metrics reporters", "metrics.": "Kafkite has no metrics reporters",
-    "kafka.metrics.": "Kafkite has no metrics reporters", "remote.log.": "tiered storage is not implemented",
-    "confluent.": "a Confluent Platform setting",
-}
-
-
 def _topic_synonyms() -> dict[str, str]:
     """Broker keys that are the broker-level default of a topic config -> that topic config."""
     return {syn: d.name for d in TOPIC_CONFIGS.values() for syn in d.synonyms}
-
-
-_LISTENER_SASL = re.compile(r"listener\.name\.[\w-]+\.(sasl\.enabled\.mechanisms|connections\.max\.reauth\.ms|"
-                            r"(plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.jaas\.config)")
-_LISTENER_KEY = re.compile(r"listener\.name\.[\w-]+\.(ssl\.[\w.]+)")
-
-
-def check_broker_keys(static: dict[str, str]) -> list[tuple[str, str]]:
-    """(key, message) for each supplied key Kafkite takes no notice of: a Kafka key it does not use ("... is not
-    used by Kafkite: why"), a key no Kafka broker knows (Kafka's own wording), or a not-implemented topic config's
-    broker-level default set to another value. (Bad values of known keys are refused by BrokerConfig.)"""
-    out = []
-    synonyms = _topic_synonyms()
-    for key, value in static.items():
-        if key in BROKER_CONFIGS:
-            topic_key = synonyms.get(key)
-            if topic_key in NOT_IMPLEMENTED_TOPIC_CONFIGS and value != "":
-                d = BROKER_CONFIGS[key]
-                if _parse(d.type, key, value) != _parse(d.type, key, d.default or TOPIC_CONFIGS[topic_key].default):
-                    out.append((key, f"The configuration '{key}' is not used by Kafkite: "
-                                     f"{NOT_IMPLEMENTED_TOPIC_CONFIGS[topic_key]}"))
-            continue
-        if key in synonyms:  # a topic config's broker default with no entry of its own (log.message.format.version)
-            continue
-        if _LISTENER_SASL.fullmatch(key):  # a SASL listener's own mechanisms and JAAS config (security/sasl.py)
-            continue
-        m = _LISTENER_KEY.fullmatch(key)
-        if m and m.group(1) in BROKER_CONFIGS:  # a listener's own ssl.* setting (server/listeners.py)
-            continue
-        why = UNUSED_BROKER_CONFIGS.get(key) or next(
-            (w for prefix, w in _UNUSED_PREFIXES.items() if key.startswith(prefix)), None)
-        if why is not None:
-            out.append((key, f"The configuration '{key}' is not used by Kafkite: {why}"))
-        else:
-            out.append((key, f"The configuration '{key}' was supplied but isn't a known config."))
-    return out
 
 
 def parse_topic_value(name: str, value: str) -> Any:

@@ -13,7 +13,8 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, Ne
 from kafka.protocol.admin import CreateTopicsRequest
 
 from kafkite.config import (NOT_IMPLEMENTED_TOPIC_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigError,
-                            check_broker_keys, metadata_version_release, validate_topic_configs)
+                            metadata_version_release, validate_topic_configs)
+from kafkite.config_keys import check_broker_keys
 from kafkite.testing.process import spawn_serve
 from kafkite.wire.errors import E
 

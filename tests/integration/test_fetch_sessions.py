@@ -193,7 +193,8 @@ def test_zero_slots_turn_sessions_off():
 
 
 def test_negative_slots_refused_and_the_key_is_known():
-    from kafkite.config import BrokerConfig, ConfigError, check_broker_keys
+    from kafkite.config import BrokerConfig, ConfigError
+    from kafkite.config_keys import check_broker_keys
     assert check_broker_keys({"max.incremental.fetch.session.cache.slots": "5"}) == []  # no "unused" warning
     assert BrokerConfig(static={}).get("max.incremental.fetch.session.cache.slots") == 1000
     with pytest.raises(ConfigError, match="max.incremental.fetch.session.cache.slots: Value must be at least 0"):

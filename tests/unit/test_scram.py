@@ -177,7 +177,8 @@ def test_wrong_password_and_unknown_user_look_alike():
 
 
 def test_listener_config():
-    from kafkite.config import BrokerConfig, ConfigError, check_broker_keys
+    from kafkite.config import BrokerConfig, ConfigError
+    from kafkite.config_keys import check_broker_keys
     from kafkite.security.sasl import sasl_config
     scram_jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";'
     static = {"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",

@@ -23,6 +23,7 @@ import trio
 
 from .. import services
 from ..config import BrokerConfig
+from ..config_keys import check_broker_keys
 from .broker import Broker, ClusterState, parse_listener
 
 log = structlog.get_logger("kafkite.node")
@@ -105,7 +106,7 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
     broker.rack (an in-process cluster's brokers share one config)."""
     if brokers < 1:
         raise ValueError(f"brokers must be at least 1, got {brokers}")
-    for key, message in config.unused_keys():  # one warning line per key Kafkite takes no notice of
+    for key, message in check_broker_keys(config.static):  # one warning line per key Kafkite takes no notice of
         log.warning("config.unknown" if "isn't a known config" in message else "config.unused", key=key,
                     message=message)
     state = ClusterState(config, data_dir=None if data_dir is None else Path(data_dir), in_memory=in_memory)
