@@ -312,3 +312,26 @@ def test_confluent_and_kafka_python_over_sasl_plaintext(plain_oauth_broker, mech
     for group, want in ((f"g-ck-{mech}", N), (f"g-kp-{mech}", 2 * N)):
         fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])])
         assert [tp.offset for tp in fut[group].result(30).topic_partitions] == [want]
+
+
+# -- the fixture ------------------------------------------------------------------------------------------------------
+def test_the_fixture_its_super_user_and_its_ordinary_user(kafkite_secured_broker, tmp_path):
+    from kafka.admin import ACLFilter, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePatternFilter
+    from kafka.admin import ResourceType, ACLResourcePatternType
+    from kafka.errors import ClusterAuthorizationFailedError
+    sb = kafkite_secured_broker
+    text = sb.java_properties_file(tmp_path / "admin.properties", user="admin", listener="SSL").read_text()
+    assert "security.protocol=SSL\n" in text and "ssl.keystore.type=PEM\n" in text
+    flt = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                    ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
+    # admin (a super user, here by its certificate) sees alice's ACLs; alice may not describe ACLs
+    admin = KafkaAdminClient(**sb.kafka_python(user="admin", listener="SSL"))
+    acls, _ = admin.describe_acls(flt)
+    admin.close()
+    assert {(a.principal, a.resource_pattern.resource_type.name, a.resource_pattern.resource_name) for a in acls} == {
+        ("User:alice", "TOPIC", "*"), ("User:alice", "GROUP", "*"), ("User:alice", "TRANSACTIONAL_ID", "*"),
+        ("User:alice", "CLUSTER", "kafka-cluster")}
+    alice = KafkaAdminClient(**sb.kafka_python())
+    with pytest.raises(ClusterAuthorizationFailedError):
+        alice.describe_acls(flt)
+    alice.close()
