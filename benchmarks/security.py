@@ -3,12 +3,13 @@
 
     PYTHONPATH=src python benchmarks/security.py [--records 50000] [--size 1024] [--repeat 3]
 
-Starts a plain `kafkite serve --in-memory` (BrokerProcess) and the secured broker of kafkite.testing.secured
-(SecuredBroker: trustme CA, SASL_SSL with SCRAM-SHA-512, ACLs on; the user is the ordinary `alice`, so every
-request is authorized through ACLs) (its SCRAM users live in a data dir, so its log is on disk like any `--data-dir` broker's: PLAINTEXT is measured
-both in memory and with a data dir; the SSL listener with a client certificate too). Each round produces N records (acks=all, no compression, linger 5 ms) to a fresh one-partition
+Starts a plain `kafkite serve` (BrokerProcess) in memory and with a data dir, and the secured broker of
+kafkite.testing.secured (SecuredBroker: trustme CA, SASL_SSL with SCRAM-SHA-512, an SSL listener with client
+certificates, ACLs on; the user is the ordinary `alice`, so every request is authorized through ACLs). Its SCRAM
+users live in a data dir, so its log is on disk like any `--data-dir` broker's: the ratios are against PLAINTEXT
+with a data dir. Each round produces N records (acks=all, no compression, linger 5 ms) to a fresh one-partition
 topic and consumes them back with an assigned consumer; rounds interleave the brokers; medians of the rounds are
-printed, with the ratios SASL_SSL / PLAINTEXT (data dir). This machine is noisy: read the ratios.
+printed. This machine is noisy: read the ratios.
 
 Tansu (benchmarks/peer.py, 0.6.0) is not measured over TLS: its `broker --cert C --key K` is refused by its own
 CLI ("the argument '--cert <CERT>' cannot be used with '--key <KEY>'"), and with `--cert` alone it still reads the

@@ -166,7 +166,8 @@ def _frame(api_key: int, version: int, body: bytes) -> bytes:
 frames = st.one_of(
     st.builds(lambda v, m: _encode(SaslHandshakeRequest(mechanism=m), v),
               st.integers(0, 1), st.sampled_from(["SCRAM-SHA-512", "PLAIN", "FOO", "", "scram-sha-512", "x" * 300])),
-    st.builds(lambda v, b: _encode(SaslAuthenticateRequest(auth_bytes=b), v), st.integers(0, 2), st.binary(max_size=300)),
+    st.builds(lambda v, b: _encode(SaslAuthenticateRequest(auth_bytes=b), v), st.integers(0, 2),
+              st.binary(max_size=300)),
     st.builds(_frame, st.sampled_from([17, 36, 18, 3, 0]), st.integers(-1, 5), st.binary(max_size=200)),
     st.binary(max_size=64),
 )
