@@ -125,17 +125,21 @@ def _run(argv: list[str], timeout: float, env: dict | None = None, check: bool =
     return lines
 
 
-def run_java(*args: str, timeout: float = 180, check: bool = True) -> list[dict]:
+def run_java(*args: str, timeout: float = 180, check: bool = True, props: dict | None = None) -> list[dict]:
     """Run the Java kafka-clients driver; returns its JSON lines. Skips when it isn't installed.
-    Raises DriverError when the process fails without printing any JSON (an error JSON is returned)."""
+    Raises DriverError when the process fails without printing any JSON (an error JSON is returned).
+    props: client properties passed as `--prop k=v` (commands that take them: produce, consume-*, txn-*)."""
     need("java")
-    return _run(java_argv(*map(str, args)), timeout, check=check)
+    extra = [a for k, v in (props or {}).items() for a in ("--prop", f"{k}={v}")]
+    return _run(java_argv(*map(str, args), *extra), timeout, check=check)
 
 
-def run_node(*args: str, timeout: float = 180, check: bool = True) -> list[dict]:
-    """Run the kafkajs driver; returns its JSON lines. Skips when kafkajs isn't installed."""
+def run_node(*args: str, timeout: float = 180, check: bool = True, config: dict | None = None) -> list[dict]:
+    """Run the kafkajs driver; returns its JSON lines. Skips when kafkajs isn't installed.
+    config: merged into kafkajs' `new Kafka({...})` (e.g. ssl / sasl), through $KAFKITE_JS_CONFIG."""
     need("node")
-    return _run(node_argv(*map(str, args)), timeout, check=check)
+    env = {"KAFKITE_JS_CONFIG": json.dumps(config)} if config else None
+    return _run(node_argv(*map(str, args)), timeout, env=env, check=check)
 
 
 def run_kcat(*args: str, input: bytes | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

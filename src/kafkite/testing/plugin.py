@@ -8,6 +8,10 @@
   kafkite.testing.process); `.bootstrap_servers` as above.
 - `kafkite_cluster`: a 3-broker in-process `KafkiteCluster` (stop/start brokers, move leaders,
   inject errors and latency).
+- `kafkite_secured_broker`: a secured broker (`SecuredBroker` from kafkite.testing.secured, in a child process):
+  SASL_SSL with SCRAM-SHA-512 and SSL with required client certificates, a trustme CA, ACLs on, the super user
+  `admin` and the ordinary user `alice`; `.confluent()`, `.kafka_python()`, `.aiokafka()`, `.kafkajs()`,
+  `.java()`, `.kcat_args()`, `.spark()` hand out each client's config (`listener="SSL"` for the certificate).
 - `kafkite_zookeeper`: a standalone ZooKeeper on a free port for the test session (`ZooKeeperServer`
   from kafkite.testing.zookeeper; skipped where ZooKeeper is not installed).
 
@@ -58,6 +62,14 @@ def kafkite_cluster():
     from .cluster import KafkiteCluster
     with KafkiteCluster(brokers=3) as c:
         yield c
+
+
+@pytest.fixture
+def kafkite_secured_broker():
+    pytest.importorskip("trustme", reason="trustme is not installed (pip install trustme)")
+    from .secured import SecuredBroker
+    with SecuredBroker() as b:
+        yield b
 
 
 @pytest.fixture(scope="session")

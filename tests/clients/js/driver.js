@@ -38,6 +38,7 @@
 //        auto commit) and a transactional producer; each batch is one transaction: its records to the same
 //        partition of OUTPUT (same key, value "out:" + value), transaction.sendOffsets() of the batch's next offset
 //        for GROUP, commit: {"txn":i,"records":N}. Ends after EXPECTED records: {"txns":N,"records":N,"timed_out":bool}.
+// Extra client settings (TLS, SASL): $KAFKITE_JS_CONFIG, a JSON object merged into `new Kafka({...})`.
 // Legacy forms kept for existing tests: `admin BS create|list|describe|delete ...`, `produce BS TOPIC COUNT CODEC`
 // (headers on), `consume BS TOPIC COUNT` (timeout 60 s), `group BS TOPIC GROUP` (runs until SIGTERM:
 // {"rec":[p,o]}, {"commit":n}, {"commit_failed":n,"error":type} when a commit is refused, {"error":type,...}
@@ -89,8 +90,10 @@ function parseArgs(argv) {
 }
 
 function client(bs) {
+  // $KAFKITE_JS_CONFIG: JSON merged into the Kafka config (e.g. {"ssl": {"ca": [pem]}, "sasl": {...}})
+  const extra = process.env.KAFKITE_JS_CONFIG ? JSON.parse(process.env.KAFKITE_JS_CONFIG) : {};
   return new Kafka({ clientId: 'kafkite-kafkajs', brokers: bs.split(','), logLevel: logLevel.NOTHING,
-    connectionTimeout: 5000, requestTimeout: 30000, retry: { retries: 10, initialRetryTime: 100 } });
+    connectionTimeout: 5000, requestTimeout: 30000, retry: { retries: 10, initialRetryTime: 100 }, ...extra });
 }
 
 const b64 = (b) => (b == null ? null : Buffer.from(b).toString('base64'));
