@@ -263,6 +263,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, "false"),
     # KIP-368: a SASL session's longest life before the client must re-authenticate (0: no limit)
     BrokerConfigDef("connections.max.reauth.ms", ConfigType.LONG, "0"),
+    # the largest frame taken before and during (re-)authentication on a SASL listener (Kafka's 512 KiB)
+    BrokerConfigDef("sasl.server.max.receive.size", ConfigType.INT, "524288"),
     # KIP-306: the close after a failed authentication waits this long (the client reads the error response first)
     BrokerConfigDef("connection.failed.authentication.delay.ms", ConfigType.INT, "100"),
     BrokerConfigDef("controlled.shutdown.enable", ConfigType.BOOLEAN, "true"),

@@ -218,7 +218,7 @@ def _run_java_with_jackson(*args) -> list[dict]:
 
 def test_java_client_with_kafkas_unsecured_login_module_and_reauthentication():
     """Java kafka-clients 3.9 with Kafka's own OAuthBearerLoginModule (unsecuredLoginStringClaim_sub) produces and
-    consumes over a listener whose sessions last 1.5 s; producing for 4 s, it re-authenticates (KIP-368): one of its
+    consumes over a listener whose sessions last 1.5 s; producing for 6 s, it re-authenticates (KIP-368): one of its
     connections lives across two session ends (the broker would have closed it at its first request after the end)."""
     import threading
     props = ["--prop", "security.protocol=SASL_PLAINTEXT", "--prop", "sasl.mechanism=OAUTHBEARER",
@@ -241,12 +241,12 @@ def test_java_client_with_kafkas_unsecured_login_module_and_reauthentication():
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         try:
-            out = _run_java_with_jackson("produce-log", bs, "java-oauth", 40, "--rate", 10, *props)
+            out = _run_java_with_jackson("produce-log", bs, "java-oauth", 60, "--rate", 10, *props)
         finally:
             done.set()
             watcher.join()
-        assert out[-1]["acked"] == 40 and out[-1]["failed"] == 0, out[-1]
+        assert out[-1]["acked"] == 60 and out[-1]["failed"] == 0, out[-1]
         # a connection that still took requests more than two sessions after it was opened
         assert max(grew - first for first, _, grew in seen.values()) > 3.0, seen
-        got = _run_java_with_jackson("consume-assign", bs, "java-oauth", 40, "--timeout-ms", 30000, *props)
-        assert got[-1]["consumed"] == 40, got[-1]
+        got = _run_java_with_jackson("consume-assign", bs, "java-oauth", 60, "--timeout-ms", 30000, *props)
+        assert got[-1]["consumed"] == 60, got[-1]

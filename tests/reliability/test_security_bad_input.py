@@ -92,9 +92,33 @@ def test_sasl_token_of_100_mb(sb, good_producer):
         except (ssl.SSLError, OSError):
             pass  # closed while we wrote: the broker did not wait for the rest
         assert closed(w.sock)
-    why = [e for e in events(logs, "connection.closed") if "exceeds socket.request.max.bytes" in e["reason"]]
+    why = [e for e in events(logs, "connection.closed") if "exceeds sasl.server.max.receive.size" in e["reason"]]
     assert why, logs
     still_serving(sb, good_producer)
+
+
+@pytest.mark.parametrize("token_kib", [600, 4096])
+def test_a_sasl_token_over_the_pre_authentication_limit(sb, good_producer, token_kib):
+    """Kafka's sasl.server.max.receive.size (512 KiB): before authentication completes a larger frame -- far below
+    socket.request.max.bytes -- closes the connection at its size header, before the broker buffers it."""
+    with structlog.testing.capture_logs() as logs, tls_wire(sb) as w:
+        assert w.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1).error_code == 0
+        head = struct.pack(">hhi", 36, 2, 9) + struct.pack(">h", -1) + b"\x00"
+        size = len(head) + 5 + token_kib * 1024
+        try:
+            w.send_raw(struct.pack(">i", size) + head + b"\x00" * 1024)
+        except (ssl.SSLError, OSError):
+            pass
+        assert closed(w.sock)
+    why = [e for e in events(logs, "connection.closed") if f"frame of {size} bytes exceeds "
+           "sasl.server.max.receive.size=524288" in e["reason"]]
+    assert why, logs
+    still_serving(sb, good_producer)
+
+
+def test_frames_over_the_pre_authentication_limit_are_taken_once_authenticated(sb, good_producer):
+    """The limit is the SASL exchange's only: an authenticated client's 700 KB record is taken."""
+    good_producer.send("good", b"x" * (700 << 10)).get(timeout=30)
 
 
 def test_unknown_mechanism(sb, good_producer):

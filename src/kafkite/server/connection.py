@@ -173,7 +173,9 @@ def ssl_principal(stream, mapper, clog) -> str | None:
 
 async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str, clog, outbox: _Outbox,
                          inter_broker: bool = False, auth=None, conn=None) -> None:
-    reader = FrameReader(broker.config.get("socket.request.max.bytes"))
+    request_max = broker.config.get("socket.request.max.bytes")
+    sasl_max = min(request_max, broker.config.get("sasl.server.max.receive.size"))
+    reader = FrameReader(request_max)
     pool = broker.memory_pool
     idle_ms = broker.config.get("connections.max.idle.ms")
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
@@ -182,6 +184,12 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
     try:
         while True:
             try:
+                # Kafka's SaslServerAuthenticator: before and during (re-)authentication a frame may be at most
+                # sasl.server.max.receive.size (InvalidReceiveException closes the connection)
+                if auth is not None and not auth.done:
+                    reader.max_bytes, reader.limit_name = sasl_max, "sasl.server.max.receive.size"
+                else:
+                    reader.max_bytes, reader.limit_name = request_max, "socket.request.max.bytes"
                 frame = reader.next_frame()
             except FrameTooLarge as exc:
                 clog.warning("connection.closed", reason=str(exc))

@@ -20,8 +20,8 @@ DEFAULT_MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
 
 
 class FrameTooLarge(Exception):
-    def __init__(self, size: int, limit: int):
-        super().__init__(f"frame of {size} bytes exceeds socket.request.max.bytes={limit}")
+    def __init__(self, size: int, limit: int, limit_name: str = "socket.request.max.bytes"):
+        super().__init__(f"frame of {size} bytes exceeds {limit_name}={limit}")
         self.size = size
         self.limit = limit
 
@@ -29,6 +29,7 @@ class FrameTooLarge(Exception):
 class FrameReader:
     def __init__(self, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
         self.max_bytes = max_bytes
+        self.limit_name = "socket.request.max.bytes"  # the setting max_bytes comes from (for the error)
         self._chunks: deque[bytes] = deque()
         self._off = 0  # bytes of the first chunk already handed out
         self._len = 0  # bytes held, not yet handed out
@@ -69,7 +70,7 @@ class FrameReader:
         (size,) = struct.unpack(">i", b"".join(self._take(4)))
         self._len -= 4
         if size < 0 or size > self.max_bytes:
-            raise FrameTooLarge(size, self.max_bytes)
+            raise FrameTooLarge(size, self.max_bytes, self.limit_name)
         self._size = size
 
     def next_frame(self) -> bytes | None:
