@@ -19,6 +19,7 @@ from kafka.protocol.api_data import ApiData
 
 from . import schemas
 from .records import RecordDecodeError
+from ..wire.varint import write_uvarint
 
 Assignment = dict[uuid.UUID, frozenset[int]]  # topic id -> partitions
 
@@ -49,10 +50,10 @@ class RegularExpressionValue:
 
     def encode(self) -> bytes:
         out = bytearray(b"\x00\x00")
-        out += _uvarint(len(self.topics) + 1)
+        out += write_uvarint(len(self.topics) + 1)
         for t in self.topics:
             b = t.encode()
-            out += _uvarint(len(b) + 1) + b
+            out += write_uvarint(len(b) + 1) + b
         out += self.version.to_bytes(8, "big", signed=True) + self.timestamp.to_bytes(8, "big", signed=True)
         return bytes(out + b"\x00")
 
@@ -74,15 +75,6 @@ class RegularExpressionValue:
         version = int.from_bytes(data[pos:pos + 8], "big", signed=True)
         timestamp = int.from_bytes(data[pos + 8:pos + 16], "big", signed=True)
         return cls(topics, version, timestamp)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:

@@ -100,26 +100,23 @@ def sasl_config(cfg, listener: str) -> SaslConfig:
             module, _ = parse_jaas(static[key])
             if module != SCRAM_LOGIN_MODULE:
                 raise ConfigError(f"{key}: the {mech} mechanism needs {SCRAM_LOGIN_MODULE}, got {module}")
-    if "PLAIN" in mechanisms:
-        key = prefix + "plain.sasl.jaas.config"
+    def login_options(mech: str, login_module: str) -> dict[str, str]:
+        """The options of the listener's JAAS entry for `mech` (`sasl.jaas.config` when it has none of its own)."""
+        key = f"{prefix}{mech.lower()}.sasl.jaas.config"
         jaas = static.get(key) or static.get("sasl.jaas.config")
         if not jaas:
             raise ConfigError(f"Could not find a 'KafkaServer' or '{prefix}KafkaServer' entry in the JAAS "
                               f"configuration: set {key}")
         module, options = parse_jaas(jaas)
-        if module != PLAIN_LOGIN_MODULE:
-            raise ConfigError(f"{key}: the PLAIN mechanism needs {PLAIN_LOGIN_MODULE}, got {module}")
+        if module != login_module:
+            raise ConfigError(f"{key}: the {mech} mechanism needs {login_module}, got {module}")
+        return options
+    if "PLAIN" in mechanisms:
+        options = login_options("PLAIN", PLAIN_LOGIN_MODULE)
         out.plain_users = {k[len("user_"):]: v for k, v in options.items() if k.startswith("user_")}
     if "OAUTHBEARER" in mechanisms:
         from .oauthbearer import OAUTHBEARER_LOGIN_MODULE, UnsecuredValidator
-        key = prefix + "oauthbearer.sasl.jaas.config"
-        jaas = static.get(key) or static.get("sasl.jaas.config")
-        if not jaas:
-            raise ConfigError(f"Could not find a 'KafkaServer' or '{prefix}KafkaServer' entry in the JAAS "
-                              f"configuration: set {key}")
-        module, options = parse_jaas(jaas)
-        if module != OAUTHBEARER_LOGIN_MODULE:
-            raise ConfigError(f"{key}: the OAUTHBEARER mechanism needs {OAUTHBEARER_LOGIN_MODULE}, got {module}")
+        options = login_options("OAUTHBEARER", OAUTHBEARER_LOGIN_MODULE)
         handler = static.get(prefix + "oauthbearer.sasl.server.callback.handler.class")
         if handler:
             raise ConfigError(f"{prefix}oauthbearer.sasl.server.callback.handler.class={handler}: Kafkite serves "

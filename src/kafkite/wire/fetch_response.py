@@ -22,21 +22,13 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 from typing import Sequence
+from .varint import write_uvarint
 
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _PART_HEAD = struct.Struct(">ihqq")   # partition_index, error_code, high_watermark, last_stable_offset
 _ABORTED = struct.Struct(">qq")
 FIRST_VERSION, LAST_VERSION, FIRST_FLEXIBLE = 4, 16, 12
 _SMALL = 64 << 10  # buffers under this are merged into one write
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 @dataclass(slots=True)
@@ -85,7 +77,7 @@ class FetchResponseData:
 
         def array_len(n: int | None) -> bytes:
             if flex:
-                return _uvarint(0 if n is None else n + 1)
+                return write_uvarint(0 if n is None else n + 1)
             return _I32.pack(-1 if n is None else n)
 
         cur += array_len(len(self.responses))
@@ -94,7 +86,7 @@ class FetchResponseData:
                 cur += (t.topic_id or uuid.UUID(int=0)).bytes
             else:
                 name = (t.topic or "").encode()
-                cur += _uvarint(len(name) + 1) if flex else _I16.pack(len(name))
+                cur += write_uvarint(len(name) + 1) if flex else _I16.pack(len(name))
                 cur += name
             cur += array_len(len(t.partitions))
             for p in t.partitions:
@@ -110,10 +102,10 @@ class FetchResponseData:
                 if version >= 11:
                     cur += _I32.pack(p.preferred_read_replica)
                 if p.records is None:
-                    cur += _uvarint(0) if flex else _I32.pack(-1)
+                    cur += write_uvarint(0) if flex else _I32.pack(-1)
                 else:
                     size = p.records_size
-                    cur += _uvarint(size + 1) if flex else _I32.pack(size)
+                    cur += write_uvarint(size + 1) if flex else _I32.pack(size)
                     for r in p.records:
                         if len(r) < _SMALL:
                             cur += r
