@@ -12,6 +12,8 @@ printed on stderr with exit code 1.
     kafkite control --url ... faults | clear | reset | openapi
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
+    kafkite control --url ... brokers | stop BROKER | start BROKER
+    kafkite control --url ... compact [--topic t] [--partition p] | retention [--topic t] [--advance-ms MS]
     kafkite control --url ... call POST /v1/errors '{"api": "Produce", "error": 6}'
 """
 from __future__ import annotations
@@ -78,6 +80,17 @@ def add_subparser(sub) -> None:
     ml.add_argument("topic")
     ml.add_argument("partition", type=int)
     ml.add_argument("broker", type=int)
+    act.add_parser("brokers", help="this process's brokers (live or stopped) and the controller")
+    for name, what in (("stop", "stop a broker as if its process died"), ("start", "start a stopped broker again")):
+        sb = act.add_parser(name, help=f"{what} (one-process clusters: kafkite serve --brokers N)")
+        sb.add_argument("broker", type=int)
+    for name, what in (("compact", "compact the compacted topics' replicas now"),
+                       ("retention", "apply retention to the delete-policy replicas now")):
+        dc = act.add_parser(name, help=what)
+        dc.add_argument("--topic")
+        dc.add_argument("--partition", type=int)
+        if name == "retention":
+            dc.add_argument("--advance-ms", type=int, help="as if this much later")
     act.add_parser("faults", help="every control in force")
     act.add_parser("clear", help="remove every control")
     act.add_parser("reset", help="remove every control and empty the request log")
@@ -142,6 +155,15 @@ def _request(args) -> tuple[str, str, object]:
         return "GET", f"/v1/{a}" + (f"?{urlencode({key: value})}" if value is not None else ""), None
     if a == "leader":
         return "POST", "/v1/leaders", {"topic": args.topic, "partition": args.partition, "broker": args.broker}
+    if a == "brokers":
+        return "GET", "/v1/brokers", None
+    if a in ("stop", "start"):
+        return "POST", f"/v1/brokers/{a}", {"broker": args.broker}
+    if a in ("compact", "retention"):
+        body = {"topic": args.topic, "partition": args.partition}
+        if a == "retention" and args.advance_ms is not None:
+            body["advance_ms"] = args.advance_ms
+        return "POST", f"/v1/{a}", body
     if a in ("faults", "clear"):
         return ("GET" if a == "faults" else "DELETE"), "/v1/faults", None
     if a == "reset":

@@ -54,3 +54,69 @@ def move_leader(brokers: dict, topic: str, partition: int, broker_id: int) -> No
     if controller is None:
         raise ValueError("no active controller in this process")
     controller.move_leader(topic, partition, broker_id)
+
+
+# -- data controls: compaction and retention now (kfake's Compact, ApplyRetention) -----------------------------------
+def _local_logs(brokers: dict, topic: str | None, partition: int | None):
+    """(broker id, topic, partition, log) of every replica of this process's live brokers (of topic/partition)."""
+    if not brokers:
+        return
+    state = brokers[min(brokers)].state
+    for bid, b in sorted(brokers.items()):
+        if b.replicas is None or (state.zk is None and bid not in state.brokers):  # a stopped in-process broker
+            continue
+        for (t, p), lg in sorted(b.replicas.logs.items()):
+            if (topic is None or t == topic) and (partition is None or p == partition):
+                yield bid, t, p, lg
+
+
+async def compact(brokers: dict, topic: str | None, partition: int | None, now_ms: int) -> list[dict]:
+    """Clean every compacted replica (of topic/partition) from its start now, as the log cleaner would once due:
+    the active segment is rolled first when it holds only records below the last stable offset, so every record
+    committed so far is cleanable (Kafka never cleans the active segment; a test wants the latest value of each
+    key and nothing older). The flush of the roll and the cleaning run in a worker thread; the result is swapped
+    in on the loop unless the log changed meanwhile (then `swapped` is false and the log is as it was)."""
+    import trio
+
+    from ..storage.log_cleaner import LogCleaner
+    out = []
+    for bid, t, p, lg in list(_local_logs(brokers, topic, partition)):
+        if not lg.config.compacted:
+            continue
+        if lg.active.size and lg.log_end_offset <= lg.last_stable_offset:
+            lg._roll(now_ms)  # LocalLog's roll (as roll_if_due's), its files finished by the flush below
+        target, run = lg.deferred_flush()  # finishes the roll (its index files) in the worker
+        await trio.to_thread.run_sync(run)
+        lg.mark_flushed(target)
+        cleaner = LogCleaner()
+        job = cleaner.plan(lg, now_ms, name=f"{t}-{p}", force=True)
+        removed, swapped = 0, True
+        if job is not None:
+            result = await trio.to_thread.run_sync(job.run)
+            swapped = cleaner.swap_in(job, result)
+            removed = result.records_removed if swapped else 0
+        out.append({"broker": bid, "topic": t, "partition": p, "records_removed": removed, "swapped": swapped,
+                    "log_start_offset": lg.log_start_offset, "log_end_offset": lg.log_end_offset})
+    return out
+
+
+def apply_retention(brokers: dict, topic: str | None, partition: int | None, now_ms: int) -> list[dict]:
+    """Apply retention.ms/retention.bytes to every cleanup.policy=delete replica (of topic/partition) now, as the
+    retention check would at `now_ms` (the caller may put it ahead of the clock): closed segments past it go, and,
+    as Kafka rolls and deletes an active segment past retention.ms, an active segment whose records are all older
+    than retention.ms (and below the high watermark) goes too: the log start offset moves to its end."""
+    out = []
+    for bid, t, p, lg in list(_local_logs(brokers, topic, partition)):
+        if "delete" not in lg.config.cleanup_policy:
+            continue
+        before = lg.log_start_offset
+        deleted = lg.enforce_retention(now_ms)
+        ret, act = lg.config.retention_ms, lg.active
+        if (ret >= 0 and act.size and act.max_ts >= 0 and now_ms - act.max_ts > ret
+                and len(lg.segments) == 1 and lg.log_end_offset <= lg.high_watermark):
+            lg.delete_records_before(lg.log_end_offset, now_ms)
+        if lg.log_start_offset != before:
+            brokers[bid].replicas.notify(t, p)
+        out.append({"broker": bid, "topic": t, "partition": p, "segments_deleted": deleted,
+                    "log_start_offset": lg.log_start_offset, "log_end_offset": lg.log_end_offset})
+    return out

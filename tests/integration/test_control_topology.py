@@ -1,0 +1,179 @@
+"""The control plane's topology and data controls (issue "Fault injection and inspection from any language"): a
+broker stopped and started over HTTP (`kafkite control stop|start`, POST /v1/brokers/stop|start) on a one-process
+cluster while an acks=all producer runs, nothing lost; compaction and retention run now (POST /v1/compact,
+/v1/retention) with a consumer seeing the compacted / retained log, on `kafkite serve` and an in-process cluster."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from helpers import wait_until
+from kafkite.testing.cluster import KafkiteCluster
+from kafkite.testing.process import BrokerProcess
+from test_control_model import consume, control, ok, topic_name
+from test_control_plane import http
+
+
+def _create(bs: str, topic: str, partitions: int = 1, replication: int = 1, **configs) -> None:
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, partitions, replication, config=configs)])[topic].result(30)
+
+
+class Traffic:
+    """An acks=all confluent-kafka producer sending numbered records until stopped; what was acknowledged."""
+
+    def __init__(self, bs: str, topic: str) -> None:
+        self.p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                           "retry.backoff.ms": 50, "message.timeout.ms": 60000})
+        self.topic, self.acked, self.failed, self.sent = topic, [], [], 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, err, msg) -> None:
+        (self.failed if err else self.acked).append(err or msg.value())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.p.produce(self.topic, value=b"%06d" % self.sent, on_delivery=self._delivered)
+            self.sent += 1
+            self.p.poll(0.005)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert self.p.flush(60) == 0
+
+
+def test_a_broker_stopped_and_started_over_http_with_acks_all_traffic_nothing_lost():
+    """`kafkite control stop 2` / `start 2` on a 3-broker one-process cluster: the leader of the topic moves off the
+    stopped broker, the acks=all idempotent producer goes on, every acknowledged record is read back once; the broker
+    comes back on its port and rejoins the ISR. Bad input answers 400 and changes nothing."""
+    with KafkiteCluster(brokers=3, control=True) as cluster:
+        bs, url = cluster.bootstrap_servers, cluster.control_url
+        topic = topic_name("stopped")
+        _create(bs, topic, 1, 3, **{"min.insync.replicas": "2"})
+        wait_until(lambda: len(cluster.isr(topic, 0)) == 3, 30, what="a full ISR")
+        victim = cluster.leader(topic, 0)
+        with Traffic(bs, topic) as t:
+            wait_until(lambda: len(t.acked) >= 50, 30, what="traffic")
+            view = ok(control(url, "stop", str(victim)))
+            assert {b["id"]: b["live"] for b in view["brokers"]} == {i: i != victim for i in (1, 2, 3)}
+            assert cluster.leader(topic, 0) != victim and victim not in cluster.live_brokers
+            n = len(t.acked)
+            wait_until(lambda: len(t.acked) >= n + 50, 30, what="traffic after the stop")
+            port = cluster.ports[victim]
+            view = ok(control(url, "start", str(victim)))
+            assert all(b["live"] for b in view["brokers"]) and cluster.ports[victim] == port
+            wait_until(lambda: len(cluster.isr(topic, 0)) == 3, 30, what="the started broker back in the ISR")
+            n = len(t.acked)
+            wait_until(lambda: len(t.acked) >= n + 50, 30, what="traffic after the start")
+        assert t.failed == []
+        got = [v for _, v in consume(bs, topic, [0], len(t.acked), timeout=60)]
+        assert sorted(got) == sorted(t.acked) and len(set(got)) == len(got)
+        # bad input: nothing changes
+        assert control(url, "stop", "9") == (1, {"error": "unknown broker 9: this process runs brokers [1, 2, 3]"})
+        code, out = control(url, "start", "1")
+        assert code == 1 and "broker 1 is running" in out["error"]
+        assert http(url, "POST", "/v1/brokers/stop", {"broker": "1"})[0] == 400
+        assert http(url, "POST", "/v1/brokers/stop", {})[0] == 400
+        assert cluster.live_brokers == [1, 2, 3]
+
+
+def test_a_broker_stopped_twice_is_refused():
+    with KafkiteCluster(brokers=2, control=True) as cluster:
+        url = cluster.control_url
+        ok(control(url, "stop", "2"))
+        code, out = control(url, "stop", "2")
+        assert code == 1 and "broker 2 is not running" in out["error"]
+        assert ok(control(url, "brokers"))["brokers"][1] == {"id": 2, "live": False, "port": cluster.ports[2]}
+
+
+@pytest.fixture(scope="module")
+def served():
+    with BrokerProcess(control=True) as b:
+        yield b
+
+
+@pytest.fixture(params=["serve", "in-process"])
+def where(request):
+    """(bootstrap servers, control URL, compact(), apply_retention(advance_ms)) of `kafkite serve` (over the CLI)
+    or an in-process KafkiteCluster (its methods)."""
+    if request.param == "serve":
+        b = request.getfixturevalue("served")
+        url = b.control_url
+        yield (b.bootstrap_servers, url,
+               lambda topic: ok(control(url, "compact", "--topic", topic))["compacted"],
+               lambda topic, ms: ok(control(url, "retention", "--topic", topic, "--advance-ms", str(ms)))["retention"])
+    else:
+        with KafkiteCluster(brokers=1, control=True) as c:
+            yield (c.bootstrap_servers, c.control_url, lambda topic: c.compact(topic),
+                   lambda topic, ms: c.apply_retention(topic, advance_ms=ms))
+
+
+def _produce(bs: str, topic: str, pairs) -> None:
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+    for k, v in pairs:
+        p.produce(topic, key=k, value=v)
+    assert p.flush(30) == 0
+
+
+def test_compaction_now_and_a_consumer_sees_the_compacted_log(where):
+    bs, url, compact, _ = where
+    topic = topic_name("compact-now")
+    _create(bs, topic, **{"cleanup.policy": "compact"})
+    _produce(bs, topic, [(b"k%d" % (i % 3), b"v%d" % i) for i in range(12)])
+    [row] = compact(topic)
+    assert row["records_removed"] == 9 and row["swapped"] and row["log_end_offset"] == 12, row
+    c = Consumer({"bootstrap.servers": bs, "group.id": "unused", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 3 and time.monotonic() < deadline:
+        got += [(m.offset(), m.key(), m.value()) for m in c.consume(10, timeout=0.3) if not m.error()]
+    c.close()
+    assert got == [(9, b"k0", b"v9"), (10, b"k1", b"v10"), (11, b"k2", b"v11")]
+    _produce(bs, topic, [(b"k0", b"v12")])  # the log goes on after the roll
+    [row] = compact(topic)
+    assert row["records_removed"] == 1 and row["log_end_offset"] == 13
+
+
+def test_retention_now_as_if_later_and_the_log_start_moves(where):
+    bs, url, _, retention = where
+    topic = topic_name("retention-now")
+    _create(bs, topic, **{"retention.ms": "600000"})
+    _produce(bs, topic, [(None, b"old%d" % i) for i in range(5)])
+    [row] = retention(topic, 0)  # nothing is 10 minutes old yet
+    assert row["log_start_offset"] == 0 and row["log_end_offset"] == 5
+    [row] = retention(topic, 600_001)
+    assert row["log_start_offset"] == 5, row
+    _produce(bs, topic, [(None, b"new")])
+    assert [v for _, v in consume(bs, topic, [0], 1)] == [b"new"]
+    c = Consumer({"bootstrap.servers": bs, "group.id": "unused"})
+    assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (5, 6)
+    c.close()
+
+
+def test_data_control_bad_input(where):
+    bs, url, _, _ = where
+    assert http(url, "POST", "/v1/compact", {"partition": 0})[0] == 400
+    assert http(url, "POST", "/v1/retention", {"advance_ms": -1})[0] == 400
+    assert http(url, "POST", "/v1/retention", {"topic": 3})[0] == 400
+    assert ok(control(url, "compact", "--topic", "no-such-topic"))["compacted"] == []
+
+
+def test_a_single_broker_serve_process_stops_and_starts_its_broker_over_http(served):
+    """`kafkite serve` (one broker, no ZooKeeper) can stop and start its broker over HTTP: the control listener
+    lives on in the process."""
+    url = served.control_url
+    ok(control(url, "stop", "1"))
+    assert ok(control(url, "brokers"))["brokers"][0]["live"] is False
+    ok(control(url, "start", "1"))
+    assert ok(control(url, "brokers"))["brokers"][0]["live"] is True
+    _produce(served.bootstrap_servers, topic_name("after-restart"), [(None, b"x")])
