@@ -134,6 +134,11 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         # a broker's process is stopped by the cluster (ProcessCluster.stop_broker), not over its own listener
         code, out = control(url, "stop", str(leader))
         assert code == 1 and "ZooKeeper mode" in out["error"] and leader in c.live_brokers
+        assert http(url, "POST", "/v1/errors", {"api": "DescribeAcls", "error": 6, "count": -1})[0] == 200
+        code, out = control(url, "reset", "--data")  # not yet in ZooKeeper mode: refused, the controls stay
+        assert code == 1 and "ZooKeeper mode" in out["error"]
+        assert [e["api"] for e in http(url, "GET", "/v1/errors")[1]["errors"]] == ["DescribeAcls"]
+        assert http(url, "DELETE", "/v1/errors")[0] == 200
         # compaction now, on every broker's replicas (each process compacts its own): a consumer reads the result
         admin.create_topics([NewTopic("zk-compact", num_partitions=1, replication_factor=3,
                                       config={"cleanup.policy": "compact"})])["zk-compact"].result(30)
@@ -243,7 +248,7 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
                 ["latency", "100", "--api", "Fetch"], ["hold", "JoinGroup", "--client-id", "c"], ["holds"],
                 ["release", "JoinGroup", "--count", "1"], ["release"], ["unhold", "JoinGroup"], ["unhold"],
                 ["versions", "Fetch", "--max", "4"], ["versions", "ListGroups", "--remove"], ["versions"],
-                ["faults"], ["clear"], ["reset"], ["openapi"], ["requests", "--api", "Produce", "--since", "3"],
+                ["faults"], ["clear"], ["reset"], ["reset", "--data"], ["openapi"], ["requests", "--api", "Produce", "--since", "3"],
                 ["requests", "--clear"], ["call", "GET", "/v1"], ["partitions", "--topic", "t"], ["partitions"],
                 ["groups", "--group", "g"], ["groups"], ["leader", "t", "0", "2"],
                 ["brokers"], ["stop", "2"], ["start", "2"], ["compact"], ["compact", "--topic", "t", "--partition", "0"],

@@ -177,3 +177,64 @@ def test_a_single_broker_serve_process_stops_and_starts_its_broker_over_http(ser
     ok(control(url, "start", "1"))
     assert ok(control(url, "brokers"))["brokers"][0]["live"] is True
     _produce(served.bootstrap_servers, topic_name("after-restart"), [(None, b"x")])
+
+
+def test_reset_to_empty_in_under_100_ms(where):
+    """POST /v1/reset {"data": true} (`kafkite control reset --data`): 20 topics with records, a group with committed
+    offsets, a SCRAM user and the controls go; the broker answers on its port at once, a topic of a used name comes
+    back empty. The broker's own figure (took_ms) is under 100 ms, and so is the HTTP round trip."""
+    from kafka import KafkaConsumer
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    bs, url, _, _ = where
+    topics = [topic_name("full") for _ in range(20)]
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic(t, 2, 1) for t in topics]).values():
+        f.result(30)
+    _produce(bs, topics[0], [(None, b"r%d" % i) for i in range(10)])
+    c = KafkaConsumer(topics[0], bootstrap_servers=bs, group_id="resetg", auto_offset_reset="earliest",
+                      enable_auto_commit=False)
+    got, deadline = 0, time.monotonic() + 30
+    while got < 10 and time.monotonic() < deadline:
+        got += sum(len(v) for v in c.poll(timeout_ms=200).values())
+    c.commit()
+    c.close()
+    upsert = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")
+    for f in admin.alter_user_scram_credentials([upsert]).values():
+        f.result(30)
+    ok(control(url, "error", "Produce", "NOT_LEADER_OR_FOLLOWER", "--count", "-1"))
+    before = sorted(t for t in admin.list_topics(timeout=10).topics if not t.startswith("__"))  # earlier tests' too
+    assert set(topics) <= set(before)
+    t0 = time.perf_counter()
+    code, out = http(url, "POST", "/v1/reset", {"data": True})
+    round_trip_ms = (time.perf_counter() - t0) * 1000
+    print(f"reset to empty: broker {out.get('took_ms')} ms, HTTP round trip {round_trip_ms:.1f} ms")
+    assert code == 200, out
+    assert out["took_ms"] < 100 and round_trip_ms < 100, (out["took_ms"], round_trip_ms)
+    emptied = out["emptied"]
+    assert emptied["topics_deleted"] == before and emptied["groups_deleted"] == ["resetg"]
+    assert emptied["users_deleted"] == ["alice"] and emptied["groups_kept"] == {}
+    assert out["errors"] == [] and ok(control(url, "requests"))["requests"] == []
+    md = admin.list_topics(timeout=10)
+    assert [t for t in md.topics if not t.startswith("__")] == []
+    assert admin.list_consumer_groups().result(10).valid == []
+    assert admin.describe_user_scram_credentials().result(10) == {}
+    _create(bs, topics[0])
+    assert consume(bs, topics[0], [0], 0, timeout=1) == []
+    _produce(bs, topics[0], [(None, b"fresh")])
+    assert [v for _, v in consume(bs, topics[0], [0], 1)] == [b"fresh"]
+    assert ok(control(url, "reset", "--data"))["emptied"]["topics_deleted"] == [topics[0]]
+
+
+def test_reset_to_empty_keeps_a_group_with_members_and_says_so():
+    with KafkiteCluster(brokers=1, control=True) as cluster:
+        from kafka import KafkaConsumer
+        bs = cluster.bootstrap_servers
+        topic = topic_name("busy")
+        _create(bs, topic)
+        c = KafkaConsumer(topic, bootstrap_servers=bs, group_id="busyg")
+        wait_until(lambda: (c.poll(timeout_ms=100) or True) and bool(c.assignment()), 30, what="an assignment")
+        try:
+            out = cluster.empty()
+            assert out["topics_deleted"] == [topic] and out["groups_kept"] == {"busyg": "NON_EMPTY_GROUP"}
+        finally:
+            c.close()

@@ -9,7 +9,7 @@ printed on stderr with exit code 1.
     kafkite control --url ... latency [BROKER] MS [--api Fetch]
     kafkite control --url ... hold JoinGroup | holds | release [JoinGroup] [--count N] | unhold [JoinGroup]
     kafkite control --url ... versions Fetch --max 4 | versions Fetch --remove | versions
-    kafkite control --url ... faults | clear | reset | openapi
+    kafkite control --url ... faults | clear | reset [--data] | openapi
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
     kafkite control --url ... brokers | stop BROKER | start BROKER
@@ -93,7 +93,8 @@ def add_subparser(sub) -> None:
             dc.add_argument("--advance-ms", type=int, help="as if this much later")
     act.add_parser("faults", help="every control in force")
     act.add_parser("clear", help="remove every control")
-    act.add_parser("reset", help="remove every control and empty the request log")
+    rs = act.add_parser("reset", help="remove every control and empty the request log")
+    rs.add_argument("--data", action="store_true", help="and every topic, group, ACL and SCRAM user")
     act.add_parser("openapi", help="the control API as an OpenAPI document")
     q = act.add_parser("requests", help="the request log")
     q.add_argument("--api")
@@ -167,7 +168,7 @@ def _request(args) -> tuple[str, str, object]:
     if a in ("faults", "clear"):
         return ("GET" if a == "faults" else "DELETE"), "/v1/faults", None
     if a == "reset":
-        return "POST", "/v1/reset", {}
+        return "POST", "/v1/reset", {"data": True} if args.data else {}
     if a == "openapi":
         return "GET", "/v1/openapi.json", None
     if a == "call":

@@ -44,7 +44,9 @@ ROUTES: dict[str, dict[str, Route]] = {
     "/v1/openapi.json": {"GET": Route("this API as an OpenAPI 3.1 document", "openapi")},
     "/v1/faults": {"GET": Route("every control in force", "state"),
                    "DELETE": Route("remove every control (holds release what they held); the log stays", "clear")},
-    "/v1/reset": {"POST": Route("remove every control and empty the request log", "reset", _obj({}))},
+    "/v1/reset": {"POST": Route("remove every control and empty the request log; with data: also every topic, group, "
+                                "ACL and SCRAM user (one-process clusters)", "reset",
+                                _obj({"data": {"type": "boolean", "description": "empty the brokers too"}}))},
     "/v1/errors": {
         "GET": Route("the error rules in force", "state"),
         "POST": Route("answer an API's requests with errors, in turn", "add_error", _obj({
@@ -269,8 +271,19 @@ class ControlApp:
         return self.faults.state()
 
     def reset(self, body, query, path):
+        if body.get("data"):
+            views.can_empty(self._brokers())  # a ValueError (400) before anything changed
+            return self._reset_data()
         self.faults.reset()
         return self.faults.state()
+
+    async def _reset_data(self):
+        import time
+        t0 = time.perf_counter()
+        self.faults.clear()  # holds let their requests go before the topics go
+        emptied = await views.empty(self._brokers())
+        self.faults.reset()
+        return {**self.faults.state(), "emptied": emptied, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
     def add_error(self, body, query, path):
         if ("error" in body) == ("errors" in body):

@@ -4,6 +4,8 @@ otherwise dig out of broker objects; and the one topology control served over HT
 through KafkiteCluster.call)."""
 from __future__ import annotations
 
+from .model import error_name
+
 
 def partitions(brokers: dict, topic: str | None = None) -> list[dict]:
     """Every partition (of `topic`) as the cluster metadata has it, with each local replica's offsets."""
@@ -120,3 +122,45 @@ def apply_retention(brokers: dict, topic: str | None, partition: int | None, now
         out.append({"broker": bid, "topic": t, "partition": p, "segments_deleted": deleted,
                     "log_start_offset": lg.log_start_offset, "log_end_offset": lg.log_end_offset})
     return out
+
+
+# -- reset to empty -----------------------------------------------------------------------------------------------------
+def can_empty(brokers: dict) -> tuple:
+    """(state, live brokers by id) to empty, or ValueError saying why not (before anything changed)."""
+    state = brokers[min(brokers)].state if brokers else None
+    if state is None or state.zk is not None:
+        raise ValueError("emptying the brokers is served for one-process clusters (kafkite serve, KafkiteCluster); "
+                         "in ZooKeeper mode: not yet")
+    live = {bid: b for bid, b in brokers.items() if bid in state.brokers}
+    if not live:
+        raise ValueError("no broker of this process is running")
+    return state, live
+
+
+async def empty(brokers: dict) -> dict:
+    """Make a one-process cluster (or a single broker) empty, as a test's next run wants it: every topic but the
+    internal ones deleted (their logs, and the producer state in them, go with them), every group deleted (its
+    committed offsets with it; a group with members left is kept and named: its clients are still running), every
+    ACL and SCRAM user removed. The brokers keep running on their ports; the controls and the request log are the
+    caller's (POST /v1/reset {"data": true} resets them too)."""
+    state, live = can_empty(brokers)
+    first = live[min(live)]
+    topics = sorted(t.name for t in state.metadata.topics.values() if not t.name.startswith("__"))
+    for name in topics:
+        await first.delete_topic(name)
+    groups, kept = [], {}
+    for b in live.values():
+        for gid, *_ in b.groups.coordinator.list_groups():
+            code = await b.groups.delete_group(group_id=gid)
+            if code:
+                kept[gid] = error_name(code)
+            else:
+                groups.append(gid)
+    acls = list(state.metadata.acls)
+    if acls:
+        await first.alter_acls([], acls)
+    users = sorted(state.metadata.users)
+    if users:
+        await first.set_user_configs({u: {} for u in users})
+    return {"topics_deleted": topics, "groups_deleted": sorted(groups), "groups_kept": kept, "acls_deleted": len(acls),
+            "users_deleted": users}

@@ -225,3 +225,9 @@ class KafkiteCluster(TrioThread):
         from ..control import views
         from ..server.context import now_ms
         return self.call(lambda: views.apply_retention(self.brokers, topic, partition, now_ms() + advance_ms))
+
+    def empty(self) -> dict:
+        """POST /v1/reset {"data": true} without the controls: delete every topic (but the internal ones), group,
+        ACL and SCRAM user; the brokers keep their ports."""
+        from ..control import views
+        return self.call(lambda: views.empty(self.brokers))
