@@ -238,3 +238,60 @@ def test_reset_to_empty_keeps_a_group_with_members_and_says_so():
             assert out["topics_deleted"] == [topic] and out["groups_kept"] == {"busyg": "NON_EMPTY_GROUP"}
         finally:
             c.close()
+
+
+@pytest.fixture(params=["serve --brokers 3", "zookeeper"])
+def three(request):
+    """(bootstrap servers, leader(topic), isr(topic), the control URL that moves leaders, a listener that cannot)
+    of `kafkite serve --brokers 3 --control-port 0` or a 3-broker ZooKeeper process cluster (the controller's)."""
+    if request.param == "zookeeper":
+        import uuid
+        from kafkite.testing.process_cluster import ProcessCluster
+        zk = request.getfixturevalue("kafkite_zookeeper")
+        with ProcessCluster(3, zookeeper_connect=zk.connect_string, control=True,
+                            chroot=f"/kafkite-move-{uuid.uuid4().hex[:8]}") as c:
+            def isr(topic):
+                return list(c.metadata_view(c.controller_id)["topics"][topic][0][2])
+            ctl = c.wait_until(lambda: c.controller_id > 0 and c.controller_id, 30, "a controller")
+            other = next(b for b in (1, 2, 3) if b != ctl)
+            yield c.bootstrap_servers, lambda t: c.leader(t, 0), isr, c.control_url(ctl), c.control_url(other), c
+    else:
+        with BrokerProcess(brokers=3, control=True) as b:
+            url = b.control_url
+
+            def part(topic):
+                return ok(control(url, "partitions", "--topic", topic))["partitions"][0]
+            yield (b.bootstrap_servers, lambda t: part(t)["leader"], lambda t: part(t)["isr"], url, None, None)
+
+
+def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
+    """`kafkite control leader T 0 B` while an idempotent acks=all producer runs: the leader moves (its epoch up),
+    the producer follows it without an error, and every acknowledged record is read back exactly once."""
+    bs, leader, isr, url, not_controller, cluster = three
+    topic = topic_name("moving")
+    _create(bs, topic, 1, 3, **{"min.insync.replicas": "2"})
+    wait_until(lambda: leader(topic) > 0 and len(isr(topic)) == 3, 30, what="a leader and a full ISR")
+    with Traffic(bs, topic) as t:
+        wait_until(lambda: len(t.acked) >= 50, 30, what="traffic")
+        for _ in range(2):  # away and on again
+            old = leader(topic)
+            wait_until(lambda: len(isr(topic)) == 3, 30, what="a full ISR")
+            new = next(b for b in (1, 2, 3) if b != old)
+            part = ok(control(url, "leader", topic, "0", str(new)))["partitions"][0]
+            assert part["leader"] == new or cluster is not None  # ZooKeeper: the controller's view follows
+            wait_until(lambda: leader(topic) == new, 30, what=f"broker {new} leads")
+            n = len(t.acked)
+            wait_until(lambda: len(t.acked) >= n + 50, 30, what="traffic after the move")
+    assert t.failed == []
+    got = [v for _, v in consume(bs, topic, [0], len(t.acked), timeout=60)]
+    assert sorted(got) == sorted(t.acked) and len(set(got)) == len(got)
+    code, out = control(url, "leader", topic, "0", "9")
+    assert code == 1 and ("not a live replica" in out["error"] or "unknown broker 9" in out["error"])
+    if cluster is not None:  # the Python door (the controller's listener), and another broker's refusal
+        cur = leader(topic)
+        new = next(b for b in (1, 2, 3) if b != cur)
+        wait_until(lambda: len(isr(topic)) == 3, 30, what="a full ISR")
+        assert cluster.move_leader(topic, 0, new)["partition"] == 0
+        wait_until(lambda: leader(topic) == new, 30, what=f"broker {new} leads")
+        code, out = control(not_controller, "leader", topic, "0", str(cur))
+        assert code == 1 and "not the controller" in out["error"]

@@ -94,7 +94,8 @@ ROUTES: dict[str, dict[str, Route]] = {
         "DELETE": Route("remove every version cap", "clear_versions")},
     "/v1/partitions": {"GET": Route("the partitions: leader, epochs, replicas, ISR, this process's replicas' offsets",
                                     "partitions", query=(("topic", {"type": "string"}, "only this topic"),))},
-    "/v1/leaders": {"POST": Route("make a live ISR member the partition's leader (one-process clusters)",
+    "/v1/leaders": {"POST": Route("make a live ISR member the partition's leader (one-process clusters; ZooKeeper "
+                                  "mode: the controller's listener)",
                                   "move_leader", _obj({"topic": {"type": "string"}, "partition": {"type": "integer",
                                                                                                   "minimum": 0},
                                                        "broker": {"type": "integer", "minimum": 0}},
@@ -362,10 +363,11 @@ class ControlApp:
     def partitions(self, body, query, path):
         return {"partitions": self._view(views.partitions, query, "topic")}
 
-    def move_leader(self, body, query, path):
-        if self.brokers is None:
-            raise BadRequest(404, "this control listener has no view of its brokers")
-        views.move_leader(self.brokers(), body["topic"], body["partition"], self._broker(body["broker"]))
+    async def move_leader(self, body, query, path):
+        brokers = self._brokers()
+        zk = brokers[min(brokers)].state.zk if brokers else None
+        broker = body["broker"] if zk is not None else self._broker(body["broker"])  # ZooKeeper: any broker id
+        await views.move_leader(brokers, body["topic"], body["partition"], broker)
         return {"partitions": [p for p in views.partitions(self.brokers(), body["topic"])
                                if p["partition"] == body["partition"]]}
 
@@ -385,10 +387,14 @@ class ControlApp:
     def brokers_view(self, body, query, path):
         brokers = self._brokers()
         state = brokers[min(brokers)].state if brokers else None
+        if state is not None and state.zk is not None:  # this process's broker; the controller as it knows it
+            controller = brokers[min(brokers)].controller_id
+        else:
+            c = state.active_controller() if state is not None else None
+            controller = None if c is None else c.node_id
         live = set(state.brokers) if state is not None and state.zk is None else set(brokers)
-        controller = state.active_controller() if state is not None and state.zk is None else None
         return {"brokers": [{"id": i, "live": i in live, "port": b.bound_port} for i, b in sorted(brokers.items())],
-                "controller": None if controller is None else controller.node_id}
+                "controller": controller}
 
     async def stop_broker(self, body, query, path):
         node, bid = self._node(), self._broker(body["broker"])

@@ -46,12 +46,21 @@ def groups(brokers: dict, group: str | None = None) -> list[dict]:
     return out
 
 
-def move_leader(brokers: dict, topic: str, partition: int, broker_id: int) -> None:
-    """Make a live ISR member the partition's leader, through the active controller of this process's
-    one-process cluster (`KafkiteCluster.move_leader`; librdkafka's partition_set_leader)."""
+async def move_leader(brokers: dict, topic: str, partition: int, broker_id: int) -> None:
+    """Make a live ISR member the partition's leader through the active controller (librdkafka's
+    partition_set_leader): of this process's one-process cluster (`KafkiteCluster.move_leader`), or, in ZooKeeper
+    mode, this broker when it is the controller: the new state node is written to ZooKeeper and LeaderAndIsr and
+    UpdateMetadata sent, as for a preferred-replica election (ask the controller's control listener:
+    `ProcessCluster.move_leader` does)."""
     state = brokers[min(brokers)].state
     if state.zk is not None:
-        raise ValueError("moving a leader is served for one-process clusters (not yet in ZooKeeper mode)")
+        zk = state.zk
+        controller = zk.controller
+        if controller is None or not controller.active:
+            raise ValueError(f"broker {min(brokers)} is not the controller: ask the controller's control listener "
+                             "(GET /v1/brokers names it)")
+        await zk.call(lambda: controller.guarded(controller.move_leader, topic, partition, broker_id))
+        return
     controller = state.active_controller()
     if controller is None:
         raise ValueError("no active controller in this process")
