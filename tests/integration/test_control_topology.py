@@ -295,3 +295,47 @@ def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
         wait_until(lambda: leader(topic) == new, 30, what=f"broker {new} leads")
         code, out = control(not_controller, "leader", topic, "0", str(cur))
         assert code == 1 and "not the controller" in out["error"]
+
+
+def test_fetch_capped_and_join_group_held_on_a_zookeeper_process_cluster(kafkite_zookeeper):
+    """The acceptance script's version cap and hold on a 3-broker ZooKeeper process cluster, each control sent to
+    every broker's control listener (each process has its own model): Fetch capped to v4, a confluent-kafka
+    consumer still reads (its Fetch requests are v4); JoinGroup held 2 s, nothing joins meanwhile, and the group
+    forms after the release (the hold removed)."""
+    import uuid
+    from kafkite.testing.process_cluster import ProcessCluster
+    with ProcessCluster(3, zookeeper_connect=kafkite_zookeeper.connect_string, control=True,
+                        chroot=f"/kafkite-acc-{uuid.uuid4().hex[:8]}") as c:
+        bs, urls = c.bootstrap_servers, [c.control_url(b) for b in (1, 2, 3)]
+        topic = topic_name("capped")
+        _create(bs, topic, 1, 3)
+        _produce(bs, topic, [(None, b"a"), (None, b"b")])
+        for url in urls:
+            ok(control(url, "versions", "Fetch", "--max", "4"))
+            ok(control(url, "requests", "--clear"))
+        assert sorted(v for _, v in consume(bs, topic, [0], 2)) == [b"a", b"b"]
+        fetches = [r for url in urls for r in ok(control(url, "requests", "--api", "Fetch"))["requests"]]
+        assert fetches and {r["version"] for r in fetches} == {4}, fetches
+        for url in urls:
+            assert http(url, "DELETE", "/v1/versions")[0] == 200  # uncapped
+            ok(control(url, "hold", "JoinGroup"))
+        cons = Consumer({"bootstrap.servers": bs, "group.id": topic_name("held"), "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+        cons.subscribe([topic])
+        try:
+            t0 = time.monotonic()
+            held = []
+            while time.monotonic() - t0 < 2:
+                assert cons.poll(0.1) is None  # nothing read while the join is held
+                held = [h for url in urls for h in ok(control(url, "holds"))["held"]]
+            assert [h["api"] for h in held] == ["JoinGroup"] and cons.assignment() == []
+            for url in urls:
+                ok(control(url, "unhold"))
+            got, deadline = [], time.monotonic() + 30
+            while len(got) < 2 and time.monotonic() < deadline:
+                m = cons.poll(0.2)
+                if m is not None and not m.error():
+                    got.append(m.value())
+            assert got == [b"a", b"b"] and time.monotonic() - t0 >= 2
+        finally:
+            cons.close()
