@@ -35,3 +35,10 @@ def test_the_shell_example_kcat_and_kafkite_control(serve3):
     need("kcat")
     out = _run(["bash", str(EXAMPLES / "kcat_faults.sh")], serve3)
     assert "kcat delivered after 3 x NOT_LEADER_OR_FOLLOWER" in out and "nothing lost" in out
+
+
+def test_the_node_example_kafkajs_and_fetch(serve3):
+    need("node")
+    from drivers import node_env
+    out = _run(["node", str(EXAMPLES / "kafkajs_faults.js")], serve3, env=node_env())
+    assert "kafkajs delivered after 3 x NOT_LEADER_OR_FOLLOWER" in out and "leader move" in out
