@@ -27,6 +27,7 @@ def _run(argv: list[str], b: BrokerProcess, env: dict | None = None, timeout: fl
     e = {**os.environ, "BOOTSTRAP": b.bootstrap_servers, "CONTROL_URL": b.control_url,
          "KAFKITE": f"{sys.executable} -m kafkite.cli", "PYTHON": sys.executable, **(env or {})}
     p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=e)
+    print(p.stdout)
     assert p.returncode == 0 and p.stdout.splitlines()[-1] == "OK", (p.stdout[-3000:], p.stderr[-3000:])
     return p.stdout
 
@@ -42,3 +43,19 @@ def test_the_node_example_kafkajs_and_fetch(serve3):
     from drivers import node_env
     out = _run(["node", str(EXAMPLES / "kafkajs_faults.js")], serve3, env=node_env())
     assert "kafkajs delivered after 3 x NOT_LEADER_OR_FOLLOWER" in out and "leader move" in out
+
+
+def test_the_java_example_kafka_clients_and_java_net_http(serve3, tmp_path):
+    """Compiled with javac against the test tools' kafka-clients jar (as tests/clients/java/KafkiteDriver.java)."""
+    import shutil
+    from drivers import tools_dir
+    need("java")
+    if shutil.which("javac") is None:
+        pytest.skip("no javac")
+    jars = sorted(str(p) for p in (tools_dir() / "java").glob("*.jar"))
+    cp = os.pathsep.join(jars)
+    subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(tmp_path), "-cp", cp,
+                    str(EXAMPLES / "ControlExample.java")], check=True, capture_output=True, timeout=180)
+    out = _run(["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", os.pathsep.join([str(tmp_path), cp]),
+                "ControlExample"], serve3)
+    assert "delivered after 3 x NOT_LEADER_OR_FOLLOWER" in out and "leader move" in out
