@@ -251,7 +251,8 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
                 ["faults"], ["clear"], ["reset"], ["reset", "--data"], ["openapi"], ["requests", "--api", "Produce", "--since", "3"],
                 ["requests", "--clear"], ["call", "GET", "/v1"], ["partitions", "--topic", "t"], ["partitions"],
                 ["groups", "--group", "g"], ["groups"], ["leader", "t", "0", "2"],
-                ["brokers"], ["stop", "2"], ["start", "2"], ["compact"], ["compact", "--topic", "t", "--partition", "0"],
+                ["brokers"], ["coordinator", "g", "2"], ["coordinator", "tx", "2", "--transactional"],
+                ["pause-replication", "2"], ["resume-replication", "2"], ["stop", "2"], ["start", "2"], ["compact"], ["compact", "--topic", "t", "--partition", "0"],
                 ["retention", "--topic", "t", "--advance-ms", "1000"]]
     actions = parser._subparsers._group_actions[0].choices["control"]._subparsers._group_actions[0].choices
     assert {c[0] for c in commands} == set(actions), "a CLI sub-command this test does not check"

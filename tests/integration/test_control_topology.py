@@ -339,3 +339,51 @@ def test_fetch_capped_and_join_group_held_on_a_zookeeper_process_cluster(kafkite
             assert got == [b"a", b"b"] and time.monotonic() - t0 >= 2
         finally:
             cons.close()
+
+
+def test_a_coordinator_moved_and_an_isr_shrunk_over_http():
+    """`kafkite control coordinator GROUP B`: B leads the group's __consumer_offsets partition, a kafka-python
+    member commits on through it (NOT_COORDINATOR from the old one, FindCoordinator again) and /v1/groups shows the
+    group there; `pause-replication B` takes B out of the ISR (replica.lag.time.max.ms), `resume-replication B`
+    brings it back; bad input answers 400."""
+    from kafka import KafkaConsumer
+    overrides = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
+                 "replica.lag.time.max.ms": "600", "replica.fetch.backoff.ms": "100"}
+    with KafkiteCluster(brokers=3, control=True, overrides=overrides) as cluster:
+        bs, url = cluster.bootstrap_servers, cluster.control_url
+        topic, group = topic_name("coord"), topic_name("cg")
+        _create(bs, topic, 1, 3)
+        _produce(bs, topic, [(None, b"r%d" % i) for i in range(4)])
+        c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+                          enable_auto_commit=False)
+        try:
+            got, deadline = 0, time.monotonic() + 30
+            while got < 2 and time.monotonic() < deadline:
+                got += sum(len(v) for v in c.poll(timeout_ms=200, max_records=2).values())
+            c.commit()
+            old = cluster.coordinator(group)
+            wait_until(lambda: len(cluster.isr("__consumer_offsets", 0)) == 3, 30, what="full offsets ISRs")
+            new = next(b for b in (1, 2, 3) if b != old)
+            ok(control(url, "coordinator", group, str(new)))
+            assert cluster.coordinator(group) == new
+            while got < 4 and time.monotonic() < deadline:
+                got += sum(len(v) for v in c.poll(timeout_ms=200).values())
+            c.commit()  # through the new coordinator
+            [g] = ok(control(url, "groups", "--group", group))["groups"]
+            assert g["coordinator"] == new and g["offsets"] == {f"{topic}-0": 4}, g
+        finally:
+            c.close()
+        code, out = control(url, "coordinator", group, "9")
+        assert code == 1 and "unknown broker 9" in out["error"]
+        assert http(url, "POST", "/v1/coordinators", {"broker": 1})[0] == 400
+        # an ISR shrunk: the follower paused, then back
+        leader = cluster.leader(topic, 0)
+        follower = next(b for b in (1, 2, 3) if b != leader)
+        ok(control(url, "pause-replication", str(follower)))
+        _produce(bs, topic, [(None, b"while-paused")])
+        wait_until(lambda: follower not in cluster.isr(topic, 0), 15, what=f"broker {follower} out of the ISR")
+        [part] = ok(control(url, "partitions", "--topic", topic))["partitions"]
+        assert follower not in part["isr"] and part["local_replicas"][str(follower)]["log_end_offset"] == 4
+        ok(control(url, "resume-replication", str(follower)))
+        wait_until(lambda: follower in cluster.isr(topic, 0), 15, what=f"broker {follower} back in the ISR")
+        assert http(url, "POST", "/v1/replication/pause", {"broker": 9})[0] == 400

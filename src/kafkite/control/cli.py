@@ -12,7 +12,8 @@ printed on stderr with exit code 1.
     kafkite control --url ... faults | clear | reset [--data] | openapi
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
-    kafkite control --url ... brokers | stop BROKER | start BROKER
+    kafkite control --url ... brokers | stop BROKER | start BROKER | coordinator GROUP BROKER
+    kafkite control --url ... pause-replication BROKER | resume-replication BROKER
     kafkite control --url ... compact [--topic t] [--partition p] | retention [--topic t] [--advance-ms MS]
     kafkite control --url ... call POST /v1/errors '{"api": "Produce", "error": 6}'
 """
@@ -80,6 +81,14 @@ def add_subparser(sub) -> None:
     ml.add_argument("topic")
     ml.add_argument("partition", type=int)
     ml.add_argument("broker", type=int)
+    co = act.add_parser("coordinator", help="make BROKER the coordinator of a group: coordinator GROUP BROKER "
+                                            "[--transactional]")
+    co.add_argument("key")
+    co.add_argument("broker", type=int)
+    co.add_argument("--transactional", action="store_true", help="KEY is a transactional id")
+    for name in ("pause-replication", "resume-replication"):
+        pr = act.add_parser(name, help="a broker's followers stop fetching (it leaves the ISRs) / fetch again")
+        pr.add_argument("broker", type=int)
     act.add_parser("brokers", help="this process's brokers (live or stopped) and the controller")
     for name, what in (("stop", "stop a broker as if its process died"), ("start", "start a stopped broker again")):
         sb = act.add_parser(name, help=f"{what} (one-process clusters: kafkite serve --brokers N)")
@@ -156,6 +165,11 @@ def _request(args) -> tuple[str, str, object]:
         return "GET", f"/v1/{a}" + (f"?{urlencode({key: value})}" if value is not None else ""), None
     if a == "leader":
         return "POST", "/v1/leaders", {"topic": args.topic, "partition": args.partition, "broker": args.broker}
+    if a == "coordinator":
+        return "POST", "/v1/coordinators", {("transactional_id" if args.transactional else "group"): args.key,
+                                             "broker": args.broker}
+    if a in ("pause-replication", "resume-replication"):
+        return "POST", f"/v1/replication/{a.split('-')[0]}", {"broker": args.broker}
     if a == "brokers":
         return "GET", "/v1/brokers", None
     if a in ("stop", "start"):

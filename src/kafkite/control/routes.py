@@ -100,6 +100,15 @@ ROUTES: dict[str, dict[str, Route]] = {
                                                                                                   "minimum": 0},
                                                        "broker": {"type": "integer", "minimum": 0}},
                                                       ("topic", "partition", "broker")))},
+    "/v1/coordinators": {"POST": Route("make a broker the coordinator of a group (or transactional id): it leads that "
+                                       "key's __consumer_offsets (__transaction_state) partition", "move_coordinator",
+                                       _obj({"group": _OPT_STR, "transactional_id": _OPT_STR,
+                                             "broker": {"type": "integer", "minimum": 0}}, ("broker",)))},
+    "/v1/replication/pause": {"POST": Route("a broker of this process stops fetching as a follower (it serves clients): "
+                                            "after replica.lag.time.max.ms it leaves the ISRs", "pause_replication",
+                                            _obj({"broker": _TARGET}, ("broker",)))},
+    "/v1/replication/resume": {"POST": Route("the broker's followers fetch again, catch up and rejoin the ISRs",
+                                             "resume_replication", _obj({"broker": _TARGET}, ("broker",)))},
     "/v1/brokers": {"GET": Route("this process's brokers: live or stopped, port; the controller", "brokers_view")},
     "/v1/brokers/stop": {"POST": Route("stop a broker as if its process died (one-process clusters); answers once it "
                                        "is out of the cluster", "stop_broker", _obj({"broker": _TARGET}, ("broker",)))},
@@ -424,6 +433,33 @@ class ControlApp:
         from ..server.context import now_ms
         return {"retention": views.apply_retention(self._brokers(), *self._where(body),
                                                    now_ms() + body.get("advance_ms", 0))}
+
+    async def move_coordinator(self, body, query, path):
+        from ..coordinator.hashing import partition_for
+        if (body.get("group") is None) == (body.get("transactional_id") is None):
+            raise BadRequest(400, "give group or transactional_id")
+        topic, key = (("__consumer_offsets", body["group"]) if body.get("group") is not None
+                      else ("__transaction_state", body["transactional_id"]))
+        brokers = self._brokers()
+        info = brokers[min(brokers)].metadata.topics.get(topic) if brokers else None
+        if info is None:
+            raise BadRequest(400, f"no {topic} yet: it is made when a client first finds a coordinator")
+        return await self.move_leader({"topic": topic, "partition": partition_for(key, len(info.partitions)),
+                                       "broker": body["broker"]}, query, path)
+
+    def _replication(self, body):
+        broker = self._brokers().get(self._broker(body["broker"]))
+        if broker is None or broker.replicas is None or not broker.replicated:
+            raise BadRequest(400, f"broker {body['broker']} does not replicate (a single broker)")
+        return broker.replicas.replication
+
+    def pause_replication(self, body, query, path):
+        self._replication(body).pause()
+        return {"broker": body["broker"], "replication_paused": True}
+
+    def resume_replication(self, body, query, path):
+        self._replication(body).resume()
+        return {"broker": body["broker"], "replication_paused": False}
 
     def groups(self, body, query, path):
         return {"groups": self._view(views.groups, query, "group")}
