@@ -387,3 +387,52 @@ def test_a_coordinator_moved_and_an_isr_shrunk_over_http():
         ok(control(url, "resume-replication", str(follower)))
         wait_until(lambda: follower in cluster.isr(topic, 0), 15, what=f"broker {follower} back in the ISR")
         assert http(url, "POST", "/v1/replication/pause", {"broker": 9})[0] == 400
+
+
+def test_a_coordinator_moved_and_an_isr_shrunk_on_a_zookeeper_process_cluster(kafkite_zookeeper):
+    """ZooKeeper mode: the controller's control listener moves a group's coordinator; a follower's own listener
+    pauses its replication (it leaves the ISR in the controller's metadata) and resumes it."""
+    import uuid
+    from kafka import KafkaConsumer
+    from kafkite.testing.process_cluster import ProcessCluster
+    overrides = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
+                 "replica.lag.time.max.ms": "1000"}
+    with ProcessCluster(3, zookeeper_connect=kafkite_zookeeper.connect_string, control=True, overrides=overrides,
+                        chroot=f"/kafkite-coord-{uuid.uuid4().hex[:8]}") as c:
+        bs = c.bootstrap_servers
+        topic, group = topic_name("zkcoord"), topic_name("zg")
+        _create(bs, topic, 1, 3)
+        _produce(bs, topic, [(None, b"a")])
+        k = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+                          enable_auto_commit=False)
+        try:
+            deadline = time.monotonic() + 30
+            while not k.assignment() and time.monotonic() < deadline:
+                k.poll(timeout_ms=200)
+            k.commit()
+            from kafkite.coordinator.hashing import partition_for
+            part = partition_for(group, 3)
+            c.wait_until(lambda: len(c.metadata_view(c.controller_id)["topics"]["__consumer_offsets"][part][2]) == 3,
+                         30, "a full offsets ISR")
+            old = c.leader("__consumer_offsets", part)
+            new = next(b for b in (1, 2, 3) if b != old)
+            ok(control(c.control_url(c.controller_id), "coordinator", group, str(new)))
+            c.wait_until(lambda: c.leader("__consumer_offsets", part) == new, 30, f"broker {new} coordinates")
+            k.commit()  # through the new coordinator
+            c.wait_until(lambda: [g["coordinator"] for g in ok(control(c.control_url(new), "groups", "--group",
+                                                                           group))["groups"]] == [new], 30,
+                         "the group loaded on the new coordinator")
+        finally:
+            k.close()
+        leader = c.leader(topic, 0)
+        follower = next(b for b in (1, 2, 3) if b != leader)
+
+        def isr():
+            return c.metadata_view(c.controller_id)["topics"][topic][0][2]
+        ok(control(c.control_url(follower), "pause-replication", str(follower)))
+        _produce(bs, topic, [(None, b"b")])
+        c.wait_until(lambda: follower not in isr(), 20, f"broker {follower} out of the ISR")
+        ok(control(c.control_url(follower), "resume-replication", str(follower)))
+        c.wait_until(lambda: follower in isr(), 20, f"broker {follower} back in the ISR")
+        code, out = control(c.control_url(follower), "pause-replication", str(leader))  # another process's broker
+        assert code == 1 and f"unknown broker {leader}" in out["error"]
