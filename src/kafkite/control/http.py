@@ -14,6 +14,8 @@ work on the broker process's one control model (control/model.py):
   GET|DELETE   /v1/requests              the request log (?api=Produce, ?since=SEQ) / empty it
   GET          /v1/partitions, /v1/groups  partition and group state (?topic=, ?group=)
   POST         /v1/leaders               {"topic", "partition", "broker"}: move a partition's leader
+  POST         /v1/coordinators          {"group" | "transactional_id", "broker"}: move a coordinator
+  POST         /v1/replication/pause, /v1/replication/resume  {"broker"}: its followers stop / fetch again
   GET          /v1/brokers               live or stopped; POST /v1/brokers/stop, /v1/brokers/start {"broker"}
   POST         /v1/compact, /v1/retention  {"topic", "partition"} (retention: "advance_ms"): run them now
 
