@@ -94,6 +94,9 @@ async def _answer(app: ControlApp, token: str | None, request: h11.Request, raw:
         status, out = await app.handle_async(method, target, body)
     except BadRequest as exc:
         status, out = exc.status, {"error": str(exc)}
+    except Exception as exc:  # a bug or a broker that failed: answered, never the listener's (or broker's) end
+        log.exception("control.failed", method=method, target=target)
+        status, out = 500, {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
     log.info("control.request", method=method, target=target, status=status)
     return status, out
 
