@@ -35,7 +35,7 @@ async def serve(config: BrokerConfig, *, data_dir: Path | None, in_memory: bool,
             if control is not None:
                 from .control.http import ControlApp, serve_control
                 host, port, token = control
-                bound = await side.start(serve_control, ControlApp(faults, sorted(node.brokers), lambda: node.brokers),
+                bound = await side.start(serve_control, ControlApp(faults, sorted(node.brokers), lambda: node.brokers, lambda: node),
                                      host, port, token)
                 extra["control"] = f"http://{host}:{bound}"
             log.info("ready", bootstrap=node.bootstrap_servers, node_id=first.node_id,

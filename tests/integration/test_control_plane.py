@@ -131,6 +131,34 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         [part] = control(url, "partitions", "--topic", "zk-ctl")[1]["partitions"]  # this process's view
         assert part["leader"] == leader and sorted(part["replicas"]) == [1, 2, 3]
         assert part["local_replicas"][str(leader)]["log_end_offset"] == 2
+        # a broker's process is stopped by the cluster (ProcessCluster.stop_broker), not over its own listener
+        code, out = control(url, "stop", str(leader))
+        assert code == 1 and "ZooKeeper mode" in out["error"] and leader in c.live_brokers
+        assert http(url, "POST", "/v1/errors", {"api": "DescribeAcls", "error": 6, "count": -1})[0] == 200
+        code, out = control(url, "reset", "--data")  # not yet in ZooKeeper mode: refused, the controls stay
+        assert code == 1 and "ZooKeeper mode" in out["error"]
+        assert [e["api"] for e in http(url, "GET", "/v1/errors")[1]["errors"]] == ["DescribeAcls"]
+        assert http(url, "DELETE", "/v1/errors")[0] == 200
+        # compaction now, on every broker's replicas (each process compacts its own): a consumer reads the result
+        admin.create_topics([NewTopic("zk-compact", num_partitions=1, replication_factor=3,
+                                      config={"cleanup.policy": "compact"})])["zk-compact"].result(30)
+        for i in range(9):
+            p.produce("zk-compact", key=b"k%d" % (i % 3), value=b"v%d" % i)
+        assert p.flush(30) == 0
+        c.wait_until(lambda: all(control(c.control_url(b), "partitions", "--topic", "zk-compact")[1]["partitions"][0]
+                                 ["local_replicas"][str(b)]["high_watermark"] == 9 for b in (1, 2, 3)), 30,
+                     "every replica caught up")
+        for b in (1, 2, 3):
+            [row] = control(c.control_url(b), "compact", "--topic", "zk-compact")[1]["compacted"]
+            assert row["broker"] == b and row["records_removed"] == 6, row
+        from confluent_kafka import Consumer, TopicPartition
+        consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "unused"})
+        consumer.assign([TopicPartition("zk-compact", 0, 0)])
+        got, deadline = [], time.monotonic() + 30
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += [(m.offset(), m.value()) for m in consumer.consume(10, timeout=0.3) if not m.error()]
+        consumer.close()
+        assert got == [(6, b"v6"), (7, b"v7"), (8, b"v8")]
 
 
 def _state(url: str):
@@ -220,9 +248,12 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
                 ["latency", "100", "--api", "Fetch"], ["hold", "JoinGroup", "--client-id", "c"], ["holds"],
                 ["release", "JoinGroup", "--count", "1"], ["release"], ["unhold", "JoinGroup"], ["unhold"],
                 ["versions", "Fetch", "--max", "4"], ["versions", "ListGroups", "--remove"], ["versions"],
-                ["faults"], ["clear"], ["reset"], ["openapi"], ["requests", "--api", "Produce", "--since", "3"],
+                ["faults"], ["clear"], ["reset"], ["reset", "--data"], ["openapi"], ["requests", "--api", "Produce", "--since", "3"],
                 ["requests", "--clear"], ["call", "GET", "/v1"], ["partitions", "--topic", "t"], ["partitions"],
-                ["groups", "--group", "g"], ["groups"], ["leader", "t", "0", "2"]]
+                ["groups", "--group", "g"], ["groups"], ["leader", "t", "0", "2"],
+                ["brokers"], ["coordinator", "g", "2"], ["coordinator", "tx", "2", "--transactional"],
+                ["pause-replication", "2"], ["resume-replication", "2"], ["stop", "2"], ["start", "2"], ["compact"], ["compact", "--topic", "t", "--partition", "0"],
+                ["retention", "--topic", "t", "--advance-ms", "1000"]]
     actions = parser._subparsers._group_actions[0].choices["control"]._subparsers._group_actions[0].choices
     assert {c[0] for c in commands} == set(actions), "a CLI sub-command this test does not check"
     for argv in commands:

@@ -163,3 +163,34 @@ def test_an_acks_0_produce_with_an_error_closes_its_connection():
     assert trio.run(f.before, c) is None
     assert [p.index for t in c.body.topic_data for p in t.partition_data] == [1]  # partition 1 is still written
     assert f.should_drop(c)
+
+
+def test_a_failing_control_answers_500_and_the_listener_goes_on():
+    """A control that raises (here: a brokers view that fails) is answered 500 with its message; the next request
+    on the same listener is served."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from kafkite.control.http import serve_control
+
+    def broken():
+        raise RuntimeError("boom")
+
+    app = ControlApp(Faults(), [1], broken)
+
+    def get(port, path):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    async def main():
+        async with trio.open_nursery() as n:
+            port = await n.start(serve_control, app, "127.0.0.1", 0)
+            assert await trio.to_thread.run_sync(get, port, "/v1/partitions") == (500, {"error": "RuntimeError: boom"})
+            assert (await trio.to_thread.run_sync(get, port, "/v1/faults"))[0] == 200
+            n.cancel_scope.cancel()
+
+    trio.run(main)

@@ -9,9 +9,12 @@ printed on stderr with exit code 1.
     kafkite control --url ... latency [BROKER] MS [--api Fetch]
     kafkite control --url ... hold JoinGroup | holds | release [JoinGroup] [--count N] | unhold [JoinGroup]
     kafkite control --url ... versions Fetch --max 4 | versions Fetch --remove | versions
-    kafkite control --url ... faults | clear | reset | openapi
+    kafkite control --url ... faults | clear | reset [--data] | openapi
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
+    kafkite control --url ... brokers | stop BROKER | start BROKER | coordinator GROUP BROKER
+    kafkite control --url ... pause-replication BROKER | resume-replication BROKER
+    kafkite control --url ... compact [--topic t] [--partition p] | retention [--topic t] [--advance-ms MS]
     kafkite control --url ... call POST /v1/errors '{"api": "Produce", "error": 6}'
 """
 from __future__ import annotations
@@ -78,9 +81,29 @@ def add_subparser(sub) -> None:
     ml.add_argument("topic")
     ml.add_argument("partition", type=int)
     ml.add_argument("broker", type=int)
+    co = act.add_parser("coordinator", help="make BROKER the coordinator of a group: coordinator GROUP BROKER "
+                                            "[--transactional]")
+    co.add_argument("key")
+    co.add_argument("broker", type=int)
+    co.add_argument("--transactional", action="store_true", help="KEY is a transactional id")
+    for name in ("pause-replication", "resume-replication"):
+        pr = act.add_parser(name, help="a broker's followers stop fetching (it leaves the ISRs) / fetch again")
+        pr.add_argument("broker", type=int)
+    act.add_parser("brokers", help="this process's brokers (live or stopped) and the controller")
+    for name, what in (("stop", "stop a broker as if its process died"), ("start", "start a stopped broker again")):
+        sb = act.add_parser(name, help=f"{what} (one-process clusters: kafkite serve --brokers N)")
+        sb.add_argument("broker", type=int)
+    for name, what in (("compact", "compact the compacted topics' replicas now"),
+                       ("retention", "apply retention to the delete-policy replicas now")):
+        dc = act.add_parser(name, help=what)
+        dc.add_argument("--topic")
+        dc.add_argument("--partition", type=int)
+        if name == "retention":
+            dc.add_argument("--advance-ms", type=int, help="as if this much later")
     act.add_parser("faults", help="every control in force")
     act.add_parser("clear", help="remove every control")
-    act.add_parser("reset", help="remove every control and empty the request log")
+    rs = act.add_parser("reset", help="remove every control and empty the request log")
+    rs.add_argument("--data", action="store_true", help="and every topic, group, ACL and SCRAM user")
     act.add_parser("openapi", help="the control API as an OpenAPI document")
     q = act.add_parser("requests", help="the request log")
     q.add_argument("--api")
@@ -142,10 +165,24 @@ def _request(args) -> tuple[str, str, object]:
         return "GET", f"/v1/{a}" + (f"?{urlencode({key: value})}" if value is not None else ""), None
     if a == "leader":
         return "POST", "/v1/leaders", {"topic": args.topic, "partition": args.partition, "broker": args.broker}
+    if a == "coordinator":
+        return "POST", "/v1/coordinators", {("transactional_id" if args.transactional else "group"): args.key,
+                                             "broker": args.broker}
+    if a in ("pause-replication", "resume-replication"):
+        return "POST", f"/v1/replication/{a.split('-')[0]}", {"broker": args.broker}
+    if a == "brokers":
+        return "GET", "/v1/brokers", None
+    if a in ("stop", "start"):
+        return "POST", f"/v1/brokers/{a}", {"broker": args.broker}
+    if a in ("compact", "retention"):
+        body = {"topic": args.topic, "partition": args.partition}
+        if a == "retention" and args.advance_ms is not None:
+            body["advance_ms"] = args.advance_ms
+        return "POST", f"/v1/{a}", body
     if a in ("faults", "clear"):
         return ("GET" if a == "faults" else "DELETE"), "/v1/faults", None
     if a == "reset":
-        return "POST", "/v1/reset", {}
+        return "POST", "/v1/reset", {"data": True} if args.data else {}
     if a == "openapi":
         return "GET", "/v1/openapi.json", None
     if a == "call":

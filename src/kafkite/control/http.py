@@ -14,6 +14,10 @@ work on the broker process's one control model (control/model.py):
   GET|DELETE   /v1/requests              the request log (?api=Produce, ?since=SEQ) / empty it
   GET          /v1/partitions, /v1/groups  partition and group state (?topic=, ?group=)
   POST         /v1/leaders               {"topic", "partition", "broker"}: move a partition's leader
+  POST         /v1/coordinators          {"group" | "transactional_id", "broker"}: move a coordinator
+  POST         /v1/replication/pause, /v1/replication/resume  {"broker"}: its followers stop / fetch again
+  GET          /v1/brokers               live or stopped; POST /v1/brokers/stop, /v1/brokers/start {"broker"}
+  POST         /v1/compact, /v1/retention  {"topic", "partition"} (retention: "advance_ms"): run them now
 
 A body is read whole, at most MAX_BODY bytes: a larger Content-Length is refused (413) before any of it is read.
 """
@@ -64,7 +68,7 @@ async def _connection(stream: trio.SocketStream, app: ControlApp, token: str | N
                     break
                 else:
                     return
-            status, out = _answer(app, token, request, bytes(body))
+            status, out = await _answer(app, token, request, bytes(body))
             await _send(conn, stream, status, out)
             if conn.our_state is h11.MUST_CLOSE:
                 return
@@ -76,7 +80,7 @@ async def _connection(stream: trio.SocketStream, app: ControlApp, token: str | N
             await stream.aclose()
 
 
-def _answer(app: ControlApp, token: str | None, request: h11.Request, raw: bytes) -> tuple[int, Any]:
+async def _answer(app: ControlApp, token: str | None, request: h11.Request, raw: bytes) -> tuple[int, Any]:
     method, target = request.method.decode(), request.target.decode()
     try:
         if token is not None:
@@ -87,9 +91,12 @@ def _answer(app: ControlApp, token: str | None, request: h11.Request, raw: bytes
             body = json.loads(raw) if raw.strip() else {}
         except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise BadRequest(400, f"the body is not usable JSON: {str(exc)[:200]}") from None
-        status, out = app.handle(method, target, body)
+        status, out = await app.handle_async(method, target, body)
     except BadRequest as exc:
         status, out = exc.status, {"error": str(exc)}
+    except Exception as exc:  # a bug or a broker that failed: answered, never the listener's (or broker's) end
+        log.exception("control.failed", method=method, target=target)
+        status, out = 500, {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
     log.info("control.request", method=method, target=target, status=status)
     return status, out
 

@@ -7,6 +7,7 @@ be used, 401 for a missing or wrong token, 404 for an unknown route, 405 for a m
 for a body over MAX_BODY (http.py)."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
@@ -23,6 +24,7 @@ _ERR = {"type": ["string", "integer"], "description": "a Kafka error name (NOT_L
 _BROKER = {"type": ["integer", "null"], "minimum": 0, "description": "a broker of this process; null: any"}
 _OPT_INT = {"type": ["integer", "null"], "minimum": 0}
 _OPT_STR = {"type": ["string", "null"]}
+_TARGET = {"type": "integer", "minimum": 0, "description": "a broker of this process"}
 
 
 def _obj(properties: dict, required: tuple = ()) -> dict:
@@ -42,7 +44,9 @@ ROUTES: dict[str, dict[str, Route]] = {
     "/v1/openapi.json": {"GET": Route("this API as an OpenAPI 3.1 document", "openapi")},
     "/v1/faults": {"GET": Route("every control in force", "state"),
                    "DELETE": Route("remove every control (holds release what they held); the log stays", "clear")},
-    "/v1/reset": {"POST": Route("remove every control and empty the request log", "reset", _obj({}))},
+    "/v1/reset": {"POST": Route("remove every control and empty the request log; with data: also every topic, group, "
+                                "ACL and SCRAM user (one-process clusters)", "reset",
+                                _obj({"data": {"type": "boolean", "description": "empty the brokers too"}}))},
     "/v1/errors": {
         "GET": Route("the error rules in force", "state"),
         "POST": Route("answer an API's requests with errors, in turn", "add_error", _obj({
@@ -90,11 +94,34 @@ ROUTES: dict[str, dict[str, Route]] = {
         "DELETE": Route("remove every version cap", "clear_versions")},
     "/v1/partitions": {"GET": Route("the partitions: leader, epochs, replicas, ISR, this process's replicas' offsets",
                                     "partitions", query=(("topic", {"type": "string"}, "only this topic"),))},
-    "/v1/leaders": {"POST": Route("make a live ISR member the partition's leader (one-process clusters)",
+    "/v1/leaders": {"POST": Route("make a live ISR member the partition's leader (one-process clusters; ZooKeeper "
+                                  "mode: the controller's listener)",
                                   "move_leader", _obj({"topic": {"type": "string"}, "partition": {"type": "integer",
                                                                                                   "minimum": 0},
                                                        "broker": {"type": "integer", "minimum": 0}},
                                                       ("topic", "partition", "broker")))},
+    "/v1/coordinators": {"POST": Route("make a broker the coordinator of a group (or transactional id): it leads that "
+                                       "key's __consumer_offsets (__transaction_state) partition", "move_coordinator",
+                                       _obj({"group": _OPT_STR, "transactional_id": _OPT_STR,
+                                             "broker": {"type": "integer", "minimum": 0}}, ("broker",)))},
+    "/v1/replication/pause": {"POST": Route("a broker of this process stops fetching as a follower (it serves clients): "
+                                            "after replica.lag.time.max.ms it leaves the ISRs", "pause_replication",
+                                            _obj({"broker": _TARGET}, ("broker",)))},
+    "/v1/replication/resume": {"POST": Route("the broker's followers fetch again, catch up and rejoin the ISRs",
+                                             "resume_replication", _obj({"broker": _TARGET}, ("broker",)))},
+    "/v1/brokers": {"GET": Route("this process's brokers: live or stopped, port; the controller", "brokers_view")},
+    "/v1/brokers/stop": {"POST": Route("stop a broker as if its process died (one-process clusters); answers once it "
+                                       "is out of the cluster", "stop_broker", _obj({"broker": _TARGET}, ("broker",)))},
+    "/v1/brokers/start": {"POST": Route("start a stopped broker again on its port (one-process clusters); answers "
+                                        "once it listens", "start_broker", _obj({"broker": _TARGET}, ("broker",)))},
+    "/v1/compact": {"POST": Route("compact every compacted replica (of topic, partition) now, the records committed "
+                                  "so far included", "compact", _obj({"topic": _OPT_STR, "partition": _OPT_INT}))},
+    "/v1/retention": {"POST": Route("apply retention to every delete-policy replica (of topic, partition) now, or "
+                                    "as if advance_ms later", "retention",
+                                    _obj({"topic": _OPT_STR, "partition": _OPT_INT,
+                                          "advance_ms": {"type": "integer", "minimum": 0, "maximum": 10 ** 13,
+                                                         "description": "evaluate retention.ms this much later "
+                                                                        "than now"}}))},
     "/v1/groups": {"GET": Route("the groups coordinated in this process: state, generation, members, offsets",
                                 "groups", query=(("group", {"type": "string"}, "only this group"),))},
     "/v1/requests": {
@@ -193,13 +220,27 @@ def openapi(routes: dict[str, dict[str, Route]] = ROUTES) -> dict:
 class ControlApp:
     """The routes over one Faults model and the ids of this process's brokers."""
 
-    def __init__(self, faults: Faults, broker_ids: list[int], brokers: Callable[[], dict] | None = None) -> None:
-        """`brokers`: this process's brokers by id (for the read-only views), called on their event loop."""
+    def __init__(self, faults: Faults, broker_ids: list[int], brokers: Callable[[], dict] | None = None,
+                 node: Callable[[], Any] | None = None) -> None:
+        """`brokers`: this process's brokers by id (for the views and data controls), called on their event loop;
+        `node`: their server.node.Node (stop and start a broker)."""
         self.faults = faults
         self.broker_ids = list(broker_ids)
         self.brokers = brokers
+        self.node = node
+
+    async def handle_async(self, method: str, target: str, body: Any) -> tuple[int, Any]:
+        """handle(), and the routes that wait (a broker stopped or started, a compaction in a worker thread)."""
+        status, out = self.handle(method, target, body)
+        if inspect.iscoroutine(out):
+            try:
+                out = await out
+            except ValueError as exc:
+                raise BadRequest(400, str(exc)) from None
+        return status, out
 
     def handle(self, method: str, target: str, body: Any) -> tuple[int, Any]:
+        """The answer; for a route that waits, a coroutine to await on the brokers' loop (handle_async)."""
         url = urlsplit(target)
         path = url.path.rstrip("/") or "/"
         if path not in ROUTES:
@@ -240,8 +281,19 @@ class ControlApp:
         return self.faults.state()
 
     def reset(self, body, query, path):
+        if body.get("data"):
+            views.can_empty(self._brokers())  # a ValueError (400) before anything changed
+            return self._reset_data()
         self.faults.reset()
         return self.faults.state()
+
+    async def _reset_data(self):
+        import time
+        t0 = time.perf_counter()
+        self.faults.clear()  # holds let their requests go before the topics go
+        emptied = await views.empty(self._brokers())
+        self.faults.reset()
+        return {**self.faults.state(), "emptied": emptied, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
     def add_error(self, body, query, path):
         if ("error" in body) == ("errors" in body):
@@ -320,12 +372,94 @@ class ControlApp:
     def partitions(self, body, query, path):
         return {"partitions": self._view(views.partitions, query, "topic")}
 
-    def move_leader(self, body, query, path):
-        if self.brokers is None:
-            raise BadRequest(404, "this control listener has no view of its brokers")
-        views.move_leader(self.brokers(), body["topic"], body["partition"], self._broker(body["broker"]))
+    async def move_leader(self, body, query, path):
+        brokers = self._brokers()
+        zk = brokers[min(brokers)].state.zk if brokers else None
+        broker = body["broker"] if zk is not None else self._broker(body["broker"])  # ZooKeeper: any broker id
+        await views.move_leader(brokers, body["topic"], body["partition"], broker)
         return {"partitions": [p for p in views.partitions(self.brokers(), body["topic"])
                                if p["partition"] == body["partition"]]}
+
+    def _brokers(self) -> dict:
+        if self.brokers is None:
+            raise BadRequest(404, "this control listener has no view of its brokers")
+        return self.brokers()
+
+    def _node(self):
+        node = None if self.node is None else self.node()
+        if node is None or node.state.zk is not None:
+            raise BadRequest(400, "stopping and starting a broker over HTTP is served for one-process clusters "
+                                  "(kafkite serve --brokers N, KafkiteCluster); in ZooKeeper mode stop its process "
+                                  "(ProcessCluster.stop_broker)")
+        return node
+
+    def brokers_view(self, body, query, path):
+        brokers = self._brokers()
+        state = brokers[min(brokers)].state if brokers else None
+        if state is not None and state.zk is not None:  # this process's broker; the controller as it knows it
+            controller = brokers[min(brokers)].controller_id
+        else:
+            c = state.active_controller() if state is not None else None
+            controller = None if c is None else c.node_id
+        live = set(state.brokers) if state is not None and state.zk is None else set(brokers)
+        return {"brokers": [{"id": i, "live": i in live, "port": b.bound_port} for i, b in sorted(brokers.items())],
+                "controller": controller}
+
+    async def stop_broker(self, body, query, path):
+        node, bid = self._node(), self._broker(body["broker"])
+        if bid not in node.live_brokers:
+            raise BadRequest(400, f"broker {bid} is not running")
+        node.stop_broker(bid)
+        await node.wait_stopped(bid)
+        return self.brokers_view(body, query, path)
+
+    async def start_broker(self, body, query, path):
+        node, bid = self._node(), self._broker(body["broker"])
+        if bid in node.live_brokers or bid in node._scopes:
+            raise BadRequest(400, f"broker {bid} is running")
+        await node.start_broker(bid)
+        return self.brokers_view(body, query, path)
+
+    def _where(self, body) -> tuple:
+        if body.get("partition") is not None and body.get("topic") is None:
+            raise BadRequest(400, "partition needs topic")
+        return body.get("topic"), body.get("partition")
+
+    async def compact(self, body, query, path):
+        from ..server.context import now_ms
+        return {"compacted": await views.compact(self._brokers(), *self._where(body), now_ms())}
+
+    def retention(self, body, query, path):
+        from ..server.context import now_ms
+        return {"retention": views.apply_retention(self._brokers(), *self._where(body),
+                                                   now_ms() + body.get("advance_ms", 0))}
+
+    async def move_coordinator(self, body, query, path):
+        from ..coordinator.hashing import partition_for
+        if (body.get("group") is None) == (body.get("transactional_id") is None):
+            raise BadRequest(400, "give group or transactional_id")
+        topic, key = (("__consumer_offsets", body["group"]) if body.get("group") is not None
+                      else ("__transaction_state", body["transactional_id"]))
+        brokers = self._brokers()
+        info = brokers[min(brokers)].metadata.topics.get(topic) if brokers else None
+        if info is None:
+            raise BadRequest(400, f"no {topic} yet: it is made when a client first finds a coordinator")
+        return await self.move_leader({"topic": topic, "partition": partition_for(key, len(info.partitions)),
+                                       "broker": body["broker"]}, query, path)
+
+    def _replication(self, body):
+        broker = self._brokers().get(self._broker(body["broker"]))
+        if broker is None or broker.replicas is None or not broker.replicated:
+            raise BadRequest(400, f"broker {body['broker']} does not replicate (a single broker)")
+        return broker.replicas.replication
+
+    def pause_replication(self, body, query, path):
+        self._replication(body).pause()
+        return {"broker": body["broker"], "replication_paused": True}
+
+    def resume_replication(self, body, query, path):
+        self._replication(body).resume()
+        return {"broker": body["broker"], "replication_paused": False}
 
     def groups(self, body, query, path):
         return {"groups": self._view(views.groups, query, "group")}

@@ -4,6 +4,8 @@ otherwise dig out of broker objects; and the one topology control served over HT
 through KafkiteCluster.call)."""
 from __future__ import annotations
 
+from .model import error_name
+
 
 def partitions(brokers: dict, topic: str | None = None) -> list[dict]:
     """Every partition (of `topic`) as the cluster metadata has it, with each local replica's offsets."""
@@ -44,13 +46,130 @@ def groups(brokers: dict, group: str | None = None) -> list[dict]:
     return out
 
 
-def move_leader(brokers: dict, topic: str, partition: int, broker_id: int) -> None:
-    """Make a live ISR member the partition's leader, through the active controller of this process's
-    one-process cluster (`KafkiteCluster.move_leader`; librdkafka's partition_set_leader)."""
+async def move_leader(brokers: dict, topic: str, partition: int, broker_id: int) -> None:
+    """Make a live ISR member the partition's leader through the active controller (librdkafka's
+    partition_set_leader): of this process's one-process cluster (`KafkiteCluster.move_leader`), or, in ZooKeeper
+    mode, this broker when it is the controller: the new state node is written to ZooKeeper and LeaderAndIsr and
+    UpdateMetadata sent, as for a preferred-replica election (ask the controller's control listener:
+    `ProcessCluster.move_leader` does)."""
     state = brokers[min(brokers)].state
     if state.zk is not None:
-        raise ValueError("moving a leader is served for one-process clusters (not yet in ZooKeeper mode)")
+        zk = state.zk
+        controller = zk.controller
+        if controller is None or not controller.active:
+            raise ValueError(f"broker {min(brokers)} is not the controller: ask the controller's control listener "
+                             "(GET /v1/brokers names it)")
+        await zk.call(lambda: controller.guarded(controller.move_leader, topic, partition, broker_id))
+        return
     controller = state.active_controller()
     if controller is None:
         raise ValueError("no active controller in this process")
     controller.move_leader(topic, partition, broker_id)
+
+
+# -- data controls: compaction and retention now (kfake's Compact, ApplyRetention) -----------------------------------
+def _local_logs(brokers: dict, topic: str | None, partition: int | None):
+    """(broker id, topic, partition, log) of every replica of this process's live brokers (of topic/partition)."""
+    if not brokers:
+        return
+    state = brokers[min(brokers)].state
+    for bid, b in sorted(brokers.items()):
+        if b.replicas is None or (state.zk is None and bid not in state.brokers):  # a stopped in-process broker
+            continue
+        for (t, p), lg in sorted(b.replicas.logs.items()):
+            if (topic is None or t == topic) and (partition is None or p == partition):
+                yield bid, t, p, lg
+
+
+async def compact(brokers: dict, topic: str | None, partition: int | None, now_ms: int) -> list[dict]:
+    """Clean every compacted replica (of topic/partition) from its start now, as the log cleaner would once due:
+    the active segment is rolled first when it holds only records below the last stable offset, so every record
+    committed so far is cleanable (Kafka never cleans the active segment; a test wants the latest value of each
+    key and nothing older). The flush of the roll and the cleaning run in a worker thread; the result is swapped
+    in on the loop unless the log changed meanwhile (then `swapped` is false and the log is as it was)."""
+    import trio
+
+    from ..storage.log_cleaner import LogCleaner
+    out = []
+    for bid, t, p, lg in list(_local_logs(brokers, topic, partition)):
+        if not lg.config.compacted:
+            continue
+        if lg.active.size and lg.log_end_offset <= lg.last_stable_offset:
+            lg._roll(now_ms)  # LocalLog's roll (as roll_if_due's), its files finished by the flush below
+        target, run = lg.deferred_flush()  # finishes the roll (its index files) in the worker
+        await trio.to_thread.run_sync(run)
+        lg.mark_flushed(target)
+        cleaner = LogCleaner()
+        job = cleaner.plan(lg, now_ms, name=f"{t}-{p}", force=True)
+        removed, swapped = 0, True
+        if job is not None:
+            result = await trio.to_thread.run_sync(job.run)
+            swapped = cleaner.swap_in(job, result)
+            removed = result.records_removed if swapped else 0
+        out.append({"broker": bid, "topic": t, "partition": p, "records_removed": removed, "swapped": swapped,
+                    "log_start_offset": lg.log_start_offset, "log_end_offset": lg.log_end_offset})
+    return out
+
+
+def apply_retention(brokers: dict, topic: str | None, partition: int | None, now_ms: int) -> list[dict]:
+    """Apply retention.ms/retention.bytes to every cleanup.policy=delete replica (of topic/partition) now, as the
+    retention check would at `now_ms` (the caller may put it ahead of the clock): closed segments past it go, and,
+    as Kafka rolls and deletes an active segment past retention.ms, an active segment whose records are all older
+    than retention.ms (and below the high watermark) goes too: the log start offset moves to its end."""
+    out = []
+    for bid, t, p, lg in list(_local_logs(brokers, topic, partition)):
+        if "delete" not in lg.config.cleanup_policy:
+            continue
+        before = lg.log_start_offset
+        deleted = lg.enforce_retention(now_ms)
+        ret, act = lg.config.retention_ms, lg.active
+        if (ret >= 0 and act.size and act.max_ts >= 0 and now_ms - act.max_ts > ret
+                and len(lg.segments) == 1 and lg.log_end_offset <= lg.high_watermark):
+            lg.delete_records_before(lg.log_end_offset, now_ms)
+        if lg.log_start_offset != before:
+            brokers[bid].replicas.notify(t, p)
+        out.append({"broker": bid, "topic": t, "partition": p, "segments_deleted": deleted,
+                    "log_start_offset": lg.log_start_offset, "log_end_offset": lg.log_end_offset})
+    return out
+
+
+# -- reset to empty -----------------------------------------------------------------------------------------------------
+def can_empty(brokers: dict) -> tuple:
+    """(state, live brokers by id) to empty, or ValueError saying why not (before anything changed)."""
+    state = brokers[min(brokers)].state if brokers else None
+    if state is None or state.zk is not None:
+        raise ValueError("emptying the brokers is served for one-process clusters (kafkite serve, KafkiteCluster); "
+                         "in ZooKeeper mode: not yet")
+    live = {bid: b for bid, b in brokers.items() if bid in state.brokers}
+    if not live:
+        raise ValueError("no broker of this process is running")
+    return state, live
+
+
+async def empty(brokers: dict) -> dict:
+    """Make a one-process cluster (or a single broker) empty, as a test's next run wants it: every topic but the
+    internal ones deleted (their logs, and the producer state in them, go with them), every group deleted (its
+    committed offsets with it; a group with members left is kept and named: its clients are still running), every
+    ACL and SCRAM user removed. The brokers keep running on their ports; the controls and the request log are the
+    caller's (POST /v1/reset {"data": true} resets them too)."""
+    state, live = can_empty(brokers)
+    first = live[min(live)]
+    topics = sorted(t.name for t in state.metadata.topics.values() if not t.name.startswith("__"))
+    for name in topics:
+        await first.delete_topic(name)
+    groups, kept = [], {}
+    for b in live.values():
+        for gid, *_ in b.groups.coordinator.list_groups():
+            code = await b.groups.delete_group(group_id=gid)
+            if code:
+                kept[gid] = error_name(code)
+            else:
+                groups.append(gid)
+    acls = list(state.metadata.acls)
+    if acls:
+        await first.alter_acls([], acls)
+    users = sorted(state.metadata.users)
+    if users:
+        await first.set_user_configs({u: {} for u in users})
+    return {"topics_deleted": topics, "groups_deleted": sorted(groups), "groups_kept": kept, "acls_deleted": len(acls),
+            "users_deleted": users}

@@ -72,7 +72,8 @@ class KafkiteCluster(TrioThread):
             self.state = node.state
             if self.control:
                 from ..control.http import ControlApp, serve_control
-                port = await side.start(serve_control, ControlApp(self.faults, self.node_ids, lambda: self.brokers),
+                port = await side.start(serve_control, ControlApp(self.faults, self.node_ids, lambda: self.brokers,
+                                                                     lambda: self.node),
                                         self.host, 0)
                 self.control_url = f"http://{self.host}:{port}"
             await self._started()
@@ -212,3 +213,21 @@ class KafkiteCluster(TrioThread):
         """GET /v1/groups: each group's state, generation, members and committed offsets (JSON-able)."""
         from ..control import views
         return self.call(lambda: views.groups(self.brokers, group))
+
+    def compact(self, topic: str | None = None, partition: int | None = None) -> list[dict]:
+        """POST /v1/compact: compact every compacted replica (of topic, partition) now, committed records included."""
+        from ..control import views
+        from ..server.context import now_ms
+        return self.call(lambda: views.compact(self.brokers, topic, partition, now_ms()))
+
+    def apply_retention(self, topic: str | None = None, partition: int | None = None, advance_ms: int = 0) -> list[dict]:
+        """POST /v1/retention: apply retention now, or as if `advance_ms` later."""
+        from ..control import views
+        from ..server.context import now_ms
+        return self.call(lambda: views.apply_retention(self.brokers, topic, partition, now_ms() + advance_ms))
+
+    def empty(self) -> dict:
+        """POST /v1/reset {"data": true} without the controls: delete every topic (but the internal ones), group,
+        ACL and SCRAM user; the brokers keep their ports."""
+        from ..control import views
+        return self.call(lambda: views.empty(self.brokers))

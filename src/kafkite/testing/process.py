@@ -58,8 +58,11 @@ def spawn_serve(args: list[str], *, cwd: str | Path | None = None, timeout: floa
 
 class BrokerProcess:
     def __init__(self, *, data_dir: str | Path | None = None, overrides: dict[str, str] | None = None,
-                 start_timeout: float = 60.0, control: bool = False, control_token: str | None = None):
-        """control: also serve the control listener (kafkite.control.http) on a free port: `control_url`."""
+                 start_timeout: float = 60.0, control: bool = False, control_token: str | None = None,
+                 brokers: int = 1):
+        """control: also serve the control listener (kafkite.control.http) on a free port: `control_url`; brokers:
+        `kafkite serve --brokers N` (a one-process cluster on free ports)."""
+        self.brokers = brokers
         self.control = control
         self.control_token = control_token
         self.control_url: str | None = None
@@ -73,6 +76,8 @@ class BrokerProcess:
 
     def start(self) -> "BrokerProcess":
         args = ["--data-dir", str(self.data_dir)] if self.data_dir is not None else ["--in-memory"]
+        if self.brokers != 1:
+            args += ["--brokers", str(self.brokers)]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
         if self.control:

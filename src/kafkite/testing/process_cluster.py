@@ -420,6 +420,21 @@ class ProcessCluster:
         p = self.metadata_view(ctl)["topics"].get(topic, {}).get(partition)
         return -1 if p is None else p[0]
 
+    def move_leader(self, topic: str, partition: int, broker_id: int) -> dict:
+        """Make a live ISR member the partition's leader: POST /v1/leaders to the controller's control listener
+        (ProcessCluster(control=True)), which writes the state node and sends LeaderAndIsr; the partition's state
+        as the controller has it then. ValueError with the control plane's message when refused."""
+        import json
+        import urllib.error
+        import urllib.request
+        body = json.dumps({"topic": topic, "partition": partition, "broker": broker_id}).encode()
+        req = urllib.request.Request(self.control_url(self.controller_id) + "/v1/leaders", data=body, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return json.loads(r.read())["partitions"][0]
+        except urllib.error.HTTPError as exc:
+            raise ValueError(json.loads(exc.read())["error"]) from None
+
     def wait_until(self, predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition",
                    interval: float = 0.05) -> Any:
         """Poll `predicate` until it returns something truthy (returned) or `timeout` seconds passed

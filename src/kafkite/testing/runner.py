@@ -43,7 +43,7 @@ class BrokerThread(TrioThread):
             self.broker = node.brokers[self.config.node_id]
             if self.control:
                 from ..control.http import ControlApp, serve_control
-                app = ControlApp(self.faults, sorted(node.brokers), lambda: node.brokers)
+                app = ControlApp(self.faults, sorted(node.brokers), lambda: node.brokers, lambda: node)
                 port = await side.start(serve_control, app, "127.0.0.1", 0)
                 self.control_url = f"http://127.0.0.1:{port}"
             await self._started()
