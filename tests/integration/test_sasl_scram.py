@@ -461,3 +461,39 @@ def test_aiokafka_and_kcat_with_scram(scram_broker):
         bad = run_kcat("-b", bs, "-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanisms={mech}",
                        "-X", "sasl.username=aio", "-X", "sasl.password=wrong", "-L", "-m", "2")
         assert bad.returncode != 0 and b"Authentication failed" in bad.stderr, bad
+
+
+def test_a_deleted_users_open_session_ends_at_its_next_reauthentication(tmp_path):
+    """KIP-368 with SCRAM: sessions last 1.5 s (connections.max.reauth.ms); librdkafka re-authenticates on its open
+    connection. Once carol's credentials are deleted, her next re-authentication fails and the connection is closed:
+    her producer, which delivered before, gets the authentication error and delivers nothing more."""
+    from confluent_kafka import KafkaError, Producer
+    formatted(tmp_path / "data")
+    with BrokerProcess(data_dir=tmp_path / "data", overrides={**LISTENER, "connections.max.reauth.ms": "1500"}) as b:
+        bs = b.bootstrap_servers
+        add_user(bs, "carol", "carol-secret", "SCRAM-SHA-512")
+        errors: list = []
+        p = Producer({"bootstrap.servers": bs, **ck_auth("SCRAM-SHA-512", "carol", "carol-secret"),
+                      "error_cb": errors.append, "log_level": 0, "message.timeout.ms": 8000})
+        delivered: list = []
+
+        def send(value: bytes) -> None:
+            p.produce("reauth", value, on_delivery=lambda err, msg: delivered.append(err))
+            p.flush(15)
+        send(b"before")
+        time.sleep(2.0)  # past one session end: librdkafka re-authenticated and is still connected
+        send(b"after-a-reauthentication")
+        assert delivered == [None, None], delivered
+        from kafka.admin import KafkaAdminClient, ScramMechanism, UserScramCredentialDeletion
+        admin = KafkaAdminClient(bootstrap_servers=bs, **kp_auth("SCRAM-SHA-512", "admin", "admin-secret"))
+        try:
+            assert admin.alter_user_scram_credentials(
+                [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)]) == {"carol": None}
+        finally:
+            admin.close()
+        deadline = time.monotonic() + 20
+        while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
+            p.poll(0.2)
+        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+        send(b"after-the-deletion")
+        assert len(delivered) == 3 and delivered[2] is not None, delivered
