@@ -358,17 +358,20 @@ def test_a_coordinator_moved_and_an_isr_shrunk_over_http():
         c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
                           enable_auto_commit=False)
         try:
-            got, deadline = 0, time.monotonic() + 30
+            got, deadline = 0, time.monotonic() + 60
             while got < 2 and time.monotonic() < deadline:
                 got += sum(len(v) for v in c.poll(timeout_ms=200, max_records=2).values())
+            assert got >= 2, "the member read nothing before the move"
             c.commit()
             old = cluster.coordinator(group)
             wait_until(lambda: len(cluster.isr("__consumer_offsets", 0)) == 3, 30, what="full offsets ISRs")
             new = next(b for b in (1, 2, 3) if b != old)
             ok(control(url, "coordinator", group, str(new)))
             assert cluster.coordinator(group) == new
+            deadline = time.monotonic() + 60  # a phase of its own: the rejoin through the new coordinator
             while got < 4 and time.monotonic() < deadline:
                 got += sum(len(v) for v in c.poll(timeout_ms=200).values())
+            assert got == 4, f"the member read {got} of 4 records across the move"
             c.commit()  # through the new coordinator
             [g] = ok(control(url, "groups", "--group", group))["groups"]
             assert g["coordinator"] == new and g["offsets"] == {f"{topic}-0": 4}, g
