@@ -43,9 +43,9 @@ ANY_FILTER = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
                        ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    """A process broker (confluent-kafka group consumers need one) with a data dir, and admin's admin client."""
+def secured_broker(tmp_path_factory):
+    """A process broker (confluent-kafka group consumers need one) with a data dir, and admin's admin client:
+    the body of each ACL test module's module-scoped fixture."""
     data = tmp_path_factory.mktemp("acl-data")
     with BrokerProcess(data_dir=data, overrides=SECURED) as b:
         adm = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers, **kp("admin"))
@@ -53,6 +53,9 @@ def secured(tmp_path_factory):
             yield b, adm
         finally:
             adm.close()
+
+
+secured = pytest.fixture(scope="module", name="secured")(secured_broker)
 
 
 def fresh(adm, prefix: str = "t") -> str:
@@ -64,6 +67,11 @@ def fresh(adm, prefix: str = "t") -> str:
 def add(adm, *acls):
     r = adm.create_acls(list(acls))
     assert not r["failed"], r
+
+
+def grant(adm, rt, name, *ops, principal="User:bob"):
+    """ALLOW `principal` each of `ops` on the literal resource."""
+    add(adm, *(allow(principal, rt, name, op) for op in ops))
 
 
 def ck_delivery_error(bs: str, user: str, topic: str):
@@ -79,7 +87,6 @@ def ck_delivery_error(bs: str, user: str, topic: str):
 
 
 def test_no_acls_topic_authorization_failed_in_both_clients(secured):
-    from confluent_kafka import KafkaError
     from kafka import KafkaProducer
     from kafka.errors import TopicAuthorizationFailedError
     b, adm = secured

@@ -8,35 +8,21 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kafka.admin import ACL, ACLOperation, ACLPermissionType, KafkaAdminClient, NewTopic, ResourcePattern, ResourceType
+from kafka.admin import ACLOperation, NewTopic, ResourceType
 from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
                                   DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
                                   DescribeGroupsRequest, DescribeUserScramCredentialsRequest, ListGroupsRequest)
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
-from kafkite.testing.process import BrokerProcess
 from kafkite.testing.wire_client import WireClient
 from kafkite.wire.errors import E
 
-from test_acls import SECURED, _login, ck, kp
+from test_acls import ck, grant, kp, _login, secured_broker
+
+env = pytest.fixture(scope="module", name="env")(secured_broker)
 
 READ, WRITE, DESCRIBE, CREATE = ACLOperation.READ, ACLOperation.WRITE, ACLOperation.DESCRIBE, ACLOperation.CREATE
-
-
-@pytest.fixture(scope="module")
-def env():
-    with BrokerProcess(overrides=SECURED) as b:
-        adm = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers, **kp("admin"))
-        try:
-            yield b, adm
-        finally:
-            adm.close()
-
-
-def grant(adm, rt, name, *ops, principal="User:bob"):
-    r = adm.create_acls([ACL(principal, "*", op, ACLPermissionType.ALLOW, ResourcePattern(rt, name)) for op in ops])
-    assert not r["failed"], r
 
 
 def topic(adm) -> str:

@@ -6,31 +6,16 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kafka.admin import ACL, ACLOperation, ACLPermissionType, KafkaAdminClient, NewTopic, ResourcePattern, ResourceType
+from kafka.admin import ACLOperation, NewTopic, ResourceType
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from kafkite.testing.process import BrokerProcess
 from kafkite.testing.wire_client import WireClient
 from kafkite.wire.consumer_group_api import ConsumerGroupDescribeRequest
 
-from test_acls import SECURED, _login, kp
+from test_acls import grant, _login, secured_broker
 from test_consumer_group_protocol import hb
 
-
-@pytest.fixture(scope="module")
-def env():
-    with BrokerProcess(overrides=SECURED) as b:
-        adm = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers, **kp("admin"))
-        try:
-            yield b, adm
-        finally:
-            adm.close()
-
-
-def grant(adm, rt, name, *ops):
-    r = adm.create_acls([ACL("User:bob", "*", op, ACLPermissionType.ALLOW, ResourcePattern(rt, name))
-                         for op in ops])
-    assert not r["failed"], r
+env = pytest.fixture(scope="module", name="env")(secured_broker)
 
 
 def test_a_regex_matches_only_the_topics_the_member_may_describe(env):
