@@ -182,7 +182,7 @@ def _state(url: str):
     ("POST", "/v1/errors", {"api": "Produce", "error": 6, "count": -2}, 400, "count must be >= -1"),
     ("POST", "/v1/errors", {"api": "Produce", "errors": []}, 400, "must have 1..1000 items"),
     ("POST", "/v1/errors", {"api": "Produce", "error": 6, "errors": [6]}, 400, "give error (one) or errors"),
-    ("POST", "/v1/errors", {"api": "Metadata", "error": 6, "topic": "t"}, 400, "per-partition errors are for"),
+    ("POST", "/v1/errors", {"api": "JoinGroup", "error": 6, "topic": "t"}, 400, "per-partition errors are for"),
     ("POST", "/v1/versions", {"api": "Fetch", "max_version": 3}, 400, "leave none"),
     ("POST", "/v1/versions", {"api": "LeaderAndIsr", "max_version": 7}, 400, "not served to clients"),
     ("POST", "/v1/versions", {"api": "Fetch"}, 400, "give max_version"),
@@ -253,7 +253,11 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
                 ["groups", "--group", "g"], ["groups"], ["leader", "t", "0", "2"],
                 ["brokers"], ["coordinator", "g", "2"], ["coordinator", "tx", "2", "--transactional"],
                 ["pause-replication", "2"], ["resume-replication", "2"], ["stop", "2"], ["start", "2"], ["compact"], ["compact", "--topic", "t", "--partition", "0"],
-                ["retention", "--topic", "t", "--advance-ms", "1000"]]
+                ["retention", "--topic", "t", "--advance-ms", "1000"], ["cut-replication", "3", "1"],
+                ["heal-replication", "3", "1"], ["replication"], ["leaderless", "t", "0"], ["leaderless"],
+                ["restore-leader"], ["restore-leader", "t"], ["restore-leader", "t", "0"], ["clock"],
+                ["clock", "--advance-ms", "1000", "--broker", "1"],
+                ["error", "Metadata", "LEADER_NOT_AVAILABLE", "--topic", "t"]]
     actions = parser._subparsers._group_actions[0].choices["control"]._subparsers._group_actions[0].choices
     assert {c[0] for c in commands} == set(actions), "a CLI sub-command this test does not check"
     for argv in commands:

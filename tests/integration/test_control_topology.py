@@ -267,7 +267,8 @@ def three(request):
 
 def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
     """`kafkite control leader T 0 B` while an idempotent acks=all producer runs: the leader moves (its epoch up),
-    the producer follows it without an error, and every acknowledged record is read back exactly once."""
+    the producer follows it without an error; `leaderless T 0` takes the leader away for a second and
+    `restore-leader T 0` brings one back; every acknowledged record is read back exactly once."""
     bs, leader, isr, url, not_controller, cluster = three
     topic = topic_name("moving")
     _create(bs, topic, 1, 3, **{"min.insync.replicas": "2"})
@@ -283,6 +284,16 @@ def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
             wait_until(lambda: leader(topic) == new, 30, what=f"broker {new} leads")
             n = len(t.acked)
             wait_until(lambda: len(t.acked) >= n + 50, 30, what="traffic after the move")
+        # leaderless for a second (the producer's requests answered NOT_LEADER_OR_FOLLOWER, its records waiting),
+        # then restored: a live ISR member leads and the traffic goes on
+        ok(control(url, "leaderless", topic, "0"))
+        wait_until(lambda: leader(topic) == -1, 30, what="no leader")
+        time.sleep(1)
+        assert ok(control(url, "leaderless"))["leaderless"] == [{"topic": topic, "partition": 0}]
+        ok(control(url, "restore-leader", topic, "0"))
+        wait_until(lambda: leader(topic) > 0, 30, what="a leader again")
+        n = len(t.acked)
+        wait_until(lambda: len(t.acked) >= n + 50, 30, what="traffic after the restore")
     assert t.failed == []
     got = [v for _, v in consume(bs, topic, [0], len(t.acked), timeout=60)]
     assert sorted(got) == sorted(t.acked) and len(set(got)) == len(got)
@@ -296,6 +307,8 @@ def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
         wait_until(lambda: leader(topic) == new, 30, what=f"broker {new} leads")
         code, out = control(not_controller, "leader", topic, "0", str(cur))
         assert code == 1 and "not the controller" in out["error"]
+        code, out = control(not_controller, "leaderless", topic, "0")
+        assert code == 1 and "not the controller" in out["error"] and leader(topic) == new
 
 
 def test_fetch_capped_and_join_group_held_on_a_zookeeper_process_cluster(kafkite_zookeeper):
