@@ -45,7 +45,8 @@ ROUTES: dict[str, dict[str, Route]] = {
     "/v1/faults": {"GET": Route("every control in force", "state"),
                    "DELETE": Route("remove every control (holds release what they held); the log stays", "clear")},
     "/v1/reset": {"POST": Route("remove every control and empty the request log; with data: also every topic, group, "
-                                "ACL and SCRAM user (one-process clusters)", "reset",
+                                "ACL and SCRAM user (ZooKeeper mode: topics, ACLs, users cluster-wide, the groups "
+                                "this broker coordinates)", "reset",
                                 _obj({"data": {"type": "boolean", "description": "empty the brokers too"}}))},
     "/v1/errors": {
         "GET": Route("the error rules in force", "state"),
@@ -236,8 +237,9 @@ def openapi(routes: dict[str, dict[str, Route]] = ROUTES) -> dict:
         paths[path] = ops
     return {"openapi": "3.1.0",
             "info": {"title": "Kafkite control plane", "version": "1",
-                     "description": "a broker's test controls: errors, drops, latency, holds, version caps, and "
-                                    "its request log"},
+                     "description": "a broker's test controls: errors, drops, latency, holds, version caps, "
+                                    "topology (leaders, leaderless partitions, replication, brokers), the log clock, "
+                                    "data (compaction, retention, reset), and its request log"},
             "paths": paths,
             "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                                                           "description": "with kafkite serve --control-token"}}}}
@@ -307,6 +309,8 @@ class ControlApp:
         return self.faults.state()
 
     def reset(self, body, query, path):
+        if body.get("data") and self._zk_mode():
+            return self._reset_zk_data()
         if body.get("data"):
             views.can_empty(self._brokers())  # a ValueError (400) before anything changed
             return self._reset_data()
@@ -318,6 +322,19 @@ class ControlApp:
         t0 = time.perf_counter()
         self.faults.clear()  # holds let their requests go before the topics go
         emptied = await views.empty(self._brokers())
+        self.faults.reset()
+        return {**self.faults.state(), "emptied": emptied, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+
+    def _zk_mode(self) -> bool:
+        brokers = self._brokers()
+        return bool(brokers) and brokers[min(brokers)].state.zk is not None
+
+    async def _reset_zk_data(self):
+        import time
+        from . import zk_reset
+        t0 = time.perf_counter()
+        self.faults.clear()  # holds let their requests go before the topics go
+        emptied = await zk_reset.empty(self._brokers())
         self.faults.reset()
         return {**self.faults.state(), "emptied": emptied, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
