@@ -189,6 +189,13 @@ def test_leaderless_bad_input_and_the_list(served):
     assert out["leaderless"] == []
     [part] = [p for p in ok(control(url, "partitions", "--topic", topic))["partitions"] if p["partition"] == 1]
     assert part["leader"] == 1
+    ok(control(url, "leaderless", topic, "0"))  # a deleted topic's partition is not held, nor one of its name later
+    admin = AdminClient({"bootstrap.servers": served.bootstrap_servers})
+    admin.delete_topics([topic])[topic].result(30)
+    assert ok(control(url, "leaderless")) == {"leaderless": []}
+    create(served.bootstrap_servers, topic, 1)
+    wait_until(lambda: ok(control(url, "partitions", "--topic", topic))["partitions"][0]["leader"] == 1, 10,
+               what="a leader for the topic of the same name")
 
 
 def test_a_leaderless_partition_on_an_in_process_cluster_outlives_elections():

@@ -73,8 +73,10 @@ def leaderless(brokers: dict) -> list[dict]:
     state = brokers[min(brokers)].state if brokers else None
     if state is None:
         return []
-    held = state.leaderless if state.zk is None else (state.zk.controller.leaderless if state.zk.controller else {})
-    return [{"topic": t, "partition": p} for t, p in sorted(held)]
+    controller = state.active_controller() if state.zk is None else state.zk.controller
+    if controller is None:
+        return []
+    return [{"topic": t, "partition": p} for t, p in sorted(controller.leaderless) if controller.held_leaderless(t, p)]
 
 
 async def _on_controller(brokers: dict, action: str, *args) -> None:
