@@ -39,6 +39,10 @@ class BrokerApiDoor(ApiDoor):
     def advance_clock(self, ms):
         return self.b.advance_clock(ms)
 
+    def clocks(self):
+        from kafkite.control import views
+        return self.b.call(views.clock, self.b.node.brokers)
+
     def retention(self, topic):
         from kafkite.control import views
         return self.b.call(views.apply_retention, self.b.node.brokers, topic, None)
@@ -55,6 +59,9 @@ class BrokerCliDoor(CliDoor):
 
     def advance_clock(self, ms):
         return ok(control(self.url, "clock", "--advance-ms", str(ms)))["clock"]
+
+    def clocks(self):
+        return ok(control(self.url, "clock"))["clock"]
 
     def retention(self, topic):
         return ok(control(self.url, "retention", "--topic", topic))["retention"]
@@ -276,6 +283,11 @@ def test_replication_cut_between_two_brokers_shrinks_only_that_leaders_isr():
         assert code == 1 and "unknown broker 9" in out["error"]
         assert http(url, "POST", "/v1/replication/cut", {"follower": 3})[0] == 400
         assert all(r["cut_from"] == [] for r in ok(control(url, "replication"))["replication"])
+        # the cluster's log clocks: one per broker, moved together or one at a time
+        cluster.advance_clock(1000)
+        cluster.advance_clock(500, broker_id=2)
+        assert [(c["broker"], c["advanced_ms"]) for c in ok(control(url, "clock"))["clock"]] == [
+            (1, 1000), (2, 1500), (3, 1000)]
 
 
 def test_replication_cut_needs_a_replicating_broker(served):
@@ -331,6 +343,8 @@ def test_the_log_clock_stamps_log_append_time_and_drives_retention(door):
     d.advance_clock(2 * hour)
     [row] = d.retention(kept)
     assert row["log_start_offset"] == 1, row
+    [clock] = d.clocks()
+    assert clock["advanced_ms"] >= 3 * hour and clock["now_ms"] >= time.time() * 1000 + 3 * hour - 1000
     assert http_or_api_refuses_going_back(d)
 
 

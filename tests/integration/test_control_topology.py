@@ -267,7 +267,7 @@ def three(request):
 
 def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
     """`kafkite control leader T 0 B` while an idempotent acks=all producer runs: the leader moves (its epoch up),
-    the producer follows it without an error; `leaderless T 0` takes the leader away for a second and
+    the producer follows it without an error; `leaderless T 0` takes the leader away for half a second and
     `restore-leader T 0` brings one back; every acknowledged record is read back exactly once."""
     bs, leader, isr, url, not_controller, cluster = three
     topic = topic_name("moving")
@@ -284,11 +284,11 @@ def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
             wait_until(lambda: leader(topic) == new, 30, what=f"broker {new} leads")
             n = len(t.acked)
             wait_until(lambda: len(t.acked) >= n + 50, 30, what="traffic after the move")
-        # leaderless for a second (the producer's requests answered NOT_LEADER_OR_FOLLOWER, its records waiting),
-        # then restored: a live ISR member leads and the traffic goes on
+        # leaderless for half a second (the producer's requests answered NOT_LEADER_OR_FOLLOWER, its records
+        # waiting), then restored: a live ISR member leads and the traffic goes on
         ok(control(url, "leaderless", topic, "0"))
         wait_until(lambda: leader(topic) == -1, 30, what="no leader")
-        time.sleep(1)
+        time.sleep(0.5)
         assert ok(control(url, "leaderless"))["leaderless"] == [{"topic": topic, "partition": 0}]
         ok(control(url, "restore-leader", topic, "0"))
         wait_until(lambda: leader(topic) > 0, 30, what="a leader again")
