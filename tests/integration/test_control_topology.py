@@ -408,7 +408,8 @@ def test_a_coordinator_moved_and_an_isr_shrunk_over_http():
 
 def test_a_coordinator_moved_and_an_isr_shrunk_on_a_zookeeper_process_cluster(kafkite_zookeeper):
     """ZooKeeper mode: the controller's control listener moves a group's coordinator; a follower's own listener
-    pauses its replication (it leaves the ISR in the controller's metadata) and resumes it."""
+    pauses its replication (it leaves the ISR in the controller's metadata) and resumes it, the other follower's cuts
+    its link to the leader and heals it."""
     import uuid
     from kafka import KafkaConsumer
     from kafkite.testing.process_cluster import ProcessCluster
@@ -446,10 +447,15 @@ def test_a_coordinator_moved_and_an_isr_shrunk_on_a_zookeeper_process_cluster(ka
 
         def isr():
             return c.metadata_view(c.controller_id)["topics"][topic][0][2]
+        other = next(b for b in (1, 2, 3) if b not in (leader, follower))  # its link to the leader cut meanwhile
         ok(control(c.control_url(follower), "pause-replication", str(follower)))
+        out = ok(control(c.control_url(other), "cut-replication", str(other), str(leader)))
+        assert out["replication"] == [{"broker": other, "paused": False, "cut_from": [leader]}]
         _produce(bs, topic, [(None, b"b")])
-        c.wait_until(lambda: follower not in isr(), 20, f"broker {follower} out of the ISR")
+        c.wait_until(lambda: follower not in isr() and other not in isr(), 20, f"brokers {follower}, {other} out of "
+                     "the ISR")
         ok(control(c.control_url(follower), "resume-replication", str(follower)))
-        c.wait_until(lambda: follower in isr(), 20, f"broker {follower} back in the ISR")
+        ok(control(c.control_url(other), "heal-replication", str(other), str(leader)))
+        c.wait_until(lambda: follower in isr() and other in isr(), 20, f"brokers {follower}, {other} back in the ISR")
         code, out = control(c.control_url(follower), "pause-replication", str(leader))  # another process's broker
         assert code == 1 and f"unknown broker {leader}" in out["error"]
