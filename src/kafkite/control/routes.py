@@ -499,11 +499,9 @@ class ControlApp:
         return views.replication_state(self._brokers())
 
     def _cut(self, body, cut: bool):
-        brokers = self._brokers()
         follower = self._broker(body["follower"])
-        zk = brokers[min(brokers)].state.zk is not None if brokers else False
-        leader = body["leader"] if zk else self._broker(body["leader"])  # ZooKeeper: a broker of another process
-        return views.cut_replication(brokers, follower, leader, cut)
+        leader = body["leader"] if self._zk_mode() else self._broker(body["leader"])  # ZooKeeper: another process's
+        return views.cut_replication(self._brokers(), follower, leader, cut)
 
     def cut_replication(self, body, query, path):
         return self._cut(body, True)

@@ -1,8 +1,8 @@
 """Views of this process's brokers for the control plane (GET /v1/partitions, GET /v1/groups): what a test would
 otherwise dig out of broker objects; and the controls that act on the brokers: a partition's leader moved or
 taken away (POST /v1/leaders, /v1/leaderless), replication cut between two brokers (POST /v1/replication/cut),
-the log clock advanced (POST /v1/clock), compaction and retention now, reset to empty. Run on the brokers' own event loop (the HTTP listener runs there; the in-process API goes
-through KafkiteCluster.call)."""
+the log clock advanced (POST /v1/clock), compaction and retention now, reset to empty. Run on the brokers' own
+event loop (the HTTP listener runs there; the in-process API goes through KafkiteCluster.call)."""
 from __future__ import annotations
 
 from .model import error_name
