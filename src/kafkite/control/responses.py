@@ -1,6 +1,7 @@
 """Responses the control model answers with: a whole request failed with an error (built the way each API's
-response carries it), a partition's error inside an otherwise served Produce or Fetch, and KIP-511's answer to an
-ApiVersions above the (capped) versions."""
+response carries it), a partition's error inside an otherwise served Produce, Fetch, ListOffsets or
+OffsetForLeaderEpoch, a topic's (or partition's) error inside an otherwise served Metadata, and KIP-511's answer to
+an ApiVersions above the (capped) versions."""
 from __future__ import annotations
 
 import uuid
