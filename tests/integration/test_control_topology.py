@@ -309,6 +309,10 @@ def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
         assert code == 1 and "not the controller" in out["error"]
         code, out = control(not_controller, "leaderless", topic, "0")
         assert code == 1 and "not the controller" in out["error"] and leader(topic) == new
+        assert cluster.make_leaderless(topic, 0)["leaderless"] == [{"topic": topic, "partition": 0}]
+        wait_until(lambda: leader(topic) == -1, 30, what="no leader")
+        assert cluster.restore_leader()["leaderless"] == []
+        wait_until(lambda: leader(topic) > 0, 30, what="a leader again")
 
 
 def test_fetch_capped_and_join_group_held_on_a_zookeeper_process_cluster(kafkite_zookeeper):
