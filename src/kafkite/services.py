@@ -104,13 +104,12 @@ async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
 
 
 async def retention(state) -> None:
-    from .server.context import now_ms
     while True:
         await trio.sleep(state.config.get("log.retention.check.interval.ms") / 1000)
         for name, lg in _logs(state):
             if "delete" in lg.config.cleanup_policy:
                 try:
-                    n = lg.enforce_retention(now_ms())
+                    n = lg.enforce_retention(state.replicas.log_now_ms())
                 except OSError as exc:
                     if lg in state.replicas.logs.values():  # else deleted meanwhile: not a disk fault
                         state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {name}")
@@ -124,11 +123,10 @@ FILE_DELETE_CHECK_S = 0.1
 
 async def delete_segment_files(state) -> None:
     """Remove the `.deleted` files whose file.delete.delay.ms has passed, in a worker thread."""
-    from .server.context import now_ms
     while True:
         await trio.sleep(FILE_DELETE_CHECK_S)
         for (topic, partition), lg in list(state.replicas.logs.items()):
-            run = lg.files_to_delete(now_ms())
+            run = lg.files_to_delete(state.replicas.log_now_ms())
             if run is None:
                 continue
             try:
@@ -141,10 +139,9 @@ async def delete_segment_files(state) -> None:
 
 
 async def clean_logs(state) -> None:
-    from .server.context import now_ms
     cleaner: LogCleaner = state.log_cleaner
     while True:
-        job = cleaner.grab_filthiest_log(_logs(state), now_ms())
+        job = cleaner.grab_filthiest_log(_logs(state), state.replicas.log_now_ms())
         if job is None or not await _clean(state, cleaner, job):
             await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
         await trio.sleep(0)
@@ -173,11 +170,10 @@ async def _clean(state, cleaner: LogCleaner, job) -> bool:
 
 
 async def flush_logs(state) -> None:
-    from .server.context import now_ms
     while True:
         await trio.sleep(min(state.config.get("log.flush.scheduler.interval.ms"), 1000) / 1000)
         for (topic, partition), lg in list(state.replicas.logs.items()):
-            job = lg.scheduled_flush(now_ms())
+            job = lg.scheduled_flush(state.replicas.log_now_ms())
             if job is not None:
                 target, run = job
                 try:

@@ -107,7 +107,7 @@ def test_a_token_guards_the_control_listener():
 def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
     """Each broker process of a 3-broker ZooKeeper cluster serves its control listener: the partition leader's
     process answers three Produce requests NOT_LEADER_OR_FOLLOWER, the producer retries and succeeds, and that
-    broker's request log shows the four Produce requests."""
+    broker's request log shows the four Produce requests; compaction now on each broker; reset to empty."""
     import uuid
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -134,11 +134,6 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         # a broker's process is stopped by the cluster (ProcessCluster.stop_broker), not over its own listener
         code, out = control(url, "stop", str(leader))
         assert code == 1 and "ZooKeeper mode" in out["error"] and leader in c.live_brokers
-        assert http(url, "POST", "/v1/errors", {"api": "DescribeAcls", "error": 6, "count": -1})[0] == 200
-        code, out = control(url, "reset", "--data")  # not yet in ZooKeeper mode: refused, the controls stay
-        assert code == 1 and "ZooKeeper mode" in out["error"]
-        assert [e["api"] for e in http(url, "GET", "/v1/errors")[1]["errors"]] == ["DescribeAcls"]
-        assert http(url, "DELETE", "/v1/errors")[0] == 200
         # compaction now, on every broker's replicas (each process compacts its own): a consumer reads the result
         admin.create_topics([NewTopic("zk-compact", num_partitions=1, replication_factor=3,
                                       config={"cleanup.policy": "compact"})])["zk-compact"].result(30)
@@ -159,6 +154,30 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
             got += [(m.offset(), m.value()) for m in consumer.consume(10, timeout=0.3) if not m.error()]
         consumer.close()
         assert got == [(6, b"v6"), (7, b"v7"), (8, b"v8")]
+        # reset to empty: the topics deleted through the controller, the SCRAM users in ZooKeeper, the controls; a
+        # group with committed offsets goes with ProcessCluster.empty() (each broker deletes the groups it coordinates)
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+        for f in admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+                "zk-g", [TopicPartition("zk-ctl", 0, 1)])]).values():
+            f.result(30)
+        upsert = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")
+        for f in admin.alter_user_scram_credentials([upsert]).values():
+            f.result(30)
+        assert http(url, "POST", "/v1/errors", {"api": "DescribeAcls", "error": 6, "count": -1})[0] == 200
+        code, out = control(url, "reset", "--data")
+        assert code == 0, out
+        print(f"reset to empty in ZooKeeper mode: {out['took_ms']} ms")
+        emptied = out["emptied"]
+        assert emptied["topics_deleted"] == ["zk-compact", "zk-ctl"] and emptied["users_deleted"] == ["alice"]
+        assert out["errors"] == [] and control(url, "requests")[1]["requests"] == []
+        groups = {g for e in c.empty().values() for g in e["groups_deleted"]} | set(emptied["groups_deleted"])
+        assert "zk-g" in groups  # (and the compaction check's consumer's, which committed)
+        assert [t for t in admin.list_topics(timeout=10).topics if not t.startswith("__")] == []
+        assert admin.list_consumer_groups().result(10).valid == []
+        assert admin.describe_user_scram_credentials().result(10) == {}
+        # the name is free at once (its deletion finished, not only begun)
+        admin.create_topics([NewTopic("zk-ctl", num_partitions=1, replication_factor=3)])["zk-ctl"].result(30)
 
 
 def _state(url: str):
@@ -182,7 +201,7 @@ def _state(url: str):
     ("POST", "/v1/errors", {"api": "Produce", "error": 6, "count": -2}, 400, "count must be >= -1"),
     ("POST", "/v1/errors", {"api": "Produce", "errors": []}, 400, "must have 1..1000 items"),
     ("POST", "/v1/errors", {"api": "Produce", "error": 6, "errors": [6]}, 400, "give error (one) or errors"),
-    ("POST", "/v1/errors", {"api": "Metadata", "error": 6, "topic": "t"}, 400, "per-partition errors are for"),
+    ("POST", "/v1/errors", {"api": "JoinGroup", "error": 6, "topic": "t"}, 400, "per-partition errors are for"),
     ("POST", "/v1/versions", {"api": "Fetch", "max_version": 3}, 400, "leave none"),
     ("POST", "/v1/versions", {"api": "LeaderAndIsr", "max_version": 7}, 400, "not served to clients"),
     ("POST", "/v1/versions", {"api": "Fetch"}, 400, "give max_version"),
@@ -253,7 +272,11 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
                 ["groups", "--group", "g"], ["groups"], ["leader", "t", "0", "2"],
                 ["brokers"], ["coordinator", "g", "2"], ["coordinator", "tx", "2", "--transactional"],
                 ["pause-replication", "2"], ["resume-replication", "2"], ["stop", "2"], ["start", "2"], ["compact"], ["compact", "--topic", "t", "--partition", "0"],
-                ["retention", "--topic", "t", "--advance-ms", "1000"]]
+                ["retention", "--topic", "t", "--advance-ms", "1000"], ["cut-replication", "3", "1"],
+                ["heal-replication", "3", "1"], ["replication"], ["leaderless", "t", "0"], ["leaderless"],
+                ["restore-leader"], ["restore-leader", "t"], ["restore-leader", "t", "0"], ["clock"],
+                ["clock", "--advance-ms", "1000", "--broker", "1"],
+                ["error", "Metadata", "LEADER_NOT_AVAILABLE", "--topic", "t"]]
     actions = parser._subparsers._group_actions[0].choices["control"]._subparsers._group_actions[0].choices
     assert {c[0] for c in commands} == set(actions), "a CLI sub-command this test does not check"
     for argv in commands:

@@ -267,7 +267,8 @@ def three(request):
 
 def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
     """`kafkite control leader T 0 B` while an idempotent acks=all producer runs: the leader moves (its epoch up),
-    the producer follows it without an error, and every acknowledged record is read back exactly once."""
+    the producer follows it without an error; `leaderless T 0` takes the leader away for half a second and
+    `restore-leader T 0` brings one back; every acknowledged record is read back exactly once."""
     bs, leader, isr, url, not_controller, cluster = three
     topic = topic_name("moving")
     _create(bs, topic, 1, 3, **{"min.insync.replicas": "2"})
@@ -283,6 +284,16 @@ def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
             wait_until(lambda: leader(topic) == new, 30, what=f"broker {new} leads")
             n = len(t.acked)
             wait_until(lambda: len(t.acked) >= n + 50, 30, what="traffic after the move")
+        # leaderless for half a second (the producer's requests answered NOT_LEADER_OR_FOLLOWER, its records
+        # waiting), then restored: a live ISR member leads and the traffic goes on
+        ok(control(url, "leaderless", topic, "0"))
+        wait_until(lambda: leader(topic) == -1, 30, what="no leader")
+        time.sleep(0.5)
+        assert ok(control(url, "leaderless"))["leaderless"] == [{"topic": topic, "partition": 0}]
+        ok(control(url, "restore-leader", topic, "0"))
+        wait_until(lambda: leader(topic) > 0, 30, what="a leader again")
+        n = len(t.acked)
+        wait_until(lambda: len(t.acked) >= n + 50, 30, what="traffic after the restore")
     assert t.failed == []
     got = [v for _, v in consume(bs, topic, [0], len(t.acked), timeout=60)]
     assert sorted(got) == sorted(t.acked) and len(set(got)) == len(got)
@@ -296,6 +307,12 @@ def test_a_leader_moved_with_acks_all_traffic_running_loses_nothing(three):
         wait_until(lambda: leader(topic) == new, 30, what=f"broker {new} leads")
         code, out = control(not_controller, "leader", topic, "0", str(cur))
         assert code == 1 and "not the controller" in out["error"]
+        code, out = control(not_controller, "leaderless", topic, "0")
+        assert code == 1 and "not the controller" in out["error"] and leader(topic) == new
+        assert cluster.make_leaderless(topic, 0)["leaderless"] == [{"topic": topic, "partition": 0}]
+        wait_until(lambda: leader(topic) == -1, 30, what="no leader")
+        assert cluster.restore_leader()["leaderless"] == []
+        wait_until(lambda: leader(topic) > 0, 30, what="a leader again")
 
 
 def test_fetch_capped_and_join_group_held_on_a_zookeeper_process_cluster(kafkite_zookeeper):
@@ -395,7 +412,8 @@ def test_a_coordinator_moved_and_an_isr_shrunk_over_http():
 
 def test_a_coordinator_moved_and_an_isr_shrunk_on_a_zookeeper_process_cluster(kafkite_zookeeper):
     """ZooKeeper mode: the controller's control listener moves a group's coordinator; a follower's own listener
-    pauses its replication (it leaves the ISR in the controller's metadata) and resumes it."""
+    pauses its replication (it leaves the ISR in the controller's metadata) and resumes it, the other follower's cuts
+    its link to the leader and heals it."""
     import uuid
     from kafka import KafkaConsumer
     from kafkite.testing.process_cluster import ProcessCluster
@@ -433,10 +451,15 @@ def test_a_coordinator_moved_and_an_isr_shrunk_on_a_zookeeper_process_cluster(ka
 
         def isr():
             return c.metadata_view(c.controller_id)["topics"][topic][0][2]
+        other = next(b for b in (1, 2, 3) if b not in (leader, follower))  # its link to the leader cut meanwhile
         ok(control(c.control_url(follower), "pause-replication", str(follower)))
+        out = ok(control(c.control_url(other), "cut-replication", str(other), str(leader)))
+        assert out["replication"] == [{"broker": other, "paused": False, "cut_from": [leader]}]
         _produce(bs, topic, [(None, b"b")])
-        c.wait_until(lambda: follower not in isr(), 20, f"broker {follower} out of the ISR")
+        c.wait_until(lambda: follower not in isr() and other not in isr(), 20, f"brokers {follower}, {other} out of "
+                     "the ISR")
         ok(control(c.control_url(follower), "resume-replication", str(follower)))
-        c.wait_until(lambda: follower in isr(), 20, f"broker {follower} back in the ISR")
+        ok(control(c.control_url(other), "heal-replication", str(other), str(leader)))
+        c.wait_until(lambda: follower in isr() and other in isr(), 20, f"brokers {follower}, {other} back in the ISR")
         code, out = control(c.control_url(follower), "pause-replication", str(leader))  # another process's broker
         assert code == 1 and f"unknown broker {leader}" in out["error"]

@@ -70,7 +70,7 @@ def test_until_cleared_filters_and_removal_by_id():
 @pytest.mark.parametrize("bad", [dict(count=0), dict(count=-2), dict(topic="t"), dict(partition=0)])
 def test_refused_rules(bad):
     with pytest.raises(ValueError):
-        Faults().inject_error("Metadata", 6, **bad)
+        Faults().inject_error("JoinGroup", 6, **bad)  # no topics in JoinGroup
 
 
 def test_version_caps_per_broker_and_removal():

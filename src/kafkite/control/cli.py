@@ -13,7 +13,10 @@ printed on stderr with exit code 1.
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
     kafkite control --url ... brokers | stop BROKER | start BROKER | coordinator GROUP BROKER
-    kafkite control --url ... pause-replication BROKER | resume-replication BROKER
+    kafkite control --url ... pause-replication BROKER | resume-replication BROKER | replication
+    kafkite control --url ... cut-replication FOLLOWER LEADER | heal-replication FOLLOWER LEADER
+    kafkite control --url ... leaderless TOPIC PARTITION | leaderless | restore-leader [TOPIC [PARTITION]]
+    kafkite control --url ... clock [--advance-ms MS] [--broker B]
     kafkite control --url ... compact [--topic t] [--partition p] | retention [--topic t] [--advance-ms MS]
     kafkite control --url ... call POST /v1/errors '{"api": "Produce", "error": 6}'
 """
@@ -44,7 +47,7 @@ def add_subparser(sub) -> None:
     e.add_argument("--version", type=int, help="only requests of this API version")
     e.add_argument("--client-id", help="only requests with this client id")
     e.add_argument("--topic", help="Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: only this topic's "
-                                        "partitions answer the error")
+                                   "partitions answer the error; Metadata: this topic's entry")
     e.add_argument("--partition", type=int, help="with --topic: only this partition")
     d = act.add_parser("drop", help="close the connection of an API's next requests, after handling them")
     d.add_argument("api")
@@ -89,6 +92,22 @@ def add_subparser(sub) -> None:
     for name in ("pause-replication", "resume-replication"):
         pr = act.add_parser(name, help="a broker's followers stop fetching (it leaves the ISRs) / fetch again")
         pr.add_argument("broker", type=int)
+    for name, what in (("cut-replication", "FOLLOWER stops fetching from LEADER only (it leaves LEADER's ISRs)"),
+                       ("heal-replication", "FOLLOWER fetches from LEADER again")):
+        cr = act.add_parser(name, help=what)
+        cr.add_argument("follower", type=int)
+        cr.add_argument("leader", type=int)
+    act.add_parser("replication", help="each broker's replication: paused, the leaders it is cut from")
+    ll = act.add_parser("leaderless", help="make a partition leaderless: leaderless TOPIC PARTITION (no arguments: "
+                                           "the partitions kept leaderless)")
+    ll.add_argument("topic", nargs="?")
+    ll.add_argument("partition", type=int, nargs="?")
+    rl = act.add_parser("restore-leader", help="leaderless partitions (of TOPIC, or that one, or all) elect a leader")
+    rl.add_argument("topic", nargs="?")
+    rl.add_argument("partition", type=int, nargs="?")
+    ck = act.add_parser("clock", help="the brokers' log clocks; --advance-ms moves them forward")
+    ck.add_argument("--advance-ms", type=int)
+    ck.add_argument("--broker", type=int)
     act.add_parser("brokers", help="this process's brokers (live or stopped) and the controller")
     for name, what in (("stop", "stop a broker as if its process died"), ("start", "start a stopped broker again")):
         sb = act.add_parser(name, help=f"{what} (one-process clusters: kafkite serve --brokers N)")
@@ -170,6 +189,22 @@ def _request(args) -> tuple[str, str, object]:
                                              "broker": args.broker}
     if a in ("pause-replication", "resume-replication"):
         return "POST", f"/v1/replication/{a.split('-')[0]}", {"broker": args.broker}
+    if a in ("cut-replication", "heal-replication"):
+        return "POST", f"/v1/replication/{a.split('-')[0]}", {"follower": args.follower, "leader": args.leader}
+    if a == "replication":
+        return "GET", "/v1/replication", None
+    if a == "leaderless":
+        if args.topic is None:
+            return "GET", "/v1/leaderless", None
+        if args.partition is None:
+            raise SystemExit("leaderless takes TOPIC PARTITION")
+        return "POST", "/v1/leaderless", {"topic": args.topic, "partition": args.partition}
+    if a == "restore-leader":
+        return "DELETE", "/v1/leaderless", {"topic": args.topic, "partition": args.partition}
+    if a == "clock":
+        if args.advance_ms is None:
+            return "GET", "/v1/clock", None
+        return "POST", "/v1/clock", {"advance_ms": args.advance_ms, "broker": args.broker}
     if a == "brokers":
         return "GET", "/v1/brokers", None
     if a in ("stop", "start"):
@@ -196,7 +231,11 @@ def _request(args) -> tuple[str, str, object]:
 
 
 def run(args) -> int:
-    call = _request(args)
+    try:
+        call = _request(args)
+    except SystemExit as exc:  # arguments that make no request: the error as JSON too
+        print(json.dumps({"error": str(exc)}), file=sys.stderr)
+        return 1
     try:
         status, out = _call(args.url, args.token, *call)
     except OSError as exc:

@@ -35,8 +35,9 @@ from kafka.protocol.api_key import ApiKey
 from ..wire.errors import E, kafka_name
 from . import responses
 
-# the APIs per-partition errors apply to (kfake's Fault: also ShareFetch, ShareAcknowledge, not served here)
-PARTITION_APIS = (ApiKey.Produce, ApiKey.Fetch, ApiKey.ListOffsets, ApiKey.OffsetForLeaderEpoch)
+# the APIs per-partition errors apply to (kfake's Fault: also ShareFetch, ShareAcknowledge, not served here), and
+# Metadata, whose topic (or partition) entries carry the error (librdkafka's rd_kafka_mock_topic_set_error)
+PARTITION_APIS = (ApiKey.Produce, ApiKey.Fetch, ApiKey.ListOffsets, ApiKey.OffsetForLeaderEpoch, ApiKey.Metadata)
 
 
 def api_key(api) -> int:
@@ -188,7 +189,8 @@ class Faults:
         """`error`: one code, or a sequence answered in turn (0, NONE, lets that request through). `count`: how
         many times (a sequence: how many times over); -1 until cleared. With `topic` (and `partition`, else
         every partition of it), Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: those partitions answer the error,
-        the others are served. Returns the rule's id."""
+        the others are served; Metadata: the topic's entry (with `partition`, that partition's) answers it, in the
+        answers that list the topic (those naming it, and those for every topic). Returns the rule's id."""
         key = api_key(api)
         errors = [error_code(e) for e in error] if isinstance(error, (list, tuple)) else [error_code(error)]
         if not errors:

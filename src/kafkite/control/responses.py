@@ -1,7 +1,10 @@
 """Responses the control model answers with: a whole request failed with an error (built the way each API's
-response carries it), a partition's error inside an otherwise served Produce or Fetch, and KIP-511's answer to an
-ApiVersions above the (capped) versions."""
+response carries it), a partition's error inside an otherwise served Produce, Fetch, ListOffsets or
+OffsetForLeaderEpoch, a topic's (or partition's) error inside an otherwise served Metadata, and KIP-511's answer to
+an ApiVersions above the (capped) versions."""
 from __future__ import annotations
+
+import uuid
 
 from kafka.protocol.api_key import ApiKey
 
@@ -74,7 +77,28 @@ def _named(ctx):
             for ft in body.topics for fp in ft.partitions]
 
 
+def _metadata_topics(ctx) -> list[str]:
+    """The topics a Metadata answer lists: those it names (by name, or by id from v10), or every topic."""
+    md = ctx.broker.metadata
+    if ctx.body.topics is None or (ctx.version == 0 and not ctx.body.topics):
+        return list(md.topics)
+    out = []
+    for rt in ctx.body.topics:
+        if rt.name is not None:
+            out.append(rt.name)
+        else:
+            t = md.topic_by_id(getattr(rt, "topic_id", None))
+            if t is not None:
+                out.append(t.name)
+    return out
+
+
 def names_partition(ctx, topic: str, partition: int | None) -> bool:
+    if ctx.request.api_key == ApiKey.Metadata:
+        if topic not in _metadata_topics(ctx):
+            return False
+        info = ctx.broker.metadata.topic(topic)
+        return partition is None or (info is not None and 0 <= partition < len(info.partitions))
     return any(t == topic and partition in (None, p) for t, _, p in _named(ctx))
 
 
@@ -83,6 +107,8 @@ def strip_partition(ctx, topic: str, partition: int | None, error: int) -> list[
     broker refuses a partition); a Fetch keeps them (its session too) and answers at once, as Kafka does when
     a partition has an error; ListOffsets and OffsetForLeaderEpoch read them, and their answer is replaced.
     -> [(topic, topic id, partition, error)]"""
+    if ctx.request.api_key == ApiKey.Metadata:  # the answer is patched: the topic's (or partition's) entry
+        return [(topic, None, partition, error)]
     hit = [(t, tid, p, error) for t, tid, p in _named(ctx) if t == topic and partition in (None, p)]
     body = ctx.body
     if ctx.request.api_key == ApiKey.Produce:
@@ -109,6 +135,9 @@ def add_partition_errors(ctx, response, errors: list[tuple[str, object, int, int
                 index=index, error_code=err, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
                 record_errors=[], error_message=None))
         return
+    if ctx.request.api_key == ApiKey.Metadata:
+        _metadata_errors(response, errors)
+        return
     if ctx.request.api_key in (ApiKey.ListOffsets, ApiKey.OffsetForLeaderEpoch):
         lo = ctx.request.api_key == ApiKey.ListOffsets
         failed = {(name, index): err for name, _, index, err in errors}
@@ -133,3 +162,25 @@ def add_partition_errors(ctx, response, errors: list[tuple[str, object, int, int
         t.partitions = [failed if p.partition_index == index else p for p in t.partitions]
         if not any(p is failed for p in t.partitions):
             t.partitions.append(failed)
+
+
+# a partition without a leader as Kafka's metadata cache lists it (the leader -1)
+_NO_LEADER = (E.LEADER_NOT_AVAILABLE, E.LISTENER_NOT_FOUND)
+
+
+def _metadata_errors(response, errors: list[tuple[str, object, int | None, int]]) -> None:
+    """A topic's error as Kafka answers one (LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION,
+    TOPIC_AUTHORIZATION_FAILED, ...): its entry with the error, no topic id, no partitions; a partition's error in
+    its entry (LEADER_NOT_AVAILABLE and LISTENER_NOT_FOUND with leader -1, as for an offline partition)."""
+    for name, _, index, err in errors:
+        for t in response.topics:
+            if t.name != name:
+                continue
+            if index is None:
+                t.error_code, t.partitions, t.is_internal, t.topic_id = err, [], False, uuid.UUID(int=0)
+                continue
+            for p in t.partitions:
+                if p.partition_index == index:
+                    p.error_code = err
+                    if err in _NO_LEADER:
+                        p.leader_id = -1

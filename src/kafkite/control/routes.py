@@ -45,7 +45,8 @@ ROUTES: dict[str, dict[str, Route]] = {
     "/v1/faults": {"GET": Route("every control in force", "state"),
                    "DELETE": Route("remove every control (holds release what they held); the log stays", "clear")},
     "/v1/reset": {"POST": Route("remove every control and empty the request log; with data: also every topic, group, "
-                                "ACL and SCRAM user (one-process clusters)", "reset",
+                                "ACL and SCRAM user (ZooKeeper mode: topics, ACLs, users cluster-wide, the groups "
+                                "this broker coordinates)", "reset",
                                 _obj({"data": {"type": "boolean", "description": "empty the brokers too"}}))},
     "/v1/errors": {
         "GET": Route("the error rules in force", "state"),
@@ -100,6 +101,16 @@ ROUTES: dict[str, dict[str, Route]] = {
                                                                                                   "minimum": 0},
                                                        "broker": {"type": "integer", "minimum": 0}},
                                                       ("topic", "partition", "broker")))},
+    "/v1/leaderless": {
+        "GET": Route("the partitions kept leaderless", "leaderless"),
+        "POST": Route("make a partition leaderless, as when no ISR member is live: leader -1 at a new leader epoch "
+                      "(Metadata: LEADER_NOT_AVAILABLE; Produce, Fetch: NOT_LEADER_OR_FOLLOWER) until restored "
+                      "(one-process clusters and single brokers; ZooKeeper mode: the controller's listener)",
+                      "make_leaderless", _obj({"topic": {"type": "string"}, "partition": {"type": "integer",
+                                                                                            "minimum": 0}},
+                                              ("topic", "partition"))),
+        "DELETE": Route("restore leaderless partitions (of topic, or that one, or all): the first live ISR member "
+                        "leads", "restore_leader", _obj({"topic": _OPT_STR, "partition": _OPT_INT}))},
     "/v1/coordinators": {"POST": Route("make a broker the coordinator of a group (or transactional id): it leads that "
                                        "key's __consumer_offsets (__transaction_state) partition", "move_coordinator",
                                        _obj({"group": _OPT_STR, "transactional_id": _OPT_STR,
@@ -109,6 +120,22 @@ ROUTES: dict[str, dict[str, Route]] = {
                                             _obj({"broker": _TARGET}, ("broker",)))},
     "/v1/replication/resume": {"POST": Route("the broker's followers fetch again, catch up and rejoin the ISRs",
                                              "resume_replication", _obj({"broker": _TARGET}, ("broker",)))},
+    "/v1/replication": {"GET": Route("each replicating broker of this process: paused, the leaders it is cut from",
+                                     "replication")},
+    "/v1/replication/cut": {"POST": Route("broker follower stops fetching from broker leader only (the others it "
+                                          "goes on copying): after replica.lag.time.max.ms it leaves that leader's "
+                                          "ISRs (ZooKeeper mode: the follower's listener)", "cut_replication",
+                                          _obj({"follower": _TARGET, "leader": {"type": "integer", "minimum": 0}},
+                                               ("follower", "leader")))},
+    "/v1/replication/heal": {"POST": Route("the follower fetches from the leader again, catches up and rejoins",
+                                           "heal_replication", _obj({"follower": _TARGET,
+                                                                     "leader": {"type": "integer", "minimum": 0}},
+                                                                    ("follower", "leader")))},
+    "/v1/clock": {"GET": Route("each broker's log clock: the wall clock plus what it was advanced by", "clock"),
+                  "POST": Route("move the log clock forward (of this process's brokers, or one): what retention, "
+                                "compaction, segment.ms and LogAppendTime read", "advance_clock",
+                                _obj({"advance_ms": {"type": "integer", "minimum": 0, "maximum": 10 ** 13},
+                                      "broker": _BROKER}, ("advance_ms",)))},
     "/v1/brokers": {"GET": Route("this process's brokers: live or stopped, port; the controller", "brokers_view")},
     "/v1/brokers/stop": {"POST": Route("stop a broker as if its process died (one-process clusters); answers once it "
                                        "is out of the cluster", "stop_broker", _obj({"broker": _TARGET}, ("broker",)))},
@@ -210,8 +237,9 @@ def openapi(routes: dict[str, dict[str, Route]] = ROUTES) -> dict:
         paths[path] = ops
     return {"openapi": "3.1.0",
             "info": {"title": "Kafkite control plane", "version": "1",
-                     "description": "a broker's test controls: errors, drops, latency, holds, version caps, and "
-                                    "its request log"},
+                     "description": "a broker's test controls: errors, drops, latency, holds, version caps, "
+                                    "topology (leaders, leaderless partitions, replication, brokers), the log clock, "
+                                    "data (compaction, retention, reset), and its request log"},
             "paths": paths,
             "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                                                           "description": "with kafkite serve --control-token"}}}}
@@ -281,6 +309,8 @@ class ControlApp:
         return self.faults.state()
 
     def reset(self, body, query, path):
+        if body.get("data") and self._zk_mode():
+            return self._reset_zk_data()
         if body.get("data"):
             views.can_empty(self._brokers())  # a ValueError (400) before anything changed
             return self._reset_data()
@@ -292,6 +322,19 @@ class ControlApp:
         t0 = time.perf_counter()
         self.faults.clear()  # holds let their requests go before the topics go
         emptied = await views.empty(self._brokers())
+        self.faults.reset()
+        return {**self.faults.state(), "emptied": emptied, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+
+    def _zk_mode(self) -> bool:
+        brokers = self._brokers()
+        return bool(brokers) and brokers[min(brokers)].state.zk is not None
+
+    async def _reset_zk_data(self):
+        import time
+        from . import zk_reset
+        t0 = time.perf_counter()
+        self.faults.clear()  # holds let their requests go before the topics go
+        emptied = await zk_reset.empty(self._brokers())
         self.faults.reset()
         return {**self.faults.state(), "emptied": emptied, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
@@ -426,13 +469,45 @@ class ControlApp:
         return body.get("topic"), body.get("partition")
 
     async def compact(self, body, query, path):
-        from ..server.context import now_ms
-        return {"compacted": await views.compact(self._brokers(), *self._where(body), now_ms())}
+        return {"compacted": await views.compact(self._brokers(), *self._where(body))}
 
     def retention(self, body, query, path):
-        from ..server.context import now_ms
-        return {"retention": views.apply_retention(self._brokers(), *self._where(body),
-                                                   now_ms() + body.get("advance_ms", 0))}
+        return {"retention": views.apply_retention(self._brokers(), *self._where(body), body.get("advance_ms", 0))}
+
+    def clock(self, body, query, path):
+        return {"clock": views.clock(self._brokers())}
+
+    def advance_clock(self, body, query, path):
+        return {"clock": views.advance_clock(self._brokers(), body["advance_ms"], self._broker(body.get("broker")))}
+
+    def leaderless(self, body, query, path):
+        return {"leaderless": views.leaderless(self._brokers())}
+
+    async def make_leaderless(self, body, query, path):
+        await views.make_leaderless(self._brokers(), body["topic"], body["partition"])
+        return {"partitions": [p for p in views.partitions(self.brokers(), body["topic"])
+                               if p["partition"] == body["partition"]], "leaderless": views.leaderless(self.brokers())}
+
+    async def restore_leader(self, body, query, path):
+        topic, partition = self._where(body)
+        await views.restore_leader(self._brokers(), topic, partition)
+        return {"partitions": [p for p in views.partitions(self.brokers(), topic)
+                               if partition in (None, p["partition"])] if topic is not None else [],
+                "leaderless": views.leaderless(self.brokers())}
+
+    def replication(self, body, query, path):
+        return views.replication_state(self._brokers())
+
+    def _cut(self, body, cut: bool):
+        follower = self._broker(body["follower"])
+        leader = body["leader"] if self._zk_mode() else self._broker(body["leader"])  # ZooKeeper: another process's
+        return views.cut_replication(self._brokers(), follower, leader, cut)
+
+    def cut_replication(self, body, query, path):
+        return self._cut(body, True)
+
+    def heal_replication(self, body, query, path):
+        return self._cut(body, False)
 
     async def move_coordinator(self, body, query, path):
         from ..coordinator.hashing import partition_for

@@ -1,7 +1,8 @@
 """Views of this process's brokers for the control plane (GET /v1/partitions, GET /v1/groups): what a test would
-otherwise dig out of broker objects; and the one topology control served over HTTP, moving a partition's leader
-(POST /v1/leaders). Run on the brokers' own event loop (the HTTP listener runs there; the in-process API goes
-through KafkiteCluster.call)."""
+otherwise dig out of broker objects; and the controls that act on the brokers: a partition's leader moved or
+taken away (POST /v1/leaders, /v1/leaderless), replication cut between two brokers (POST /v1/replication/cut),
+the log clock advanced (POST /v1/clock), compaction and retention now, reset to empty. Run on the brokers' own
+event loop (the HTTP listener runs there; the in-process API goes through KafkiteCluster.call)."""
 from __future__ import annotations
 
 from .model import error_name
@@ -52,6 +53,38 @@ async def move_leader(brokers: dict, topic: str, partition: int, broker_id: int)
     mode, this broker when it is the controller: the new state node is written to ZooKeeper and LeaderAndIsr and
     UpdateMetadata sent, as for a preferred-replica election (ask the controller's control listener:
     `ProcessCluster.move_leader` does)."""
+    await _on_controller(brokers, "move_leader", topic, partition, broker_id)
+
+
+async def make_leaderless(brokers: dict, topic: str, partition: int) -> None:
+    """The partition goes offline (leader -1 at a new leader epoch, its ISR kept), as when no ISR member is live:
+    Metadata lists it with leader -1 and LEADER_NOT_AVAILABLE, Produce and Fetch to its replicas answer
+    NOT_LEADER_OR_FOLLOWER; it stays so until `restore_leader` (or a leader move), whatever brokers come and go."""
+    await _on_controller(brokers, "make_leaderless", topic, partition)
+
+
+async def restore_leader(brokers: dict, topic: str | None, partition: int | None) -> None:
+    """The leaderless partitions (of topic, or that one) elect a leader again: the first live ISR member."""
+    await _on_controller(brokers, "restore_leader", topic, partition)
+
+
+def leaderless(brokers: dict) -> list[dict]:
+    """The partitions kept leaderless, as this process's controller knows them."""
+    state = brokers[min(brokers)].state if brokers else None
+    if state is None:
+        return []
+    controller = state.active_controller() if state.zk is None else state.zk.controller
+    if controller is None:
+        return []
+    return [{"topic": t, "partition": p} for t, p in sorted(controller.leaderless) if controller.held_leaderless(t, p)]
+
+
+async def _on_controller(brokers: dict, action: str, *args) -> None:
+    """A controller action (Controller.<action>) on the active controller of this process's one-process cluster,
+    or in ZooKeeper mode on this broker's when it is the controller (on its controller thread; its writes to
+    ZooKeeper are fenced by the controller epoch)."""
+    if not brokers:
+        raise ValueError("no broker of this process is running")
     state = brokers[min(brokers)].state
     if state.zk is not None:
         zk = state.zk
@@ -59,12 +92,67 @@ async def move_leader(brokers: dict, topic: str, partition: int, broker_id: int)
         if controller is None or not controller.active:
             raise ValueError(f"broker {min(brokers)} is not the controller: ask the controller's control listener "
                              "(GET /v1/brokers names it)")
-        await zk.call(lambda: controller.guarded(controller.move_leader, topic, partition, broker_id))
+        await zk.call(lambda: controller.guarded(getattr(controller, action), *args))
         return
     controller = state.active_controller()
     if controller is None:
         raise ValueError("no active controller in this process")
-    controller.move_leader(topic, partition, broker_id)
+    getattr(controller, action)(*args)
+
+
+# -- replication cut between two brokers -------------------------------------------------------------------------
+def _replication(brokers: dict, broker_id: int):
+    b = brokers.get(broker_id)
+    if b is None or b.replicas is None or not b.replicated or b.replicas.replication is None:
+        raise ValueError(f"broker {broker_id} does not replicate (a single broker)")
+    return b.replicas.replication
+
+
+def cut_replication(brokers: dict, follower: int, leader: int, cut: bool = True) -> dict:
+    """Broker `follower`'s replica fetchers stop fetching from broker `leader` (only: it goes on copying from the
+    others), as if the link between them were cut; the leader's ISRs drop it after replica.lag.time.max.ms. With
+    cut=False the link heals: it catches up and rejoins."""
+    if follower == leader:
+        raise ValueError("a broker does not replicate from itself")
+    r = _replication(brokers, follower)
+    (r.cut_from if cut else r.heal_from)(leader)
+    return replication_state(brokers)
+
+
+def replication_state(brokers: dict) -> dict:
+    """Each replicating broker of this process: paused, and the leaders it is cut from."""
+    out = []
+    for bid, b in sorted(brokers.items()):
+        r = b.replicas.replication if b.replicas is not None and b.replicated else None
+        if r is not None:
+            out.append({"broker": bid, "paused": r.paused, "cut_from": sorted(r.cut)})
+    return {"replication": out}
+
+
+# -- the log clock --------------------------------------------------------------------------------------------------
+def clock(brokers: dict) -> list[dict]:
+    """Each broker's log clock: the wall clock plus what it was advanced by."""
+    out = []
+    for bid, b in sorted(brokers.items()):
+        rm = b.replicas
+        if rm is not None:
+            out.append({"broker": bid, "advanced_ms": rm.clock_advanced_ms, "now_ms": rm.log_now_ms()})
+    return out
+
+
+def advance_clock(brokers: dict, ms: int, broker_id: int | None = None) -> list[dict]:
+    """Move the log clock of this process's brokers (or one) `ms` ahead: what retention, the log cleaner, segment
+    rolls (segment.ms) and LogAppendTime read; the other timers (sessions, replication lag, quotas) keep the wall
+    clock. It only goes forward."""
+    if ms < 0:
+        raise ValueError("the log clock only goes forward: advance_ms >= 0")
+    done = set()
+    for bid, b in sorted(brokers.items()):
+        rm = b.replicas
+        if broker_id in (None, bid) and rm is not None and id(rm) not in done:
+            done.add(id(rm))
+            rm.clock_advanced_ms += ms
+    return clock(brokers)
 
 
 # -- data controls: compaction and retention now (kfake's Compact, ApplyRetention) -----------------------------------
@@ -81,7 +169,7 @@ def _local_logs(brokers: dict, topic: str | None, partition: int | None):
                 yield bid, t, p, lg
 
 
-async def compact(brokers: dict, topic: str | None, partition: int | None, now_ms: int) -> list[dict]:
+async def compact(brokers: dict, topic: str | None, partition: int | None) -> list[dict]:
     """Clean every compacted replica (of topic/partition) from its start now, as the log cleaner would once due:
     the active segment is rolled first when it holds only records below the last stable offset, so every record
     committed so far is cleanable (Kafka never cleans the active segment; a test wants the latest value of each
@@ -94,6 +182,7 @@ async def compact(brokers: dict, topic: str | None, partition: int | None, now_m
     for bid, t, p, lg in list(_local_logs(brokers, topic, partition)):
         if not lg.config.compacted:
             continue
+        now_ms = brokers[bid].replicas.log_now_ms()
         if lg.active.size and lg.log_end_offset <= lg.last_stable_offset:
             lg._roll(now_ms)  # LocalLog's roll (as roll_if_due's), its files finished by the flush below
         target, run = lg.deferred_flush()  # finishes the roll (its index files) in the worker
@@ -111,15 +200,16 @@ async def compact(brokers: dict, topic: str | None, partition: int | None, now_m
     return out
 
 
-def apply_retention(brokers: dict, topic: str | None, partition: int | None, now_ms: int) -> list[dict]:
+def apply_retention(brokers: dict, topic: str | None, partition: int | None, advance_ms: int = 0) -> list[dict]:
     """Apply retention.ms/retention.bytes to every cleanup.policy=delete replica (of topic/partition) now, as the
-    retention check would at `now_ms` (the caller may put it ahead of the clock): closed segments past it go, and,
-    as Kafka rolls and deletes an active segment past retention.ms, an active segment whose records are all older
-    than retention.ms (and below the high watermark) goes too: the log start offset moves to its end."""
+    retention check would at the broker's log clock (or `advance_ms` past it, for this call only): closed segments
+    past it go, and, as Kafka rolls and deletes an active segment past retention.ms, an active segment whose records
+    are all older than retention.ms (and below the high watermark) goes too: the log start offset moves to its end."""
     out = []
     for bid, t, p, lg in list(_local_logs(brokers, topic, partition)):
         if "delete" not in lg.config.cleanup_policy:
             continue
+        now_ms = brokers[bid].replicas.log_now_ms() + advance_ms
         before = lg.log_start_offset
         deleted = lg.enforce_retention(now_ms)
         ret, act = lg.config.retention_ms, lg.active

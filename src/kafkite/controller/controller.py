@@ -86,8 +86,12 @@ class Controller:
 
     def __init__(self, node_id: int, store: CoordinationStore, authority: ClusterMetadata,
                  send: Callable[[int, MetadataUpdate], int], *, auto_leader_rebalance: bool = True,
-                 now_ms: Callable[[], int] = lambda: 0, unclean_default: Callable[[], bool] = lambda: False):
+                 now_ms: Callable[[], int] = lambda: 0, unclean_default: Callable[[], bool] = lambda: False,
+                 leaderless: dict | None = None):
+        """`leaderless`: the partitions kept without a leader ((topic, partition) -> topic id; a test control,
+        `make_leaderless`), shared by the controllers of one process so that the next one elected keeps them so."""
         self.node_id = node_id
+        self.leaderless: dict[tuple[str, int], object] = {} if leaderless is None else leaderless
         self.unclean_default = unclean_default  # the broker's unclean.leader.election.enable (dynamic)
         self.now_ms = now_ms
         self.store = store
@@ -191,6 +195,8 @@ class Controller:
         leader that is gone is replaced by the first live member of the ISR in assignment order. With none, the
         partition goes offline (leader -1), unless the topic's unclean.leader.election.enable (else the broker's)
         lets the first live replica out of the ISR lead: records it never got are lost, and Kafka logs it too."""
+        if topic and self.held_leaderless(topic, p.index):
+            return -1
         if p.leader_epoch < 0:
             return next((r for r in p.replicas if r in live), -1)
         if p.leader in live:
@@ -255,12 +261,42 @@ class Controller:
             raise ValueError(f"broker {broker_id} is not a live replica of {topic}-{partition}")
         if broker_id not in p.isr:
             raise ValueError(f"broker {broker_id} is not in the ISR {p.isr} of {topic}-{partition}")
+        self.leaderless.pop((topic, partition), None)  # (librdkafka's partition_set_leader brings it back too)
         if p.leader != broker_id:
             p.leader = broker_id
             p.leader_epoch += 1
             p.partition_epoch += 1
             self.authority.persist()
         self.publish()
+
+    def make_leaderless(self, topic: str, partition: int) -> None:
+        """A test control: the partition goes offline as when no ISR member is live (leader -1 at a new leader
+        epoch, the ISR kept) and stays so, whatever brokers come and go, until `restore_leader` (or move_leader)."""
+        p = self.authority.partition(topic, partition)
+        if p is None:
+            raise ValueError(f"no partition {topic}-{partition}")
+        self.leaderless[(topic, partition)] = self.authority.topic(topic).topic_id
+        if p.leader != -1:
+            log.info("partition.leader_changed", topic=topic, partition=partition, old=p.leader, new=-1,
+                     leader_epoch=p.leader_epoch + 1, reason="made leaderless")
+            p.leader = -1
+            p.leader_epoch += 1
+            p.partition_epoch += 1
+            self.authority.persist()
+        self.publish()
+
+    def restore_leader(self, topic: str | None = None, partition: int | None = None) -> None:
+        """The leaderless partition (of topic, or all) elects a leader again, as an offline partition does when an
+        ISR member comes back: the first live ISR member in assignment order."""
+        for key in [k for k in self.leaderless if topic in (None, k[0]) and partition in (None, k[1])]:
+            del self.leaderless[key]
+        self.on_brokers_changed()
+
+    def held_leaderless(self, topic: str, partition: int) -> bool:
+        """Whether make_leaderless holds this partition (of this topic, not a later one of its name)."""
+        held = self.leaderless.get((topic, partition))
+        t = self.authority.topic(topic) if held is not None else None
+        return t is not None and t.topic_id == held
 
     def check_preferred_leaders(self) -> int:
         """Give leadership back to each partition's preferred replica where it is live and in the ISR (every
@@ -272,7 +308,7 @@ class Controller:
         for t in self.authority.topics.values():
             for p in t.partitions:
                 pref = p.replicas[0] if p.replicas else -1
-                if p.leader != pref and pref in live and pref in p.isr:
+                if p.leader != pref and pref in live and pref in p.isr and not self.held_leaderless(t.name, p.index):
                     log.info("partition.preferred_leader", topic=t.name, partition=p.index, old=p.leader, new=pref)
                     p.leader, p.leader_epoch = pref, p.leader_epoch + 1
                     p.partition_epoch += 1

@@ -129,7 +129,7 @@ class Broker:
             self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver, now_ms=now_ms,
                                          auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"),
                                          unclean_default=lambda: bool(state.config.get(
-                                             "unclean.leader.election.enable")))
+                                             "unclean.leader.election.enable")), leaderless=state.leaderless)
         self.router = Router(self)
         self.groups = GroupCoordinatorService(self)
         self.transactions = TransactionCoordinatorService(self)

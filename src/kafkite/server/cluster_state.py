@@ -50,6 +50,8 @@ class ClusterState:
         self.replicas: Any = None  # the ReplicaManager of a single broker (services.attach)
         # an in-process cluster: each broker's own partitions (services.Storage, by node id), replicated between them
         self.storages: dict[int, Any] = {}
+        # the partitions a test keeps without a leader (Controller.make_leaderless), whichever broker is controller
+        self.leaderless: dict[tuple[str, int], Any] = {}
 
     async def open_zk(self) -> None:
         """ZooKeeper mode: connect and load the cluster's metadata (the authority of this broker's controller)."""

@@ -118,6 +118,12 @@ class ReplicaManager(ReplicatedPartitions):
         # the random source of the segments' roll jitter (segment.jitter.ms) in the logs opened from now on: None
         # for the `random` module; a test sets its own to make the jitter deterministic
         self.segment_rng = None
+        # the log clock (what retention, the cleaner, segment.ms rolls and LogAppendTime read): the wall clock plus
+        # this, which a test control moves forward (control/views.py advance_clock)
+        self.clock_advanced_ms = 0
+
+    def log_now_ms(self) -> int:
+        return now_ms() + self.clock_advanced_ms
 
     # -- lifecycle ------------------------------------------------------------
     def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
@@ -141,7 +147,7 @@ class ReplicaManager(ReplicatedPartitions):
         """The new logs of a topic's partitions (all, or `indexes`) made in a worker thread (server/prepared_logs.py)
         for `_open` to take; the caller holds `making_logs` and calls `discard_prepared` once it is done."""
         if not self.in_memory and not self.offline_log_dirs:
-            now = now_ms()
+            now = self.log_now_ms()
             indexes = [p.index for p in topic.partitions] if indexes is None else indexes
             await self.prepared.prepare([(topic.name, i) for i in indexes], topic.topic_id,
                                         self.logs.__contains__, lambda key: self._make_file_log(topic, key[1], now))
@@ -195,7 +201,7 @@ class ReplicaManager(ReplicatedPartitions):
         for p in topic.partitions:
             if (topic.name, p.index) not in self.logs:
                 try:
-                    self._open(topic, p.index, now_ms())
+                    self._open(topic, p.index, self.log_now_ms())
                 except OSError as exc:
                     raise self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{p.index}") from None
 
@@ -495,7 +501,7 @@ class ReplicaManager(ReplicatedPartitions):
         if target < 0:
             return E.OFFSET_OUT_OF_RANGE, -1
         try:
-            return 0, lg.delete_records_before(target, now_ms())
+            return 0, lg.delete_records_before(target, self.log_now_ms())
         except OffsetOutOfRange:
             return E.OFFSET_OUT_OF_RANGE, -1
         except OSError as exc:

@@ -59,7 +59,7 @@ class ReplicatedPartitions:
         lg = self.logs.get(key)
         if lg is None:
             try:
-                lg = self._open(topic, state.index, now_ms())
+                lg = self._open(topic, state.index, self.log_now_ms())
             except OSError as exc:
                 self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{state.index}")
                 return int(E.KAFKA_STORAGE_ERROR)
@@ -130,7 +130,7 @@ class ReplicatedPartitions:
         if lg is None:
             return None
         try:
-            res = lg.append_as_follower(data, now_ms=now_ms(), defer_flush=True)
+            res = lg.append_as_follower(data, now_ms=self.log_now_ms(), defer_flush=True)
         except OSError as exc:
             raise self.handle_log_dir_failure(exc, f"appending to {key[0]}-{key[1]} as a follower") from None
         return lg, res.last_offset

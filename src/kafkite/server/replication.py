@@ -69,11 +69,12 @@ class InterBrokerClient:
         self._stream: trio.SocketStream | None = None
         self._reader = FrameReader()
         self._correlation = 0
+        self._scope: trio.CancelScope | None = None  # the request in flight (`abort` cuts it)
 
     async def request(self, endpoint: tuple[str, int], req, extra_timeout: float = 0.0):
         if self._stream is not None and endpoint != self.endpoint:
             await self.close()
-        with trio.fail_after(self.timeout + extra_timeout):
+        with trio.fail_after(self.timeout + extra_timeout), trio.CancelScope() as self._scope:
             if self._stream is None:
                 self._stream = (await self.security.connect(*endpoint, client_id=self.client_id)
                                 if self.security is not None else await trio.open_tcp_stream(*endpoint))
@@ -84,6 +85,12 @@ class InterBrokerClient:
             except BaseException:
                 await self.close()
                 raise
+        raise ConnectionError("the link to the leader was cut (a test fault)")  # aborted: nothing was read
+
+    def abort(self) -> None:
+        """The request in flight fails (ConnectionError) and its connection closes: a test fault's cut link."""
+        if self._scope is not None:
+            self._scope.cancel()
 
     async def close(self) -> None:
         if self._stream is not None:
@@ -105,6 +112,7 @@ class _Fetcher:
     partitions: dict[Key, _FetchState] = field(default_factory=dict)
     running: bool = False
     wake: trio.Event = field(default_factory=trio.Event)
+    client: InterBrokerClient | None = None
 
 
 class Replication:
@@ -128,6 +136,7 @@ class Replication:
         self._proposals: dict[Key, tuple[int, list[int], int]] = {}  # key -> (leader epoch, ISR, partition epoch)
         self._proposed = trio.Event()
         self._resumed: trio.Event | None = None  # set while paused (a test fault), set when resumed
+        self.cut: dict[int, trio.Event] = {}  # a test fault: leader -> set when this broker may fetch from it again
 
     # -- a test fault: this broker's followers stop fetching (the leaders see them fall behind) --------
     def pause(self) -> None:
@@ -144,6 +153,21 @@ class Replication:
     @property
     def paused(self) -> bool:
         return self._resumed is not None
+
+    def cut_from(self, leader: int) -> None:
+        """A test fault: this broker's fetchers stop fetching from `leader` only (the link between the two cut)."""
+        if leader not in self.cut:
+            self.cut[leader] = trio.Event()
+            log.info("replica_fetchers.cut", broker=self.node_id, leader=leader)
+        for f in self.fetchers.values():  # what is in flight is lost with the link
+            if f.leader == leader and f.client is not None:
+                f.client.abort()
+
+    def heal_from(self, leader: int) -> None:
+        healed = self.cut.pop(leader, None)
+        if healed is not None:
+            healed.set()
+            log.info("replica_fetchers.healed", broker=self.node_id, leader=leader)
 
     @property
     def rm(self):
@@ -186,11 +210,14 @@ class Replication:
         return None if info is None else inter_broker_endpoint(vars(info), self.security.listener)
 
     async def _fetcher(self, f: _Fetcher) -> None:
-        client = InterBrokerClient(self.node_id, self.socket_timeout, self.security)
+        client = f.client = InterBrokerClient(self.node_id, self.socket_timeout, self.security)
         try:
             while f.partitions:
                 if self._resumed is not None:
                     await self._resumed.wait()
+                    continue
+                if f.leader in self.cut:
+                    await self.cut[f.leader].wait()
                     continue
                 endpoint = self._endpoint(f.leader)
                 if endpoint is None:

@@ -162,6 +162,33 @@ class KafkiteCluster(TrioThread):
     def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
         self.call(lambda: self.state.active_controller().move_leader(topic, partition, broker_id))
 
+    def make_leaderless(self, topic: str, partition: int) -> None:
+        """POST /v1/leaderless: the partition has no leader (leader -1; Metadata answers LEADER_NOT_AVAILABLE,
+        Produce and Fetch NOT_LEADER_OR_FOLLOWER) until `restore_leader`."""
+        from ..control import views
+        self.call(views.make_leaderless, self.brokers, topic, partition)
+
+    def restore_leader(self, topic: str | None = None, partition: int | None = None) -> None:
+        """DELETE /v1/leaderless: the leaderless partitions (of topic, or that one) elect a leader from their ISR."""
+        from ..control import views
+        self.call(views.restore_leader, self.brokers, topic, partition)
+
+    def cut_replication(self, follower: int, leader: int) -> None:
+        """POST /v1/replication/cut: broker `follower` stops fetching from broker `leader` only; after
+        replica.lag.time.max.ms it leaves the ISRs of the partitions `leader` leads. `heal_replication` undoes it."""
+        from ..control import views
+        self.call(views.cut_replication, self.brokers, follower, leader, True)
+
+    def heal_replication(self, follower: int, leader: int) -> None:
+        from ..control import views
+        self.call(views.cut_replication, self.brokers, follower, leader, False)
+
+    def advance_clock(self, ms: int, broker_id: int | None = None) -> list[dict]:
+        """POST /v1/clock: the brokers' (or one's) log clock `ms` ahead: retention, compaction, segment.ms and
+        LogAppendTime see the later time; sessions and timeouts keep the wall clock."""
+        from ..control import views
+        return self.call(views.advance_clock, self.brokers, ms, broker_id)
+
     def coordinator(self, group_id: str) -> int:
         from ..coordinator.hashing import partition_for
         n = self.config.get("offsets.topic.num.partitions")
@@ -217,14 +244,12 @@ class KafkiteCluster(TrioThread):
     def compact(self, topic: str | None = None, partition: int | None = None) -> list[dict]:
         """POST /v1/compact: compact every compacted replica (of topic, partition) now, committed records included."""
         from ..control import views
-        from ..server.context import now_ms
-        return self.call(lambda: views.compact(self.brokers, topic, partition, now_ms()))
+        return self.call(lambda: views.compact(self.brokers, topic, partition))
 
     def apply_retention(self, topic: str | None = None, partition: int | None = None, advance_ms: int = 0) -> list[dict]:
         """POST /v1/retention: apply retention now, or as if `advance_ms` later."""
         from ..control import views
-        from ..server.context import now_ms
-        return self.call(lambda: views.apply_retention(self.brokers, topic, partition, now_ms() + advance_ms))
+        return self.call(lambda: views.apply_retention(self.brokers, topic, partition, advance_ms))
 
     def empty(self) -> dict:
         """POST /v1/reset {"data": true} without the controls: delete every topic (but the internal ones), group,

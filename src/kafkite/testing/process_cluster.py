@@ -424,14 +424,33 @@ class ProcessCluster:
         """Make a live ISR member the partition's leader: POST /v1/leaders to the controller's control listener
         (ProcessCluster(control=True)), which writes the state node and sends LeaderAndIsr; the partition's state
         as the controller has it then. ValueError with the control plane's message when refused."""
+        body = {"topic": topic, "partition": partition, "broker": broker_id}
+        return self.control_call(self.controller_id, "POST", "/v1/leaders", body)["partitions"][0]
+
+    def make_leaderless(self, topic: str, partition: int) -> dict:
+        """POST /v1/leaderless to the controller's listener: leader -1 until `restore_leader`."""
+        return self.control_call(self.controller_id, "POST", "/v1/leaderless", {"topic": topic, "partition": partition})
+
+    def restore_leader(self, topic: str | None = None, partition: int | None = None) -> dict:
+        return self.control_call(self.controller_id, "DELETE", "/v1/leaderless", {"topic": topic, "partition": partition})
+
+    def empty(self) -> dict[int, dict]:
+        """POST /v1/reset {"data": true} to every running broker's listener (the controls and request logs go too):
+        the first deletes every topic but the internal ones, the ACLs and SCRAM users (in ZooKeeper, cluster-wide);
+        each deletes the groups it coordinates. -> each broker's answer's "emptied"."""
+        return {b: self.control_call(b, "POST", "/v1/reset", {"data": True})["emptied"]
+                for b in self.node_ids if self.is_running(b)}
+
+    def control_call(self, broker_id: int, method: str, path: str, body: dict | None = None) -> dict:
+        """A request to the broker's control listener -> its JSON answer; ValueError with the message of a 4xx."""
         import json
         import urllib.error
         import urllib.request
-        body = json.dumps({"topic": topic, "partition": partition, "broker": broker_id}).encode()
-        req = urllib.request.Request(self.control_url(self.controller_id) + "/v1/leaders", data=body, method="POST")
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.control_url(broker_id) + path, data=data, method=method)
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return json.loads(r.read())["partitions"][0]
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return json.loads(r.read())
         except urllib.error.HTTPError as exc:
             raise ValueError(json.loads(exc.read())["error"]) from None
 

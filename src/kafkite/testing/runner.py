@@ -35,11 +35,12 @@ class BrokerThread(TrioThread):
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.state: ClusterState | None = None
         self.broker: Broker | None = None
+        self.node = None
 
     async def _serve(self) -> None:
         async with open_node(self.config, data_dir=self.data_dir, in_memory=self.data_dir is None,
                              faults=self.faults) as node, trio.open_nursery() as side:
-            self.state = node.state
+            self.state, self.node = node.state, node
             self.broker = node.brokers[self.config.node_id]
             if self.control:
                 from ..control.http import ControlApp, serve_control
@@ -48,6 +49,22 @@ class BrokerThread(TrioThread):
                 self.control_url = f"http://127.0.0.1:{port}"
             await self._started()
             await trio.sleep_forever()
+
+    # -- the controls that act on the broker rather than on requests (the others: `faults`) ------------------
+    def make_leaderless(self, topic: str, partition: int) -> None:
+        """POST /v1/leaderless: the partition has no leader (Metadata: leader -1, LEADER_NOT_AVAILABLE; Produce and
+        Fetch: NOT_LEADER_OR_FOLLOWER) until `restore_leader`."""
+        from ..control import views
+        self.call(views.make_leaderless, self.node.brokers, topic, partition)
+
+    def restore_leader(self, topic: str | None = None, partition: int | None = None) -> None:
+        from ..control import views
+        self.call(views.restore_leader, self.node.brokers, topic, partition)
+
+    def advance_clock(self, ms: int) -> list[dict]:
+        """POST /v1/clock: the broker's log clock `ms` ahead (retention, compaction, segment.ms, LogAppendTime)."""
+        from ..control import views
+        return self.call(views.advance_clock, self.node.brokers, ms)
 
     @property
     def bootstrap_servers(self) -> str:

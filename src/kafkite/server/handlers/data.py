@@ -23,7 +23,7 @@ async def handle_produce(ctx: RequestContext):
     P = T.PartitionProduceResponse
     acks = body.acks
     topics = []
-    now = now_ms()
+    now = rm.log_now_ms()  # the log clock: LogAppendTime, the time index, segment.ms
     waits = []
     # Kafka's handleProduceRequest: transactional records need WRITE on the transactional id (else the whole
     # request fails), each topic WRITE (else its partitions fail)
