@@ -140,7 +140,9 @@ def test_the_last_consumer_member_leaving_downgrades_the_group_to_classic():
     assert heartbeat(rt, "a", epoch) == E.REBALANCE_IN_PROGRESS
     # the records: the consumer group's tombstones, then the classic group with the target assignment
     k, v = rt.logs[0][-1]
-    assert k == R.group_key("g") and all(v is None for _, v in rt.logs[0][-12:-1])
+    assert k == R.group_key("g")
+    # 3 members x (current assignment, target, subscription) + target epoch, partition metadata, group epoch
+    assert [v for _, v in rt.logs[0][-13:-1]] == [None] * 12 and rt.logs[0][-14][1] is not None
     _, loaded = R.decode_record(k, v)
     assert {m.member_id: sorted(p for _, ps in decode_assignment(m.assignment) for p in ps)
             for m in loaded.members} == targets
@@ -190,3 +192,24 @@ def test_classic_joins_need_a_common_protocol_and_timers_fence_classic_members()
     shard, result = rt.coordinator.leave_group(group_id="g", members=[("b", None), ("c", None)], now_ms=30000)
     assert write(rt, shard, result) == (0, [("b", None, 0), ("c", None, E.UNKNOWN_MEMBER_ID)])
     assert set(rt.group.members) == {"c"} and rt.group.group_epoch == epoch + 1
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_one_downgrades_with_its_assignment():
+    rt = make()
+    rt.hb("c", 0, instance_id="i1")
+    rejoin(rt, "a")
+    rejoin(rt, "b")
+    rt.hb("c", 4, topics=None, owned=[], instance_id="i1")
+    target_c = sorted(rt.group.target["c"][ORDERS])
+    epoch = rt.group.group_epoch
+    # the same instance restarts as a classic consumer: it takes c's place, and the group is classic again
+    j = join(rt, "k", instance_id="i1")
+    assert j.error == 0 and rt.group is None
+    cg = rt.coordinator.group("g")
+    assert cg.state == GroupState.STABLE and set(cg.members) == {"a", "b", "k"} and cg.generation == epoch
+    assert cg.static_members == {"i1": "k"}
+    assert sorted(p for _, ps in decode_assignment(cg.members["k"].assignment) for p in ps) == target_c
+    s = sync(rt, "k", cg.generation)
+    assert s.error == 0 and parts(s) == target_c
+    again = Runtime(logs=rt.logs)
+    assert again.group is None and set(again.coordinator.group("g").members) == {"a", "b", "k"}

@@ -122,12 +122,19 @@ class GroupMigration:
         return g
 
     # -- downgrade -------------------------------------------------------------------------------------
-    def downgrade(self, g: ConsumerGroup, leaving: set[str], now_ms: int) -> list | None:
-        """Kafka's validateOnlineDowngradeWithFencedMember then convertToClassicGroup: None when the group
-        stays a consumer group, else the records of the conversion (already applied in memory)."""
+    def downgrade(self, g: ConsumerGroup, leaving: set[str], now_ms: int,
+                  joining: ConsumerGroupMember | None = None) -> list | None:
+        """Kafka's validateOnlineDowngradeWithFencedMember (or, with `joining`, a classic static member
+        replacing the leaving one: validateOnlineDowngradeWithReplacedMemberId) then convertToClassicGroup:
+        None when the group stays a consumer group, else the records of the conversion (already applied in
+        memory). A member leaving starts a rebalance; a replacing one takes the leaving one's assignment."""
         if not g.all_classic_except(leaving):
             return None
         remaining = [m for mid, m in g.members.items() if mid not in leaving]
+        targets = {m.member_id: g.target.get(m.member_id, {}) for m in remaining}
+        if joining is not None:
+            remaining.append(joining)
+            targets[joining.member_id] = next((g.target.get(mid, {}) for mid in leaving), {})
         if not remaining:
             return None  # empty: it stays an (empty) consumer group
         if self._policy() not in ("downgrade", "bidirectional"):
@@ -139,7 +146,9 @@ class GroupMigration:
             return None
         gid = g.group_id
         names = {tm.topic_id: name for name, tm in g.subscription_metadata.items()}
-        records = self.consumer_group_tombstones(g)
+        # every member's records go (a replaced member's went with its replacement: the joining one's go here)
+        records = self.consumer_group_tombstones(g, [m.member_id for m in remaining] if joining is not None
+                                                 else list(g.members))
         cg = self.classic.get(gid)  # the classic group object holds the group's offsets
         if cg is None:
             cg = self.classic[gid] = Group(gid)
@@ -160,7 +169,7 @@ class GroupMigration:
                 version = version_of(cm.metadata_for(cg.protocol_name))
             except MalformedProtocol:
                 version = 0
-            cm.assignment = encode_assignment(g.target.get(cm.member_id, {}), names.get, version)
+            cm.assignment = encode_assignment(targets[cm.member_id], names.get, version)
         value = R.GroupValue(PROTOCOL_TYPE, cg.generation, cg.protocol_name, cg.leader_id, now_ms, [
             R.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                           m.session_timeout_ms, m.metadata_for(cg.protocol_name), m.assignment)
@@ -168,13 +177,14 @@ class GroupMigration:
         records.append((R.group_key(gid), R.group_value(value)))
         del self.consumer.groups[gid]
         log.info("consumer_group.downgraded", group=gid, members=len(remaining), generation=cg.generation)
-        self.membership._prepare_rebalance(cg, now_ms, f"Downgrade group {gid} from consumer to classic.")
+        if joining is None:
+            self.membership._prepare_rebalance(cg, now_ms, f"Downgrade group {gid} from consumer to classic.")
         return records
 
     @staticmethod
-    def consumer_group_tombstones(g: ConsumerGroup) -> list:
+    def consumer_group_tombstones(g: ConsumerGroup, member_ids=None) -> list:
         """Kafka's ConsumerGroup.createGroupTombstoneRecords: every member's records, then the group's."""
-        gid, mids = g.group_id, sorted(g.members)
+        gid, mids = g.group_id, sorted(g.members if member_ids is None else member_ids)
         return ([CR.tombstone(CR.CURRENT_ASSIGNMENT, gid, mid) for mid in mids]
                 + [CR.tombstone(CR.TARGET_MEMBER, gid, mid) for mid in mids]
                 + [CR.tombstone(CR.TARGET_METADATA, gid)]
@@ -226,6 +236,12 @@ class GroupMigration:
         log.info("consumer_group.classic_member_joined", group=g.group_id, member=mid, epoch=reconciled.member_epoch,
                  state=reconciled.state.name)
         resp = JoinResult(0, reconciled.member_epoch, PROTOCOL_TYPE, updated.classic.protocol_name, "", mid, [])
+        if replaced is not None:
+            # the last consumer-protocol member, static, replaced by a classic one: maybe a classic group again
+            converted = self.downgrade(g, {replaced.member_id}, now_ms, joining=reconciled)
+            if converted is not None:
+                return CoordinatorResult(records + converted, resp, replay=False,
+                                         on_failure=lambda err: JoinResult(error=err, member_id=mid))
 
         def joined() -> None:
             g.join_deadlines.pop(mid, None)
