@@ -213,3 +213,34 @@ def test_a_classic_static_member_replacing_the_last_consumer_one_downgrades_with
     assert s.error == 0 and parts(s) == target_c
     again = Runtime(logs=rt.logs)
     assert again.group is None and set(again.coordinator.group("g").members) == {"a", "b", "k"}
+
+
+def test_a_cooperative_classic_member_revokes_before_the_consumer_member_gets_its_partition():
+    """Members that report what they own (subscription v1+, as the cooperative assignors do) keep it while
+    they revoke: UNREVOKED_PARTITIONS at their old generation, told to rejoin until they let go."""
+    def coop(owned):  # as a consumer with both assignors; the first is the one its answers name
+        return [("cooperative-sticky", sub(owned=owned)), ("range", sub(owned=owned))]
+    rt = make()
+    rt.hb("c", 0)
+    g = rt.group
+    giver = next(m for m in ("a", "b") if g.target[m][ORDERS] != g.members[m].assigned[ORDERS])
+    keeper = "b" if giver == "a" else "a"
+    owned = {m: sorted(g.members[m].assigned[ORDERS]) for m in ("a", "b")}
+    kept = sorted(g.target[giver][ORDERS])
+    j = join(rt, giver, protocols=coop(owned[giver]))
+    assert (j.error, j.generation_id) == (0, 3)  # still at its epoch: it must revoke first
+    assert rt.group.members[giver].state.name == "UNREVOKED_PARTITIONS"
+    s = sync(rt, giver, 3)
+    assert s.error == E.INCONSISTENT_GROUP_PROTOCOL  # SyncGroup names the protocol its JoinGroup was given
+    shard, result = rt.coordinator.sync_group(group_id="g", generation_id=3, member_id=giver, group_instance_id=None,
+                                              protocol_type="consumer", protocol_name="cooperative-sticky",
+                                              assignments={}, now_ms=0)
+    assert parts(write(rt, shard, result)) == kept
+    assert heartbeat(rt, giver, 3) == E.REBALANCE_IN_PROGRESS
+    assert not (rt.hb("c", 4, topics=None, owned=[]).assignment or {}).get(ORDERS)  # not yet: still owned
+    j = join(rt, keeper, protocols=coop(owned[keeper]))
+    assert (j.error, j.generation_id) == (0, 4)  # nothing to give up
+    j = join(rt, giver, protocols=coop(kept))
+    assert (j.error, j.generation_id) == (0, 4) and rt.group.members[giver].state.name == "STABLE"
+    freed = set(owned[giver]) - set(kept)
+    assert rt.hb("c", 4, topics=None, owned=[]).assignment[ORDERS] == frozenset(freed)
