@@ -7,6 +7,8 @@ Every record is read exactly once across the three phases (offsets committed aft
 with group.consumer.migration.policy=disabled the consumer-protocol member is refused as Kafka refuses it."""
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -26,9 +28,17 @@ FAST = {"group.min.session.timeout.ms": "1000", "group.initial.rebalance.delay.m
 
 
 def classic_consumer(bs, group, topic):
+    """A kafka-python consumer that knows the topic's partitions before it joins: a leader that assigns
+    without them (kafka-python: "No partition metadata") rejoins at once, and that second join at times
+    stalls in kafka-python 3.0 (seen with plain classic groups too)."""
     from kafka import KafkaConsumer
-    return KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
-                         enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500)
+    c = KafkaConsumer(bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                      session_timeout_ms=6000, heartbeat_interval_ms=500)
+    deadline = time.monotonic() + 30
+    while not c.partitions_for_topic(topic) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    c.subscribe([topic])
+    return c
 
 
 def modern_consumer(bs, group, topic):
@@ -90,55 +100,61 @@ def wait_for(done, readers, got, timeout=60):
                    f"assigned {[sorted(r.assigned) for r in readers]}"
 
 
-def test_a_classic_group_upgrades_online_to_a_consumer_group_and_downgrades_back():
+@pytest.fixture(scope="module")
+def proc_broker():
+    """One broker process for the module's librdkafka group consumers (each test its own topic and group)."""
     from kafkite.testing.process import BrokerProcess
-    with BrokerProcess(overrides=FAST) as broker:
-        bs = broker.bootstrap_servers
-        create(bs, "mig", 4)
-        produced = set(produce_batch(bs, "mig", 0, 200))
-        got: list = []
-        lock = threading.Lock()
-        classic = [Reader(lambda: classic_consumer(bs, "gmig", "mig"), got, lock) for _ in range(2)]
-        modern = Reader(lambda: modern_consumer(bs, "gmig", "mig"), got, lock)
-        everyone = classic + [modern]
-        try:
-            # 1. a classic group: the two kafka-python members read everything (the second starts once the first
-            # has its partitions: two kafka-python consumers of one process joining at once at times stall, one
-            # of them never completing its SyncGroup, with or without this change)
-            classic[0].start()
-            wait_for(lambda: len(classic[0].assigned) == 4, classic, got)
-            classic[1].start()
-            wait_for(lambda: set(got) == produced and all(len(r.assigned) == 2 for r in classic), classic, got)
-            assert describe(bs, "gmig").error_code == 69  # a classic group, not a consumer group
+    with BrokerProcess(overrides=FAST) as b:
+        yield b
 
-            # 2. a consumer-protocol member joins: a consumer group of three; the classic members keep reading
-            modern.start()
-            produced |= set(produce_batch(bs, "mig", 200, 200))
 
-            def spread():
-                owned = [r.assigned for r in everyone]
-                return all(owned) and sorted(p for o in owned for p in o) == [0, 1, 2, 3]
-            wait_for(lambda: set(got) == produced and spread(), everyone, got)
-            d = describe(bs, "gmig")
-            assert (d.error_code, d.group_state) == (0, "Stable")
-            assert sorted(m.member_type for m in d.members) == [0, 0, 1]  # two classic members, one consumer
-            produced |= set(produce_batch(bs, "mig", 400, 200))
-            wait_for(lambda: set(got) == produced, everyone, got)
+def test_a_classic_group_upgrades_online_to_a_consumer_group_and_downgrades_back(proc_broker):
+    bs = proc_broker.bootstrap_servers
+    create(bs, "mig", 4)
+    produced = set(produce_batch(bs, "mig", 0, 200))
+    got: list = []
+    lock = threading.Lock()
+    classic = [Reader(lambda: classic_consumer(bs, "gmig", "mig"), got, lock) for _ in range(2)]
+    modern = Reader(lambda: modern_consumer(bs, "gmig", "mig"), got, lock)
+    everyone = classic + [modern]
+    try:
+        # 1. a classic group: the two kafka-python members read everything (the second starts once the first
+        # has its partitions: two kafka-python consumers of one process joining at once at times stall, one
+        # of them never completing its SyncGroup, with or without this change)
+        classic[0].start()
+        wait_for(lambda: len(classic[0].assigned) == 4, classic, got)
+        classic[1].start()
+        wait_for(lambda: set(got) == produced and all(len(r.assigned) == 2 for r in classic), classic, got)
+        assert describe(bs, "gmig").error_code == 69  # a classic group, not a consumer group
 
-            # 3. the consumer-protocol member leaves: a classic group again for the two classic members
-            modern.close()
-            produced |= set(produce_batch(bs, "mig", 600, 200))
-            wait_for(lambda: set(got) == produced and all(len(r.assigned) == 2 for r in classic), classic, got)
-            assert describe(bs, "gmig").error_code == 69  # classic again
+        # 2. a consumer-protocol member joins: a consumer group of three; the classic members keep reading
+        modern.start()
+        produced |= set(produce_batch(bs, "mig", 200, 200))
 
-            with lock:
-                dupes = [tp for tp, n in Counter(got).items() if n > 1]
-                assert not dupes, f"read twice: {dupes[:10]}"
-                assert len(got) == len(produced) == 800
-        finally:
-            for r in everyone:
-                if r.is_alive():
-                    r.close()
+        def spread():
+            owned = [r.assigned for r in everyone]
+            return all(owned) and sorted(p for o in owned for p in o) == [0, 1, 2, 3]
+        wait_for(lambda: set(got) == produced and spread(), everyone, got)
+        d = describe(bs, "gmig")
+        assert (d.error_code, d.group_state) == (0, "Stable")
+        assert sorted(m.member_type for m in d.members) == [0, 0, 1]  # two classic members, one consumer
+        produced |= set(produce_batch(bs, "mig", 400, 200))
+        wait_for(lambda: set(got) == produced, everyone, got)
+
+        # 3. the consumer-protocol member leaves: a classic group again for the two classic members
+        modern.close()
+        produced |= set(produce_batch(bs, "mig", 600, 200))
+        wait_for(lambda: set(got) == produced and all(len(r.assigned) == 2 for r in classic), classic, got)
+        assert describe(bs, "gmig").error_code == 69  # classic again
+
+        with lock:
+            dupes = [tp for tp, n in Counter(got).items() if n > 1]
+            assert not dupes, f"read twice: {dupes[:10]}"
+            assert len(got) == len(produced) == 800
+    finally:
+        for r in everyone:
+            if r.is_alive():
+                r.close()
 
 
 def test_the_upgrade_disabled_refuses_the_consumer_protocol_member(broker_factory):
@@ -170,3 +186,62 @@ def test_the_upgrade_disabled_refuses_the_consumer_protocol_member(broker_factor
         assert len(got) == 80
     finally:
         reader.close()
+
+
+def test_a_java_cooperative_classic_member_revokes_for_a_consumer_protocol_member(proc_broker):
+    """Java kafka-clients 3.9 with cooperative-sticky (subscriptions of version 3 that report what the member
+    owns) in a group a librdkafka consumer-protocol member joins: the Java member gives up half of its
+    partitions without stopping (revoke, then rejoin), the new member gets them once let go; when the Java
+    member leaves, the consumer-protocol member takes everything. Every record is read once (both commit after
+    each poll)."""
+    from clients.drivers import java_argv, need
+    need("java")
+    bs = proc_broker.bootstrap_servers
+    create(bs, "migj", 4)
+    produced = set(produce_batch(bs, "migj", 0, 200))
+    got: list = []
+    lock = threading.Lock()
+    # the driver's long-running member: commits after each poll, leaves the group on SIGTERM
+    proc = subprocess.Popen(java_argv("group", bs, "migj", "gmigj", "cooperative-sticky"),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    java_got: list = []
+
+    def read_java():
+        for line in proc.stdout:
+            if line.startswith("{"):
+                rec = json.loads(line)
+                if "rec" in rec:
+                    with lock:
+                        got.append(tuple(rec["rec"]))
+                        java_got.append(tuple(rec["rec"]))
+                elif "commit_failed" in rec or "closed" in rec:
+                    java_got.append(rec)  # reported by the assertions below
+    t = threading.Thread(target=read_java, daemon=True)
+    t.start()
+    modern = Reader(lambda: modern_consumer(bs, "gmigj", "migj"), got, lock)
+    try:
+        wait_for(lambda: set(got) == produced, [], got)  # the Java member alone read everything
+        modern.start()
+        wait_for(lambda: len(modern.assigned) == 2, [modern], got)  # half of the partitions, once let go
+        d = describe(bs, "gmigj")
+        assert sorted(m.member_type for m in d.members) == [0, 1]
+        produced |= set(produce_batch(bs, "migj", 200, 200))
+        wait_for(lambda: set(got) == produced, [modern], got)
+        with lock:
+            assert not [x for x in java_got if isinstance(x, dict)], "a Java commit failed"
+            assert 200 < len(java_got) < 400  # the Java member kept reading its share
+        proc.terminate()  # it leaves the group, then says "closed" (its JVM lingers in a shutdown hook: killed)
+        wait_for(lambda: {"closed": True} in java_got, [modern], got)
+        proc.kill()
+        wait_for(lambda: len(modern.assigned) == 4, [modern], got)
+        produced |= set(produce_batch(bs, "migj", 400, 100))
+        wait_for(lambda: set(got) == produced, [modern], got)
+        with lock:
+            dupes = [tp for tp, n in Counter(got).items() if n > 1]
+            assert not dupes, f"read twice: {dupes[:10]}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if modern.is_alive():
+            modern.close()
