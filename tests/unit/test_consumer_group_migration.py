@@ -5,12 +5,9 @@ the consumer-protocol member leaves, the records of each step replayed after a "
 refusals of group.consumer.migration.policy and the size limits. Cases and data are our own."""
 from __future__ import annotations
 
-import uuid
-
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment as A
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as S
 
-from kafkite.coordinator import consumer_group_records as CR
 from kafkite.coordinator import records as R
 from kafkite.coordinator.consumer_group_records import TopicMetadata
 from kafkite.coordinator.consumer_protocol import decode_assignment
