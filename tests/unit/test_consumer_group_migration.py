@@ -241,3 +241,19 @@ def test_a_cooperative_classic_member_revokes_before_the_consumer_member_gets_it
     assert (j.error, j.generation_id) == (0, 4) and rt.group.members[giver].state.name == "STABLE"
     freed = set(owned[giver]) - set(kept)
     assert rt.hb("c", 4, topics=None, owned=[]).assignment[ORDERS] == frozenset(freed)
+
+
+def test_members_waiting_in_a_classic_rebalance_are_told_to_rejoin_when_the_group_upgrades():
+    rt = make()
+    shard, result = rt.coordinator.join_group(
+        group_id="g", member_id="a", group_instance_id=None, protocol_type="consumer", protocols=[("range", sub())],
+        session_timeout_ms=10000, rebalance_timeout_ms=20000, client_id="ca", client_host="/h",
+        require_known_member_id=True, now_ms=0, topics=rt.topics.get)
+    token = write(rt, shard, result)  # the leader rejoins: a rebalance, its JoinGroup waits for b
+    assert rt.coordinator.group("g").state == GroupState.PREPARING_REBALANCE
+    rt.coordinator.drain_completions()
+    assert rt.hb("c", 0).error == 0 and rt.group is not None
+    done = dict(rt.coordinator.drain_completions())
+    assert done[token].error == E.REBALANCE_IN_PROGRESS
+    # it rejoins: now a classic member of the consumer group
+    assert join(rt, "a").error == 0 and rt.group.members["a"].uses_classic
