@@ -147,7 +147,8 @@ def test_group_max_size(broker_factory):
         assert r.error_message == "The consumer group has reached its maximum capacity of 1 members."
 
 
-def test_a_classic_group_with_members_is_not_a_consumer_group(cg):
+def test_a_classic_group_whose_embedded_protocol_is_malformed_is_not_upgraded(cg):
+    """Its members joined with empty protocol metadata: the online upgrade refuses it with Kafka's answer."""
     P = JoinGroupRequest.JoinGroupRequestProtocol
     r = cg.request(JoinGroupRequest(group_id="g1", session_timeout_ms=10000, rebalance_timeout_ms=10000,
                                     member_id="", group_instance_id=None, protocol_type="consumer",
@@ -158,7 +159,8 @@ def test_a_classic_group_with_members_is_not_a_consumer_group(cg):
                                     protocols=[P(name="range", metadata=b"")], reason=None), 5)
     assert r.error_code == 0
     h = hb(cg, "g1")
-    assert (h.error_code, h.error_message) == (E.GROUP_ID_NOT_FOUND, "Group g1 is not a consumer group.")
+    assert (h.error_code, h.error_message) == (E.GROUP_ID_NOT_FOUND, "Cannot upgrade the classic group g1 to "
+                                               "consumer group because the embedded consumer protocol is malformed.")
     assert describe(cg, "g1").error_code == E.GROUP_ID_NOT_FOUND
 
 

@@ -32,6 +32,20 @@ class MemberState(enum.IntEnum):
     UNKNOWN = 127
 
 
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a consumer group
+    (Kafka's ConsumerGroupMemberMetadataValue.ClassicMemberMetadata): its session timeout and the
+    (name, metadata) protocols of its last JoinGroup."""
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The name a JoinGroup answer gives it and SyncGroup checks: its first protocol's."""
+        return self.protocols[0][0] if self.protocols else ""
+
+
 class ConsumerGroupState(enum.Enum):
     EMPTY = "Empty"
     ASSIGNING = "Assigning"
@@ -56,15 +70,20 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None  # set: the member uses the classic protocol
+
+    @property
+    def uses_classic(self) -> bool:
+        return self.classic is not None
 
     def copy(self, **changes) -> "ConsumerGroupMember":
         return replace(self, **changes)
 
     def subscription_equals(self, other: "ConsumerGroupMember") -> bool:
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor) == (
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic) == (
             other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
-            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor)
+            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor, other.classic)
 
     def assignment_equals(self, other: "ConsumerGroupMember") -> bool:
         return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned,
@@ -90,6 +109,9 @@ class ConsumerGroup:
     # timers, in memory only: member id -> deadline (ms)
     session_deadlines: dict[str, int] = field(default_factory=dict)
     rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)  # -> (deadline, epoch)
+    # classic members: a JoinGroup due (after REBALANCE_IN_PROGRESS) and a SyncGroup due (after JoinGroup)
+    join_deadlines: dict[str, int] = field(default_factory=dict)
+    sync_deadlines: dict[str, int] = field(default_factory=dict)
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -100,6 +122,24 @@ class ConsumerGroup:
         if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
+
+    def num_classic(self) -> int:
+        return sum(1 for m in self.members.values() if m.classic is not None)
+
+    def all_classic_except(self, leaving: set[str]) -> bool:
+        """Kafka's allMembersUseClassicProtocolExcept: the leaving members use the consumer protocol and
+        every other member the classic one."""
+        return all(m.classic is None for mid, m in self.members.items() if mid in leaving) and \
+            all(m.classic is not None for mid, m in self.members.items() if mid not in leaving) and \
+            any(mid in leaving for mid in self.members)
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka's supportsClassicProtocols: a "consumer" JoinGroup whose protocols include one that every
+        classic member supports (any, when none is classic yet)."""
+        if protocol_type != "consumer" or not names:
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        return any(all(n in {p for p, _ in c.protocols} for c in classic) for n in names)
 
     def static_member(self, instance_id: str | None) -> ConsumerGroupMember | None:
         mid = self.static_members.get(instance_id) if instance_id else None

@@ -20,8 +20,8 @@ import structlog
 from ..wire.errors import E
 from . import consumer_group_records as CR
 from .assignors import ASSIGNORS
-from .consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
-                             ConsumerGroupMember, MemberState)
+from .consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ClassicMemberMetadata,
+                             ConsumerGroup, ConsumerGroupMember, MemberState)
 from .consumer_group_records import Assignment, TopicMetadata
 from .reconciliation import FencedMemberEpoch, next_state
 from .regex import INVALID_REGULAR_EXPRESSION, InvalidRegularExpression, ResolvedRegularExpression, check_regex, resolve
@@ -112,6 +112,14 @@ def check_heartbeat(r: HeartbeatRequest, assignors: list[str], api_version: int)
             raise GroupError(INVALID_REGULAR_EXPRESSION, str(exc)) from None
 
 
+def classic_of(value) -> ClassicMemberMetadata | None:
+    """The ClassicMemberMetadata of a ConsumerGroupMemberMetadataValue (None: a consumer-protocol member)."""
+    if value is None:
+        return None
+    return ClassicMemberMetadata(value.session_timeout_ms,
+                                 tuple((p.name, bytes(p.metadata or b"")) for p in value.supported_protocols or ()))
+
+
 def _is_subset(owned, assigned: Assignment) -> bool:
     if owned is None:
         return False
@@ -140,21 +148,24 @@ class ConsumerGroupManager:
         self.cfg = cfg
         self.groups = groups
         self.classic = classic_groups
+        # set by the shard (consumer_group_migration.py): the online upgrade of a classic group with members
+        # (raises GroupError when it is not allowed) and the downgrade when only classic members would remain
+        self.upgrade: Callable | None = None
+        self.downgrade: Callable | None = None
 
     # -- lookups -------------------------------------------------------------------------------------
-    def group(self, group_id: str, create: bool) -> ConsumerGroup:
+    def group(self, group_id: str, create: bool, topics: TopicLookup | None = None, now_ms: int = 0,
+              records: list | None = None) -> ConsumerGroup:
+        """Kafka's getOrMaybeCreateConsumerGroup: the consumer group, or a new one when `create`; a classic
+        group with members is upgraded online when `create` and group.consumer.migration.policy allow it
+        (the conversion's records are appended to `records`), else the group is not a consumer group."""
         g = self.groups.get(group_id)
         if g is not None:
             return g
         classic = self.classic.get(group_id)
         if classic is not None and classic.members:
-            # Kafka 4 upgrades a classic group online here when group.consumer.migration.policy allows it
-            # (upgrade, bidirectional) and the group uses the consumer protocol; this broker does not yet: it
-            # answers as Kafka does when the upgrade is not allowed
-            why = "the online upgrade is disabled" if self.cfg.consumer_migration_policy in ("disabled",
-                                                                                            "downgrade") \
-                else "the online upgrade is not served by this broker"
-            log.info("consumer_group.upgrade_refused", group=group_id, reason=why)
+            if create and self.upgrade is not None and topics is not None and records is not None:
+                return self.upgrade(classic, topics, now_ms, records)
             raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
@@ -166,7 +177,7 @@ class ConsumerGroupManager:
         try:
             check_heartbeat(r, self.cfg.consumer_assignors, api_version)
             if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._leave(r)
+                return self._leave(r, now_ms)
             return self._heartbeat(r, topics, now_ms)
         except GroupError as exc:
             return CoordinatorResult(response=HeartbeatResult(exc.code, exc.message))
@@ -174,10 +185,8 @@ class ConsumerGroupManager:
     def _heartbeat(self, r: HeartbeatRequest, topics: TopicLookup | TopicsImage, now_ms: int) -> CoordinatorResult:
         records: list = []
         joining = r.member_epoch == 0
-        g = self.group(r.group_id, create=joining)
-        if len(g.members) >= self.cfg.consumer_max_size and (not r.member_id or r.member_id not in g.members):
-            raise GroupError(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
-                                                       f"{self.cfg.consumer_max_size} members.")
+        g = self.group(r.group_id, create=joining, topics=topics, now_ms=now_ms, records=records)
+        self.check_size(g, r.member_id)
         member_id = r.member_id or str(uuid.uuid4())
         member, replaced = self._member(g, member_id, r, joining)
 
@@ -193,6 +202,40 @@ class ConsumerGroupManager:
             subscribed_topic_regex=(r.subscribed_topic_regex or None) if r.subscribed_topic_regex is not None
             else member.subscribed_topic_regex,
             client_id=r.client_id, client_host=r.client_host)
+        new_member = member_id not in g.members
+        reconciled = self.update_member(g, member, updated, replaced, r.owned, topics, now_ms, records,
+                                        r.describable)
+        g.session_deadlines[member_id] = now_ms + self.cfg.consumer_session_timeout_ms
+        created = g.group_id not in self.groups
+        self.groups.setdefault(g.group_id, g)  # a new group: the replay of the records fills it
+
+        full = joining or (r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None
+                           and r.owned is not None)
+        changed = reconciled.assigned != member.assigned or new_member
+        resp = HeartbeatResult(0, None, member_id, reconciled.member_epoch, self.cfg.consumer_heartbeat_interval_ms,
+                               dict(reconciled.assigned) if full or changed else None)
+        def failed(err: int) -> HeartbeatResult:
+            # nothing was applied; a group this heartbeat created (or converted from a classic one) is not left
+            if created and self.groups.get(g.group_id) is g:
+                del self.groups[g.group_id]
+            g.session_deadlines.pop(member_id, None)
+            return HeartbeatResult(err)
+        return CoordinatorResult(records, resp, on_failure=failed)
+
+    def check_size(self, g: ConsumerGroup, member_id: str) -> None:
+        """Kafka's throwIfConsumerGroupIsFull: a member not in the group yet cannot join a full one."""
+        if len(g.members) >= self.cfg.consumer_max_size and (not member_id or member_id not in g.members):
+            raise GroupError(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
+                                                       f"{self.cfg.consumer_max_size} members.")
+
+    def update_member(self, g: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                      replaced: ConsumerGroupMember | None, owned, topics: TopicLookup | TopicsImage, now_ms: int,
+                      records: list, describable=None) -> ConsumerGroupMember:
+        """The steps a heartbeat (or a classic member's JoinGroup) takes for `member` becoming `updated`: its
+        subscription written, the group epoch bumped when subscriptions or partition counts changed, the
+        target assignment recomputed when the group epoch is ahead, and the member reconciled towards its
+        target (given what it reports it `owned`). Appends the records; returns the reconciled member."""
+        member_id = updated.member_id
         if replaced is not None:  # a static member back with a new member id: the old one goes
             records += self._remove_member_records(g.group_id, replaced.member_id)
         new_member = member_id not in g.members
@@ -202,11 +245,10 @@ class ConsumerGroupManager:
             # a static member's new incarnation takes its place: the same subscription bumps nothing
             bump = (new_member and replaced is None) or updated.subscribed_topic_names != member.subscribed_topic_names \
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
-
         # 1. regexes resolved, subscription metadata and group epoch
         members = {mid: m for mid, m in g.members.items() if replaced is None or mid != replaced.member_id}
         members[member_id] = updated
-        resolved = self._resolve_regexes(g, members.values(), topics, now_ms, records, r.describable)
+        resolved = self._resolve_regexes(g, members.values(), topics, now_ms, records, describable)
         names = g.subscribed_topic_names(exclude=member_id, extra=updated, resolved=resolved)
         metadata = {n: tm for n in sorted(names) if (tm := topics(n)) is not None}
         if metadata != g.subscription_metadata:
@@ -241,36 +283,22 @@ class ConsumerGroupManager:
                 epochs.pop((t, p), None)  # its own partitions do not block it
         try:
             reconciled = updated if updated.is_reconciled_to(target_epoch) else next_state(
-                updated, target_epoch, target, lambda t, p: epochs.get((t, p), -1), r.owned)
+                updated, target_epoch, target, lambda t, p: epochs.get((t, p), -1), owned)
         except FencedMemberEpoch as exc:
             raise GroupError(E.FENCED_MEMBER_EPOCH, str(exc)) from None
         if new_member or not reconciled.assignment_equals(member) or replaced is not None:
             records.append(CR.current_assignment(g.group_id, reconciled))
-            if reconciled.state == MemberState.UNREVOKED_PARTITIONS and \
+            # the revocation timer is the consumer protocol's; a classic member has join and sync timers
+            if reconciled.state == MemberState.UNREVOKED_PARTITIONS and not reconciled.uses_classic and \
                     reconciled.member_epoch != g.rebalance_deadlines.get(member_id, (0, None))[1]:
                 g.rebalance_deadlines[member_id] = (now_ms + max(reconciled.rebalance_timeout_ms, 0),
                                                     reconciled.member_epoch)
             elif reconciled.state != MemberState.UNREVOKED_PARTITIONS:
                 g.rebalance_deadlines.pop(member_id, None)
-        g.session_deadlines[member_id] = now_ms + self.cfg.consumer_session_timeout_ms
         if replaced is not None:
-            g.session_deadlines.pop(replaced.member_id, None)
-            g.rebalance_deadlines.pop(replaced.member_id, None)
-        created = g.group_id not in self.groups
-        self.groups.setdefault(g.group_id, g)  # a new group: the replay of the records fills it
-
-        full = joining or (r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None
-                           and r.owned is not None)
-        changed = reconciled.assigned != member.assigned or new_member
-        resp = HeartbeatResult(0, None, member_id, reconciled.member_epoch, self.cfg.consumer_heartbeat_interval_ms,
-                               dict(reconciled.assigned) if full or changed else None)
-        def failed(err: int) -> HeartbeatResult:
-            # nothing was applied; a group this heartbeat created is not left behind, empty
-            if created and not g.members and self.groups.get(g.group_id) is g:
-                del self.groups[g.group_id]
-            g.session_deadlines.pop(member_id, None)
-            return HeartbeatResult(err)
-        return CoordinatorResult(records, resp, on_failure=failed)
+            for timers in (g.session_deadlines, g.rebalance_deadlines, g.join_deadlines, g.sync_deadlines):
+                timers.pop(replaced.member_id, None)
+        return reconciled
 
     def _member(self, g: ConsumerGroup, member_id: str, r: HeartbeatRequest, joining: bool
                 ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
@@ -356,7 +384,7 @@ class ConsumerGroupManager:
         return ASSIGNORS[name](subs, by_id, g.target)
 
     # -- leaving and fencing --------------------------------------------------------------------------
-    def _leave(self, r: HeartbeatRequest) -> CoordinatorResult:
+    def _leave(self, r: HeartbeatRequest, now_ms: int) -> CoordinatorResult:
         g = self.groups.get(r.group_id)
         if g is None:
             self.group(r.group_id, create=False)  # raises: not found / not a consumer group
@@ -379,12 +407,22 @@ class ConsumerGroupManager:
                 return CoordinatorResult([CR.current_assignment(g.group_id, left)],
                                          HeartbeatResult(0, None, m.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH))
         log.info("consumer_group.member_left", group=g.group_id, member=m.member_id)
-        return CoordinatorResult(self._fence_records(g, m), HeartbeatResult(0, None, r.member_id, r.member_epoch))
+        return self.fence(g, [m], HeartbeatResult(0, None, r.member_id, r.member_epoch), now_ms)
 
     def _remove_member_records(self, group_id: str, member_id: str) -> list:
         return [CR.tombstone(CR.CURRENT_ASSIGNMENT, group_id, member_id),
                 CR.tombstone(CR.TARGET_MEMBER, group_id, member_id),
                 CR.tombstone(CR.MEMBER_METADATA, group_id, member_id)]
+
+    def fence(self, g: ConsumerGroup, members: list[ConsumerGroupMember], response, now_ms: int) -> CoordinatorResult:
+        """Kafka's consumerGroupFenceMember: the members leave; when only classic members would remain and
+        the policy allows it, the group is downgraded to a classic group instead (in memory at once, as
+        Kafka does: its records are written, not replayed)."""
+        if self.downgrade is not None:
+            records = self.downgrade(g, {m.member_id for m in members}, now_ms)
+            if records is not None:
+                return CoordinatorResult(records, response, replay=False)
+        return CoordinatorResult(self._fence_records(g, *members), response)
 
     def _fence_records(self, g: ConsumerGroup, *members: ConsumerGroupMember) -> list:
         """The records removing members (Kafka's consumerGroupFenceMember): their tombstones, the subscription
@@ -392,8 +430,8 @@ class ConsumerGroupManager:
         records = []
         for m in members:
             records += self._remove_member_records(g.group_id, m.member_id)
-            g.session_deadlines.pop(m.member_id, None)
-            g.rebalance_deadlines.pop(m.member_id, None)
+            for timers in (g.session_deadlines, g.rebalance_deadlines, g.join_deadlines, g.sync_deadlines):
+                timers.pop(m.member_id, None)
         gone = {m.member_id for m in members}
         names = {n for mid, x in g.members.items() if mid not in gone for n in g.member_topics(x)}
         in_use = {x.subscribed_topic_regex for mid, x in g.members.items() if mid not in gone}
@@ -410,6 +448,7 @@ class ConsumerGroupManager:
     def next_deadline_ms(self) -> int | None:
         ds = [d for g in self.groups.values() for d in g.session_deadlines.values()]
         ds += [d for g in self.groups.values() for d, _ in g.rebalance_deadlines.values()]
+        ds += [d for g in self.groups.values() for t in (g.join_deadlines, g.sync_deadlines) for d in t.values()]
         return min(ds, default=None)
 
     def poll(self, now_ms: int) -> list[CoordinatorResult]:
@@ -431,14 +470,24 @@ class ConsumerGroupManager:
                 elif deadline <= now_ms and m not in fenced:
                     log.info("consumer_group.rebalance_timeout", group=g.group_id, member=mid)
                     fenced.append(m)
+            for timers, event in ((g.join_deadlines, "consumer_group.classic_join_timeout"),
+                                  (g.sync_deadlines, "consumer_group.classic_sync_timeout")):
+                for mid, deadline in sorted(timers.items()):
+                    m = g.members.get(mid)
+                    if m is None:
+                        timers.pop(mid, None)
+                    elif deadline <= now_ms and m not in fenced:
+                        log.info(event, group=g.group_id, member=mid)
+                        fenced.append(m)
             if fenced:  # one write: every fenced member's tombstones, one new group epoch
-                out.append(CoordinatorResult(self._fence_records(g, *fenced)))
+                out.append(self.fence(g, fenced, None, now_ms))
         return out
 
     def loaded(self, now_ms: int) -> None:
         for g in self.groups.values():
-            for mid in g.members:
-                g.session_deadlines[mid] = now_ms + self.cfg.consumer_session_timeout_ms
+            for mid, m in g.members.items():
+                g.session_deadlines[mid] = now_ms + (m.classic.session_timeout_ms if m.classic is not None
+                                                     else self.cfg.consumer_session_timeout_ms)
 
     # -- offsets -------------------------------------------------------------------------------------
     def validate_offset_commit(self, g: ConsumerGroup, member_id: str, member_epoch: int, api_version: int,
@@ -449,10 +498,10 @@ class ConsumerGroupManager:
         m = g.members.get(member_id)
         if m is None:
             return int(E.UNKNOWN_MEMBER_ID)
-        if not transactional and api_version < 9:
+        if not transactional and not m.uses_classic and api_version < 9:
             return int(E.UNSUPPORTED_VERSION)
-        if member_epoch != m.member_epoch:
-            return int(E.STALE_MEMBER_EPOCH)
+        if member_epoch != m.member_epoch:  # a classic member's generation is its member epoch
+            return int(E.ILLEGAL_GENERATION if m.uses_classic else E.STALE_MEMBER_EPOCH)
         return 0
 
     def validate_offset_fetch(self, g: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
@@ -461,7 +510,9 @@ class ConsumerGroupManager:
         m = g.members.get(member_id or "")
         if m is None:
             return int(E.UNKNOWN_MEMBER_ID)
-        return int(E.STALE_MEMBER_EPOCH) if member_epoch != m.member_epoch else 0
+        if member_epoch != m.member_epoch:
+            return int(E.ILLEGAL_GENERATION if m.uses_classic else E.STALE_MEMBER_EPOCH)
+        return 0
 
     # -- replay --------------------------------------------------------------------------------------
     def replay(self, version: int, key, value) -> None:
@@ -503,7 +554,8 @@ class ConsumerGroupManager:
                 instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
                 client_host=value.client_host, subscribed_topic_names=frozenset(value.subscribed_topic_names),
                 subscribed_topic_regex=value.subscribed_topic_regex or None,
-                rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor)
+                rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor,
+                classic=classic_of(value.classic_member_metadata))
             if value.instance_id:
                 g.static_members[value.instance_id] = key.member_id
         elif version == CR.REGULAR_EXPRESSION:

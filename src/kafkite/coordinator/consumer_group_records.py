@@ -146,10 +146,17 @@ def partition_metadata(group_id: str, topics: dict[str, TopicMetadata]):
 
 
 def member_metadata(group_id: str, m) -> tuple[bytes, bytes]:
+    """A member's subscription; a member using the classic protocol also gets its ClassicMemberMetadata
+    (tagged field 0: session timeout and JoinGroup protocols)."""
+    C = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
+    classic = None if m.classic is None else C(
+        session_timeout_ms=m.classic.session_timeout_ms,
+        supported_protocols=[C.ClassicProtocol(name=n, metadata=md) for n, md in m.classic.protocols])
     return _key(MEMBER_METADATA, group_id, m.member_id), _value(
         MEMBER_METADATA, instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
         client_host=m.client_host, subscribed_topic_names=sorted(m.subscribed_topic_names),
-        subscribed_topic_regex=m.subscribed_topic_regex, rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+        subscribed_topic_regex=m.subscribed_topic_regex, rebalance_timeout_ms=m.rebalance_timeout_ms,
+        server_assignor=m.server_assignor, classic_member_metadata=classic)
 
 
 def target_epoch(group_id: str, epoch: int):

@@ -141,19 +141,16 @@ class GroupCoordinator:
         return [(s, r) for s in list(self.shards.values()) for r in s.poll(now_ms)]
 
     # -- membership -------------------------------------------------------------------------------------
-    def join_group(self, *, group_id: str | None, member_id: str, now_ms: int, **kw
-                   ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[JoinResult | Pending]]:
+    def join_group(self, *, group_id: str | None, member_id: str, now_ms: int, topics: TopicLookup | None = None,
+                   **kw) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[JoinResult | Pending]]:
         err, shard = self.shard_for(group_id)
         if err:
             return None, CoordinatorResult(response=JoinResult(error=err, member_id=member_id))
         cg = shard.consumer_groups.get(group_id)
         if cg is not None and cg.members:
-            # classic members joining a KIP-848 group (Kafka 4's consumer group with classic members) are not
-            # served yet: refused cleanly
-            log.info("classic_join_refused", group=group_id, reason="classic members in a consumer group are "
-                     "not served")
-            return None, CoordinatorResult(response=JoinResult(error=E.INCONSISTENT_GROUP_PROTOCOL,
-                                                               member_id=member_id))
+            # a classic member joining a consumer group with members (Kafka's classicGroupJoinToConsumerGroup)
+            return shard, shard.migration.join(cg, member_id=member_id, now_ms=now_ms,
+                                               topics=topics or (lambda name: None), **kw)
         tombstones = []
         if cg is not None:
             # Kafka's maybeDeleteEmptyConsumerGroup: an empty consumer group becomes a classic group with its
@@ -172,6 +169,9 @@ class GroupCoordinator:
         err, shard = self.shard_for(group_id)
         if err:
             return None, CoordinatorResult(response=SyncResult(error=err))
+        cg = shard.consumer_groups.get(group_id)
+        if cg is not None:
+            return shard, shard.migration.sync(cg, now_ms=now_ms, **kw)
         return shard, shard.membership_op(shard.membership.sync_group(group_id=group_id, now_ms=now_ms, **kw))
 
     def heartbeat(self, *, group_id: str | None, now_ms: int, **kw
@@ -179,6 +179,9 @@ class GroupCoordinator:
         err, shard = self.shard_for(group_id)
         if err:
             return None, CoordinatorResult(response=err)
+        cg = shard.consumer_groups.get(group_id)
+        if cg is not None:
+            return shard, shard.migration.heartbeat(cg, now_ms=now_ms, **kw)
         return shard, shard.membership_op(shard.membership.heartbeat(group_id=group_id, now_ms=now_ms, **kw))
 
     def leave_group(self, *, group_id: str | None, members: list[tuple[str, str | None]], now_ms: int
@@ -186,6 +189,9 @@ class GroupCoordinator:
         err, shard = self.shard_for(group_id)
         if err:
             return None, CoordinatorResult(response=(err, []))
+        cg = shard.consumer_groups.get(group_id)
+        if cg is not None:
+            return shard, shard.migration.leave(cg, members=members, now_ms=now_ms)
         return shard, shard.membership_op(shard.membership.leave_group(group_id=group_id, members=members,
                                                                        now_ms=now_ms))
 

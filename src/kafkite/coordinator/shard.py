@@ -17,6 +17,7 @@ from . import consumer_group_records as CR
 from . import records as R
 from .consumer_group import ConsumerGroup
 from .consumer_group_manager import ConsumerGroupManager
+from .consumer_group_migration import GroupMigration
 from .group import Group, GroupState, Member
 from .group_metadata import GroupMetadataManager
 from .offsets import OffsetMetadataManager
@@ -55,6 +56,7 @@ class GroupCoordinatorShard:
         self.offsets = OffsetMetadataManager(cfg, self.groups)
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (their offsets: in `groups`)
         self.consumer = ConsumerGroupManager(cfg, self.consumer_groups, self.groups)
+        self.migration = GroupMigration(cfg, self.consumer, self.membership, self.groups, complete)
         self.offsets.has_consumer_members = lambda gid: bool(gid in self.consumer_groups
                                                              and self.consumer_groups[gid].members)
         self.next_expiry_check = now_ms + cfg.retention_check_interval_ms
@@ -108,6 +110,10 @@ class GroupCoordinatorShard:
             g = self.groups.pop(group_id, None)
             if g is not None and not g.is_(S.DEAD):
                 g.transition(S.DEAD, g.state_timestamp)
+            if g is not None and g.offsets:
+                # the classic group is gone (deleted, or upgraded to a consumer group); its offsets stay, as
+                # in Kafka, where they are kept apart from the group
+                self.groups[group_id] = Group(group_id, offsets=g.offsets, state_timestamp=g.state_timestamp)
             return
         g = self.groups.get(group_id)
         if g is None:

@@ -91,7 +91,7 @@ class GroupCoordinatorService:
             group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
             protocol_type=protocol_type, protocols=protocols, session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id, client_host=client_host,
-            require_known_member_id=require_known_member_id, reason=reason, now_ms=now_ms()))
+            require_known_member_id=require_known_member_id, reason=reason, topics=self._topic, now_ms=now_ms()))
 
     async def sync_group(self, *, group_id: str | None, generation_id: int, member_id: str,
                          group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,

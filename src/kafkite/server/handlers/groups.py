@@ -424,7 +424,7 @@ async def handle_consumer_group_describe(ctx: RequestContext):
             continue
         members = []
         for m in g.members.values():
-            kw = {"member_type": 1} if v >= 1 else {}
+            kw = {"member_type": 0 if m.uses_classic else 1} if v >= 1 else {}  # KIP-1099: 0 classic, 1 consumer
             members.append(G.Member(
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                 client_id=m.client_id, client_host=m.client_host,
