@@ -19,7 +19,7 @@ import structlog
 
 from ..wire.errors import E
 from . import consumer_group_records as CR
-from .assignors import ASSIGNORS
+from .assignors import ASSIGNORS, Racks
 from .consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
                              ConsumerGroupMember, MemberState)
 from .consumer_group_records import Assignment, TopicMetadata
@@ -353,7 +353,9 @@ class ConsumerGroupManager:
             if m.server_assignor:
                 counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
         name = max(sorted(counts), key=lambda a: counts[a]) if counts else default
-        return ASSIGNORS[name](subs, by_id, g.target)
+        racks = Racks({mid: m.rack_id for mid, m in members.items() if m.rack_id},
+                      {tm.topic_id: tm.racks for tm in metadata.values() if tm.racks})
+        return ASSIGNORS[name](subs, by_id, g.target, racks)
 
     # -- leaving and fencing --------------------------------------------------------------------------
     def _leave(self, r: HeartbeatRequest) -> CoordinatorResult:
@@ -495,8 +497,7 @@ class ConsumerGroupManager:
         if version == CR.GROUP_METADATA:
             g.group_epoch = value.epoch
         elif version == CR.PARTITION_METADATA:
-            g.subscription_metadata = {t.topic_name: TopicMetadata(t.topic_id, t.topic_name, t.num_partitions)
-                                       for t in value.topics}
+            g.subscription_metadata = {t.topic_name: CR.topic_metadata_of(t) for t in value.topics}
         elif version == CR.MEMBER_METADATA:
             m = g.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
             g.members[key.member_id] = m.copy(

@@ -37,6 +37,10 @@ class _Topics:
         self.broker = broker
         self._version = 0
         self._names: frozenset[str] = frozenset()
+        self._cache: dict[str, TopicMetadata | None] = {}  # until the next metadata update
+        # broker id -> broker.rack, of every broker seen (as KRaft keeps a stopped broker's registration): a broker
+        # that stops and comes back changes no partition's racks, so no group rebalances for it
+        self._racks: dict[int, str] = {}
 
     @property
     def version(self) -> int:
@@ -44,14 +48,32 @@ class _Topics:
         if len(names) != len(self._names) or not self._names.issuperset(names):
             self._names = frozenset(names)
             self._version += 1
+            self._cache.clear()
         return self._version
 
     def bump(self) -> None:
         self._version += 1
+        self._cache.clear()
 
     def __call__(self, name: str) -> TopicMetadata | None:
-        t = self.broker.metadata.topic(name)
-        return TopicMetadata(t.topic_id, t.name, len(t.partitions)) if t is not None else None
+        """The topic's id, partition count and each partition's replica racks (broker.rack; () when none has one:
+        the consumer groups' rack-aware assignment)."""
+        if name in self._cache:
+            return self._cache[name]
+        md = self.broker.metadata
+        t = md.topic(name)
+        out = None
+        if t is not None:
+            for b in md.brokers.values():
+                if b.rack:
+                    self._racks[b.node_id] = b.rack
+            racks = [frozenset()] * len(t.partitions)
+            for p in t.partitions:
+                if 0 <= p.index < len(racks):
+                    racks[p.index] = frozenset(r for x in p.replicas if (r := self._racks.get(x)))
+            out = TopicMetadata(t.topic_id, t.name, len(t.partitions), tuple(racks) if any(racks) else ())
+        self._cache[name] = out
+        return out
 
     def names(self):
         return list(self.broker.metadata.topics)
