@@ -24,7 +24,8 @@ from .consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER
                              ConsumerGroupMember, MemberState)
 from .consumer_group_records import Assignment, TopicMetadata
 from .reconciliation import FencedMemberEpoch, next_state
-from .regex import INVALID_REGULAR_EXPRESSION, InvalidRegularExpression, ResolvedRegularExpression, check_regex, resolve
+from . import regex_refresh
+from .regex import INVALID_REGULAR_EXPRESSION, InvalidRegularExpression, ResolvedRegularExpression, check_regex
 from .result import CoordinatorResult
 
 log = structlog.get_logger("kafkite.coordinator")
@@ -140,6 +141,7 @@ class ConsumerGroupManager:
         self.cfg = cfg
         self.groups = groups
         self.classic = classic_groups
+        self.regex_jobs: list[regex_refresh.RegexJob] = []  # background resolutions for the runtime to run
 
     # -- lookups -------------------------------------------------------------------------------------
     def group(self, group_id: str, create: bool) -> ConsumerGroup:
@@ -207,6 +209,7 @@ class ConsumerGroupManager:
         members = {mid: m for mid, m in g.members.items() if replaced is None or mid != replaced.member_id}
         members[member_id] = updated
         resolved = self._resolve_regexes(g, members.values(), topics, now_ms, records, r.describable)
+        bump = bump or regex_refresh.changed(g.resolved_regexes, resolved)
         names = g.subscribed_topic_names(exclude=member_id, extra=updated, resolved=resolved)
         metadata = {n: tm for n in sorted(names) if (tm := topics(n)) is not None}
         if metadata != g.subscription_metadata:
@@ -310,36 +313,11 @@ class ConsumerGroupManager:
 
     def _resolve_regexes(self, g: ConsumerGroup, members: Iterable[ConsumerGroupMember], topics: TopicsImage,
                          now_ms: int, records: list, describable=None) -> dict[str, ResolvedRegularExpression]:
-        """The group's regexes resolved against the topics as they are now (Kafka's
-        maybeUpdateRegularExpressions / refreshRegularExpressions, done at once rather than in a background
-        task): a regex a member uses for the first time, or one whose topics-metadata version moved since it
-        was last resolved, is resolved again; a changed result is written as a ConsumerGroupRegularExpression
-        record, a regex no member uses any more gets its tombstone. The matches are the topics the member whose
-        heartbeat resolves may DESCRIBE, as Kafka's (members of other permissions share that resolution).
-        Returns the group's regexes after them."""
-        in_use = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
-        if not in_use and not g.resolved_regexes:
-            return {}
-        version = getattr(topics, "version", 0)  # a plain lookup function knows no names: regexes match nothing
-        all_names = getattr(topics, "names", tuple)
-        resolved = {rx: v for rx, v in g.resolved_regexes.items() if rx in in_use}
-        for rx in sorted(set(g.resolved_regexes) - in_use):
-            records.append(CR.tombstone(CR.REGULAR_EXPRESSION, g.group_id, rx))
-            g.regex_checked.pop(rx, None)
-        for rx in sorted(in_use):
-            prior = resolved.get(rx)
-            if prior is not None and g.regex_checked.get(rx) == version:
-                continue
-            found = resolve(rx, all_names())
-            if describable is not None and found:
-                found = frozenset(describable(found))
-            if prior is not None and prior.topics == found:
-                g.regex_checked[rx] = version  # nothing to write; checked at this version
-                continue
-            resolved[rx] = ResolvedRegularExpression(found, version, now_ms)
-            records.append(CR.regular_expression(g.group_id, rx, found, version, now_ms))
-            log.info("consumer_group.regex_resolved", group=g.group_id, regex=rx, topics=sorted(found))
-        return resolved
+        """The group's regexes after this heartbeat (resolved again when needed, here or in a worker thread:
+        regex_refresh.py). The matches are the topics the member whose heartbeat resolves may DESCRIBE, as
+        Kafka's (members of other permissions share that resolution)."""
+        return regex_refresh.at_heartbeat(g, members, topics, now_ms, records, describable,
+                                          self.cfg.consumer_regex_refresh_interval_ms, self.regex_jobs)
 
     def _compute_target(self, g: ConsumerGroup, members: dict[str, ConsumerGroupMember],
                         metadata: dict[str, TopicMetadata],
