@@ -24,6 +24,7 @@ KAFKA-19909 brings it back to the uniform assignor.)
 """
 from __future__ import annotations
 
+import heapq
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
@@ -149,9 +150,13 @@ def uniform_assign(subscriptions: Mapping[str, frozenset[uuid.UUID]], partitions
         share = -(-total // max(1, sum(1 for m in members if subscriptions[m])))
         todo = []
         for t, ms in eligible.items():
+            by_rack: dict[str, list[str]] = {}  # the topic's subscribers by rack
+            for m in ms:
+                if racks.members.get(m):
+                    by_rack.setdefault(racks.members[m], []).append(m)
             for p in range(partitions[t]):
-                if ms and (t, p) not in owner:
-                    near = [m for m in ms if match(m, t, p)]
+                if by_rack and (t, p) not in owner:
+                    near = [m for r in racks.of(t, p) for m in by_rack.get(r, ())]
                     if near:
                         todo.append((len(near), str(t), p, t, near))
         for _, _, p, t, near in sorted(todo, key=lambda x: x[:3]):
@@ -165,11 +170,17 @@ def uniform_assign(subscriptions: Mapping[str, frozenset[uuid.UUID]], partitions
     for t, ms in eligible.items():
         if not ms:
             continue
+        heap: list[tuple[int, str]] | None = None  # (count, member): counts only grow, a stale entry is re-pushed
         for p in range(partitions[t]):
             if (t, p) not in owner:
                 m = previous.get((t, p))
                 if m is None or count[m] >= share:
-                    m = min(ms, key=lambda x: (count[x], x))
+                    if heap is None:
+                        heap = [(count[x], x) for x in ms]
+                        heapq.heapify(heap)
+                    while heap[0][0] != count[heap[0][1]]:
+                        heapq.heapreplace(heap, (count[heap[0][1]], heap[0][1]))
+                    m = heap[0][1]
                 owner[(t, p)] = m
                 count[m] += 1
     # 4. balance: move a partition from the most loaded member to an eligible one with at least two fewer
