@@ -114,9 +114,12 @@ class GroupCoordinatorService:
         except Exception as exc:  # Kafka logs the failure and writes nothing
             log.error("consumer_group.regex_refresh_failed", group=job.group_id, error=repr(exc))
             found = {}
-        shard, result = self.coordinator.complete_regex_refresh(job, found, self._topic, now_ms())
-        if result is not None:
-            await self.runtime.write(shard, result)
+        try:
+            shard, result = self.coordinator.complete_regex_refresh(job, found, self._topic, now_ms())
+            if result is not None:
+                await self.runtime.write(shard, result)
+        except Exception as exc:  # a background task: the broker serves on
+            log.error("consumer_group.regex_refresh_failed", group=job.group_id, error=repr(exc))
 
     async def consumer_group_describe(self, group_id: str) -> tuple[int, str | None, ConsumerGroup | None]:
         err, shard = self.coordinator.shard_for(group_id, allow_empty=True)
