@@ -20,7 +20,7 @@ meet, and not every partition is on the same racks, a partition goes to a member
 balance allows: the order of priority is balance, then racks, then stickiness. Otherwise (no racks, or
 nothing to gain from them) the racks change nothing. (Kafka 3.8 took this out of its server assignors
 (KAFKA-16694); 4.1 gives the racks to assignors again and rebalances when they change (KIP-1101);
-KAFKA-19909 brings it back to the uniform assignor.)
+KAFKA-19909, open in late 2025, proposes it again for the uniform assignor.)
 """
 from __future__ import annotations
 
