@@ -291,6 +291,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("group.consumer.max.size", ConfigType.INT, str(INT_MAX)),
     BrokerConfigDef("group.consumer.assignors", ConfigType.LIST, "uniform,range"),
     BrokerConfigDef("group.consumer.migration.policy", ConfigType.STRING, "bidirectional"),
+    # Kafka 4.1's (internal) periodic refresh of regex subscriptions (KAFKA-18961)
+    BrokerConfigDef("group.consumer.regex.refresh.interval.ms", ConfigType.INT, "600000"),
     BrokerConfigDef("message.max.bytes", ConfigType.INT, "1048588", True),
     BrokerConfigDef("socket.request.max.bytes", ConfigType.INT, "104857600"),
     # Kafkite default 100 MiB (Kafka: -1, unbounded): see check_socket_limits and server/quotas.py
@@ -483,6 +485,9 @@ def check_consumer_group_configs(config: "BrokerConfig") -> None:
                  "group.consumer.max.size"):
         if g(name) < 1:
             raise ConfigError(f"Invalid value {g(name)} for configuration {name}: Value must be at least 1")
+    if g("group.consumer.regex.refresh.interval.ms") < 10000:
+        raise ConfigError(f"Invalid value {g('group.consumer.regex.refresh.interval.ms')} for configuration "
+                          "group.consumer.regex.refresh.interval.ms: Value must be at least 10000")
     hb, mn_hb, mx_hb = (g(f"group.consumer.{k}heartbeat.interval.ms") for k in ("", "min.", "max."))
     st, mn_st, mx_st = (g(f"group.consumer.{k}session.timeout.ms") for k in ("", "min.", "max."))
     rules = [

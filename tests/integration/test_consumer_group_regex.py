@@ -72,3 +72,25 @@ def test_an_invalid_regex_answers_invalid_regular_expression_with_kafkas_message
         INVALID_REGULAR_EXPRESSION, "SubscribedTopicRegex `rx-(` is not a valid regular expression: "
                                     "missing closing ).")
     assert describe(wire, "gr").error_code != 0  # no group was made
+
+
+def test_a_big_resolution_runs_in_a_worker_thread_and_the_member_gets_its_partitions_at_a_later_heartbeat(
+        wire, monkeypatch):
+    """Above INLINE_MAX (topic names x regexes; here 0) the heartbeat does not resolve: a worker thread does, the
+    result is written as records with a new group epoch, and the member's next heartbeat gets the partitions (as
+    Kafka, whose executor resolves while the group goes on)."""
+    import time
+
+    from kafkite.coordinator import regex_refresh
+    monkeypatch.setattr(regex_refresh, "INLINE_MAX", 0)
+    create(wire, "rx-a", 2)
+    find(wire, "gr")
+    a = hb(wire, "gr", topics=[], subscribed_topic_regex="rx-.*")
+    assert (a.error_code, a.member_epoch, [tp.partitions for tp in a.assignment.topic_partitions]) == (0, 1, [])
+    deadline = time.monotonic() + 10
+    r = a
+    while time.monotonic() < deadline and not (r.assignment and r.assignment.topic_partitions):
+        time.sleep(0.05)
+        r = hb(wire, "gr", a.member_id, r.member_epoch, topics=None, owned=[])
+    assert r.error_code == 0 and r.member_epoch == 2
+    assert names(wire, "gr") == {"rx-a": {0, 1}}

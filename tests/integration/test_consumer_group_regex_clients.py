@@ -1,7 +1,8 @@
 """KIP-848 regex subscriptions with a real client: confluent-kafka (librdkafka >= 2.10) with
 group.protocol=consumer subscribing to "^rxc-.*" sends the pattern as SubscribedTopicRegex, "(^rxc-.*)" (it does not
-resolve it itself: ConsumerGroupDescribe shows the regex and no names), and a topic created after the
-consumer started is picked up: its records are consumed."""
+resolve it itself: ConsumerGroupDescribe shows the regex and no names), a topic created after the
+consumer started is picked up (its records are consumed), and a deleted topic's partitions leave the
+assignment."""
 from __future__ import annotations
 
 import time
@@ -20,7 +21,9 @@ if confluent_kafka.libversion()[1] < 0x020a0000:
 @pytest.fixture
 def proc_broker():
     from kafkite.testing.process import BrokerProcess
-    with BrokerProcess() as b:
+    # heartbeats every 500 ms: a topic created or deleted reaches the consumer within a second
+    with BrokerProcess(overrides={"group.consumer.heartbeat.interval.ms": "500",
+                                  "group.consumer.min.heartbeat.interval.ms": "100"}) as b:
         yield b
 
 
@@ -59,6 +62,18 @@ def test_a_regex_subscription_picks_up_a_topic_created_after_the_consumer_starte
         d = describe(bs, "grx")
         assert sorted(tp.topic_name for m in d.members for tp in m.assignment.topic_partitions) == [
             "rxc-a", "rxc-b"]
+        # the first topic deleted: its partitions leave the consumer's assignment, the new topic's stay
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.delete_topics(["rxc-a"])["rxc-a"].result(30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and {(tp.topic, tp.partition) for tp in c.assignment()} != {
+                ("rxc-b", p) for p in range(3)}:
+            c.poll(0.1)
+        assert {(tp.topic, tp.partition) for tp in c.assignment()} == {("rxc-b", p) for p in range(3)}
+        d = describe(bs, "grx")
+        assert sorted((tp.topic_name, sorted(tp.partitions)) for m in d.members
+                      for tp in m.assignment.topic_partitions) == [("rxc-b", [0, 1, 2])]
     finally:
         c.close()
 

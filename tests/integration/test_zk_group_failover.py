@@ -16,6 +16,9 @@ confirm its commit (a commit refused or lost while the coordinator moved: `Consu
 each consumer's uncommitted tail when the coordinator was killed, empty by construction); both consumers are
 still running; the committed offsets, read back from the new coordinator, equal the end offsets; and
 FindCoordinator names a different, live broker: the new leader of the group's `__consumer_offsets` partition.
+With confluent-kafka, a KIP-848 consumer group on the same `__consumer_offsets` partition (two members of raw
+ConsumerGroupHeartbeats) moves too: the new coordinator loads it with its group, assignment and member epochs
+and assignments, and a member goes on at its epoch.
 """
 from __future__ import annotations
 
@@ -118,6 +121,43 @@ def _consumer(client: str, bootstrap: str, group: str) -> ConsumerProc:
     return python_consumer("confluent", bootstrap, TOPIC, group, "range")
 
 
+def _consumer_group_before(c: ProcessCluster, coordinator: int, offsets_partition: int):
+    """A KIP-848 consumer group on the same __consumer_offsets partition: two members (raw ConsumerGroupHeartbeats)
+    reconciled to a Stable group -> (its id, its ConsumerGroupDescribe, the members' last answers)."""
+    from test_consumer_group_protocol import describe, hb, parts
+    from kafkite.testing.wire_client import WireClient
+    group = next(g for g in (f"zk-kip848-{i}" for i in range(1000))
+                 if partition_for(g, OFFSETS_PARTITIONS) == offsets_partition)
+    with WireClient.connect(c.bootstrap_of(coordinator)) as w:
+        a = hb(w, group, topics=[TOPIC])
+        b = hb(w, group, topics=[TOPIC])
+        tid = a.assignment.topic_partitions[0].topic_id
+        a = hb(w, group, a.member_id, 1, topics=None, owned=[(tid, range(PARTITIONS))])
+        a = hb(w, group, a.member_id, 1, topics=None, owned=[(tid, sorted(parts(a)))])
+        b = hb(w, group, b.member_id, 2, topics=None, owned=[])
+        before = describe(w, group)
+    assert before.group_state == "Stable" and (a.member_epoch, b.member_epoch) == (2, 2), before
+    return group, before, tid, b
+
+
+def _consumer_group_after(c: ProcessCluster, new_coordinator: int, group, before, tid, b) -> None:
+    """The new coordinator loaded the consumer group from the replicated records: the same epochs, members and
+    assignments; a member goes on at its epoch."""
+    from test_consumer_group_protocol import describe, hb, parts
+    from kafkite.testing.wire_client import WireClient
+
+    def view(d):
+        return (d.group_state, d.group_epoch, d.assignment_epoch,
+                {m.member_id: (m.member_epoch, sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions))
+                 for m in d.members})
+    with WireClient.connect(c.bootstrap_of(new_coordinator)) as w:
+        after = _wait(c, lambda: (d := describe(w, group)).error_code == 0 and d, 20,
+                      f"ConsumerGroupDescribe of {group} at the new coordinator")
+        assert view(after) == view(before)
+        r = hb(w, group, b.member_id, 2, topics=None, owned=[(tid, sorted(parts(b)))])
+        assert (r.error_code, r.member_epoch) == (0, 2)
+
+
 @pytest.mark.parametrize("client", ["confluent", "java"])
 def test_group_moves_to_the_new_coordinator_when_its_broker_is_killed(kafkite_zookeeper, client):
     if client == "java":
@@ -173,6 +213,7 @@ def test_group_moves_to_the_new_coordinator_when_its_broker_is_killed(kafkite_zo
                     and _committed(c, coord, group) == _ends(produced)
             _wait(c, processed_all, 60, f"the first {BATCH} records processed")
             _wait(c, lambda: committed_all(coordinator), 30, f"the first {BATCH} records committed")
+            kip848 = _consumer_group_before(c, coordinator, offsets_partition) if client == "confluent" else None
             # what a consumer had processed without a confirmed commit when the coordinator died (empty here:
             # everything was committed, and nothing is produced meanwhile)
             tail_at_kill = {r for k in consumers for r in k.uncommitted()}
@@ -191,6 +232,9 @@ def test_group_moves_to_the_new_coordinator_when_its_broker_is_killed(kafkite_zo
                                                   f"__consumer_offsets-{offsets_partition}")
             notes.append(f"killed broker {coordinator}; new coordinator {new_coordinator} named after "
                          f"{time.monotonic() - t0:.1f}s")
+            if kip848 is not None:
+                _consumer_group_after(c, new_coordinator, *kip848)
+                notes.append("the KIP-848 group reloaded by the new coordinator with its epochs and assignment")
             # the topic's partitions the killed broker led have new leaders too
             _wait(c, lambda: all(_state(c, TOPIC, p).get("leader", -1) in survivors for p in range(PARTITIONS)), 20,
                   f"every partition of {TOPIC} led by a surviving broker")

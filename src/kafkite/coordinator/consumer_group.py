@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .consumer_group_records import Assignment, TopicMetadata
 from .regex import ResolvedRegularExpression
@@ -106,6 +107,7 @@ class ConsumerGroup:
     resolved_regexes: dict[str, ResolvedRegularExpression] = field(default_factory=dict)  # regex -> its topics
     # in memory: regex -> the topics-metadata version it was last resolved against without a change
     regex_checked: dict[str, int] = field(default_factory=dict)
+    regex_job: Any = None  # in memory: the background resolution of its regexes under way (regex_refresh.py)
     # timers, in memory only: member id -> deadline (ms)
     session_deadlines: dict[str, int] = field(default_factory=dict)
     rebalance_deadlines: dict[str, tuple[int, int]] = field(default_factory=dict)  # -> (deadline, epoch)

@@ -19,12 +19,13 @@ import structlog
 
 from ..wire.errors import E
 from . import consumer_group_records as CR
-from .assignors import ASSIGNORS
+from .assignors import ASSIGNORS, Racks
 from .consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ClassicMemberMetadata,
                              ConsumerGroup, ConsumerGroupMember, MemberState)
 from .consumer_group_records import Assignment, TopicMetadata
 from .reconciliation import FencedMemberEpoch, next_state
-from .regex import INVALID_REGULAR_EXPRESSION, InvalidRegularExpression, ResolvedRegularExpression, check_regex, resolve
+from . import regex_refresh
+from .regex import INVALID_REGULAR_EXPRESSION, InvalidRegularExpression, ResolvedRegularExpression, check_regex
 from .result import CoordinatorResult
 
 log = structlog.get_logger("kafkite.coordinator")
@@ -152,6 +153,7 @@ class ConsumerGroupManager:
         # (raises GroupError when it is not allowed) and the downgrade when only classic members would remain
         self.upgrade: Callable | None = None
         self.downgrade: Callable | None = None
+        self.regex_jobs: list[regex_refresh.RegexJob] = []  # background resolutions for the runtime to run
 
     # -- lookups -------------------------------------------------------------------------------------
     def group(self, group_id: str, create: bool, topics: TopicLookup | None = None, now_ms: int = 0,
@@ -249,6 +251,7 @@ class ConsumerGroupManager:
         members = {mid: m for mid, m in g.members.items() if replaced is None or mid != replaced.member_id}
         members[member_id] = updated
         resolved = self._resolve_regexes(g, members.values(), topics, now_ms, records, describable)
+        bump = bump or regex_refresh.changed(g.resolved_regexes, resolved)
         names = g.subscribed_topic_names(exclude=member_id, extra=updated, resolved=resolved)
         metadata = {n: tm for n in sorted(names) if (tm := topics(n)) is not None}
         if metadata != g.subscription_metadata:
@@ -338,36 +341,11 @@ class ConsumerGroupManager:
 
     def _resolve_regexes(self, g: ConsumerGroup, members: Iterable[ConsumerGroupMember], topics: TopicsImage,
                          now_ms: int, records: list, describable=None) -> dict[str, ResolvedRegularExpression]:
-        """The group's regexes resolved against the topics as they are now (Kafka's
-        maybeUpdateRegularExpressions / refreshRegularExpressions, done at once rather than in a background
-        task): a regex a member uses for the first time, or one whose topics-metadata version moved since it
-        was last resolved, is resolved again; a changed result is written as a ConsumerGroupRegularExpression
-        record, a regex no member uses any more gets its tombstone. The matches are the topics the member whose
-        heartbeat resolves may DESCRIBE, as Kafka's (members of other permissions share that resolution).
-        Returns the group's regexes after them."""
-        in_use = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
-        if not in_use and not g.resolved_regexes:
-            return {}
-        version = getattr(topics, "version", 0)  # a plain lookup function knows no names: regexes match nothing
-        all_names = getattr(topics, "names", tuple)
-        resolved = {rx: v for rx, v in g.resolved_regexes.items() if rx in in_use}
-        for rx in sorted(set(g.resolved_regexes) - in_use):
-            records.append(CR.tombstone(CR.REGULAR_EXPRESSION, g.group_id, rx))
-            g.regex_checked.pop(rx, None)
-        for rx in sorted(in_use):
-            prior = resolved.get(rx)
-            if prior is not None and g.regex_checked.get(rx) == version:
-                continue
-            found = resolve(rx, all_names())
-            if describable is not None and found:
-                found = frozenset(describable(found))
-            if prior is not None and prior.topics == found:
-                g.regex_checked[rx] = version  # nothing to write; checked at this version
-                continue
-            resolved[rx] = ResolvedRegularExpression(found, version, now_ms)
-            records.append(CR.regular_expression(g.group_id, rx, found, version, now_ms))
-            log.info("consumer_group.regex_resolved", group=g.group_id, regex=rx, topics=sorted(found))
-        return resolved
+        """The group's regexes after this heartbeat (resolved again when needed, here or in a worker thread:
+        regex_refresh.py). The matches are the topics the member whose heartbeat resolves may DESCRIBE, as
+        Kafka's (members of other permissions share that resolution)."""
+        return regex_refresh.at_heartbeat(g, members, topics, now_ms, records, describable,
+                                          self.cfg.consumer_regex_refresh_interval_ms, self.regex_jobs)
 
     def _compute_target(self, g: ConsumerGroup, members: dict[str, ConsumerGroupMember],
                         metadata: dict[str, TopicMetadata],
@@ -381,7 +359,9 @@ class ConsumerGroupManager:
             if m.server_assignor:
                 counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
         name = max(sorted(counts), key=lambda a: counts[a]) if counts else default
-        return ASSIGNORS[name](subs, by_id, g.target)
+        racks = Racks({mid: m.rack_id for mid, m in members.items() if m.rack_id},
+                      {tm.topic_id: tm.racks for tm in metadata.values() if tm.racks})
+        return ASSIGNORS[name](subs, by_id, g.target, racks)
 
     # -- leaving and fencing --------------------------------------------------------------------------
     def _leave(self, r: HeartbeatRequest, now_ms: int) -> CoordinatorResult:
@@ -546,8 +526,7 @@ class ConsumerGroupManager:
         if version == CR.GROUP_METADATA:
             g.group_epoch = value.epoch
         elif version == CR.PARTITION_METADATA:
-            g.subscription_metadata = {t.topic_name: TopicMetadata(t.topic_id, t.topic_name, t.num_partitions)
-                                       for t in value.topics}
+            g.subscription_metadata = {t.topic_name: CR.topic_metadata_of(t) for t in value.topics}
         elif version == CR.MEMBER_METADATA:
             m = g.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
             g.members[key.member_id] = m.copy(

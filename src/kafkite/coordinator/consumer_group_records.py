@@ -111,6 +111,18 @@ class TopicMetadata:
     topic_id: uuid.UUID
     name: str
     num_partitions: int
+    # per partition the racks of its replicas' brokers (broker.rack); () when no replica has one. A change of
+    # them bumps the group epoch, as Kafka 4.1 rebalances on rack topology changes (KIP-1101)
+    racks: tuple[frozenset[str], ...] = ()
+
+
+def topic_metadata_of(t) -> TopicMetadata:
+    """A ConsumerGroupPartitionMetadataValue topic -> TopicMetadata, with the racks of its PartitionMetadata."""
+    racks: list[frozenset[str]] = [frozenset()] * max(t.num_partitions, 0)
+    for pm in t.partition_metadata or ():
+        if 0 <= pm.partition < len(racks):
+            racks[pm.partition] = frozenset(pm.racks or ())
+    return TopicMetadata(t.topic_id, t.topic_name, t.num_partitions, tuple(racks) if any(racks) else ())
 
 
 def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
@@ -139,10 +151,14 @@ def group_epoch(group_id: str, epoch: int):
 
 
 def partition_metadata(group_id: str, topics: dict[str, TopicMetadata]):
+    """The subscribed topics; each partition's racks in PartitionMetadata as Kafka 3.7 wrote them (Kafka 4.0
+    writes the list empty and reads it not; without racks it is empty here too)."""
     V = ConsumerGroupPartitionMetadataValue
+    PM = V.TopicMetadata.PartitionMetadata
     return _key(PARTITION_METADATA, group_id), _value(PARTITION_METADATA, topics=[
         V.TopicMetadata(topic_id=t.topic_id, topic_name=t.name, num_partitions=t.num_partitions,
-                        partition_metadata=[]) for t in sorted(topics.values(), key=lambda t: t.name)])
+                        partition_metadata=[PM(partition=p, racks=sorted(r)) for p, r in enumerate(t.racks) if r])
+        for t in sorted(topics.values(), key=lambda t: t.name)])
 
 
 def member_metadata(group_id: str, m) -> tuple[bytes, bytes]:

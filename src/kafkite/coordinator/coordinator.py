@@ -23,6 +23,8 @@ from .group import Group, OffsetEntry
 from .group_metadata import JoinResult, SyncResult
 from .hashing import partition_for
 from .offsets import OffsetCommit
+from . import regex_refresh
+from .regex_refresh import RegexJob
 from .result import CoordinatorResult, Pending
 from .shard import GroupCoordinatorShard, GroupDescription, MemberDescription
 
@@ -49,6 +51,7 @@ class Config:
     consumer_max_size: int = 2147483647
     consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
     consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy, lower case
+    consumer_regex_refresh_interval_ms: int = 600000  # group.consumer.regex.refresh.interval.ms (Kafka 4.1)
 
     @classmethod
     def from_kafka(cls, c: dict[str, Any]) -> "Config":
@@ -60,7 +63,8 @@ class Config:
             cfg.consumer_enabled = "consumer" in c["group.coordinator.rebalance.protocols"]
         for key, attr in (("group.consumer.session.timeout.ms", "consumer_session_timeout_ms"),
                           ("group.consumer.heartbeat.interval.ms", "consumer_heartbeat_interval_ms"),
-                          ("group.consumer.max.size", "consumer_max_size")):
+                          ("group.consumer.max.size", "consumer_max_size"),
+                          ("group.consumer.regex.refresh.interval.ms", "consumer_regex_refresh_interval_ms")):
             if c.get(key) is not None:
                 setattr(cfg, attr, c[key])
         if c.get("group.consumer.assignors"):
@@ -207,6 +211,24 @@ class GroupCoordinator:
         if err:
             return None, CoordinatorResult(response=HeartbeatResult(int(err)))
         return shard, shard.consumer.heartbeat(request, topics, now_ms, api_version)
+
+    def take_regex_jobs(self) -> list[RegexJob]:
+        """The regex resolutions heartbeats handed over for a worker thread (regex_refresh.py)."""
+        jobs = [j for s in self.shards.values() for j in s.consumer.regex_jobs]
+        for s in self.shards.values():
+            s.consumer.regex_jobs.clear()
+        return jobs
+
+    def complete_regex_refresh(self, job: RegexJob, found: dict[str, frozenset[str]], topics: TopicLookup,
+                               now_ms: int) -> tuple[GroupCoordinatorShard | None, CoordinatorResult | None]:
+        """A worker thread's resolution back: the records to write on the group's shard, or None when the group
+        or this broker's ownership of it went meanwhile (or nothing changed)."""
+        shard = self.shards.get(self.partition_of(job.group_id))
+        g = shard.consumer_groups.get(job.group_id) if shard is not None else None
+        if g is None or g.regex_job is not job:
+            return None, None
+        records = regex_refresh.complete(g, job, found, topics, now_ms)
+        return (shard, CoordinatorResult(records)) if records else (None, None)
 
     def consumer_group_describe(self, group_id: str | None) -> tuple[int, str | None, ConsumerGroup | None]:
         """(error, message, group) as Kafka's consumerGroupDescribe."""

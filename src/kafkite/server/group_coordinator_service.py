@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import structlog
 import trio
 
 from ..coordinator.consumer_group import ConsumerGroup
@@ -11,6 +12,7 @@ from ..coordinator.consumer_group_manager import HeartbeatRequest, HeartbeatResu
 from ..coordinator.consumer_group_records import TopicMetadata
 from ..coordinator.coordinator import GroupCoordinator, GroupDescription, JoinResult, SyncResult
 from ..coordinator.group import OffsetEntry
+from ..coordinator.regex_refresh import RegexJob
 from ..coordinator.offsets import OffsetCommit
 from .context import now_ms
 from .coordinator_runtime import CoordinatorRuntime
@@ -18,25 +20,30 @@ from .coordinator_runtime import CoordinatorRuntime
 if TYPE_CHECKING:
     from .broker import Broker
 
+log = structlog.get_logger("kafkite.coordinator")
 OFFSETS_TOPIC = "__consumer_offsets"
 _CONFIG_KEYS = ["group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
                 "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
                 "offset.metadata.max.bytes", "offsets.topic.num.partitions",
                 "group.coordinator.rebalance.protocols", "group.consumer.session.timeout.ms",
                 "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors",
-                "group.consumer.migration.policy"]
+                "group.consumer.migration.policy", "group.consumer.regex.refresh.interval.ms"]
 
 
 class _Topics:
     """The broker's topics as the consumer-group heartbeat reads them (coordinator's TopicsImage): a lookup,
     every name (regex subscriptions resolve against them) and a version that moves whenever the set of topic
-    names has changed (and at each metadata update), so a group's regexes are resolved again at its next
-    heartbeat after a topic is created or deleted."""
+    names has changed (a topic created or deleted), so a group's regexes are resolved again at its next
+    heartbeat after one is (Kafka's lastMetadataImageWithNewTopics)."""
 
     def __init__(self, broker: "Broker"):
         self.broker = broker
         self._version = 0
         self._names: frozenset[str] = frozenset()
+        self._cache: dict[str, TopicMetadata | None] = {}  # until the next metadata update
+        # broker id -> broker.rack, of every broker seen (as KRaft keeps a stopped broker's registration): a broker
+        # that stops and comes back changes no partition's racks, so no group rebalances for it
+        self._racks: dict[int, str] = {}
 
     @property
     def version(self) -> int:
@@ -44,14 +51,32 @@ class _Topics:
         if len(names) != len(self._names) or not self._names.issuperset(names):
             self._names = frozenset(names)
             self._version += 1
+            self._cache.clear()
         return self._version
 
     def bump(self) -> None:
-        self._version += 1
+        """A metadata update: partition counts, replicas or brokers may have changed."""
+        self._cache.clear()
 
     def __call__(self, name: str) -> TopicMetadata | None:
-        t = self.broker.metadata.topic(name)
-        return TopicMetadata(t.topic_id, t.name, len(t.partitions)) if t is not None else None
+        """The topic's id, partition count and each partition's replica racks (broker.rack; () when none has one:
+        the consumer groups' rack-aware assignment)."""
+        if name in self._cache:
+            return self._cache[name]
+        md = self.broker.metadata
+        t = md.topic(name)
+        out = None
+        if t is not None:
+            for b in md.brokers.values():
+                if b.rack:
+                    self._racks[b.node_id] = b.rack
+            racks = [frozenset()] * len(t.partitions)
+            for p in t.partitions:
+                if 0 <= p.index < len(racks):
+                    racks[p.index] = frozenset(r for x in p.replicas if (r := self._racks.get(x)))
+            out = TopicMetadata(t.topic_id, t.name, len(t.partitions), tuple(racks) if any(racks) else ())
+        self._cache[name] = out
+        return out
 
     def names(self):
         return list(self.broker.metadata.topics)
@@ -63,11 +88,38 @@ class GroupCoordinatorService:
         self.runtime = CoordinatorRuntime(broker, OFFSETS_TOPIC, self.coordinator)
         self.broker = broker
         self._topic = _Topics(broker)
+        self._nursery: trio.Nursery | None = None
+        self._regex_limiter = trio.CapacityLimiter(1)
 
     # -- KIP-848 consumer groups ----------------------------------------------------------------------
     async def consumer_group_heartbeat(self, request: HeartbeatRequest, api_version: int) -> HeartbeatResult:
-        return await self.runtime.write(*self.coordinator.consumer_group_heartbeat(request, self._topic, now_ms(),
-                                                                                   api_version))
+        op = self.coordinator.consumer_group_heartbeat(request, self._topic, now_ms(), api_version)
+        self._start_regex_jobs()
+        return await self.runtime.write(*op)
+
+    def _start_regex_jobs(self) -> None:
+        jobs = self.coordinator.take_regex_jobs()
+        if jobs and self._nursery is None:
+            log.warning("consumer_group.regex_refresh_dropped", groups=[j.group_id for j in jobs],
+                        reason="the coordinator service is not running")
+            return
+        for job in jobs:
+            self._nursery.start_soon(self._refresh_regexes, job)
+
+    async def _refresh_regexes(self, job: RegexJob) -> None:
+        """A big regex resolution, off the event loop (Kafka resolves in its executor): the matching runs in a
+        worker thread, one at a time; its records are written as any coordinator operation's."""
+        try:
+            found = await trio.to_thread.run_sync(job.run, limiter=self._regex_limiter)
+        except Exception as exc:  # Kafka logs the failure and writes nothing
+            log.error("consumer_group.regex_refresh_failed", group=job.group_id, error=repr(exc))
+            found = {}
+        try:
+            shard, result = self.coordinator.complete_regex_refresh(job, found, self._topic, now_ms())
+            if result is not None:
+                await self.runtime.write(shard, result)
+        except Exception as exc:  # a background task: the broker serves on
+            log.error("consumer_group.regex_refresh_failed", group=job.group_id, error=repr(exc))
 
     async def consumer_group_describe(self, group_id: str) -> tuple[int, str | None, ConsumerGroup | None]:
         err, shard = self.coordinator.shard_for(group_id, allow_empty=True)
@@ -80,7 +132,10 @@ class GroupCoordinatorService:
         self.runtime.on_metadata(cache)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        await self.runtime.run(task_status=task_status)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.runtime.run)
+            self._nursery = nursery  # the background regex resolutions'
+            task_status.started()
 
     # -- membership ---------------------------------------------------------------------------------
     async def join_group(self, *, group_id: str | None, member_id: str, group_instance_id: str | None,
