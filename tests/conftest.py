@@ -14,8 +14,11 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/helpers.py, tests/client
 
 from kafkite.testing.runner import BrokerThread  # noqa: E402
 
+# log lines to stderr as `kafkite serve` writes them: a broker thread's WARN never lands in a CLI's output
+# that a test reads from stdout
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(
-    getattr(logging, os.environ.get("KAFKITE_TEST_LOG_LEVEL", "WARNING"))))
+    getattr(logging, os.environ.get("KAFKITE_TEST_LOG_LEVEL", "WARNING"))),
+    logger_factory=lambda *args: structlog.PrintLogger(sys.stderr))  # the sys.stderr of the moment (capture)
 
 # Property tests draw the same examples on every run (a CI run never fails on a draw no run before made);
 # explore further with `--hypothesis-profile=explore` (random draws) and keep what it finds
