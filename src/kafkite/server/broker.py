@@ -192,8 +192,8 @@ class Broker:
                            max_records: int = MAX_RECORDS_PER_USER_OP) -> TopicInfo:
         """Validate a CreateTopics entry (MetadataError when Kafka refuses it) -> the topic it would make."""
         if self.zk is None:
-            return self.state.create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                           validate_only=True, max_records=max_records)
+            return self.state.check_topic(name, num_partitions, replication_factor, assignments, configs,
+                                          max_records=max_records)
         from ..controller.metadata import PartitionInfo
         _, _, replicas = self.zk.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
                                                     max_records=max_records)
@@ -215,22 +215,30 @@ class Broker:
 
     async def delete_topic(self, name: str) -> None:
         if self.zk is None:
-            self.state.delete_topic(name)
+            await self.state.delete_topic(name)
         else:
             await self.zk.delete_topic(name)
+
+    async def delete_topics(self, names: list[str]) -> None:
+        """Delete topics: in-process with one metadata write for all (the control plane's reset to empty)."""
+        if self.zk is None:
+            await self.state.delete_topics(names)
+        else:
+            for name in names:
+                await self.zk.delete_topic(name)
 
     async def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False,
                                 max_records: int = MAX_RECORDS_PER_USER_OP) -> int:
         if self.zk is None:
-            return self.state.create_partitions(name, count, assignments, validate_only=validate_only,
-                                                max_records=max_records)
+            return await self.state.create_partitions(name, count, assignments, validate_only=validate_only,
+                                                      max_records=max_records)
         if validate_only:
             return len(self.cache.check_create_partitions(name, count, assignments, max_records))
         return await self.zk.create_partitions(name, count, assignments, max_records=max_records)
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         if self.zk is None:
-            self.state.set_topic_configs(name, configs)
+            await self.state.set_topic_configs(name, configs)
         else:
             from ..config import validate_topic_configs
             validate_topic_configs(configs)
@@ -238,7 +246,7 @@ class Broker:
 
     async def allocate_producer_id(self) -> int:
         if self.zk is None:
-            return self.state.allocate_producer_id()
+            return await self.state.allocate_producer_id()
         return await self.zk.allocate_producer_id()
 
     async def user_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
@@ -252,7 +260,7 @@ class Broker:
     async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
         """Users' configs (SCRAM credentials): in the metadata snapshot, or ZooKeeper's /config/users."""
         if self.zk is None:
-            self.state.metadata.set_user_configs(changes)
+            await self.state.set_user_configs(changes)
         else:
             await self.zk.set_user_configs(changes)
 
@@ -262,7 +270,7 @@ class Broker:
         if self.zk is not None:
             await self.zk.alter_acls(add, remove)
         else:
-            self.state.metadata.set_acls((self.state.metadata.acls | set(add)) - set(remove))
+            await self.state.set_acls((self.state.metadata.acls | set(add)) - set(remove))
         if self.state.authorizer is not None:
             self.state.authorizer.load(self.state.metadata.acls)
 
