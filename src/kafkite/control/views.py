@@ -156,7 +156,9 @@ async def empty(brokers: dict) -> dict:
     first = live[min(live)]
     topics = sorted(t.name for t in state.metadata.topics.values() if not t.name.startswith("__"))
     if topics:  # with one metadata write for all
-        await first.delete_topics(topics)
+        failed = await first.delete_topics(topics)
+        if failed:
+            raise next(iter(failed.values()))
     groups, kept = [], {}
     for b in live.values():
         for gid, *_ in b.groups.coordinator.list_groups():

@@ -219,13 +219,23 @@ class Broker:
         else:
             await self.zk.delete_topic(name)
 
-    async def delete_topics(self, names: list[str]) -> None:
-        """Delete topics: in-process with one metadata write for all (the control plane's reset to empty)."""
+    async def delete_topics(self, names: list[str]) -> dict:
+        """Delete topics -> {name: the MetadataError it failed with} (none: all deleted). In-process with one
+        metadata write for all (DeleteTopics, the control plane's reset to empty); in ZooKeeper mode one by one."""
+        from ..controller.metadata import MetadataError
+        failed = {}
         if self.zk is None:
-            await self.state.delete_topics(names)
-        else:
-            for name in names:
+            try:
+                await self.state.delete_topics(names)
+            except MetadataError as exc:
+                failed = dict.fromkeys(names, exc)
+            return failed
+        for name in names:
+            try:
                 await self.zk.delete_topic(name)
+            except MetadataError as exc:
+                failed[name] = exc
+        return failed
 
     async def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False,
                                 max_records: int = MAX_RECORDS_PER_USER_OP) -> int:

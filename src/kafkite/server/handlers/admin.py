@@ -150,21 +150,21 @@ async def handle_delete_topics(ctx: RequestContext):
                           "The provided topic name maps to an ID that was already supplied.")
         else:
             to_delete[t.topic_id] = i
-    # everything checked: now the deletions
+    # everything checked: now the deletions (in-process: all with one metadata write)
+    doomed: dict[str, tuple[int, uuid.UUID]] = {}  # name -> (row, topic id)
     for tid, i in to_delete.items():
         name = md.topic_by_id(tid).name
         if not b.config.get("delete.topic.enable"):
             answers[i] = (name, tid, E.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-            continue
-        if not b.is_admin_controller():
+        elif not b.is_admin_controller():
             answers[i] = (name, tid, E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-            continue
-        try:
-            await b.delete_topic(name)
-        except MetadataError as exc:  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
-            answers[i] = (name, tid, exc.code, exc.message)
-            continue
-        answers[i] = (name, tid, 0, None)
+        else:
+            doomed[name] = (i, tid)
+    if doomed:
+        failed = await b.delete_topics(list(doomed))  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
+        for name, (i, tid) in doomed.items():
+            exc = failed.get(name)
+            answers[i] = (name, tid, 0, None) if exc is None else (name, tid, exc.code, exc.message)
     results = [R(name=n, topic_id=t or ZERO_UUID, error_code=int(c), error_message=m)
                for n, t, c, m in (answers[i] for i in sorted(answers))]
     return DeleteTopicsResponse(version=v, throttle_time_ms=0, responses=results)
