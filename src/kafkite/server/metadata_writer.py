@@ -89,7 +89,7 @@ class MetadataWriter:
         in the order of the changes (also when this caller is cancelled meanwhile) -> its result. OSError when
         the write failed (the change was undone)."""
         v = self.md.version if version is None else version
-        if v <= self.md.durable_version and not self._waiters:
+        if v <= self.md.durable_version and (then is None or not self._waiters):  # (a callback keeps its turn)
             return then() if then is not None else None
         w = _Waiter(v, then)
         self._waiters.append(w)
