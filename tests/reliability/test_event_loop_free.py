@@ -239,24 +239,26 @@ def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatc
 
 
 def test_deleting_a_topic_fsyncs_nothing_per_partition_on_the_event_loop(tmp_path, monkeypatch):
-    """DeleteTopics of a 40-partition topic on disk: the logs are closed without a flush (their files go next), the
-    renames to `-delete` made durable and the directories removed in a worker thread, and the metadata snapshot is
-    written in a worker thread too. So the event loop fsyncs nothing, whatever the partition count (before: the .log
+    """DeleteTopics of a 40-partition topic (and two small ones) on disk: the logs are closed without a flush (their
+    files go next), the renames to `-delete` made durable and the directories removed in a worker thread, and the
+    metadata snapshot is written in a worker thread too, once for the three topics. So the event loop fsyncs nothing, whatever the partition count (before: the .log
     and both indexes of every partition and the log dir once per partition, ~160 fsyncs; then the snapshot's file
     and directory); the directories are gone and a topic of the same name starts empty."""
     import kafkite.controller.metadata as metadata_module
     with BrokerThread(data_dir=tmp_path / "data") as b:
         bs = b.bootstrap_servers
         admin = KafkaAdminClient(bootstrap_servers=bs)
-        admin.create_topics([NewTopic("many", 40, 1)])
+        admin.create_topics([NewTopic("many", 40, 1), NewTopic("few", 2, 1), NewTopic("one", 1, 1)])
         with WireClient.connect(bs, timeout=30) as w:
             for _ in range(3):
                 produce(w, big_batch(n=5, value_size=100), topic="many")
         log_dir = tmp_path / "data"
         assert len(list(log_dir.glob("many-*"))) == 40
+        writes = b.state.writer.writes
         with OnTheLoop(monkeypatch) as fsyncs, OnTheLoop(monkeypatch, metadata_module, "write_atomically") as snaps:
-            admin.delete_topics(["many"])
-            assert "many" not in b.state.metadata.topics  # answered once the snapshot without it was written
+            admin.delete_topics(["many", "few", "one"])
+            # answered once the snapshot without them was written, one write for the three
+            assert not {"many", "few", "one"} & set(b.state.metadata.topics) and b.state.writer.writes == writes + 1
             wait_until(lambda: not list(log_dir.glob("many-*")), timeout=30, what="the partition directories removed")
         snaps.check(0)
         fsyncs.check(0)
