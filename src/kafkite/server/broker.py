@@ -225,10 +225,14 @@ class Broker:
         from ..controller.metadata import MetadataError
         failed = {}
         if self.zk is None:
+            known = [n for n in names if self.state.metadata.topic(n) is not None]
+            failed = {n: MetadataError(E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+                      for n in names if n not in known}  # (taken by a concurrent deletion not yet durable)
             try:
-                await self.state.delete_topics(names)
+                if known:
+                    await self.state.delete_topics(known)
             except MetadataError as exc:
-                failed = dict.fromkeys(names, exc)
+                failed.update(dict.fromkeys(known, exc))
             return failed
         for name in names:
             try:

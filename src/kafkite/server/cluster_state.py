@@ -52,6 +52,9 @@ class ClusterState:
         # an in-process cluster: each broker's own partitions (services.Storage, by node id), replicated between them
         self.storages: dict[int, Any] = {}
         self.writer: Any = None  # the metadata's writer off the event loop (metadata_writer.py), with a data dir
+        # IncrementalAlterConfigs of topics, one at a time: each reads the configs a broker's cache has, which shows a
+        # change only once it is durable (the change before it is waited for, not overwritten)
+        self.topic_configs_lock = trio.Lock()
 
     async def open_zk(self) -> None:
         """ZooKeeper mode: connect and load the cluster's metadata (the authority of this broker's controller)."""
@@ -204,7 +207,9 @@ class ClusterState:
         await self.delete_topics([name])
 
     async def delete_topics(self, names: list[str]) -> list[TopicInfo]:
-        """Delete topics (each one known) with one metadata write; then the brokers learn it once and the logs go."""
+        """Delete topics with one metadata write; then the brokers learn it once and the logs go. A name the metadata
+        does not know (a concurrent DeleteTopics took it, not yet durable, so the caches still show it) is
+        UNKNOWN_TOPIC_OR_PARTITION and nothing is deleted."""
         def deleted() -> list[TopicInfo]:
             self.publish()
             for info in infos:
@@ -214,7 +219,7 @@ class ClusterState:
             return infos
         missing = [n for n in names if self.metadata.topic(n) is None]
         if missing:
-            raise KeyError(missing[0])
+            raise MetadataError(E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         with self._storage(f"deleting topic {names[0] if len(names) == 1 else names}"):
             infos: list[TopicInfo] = []
             try:
@@ -238,7 +243,7 @@ class ClusterState:
             return await self._add_partitions(name, count, assignments, max_records)
         await rm.making_logs.acquire()
         try:
-            replicas = md.check_create_partitions(name, count, assignments, max_records)
+            md.check_create_partitions(name, count, assignments, max_records)  # MetadataError before any log is made
             topic = md.topic(name)
             indexes = list(range(len(topic.partitions), count))
             await rm.prepare_logs(topic, indexes)
@@ -275,6 +280,8 @@ class ClusterState:
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         validate_topic_configs(configs)
+        if self.metadata.topic(name) is None:  # deleted by a request not yet durable (the caches still show it)
+            raise MetadataError(E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
 
         def changed() -> None:
             if str(configs.get("unclean.leader.election.enable", "")).lower() == "true":
