@@ -77,12 +77,14 @@ def test_changes_made_during_a_write_go_in_the_next_one_and_are_answered_in_orde
             n.start_soon(create, w, name)
         await trio.testing.wait_all_tasks_blocked()
         assert answered == [] and sorted(md.topics) == list("abcde")  # made, not answered before it is durable
+        assert md.published_snapshot()["topics"] == []  # nor shown to the brokers
         store.gate.set()
         with trio.fail_after(10):
             while len(answered) < 5:
                 await trio.sleep(0.001)
         assert await w.durable() is None  # nothing pending: at once
         assert w.writes == 2
+        assert sorted(t["name"] for t in md.published_snapshot()["topics"]) == list("abcde")
     trio.run(run_with_writer, md, body)
     assert store.saves == [["a"], ["a", "b", "c", "d", "e"]]
     assert store.on_loop == [False, False]  # written in a worker thread
