@@ -5,7 +5,9 @@
 Starts `kafkite serve` (BrokerProcess) with a data dir and its control listener. Each round creates N topics of
 2 partitions (one CreateTopics request each, one at a time, confluent-kafka's AdminClient: the median is the
 CreateTopics latency, the snapshot written and fsynced before the answer) and then resets it to empty over HTTP
-(POST /v1/reset {"data": true}); the broker's own figure (took_ms) is printed per round and as a median. The
+(POST /v1/reset {"data": true}); the broker's own figure (took_ms) is printed per round and as a median. Then 8
+connections create 5 topics each at once while a ninth times ApiVersions round trips (the event loop's longest
+stall shows there), and the broker is reset again. The
 metadata snapshot (kafkite-metadata.json) is written with fsync in a worker thread, once for all the topics a
 reset deletes. This machine is noisy: read medians.
 """
@@ -16,6 +18,7 @@ import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -32,6 +35,45 @@ def reset(url: str) -> float:
         return float(json.loads(resp.read())["took_ms"])
 
 
+def burst(bs: str, clients: int, each: int) -> tuple[float, float]:
+    """`clients` connections create `each` topics one after another, all at once, while another connection sends
+    ApiVersions in a loop -> (the burst's ms, the slowest ApiVersions round trip's ms: the event loop's stalls)."""
+    from kafka.protocol.admin import CreateTopicsRequest
+    from kafka.protocol.metadata import ApiVersionsRequest
+    from kafkite.testing.wire_client import WireClient
+    T = CreateTopicsRequest.CreatableTopic
+    conns = [WireClient.connect(bs, timeout=30) for _ in range(clients)]
+    probe = WireClient.connect(bs, timeout=30)
+    done, slowest = threading.Event(), [0.0]
+
+    def probing() -> None:
+        while not done.is_set():
+            t0 = time.perf_counter()
+            probe.request(ApiVersionsRequest(), 0)
+            slowest[0] = max(slowest[0], (time.perf_counter() - t0) * 1000)
+
+    def creating(w) -> None:
+        for _ in range(each):
+            req = CreateTopicsRequest(topics=[T(name="burst-" + uuid.uuid4().hex[:12], num_partitions=2,
+                                                replication_factor=1, assignments=[], configs=[])],
+                                      timeout_ms=30000, validate_only=False)
+            assert w.request(req, 5).topics[0].error_code == 0
+    p = threading.Thread(target=probing)
+    p.start()
+    threads = [threading.Thread(target=creating, args=(w,)) for w in conns]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = (time.perf_counter() - t0) * 1000
+    done.set()
+    p.join()
+    for w in conns + [probe]:
+        w.close()
+    return took, slowest[0]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--topics", type=int, default=20)
@@ -42,7 +84,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kafkite-bench-meta-") as d, \
             BrokerProcess(data_dir=Path(d) / "data", control=True) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, "log_level": 0})
-        creates, resets = [], []
+        creates, resets, bursts, stalls = [], [], [], []
         for r in range(args.repeat):
             for _ in range(args.topics):
                 name = "bench-" + uuid.uuid4().hex[:12]
@@ -53,10 +95,17 @@ def main() -> None:
             took = reset(b.control_url)
             resets.append(took)
             print(f"round {r + 1}: reset to empty of {args.topics} topics on disk {took:.1f} ms", flush=True)
+            burst_ms, stall = burst(b.bootstrap_servers, 8, 5)
+            bursts.append(burst_ms)
+            stalls.append(stall)
+            reset(b.control_url)
         print(f"CreateTopics (one topic, 2 partitions, on disk): median {statistics.median(creates):.2f} ms, "
               f"p90 {statistics.quantiles(creates, n=10)[-1]:.2f} ms over {len(creates)}")
         print(f"reset to empty of {args.topics} topics on disk: median {statistics.median(resets):.1f} ms "
               f"(min {min(resets):.1f}, max {max(resets):.1f})")
+        print(f"40 CreateTopics from 8 connections at once: median {statistics.median(bursts):.0f} ms; slowest "
+              f"ApiVersions meanwhile on another connection: median {statistics.median(stalls):.1f} ms "
+              f"(max {max(stalls):.1f})")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ class ClusterState:
         # IncrementalAlterConfigs of topics, one at a time: each reads the configs a broker's cache has, which shows a
         # change only once it is durable (the change before it is waited for, not overwritten)
         self.topic_configs_lock = trio.Lock()
+        self._publish_later: bool | None = None  # (see _one_publish)
 
     async def open_zk(self) -> None:
         """ZooKeeper mode: connect and load the cluster's metadata (the authority of this broker's controller)."""
@@ -77,9 +78,26 @@ class ClusterState:
         return None
 
     def publish(self) -> None:
+        if self._publish_later is not None:  # the callbacks of one metadata write: once, after them all
+            self._publish_later = True
+            return
         c = self.active_controller()
         if c is not None:
             c.publish()
+
+    @contextmanager
+    def _one_publish(self):
+        """Around the callbacks of one metadata write (metadata_writer.py): the brokers are told once, at the end."""
+        self._publish_later = False
+        try:
+            yield
+        finally:
+            wanted, self._publish_later = self._publish_later, None
+            if wanted:
+                try:
+                    self.publish()
+                except Exception as exc:  # (the callers' changes are on disk and made: told at the next publish)
+                    log.warning("metadata.publish_failed", error=repr(exc))
 
     def _elect_offline(self) -> None:
         """The active controller elects again (on_brokers_changed), e.g. offline partitions that may now lead."""

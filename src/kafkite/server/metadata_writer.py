@@ -17,9 +17,10 @@ older than what is on disk is skipped.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 import structlog
 import trio
@@ -46,6 +47,7 @@ class MetadataWriter:
         self._waiters: list[_Waiter] = []
         self._lock = threading.Lock()  # one write at a time: the worker's or write_now's
         self._on_disk = md.durable_version
+        self.batch: Callable[[], ContextManager] = contextlib.nullcontext  # around the callbacks of one write
 
     # -- DeferredWrites (called by ClusterMetadata, on the loop) -------------------------
     def changed(self) -> None:
@@ -134,14 +136,21 @@ class MetadataWriter:
         self._resolve()
 
     def _resolve(self) -> None:
-        """Run the callbacks of the changes now durable, oldest first, and wake their callers."""
+        """Run the callbacks of the changes now durable, oldest first (inside `batch()`: the broker tells the
+        brokers once for all of them), then wake their callers."""
+        ready = []
         while self._waiters and self._waiters[0].version <= self.md.durable_version:
-            w = self._waiters.pop(0)
-            if w.then is not None:
-                try:
-                    w.result = w.then()
-                except Exception as exc:
-                    w.error = exc
+            ready.append(self._waiters.pop(0))
+        if not ready:
+            return
+        with self.batch():
+            for w in ready:
+                if w.then is not None:
+                    try:
+                        w.result = w.then()
+                    except Exception as exc:
+                        w.error = exc
+        for w in ready:
             w.done.set()
 
     def _fail_waiters(self, exc: BaseException) -> None:

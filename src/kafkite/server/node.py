@@ -128,6 +128,7 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
             if state.zk is None and not state.in_memory:  # the metadata snapshot written off the loop
                 from .metadata_writer import MetadataWriter
                 state.writer = MetadataWriter(state.metadata)
+                state.writer.batch = state._one_publish
                 await nursery.start(state.writer.run)
             for storage in storages:
                 await nursery.start(services.run, storage)
