@@ -147,3 +147,17 @@ def test_a_controller_change_is_written_at_once_with_what_is_pending():
         assert w.writes == 1  # the worker's write of "t" alone was skipped: a newer snapshot is on disk
     trio.run(run_with_writer, md, body)
     assert store.on_loop == [True]
+
+
+def test_what_is_pending_when_the_writer_stops_is_written_before_it_stops():
+    md, store = metadata()
+
+    async def body(w: MetadataWriter, n: trio.Nursery) -> None:
+        store.gate.clear()
+        md.create_topic("first", [[1]], {})
+        await trio.to_thread.run_sync(store.entered.wait)  # its write in flight
+        md.create_topic("during", [[1]], {})  # made meanwhile, then the broker stops
+        store.gate.set()
+    trio.run(run_with_writer, md, body)
+    assert store.saves == [["first"], ["during", "first"]]
+    assert md.durable_version == md.version

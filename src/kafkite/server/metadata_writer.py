@@ -78,11 +78,12 @@ class MetadataWriter:
                     await self._write_pending()
         finally:
             with trio.CancelScope(shield=True):
-                if self.md.dirty:
+                while self.md.dirty:  # (changes made during the last write too)
                     try:
                         await self._write_pending()
                     except Exception as exc:  # (an OSError is handled there)
                         log.warning("metadata.last_write_failed", error=repr(exc))
+                        break
             self.md.defer_writes(None)
             self._fail_waiters(RuntimeError("the broker stopped before the metadata was written"))
 
