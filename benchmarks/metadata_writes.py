@@ -1,15 +1,17 @@
-"""Cluster metadata writes on disk: the control plane's reset to empty of 20 topics, and CreateTopics latency.
+"""Cluster metadata writes on disk: the control plane's reset to empty of 20 topics, CreateTopics latency, and
+CreateTopics from many connections at once.
 
     PYTHONPATH=src python benchmarks/metadata_writes.py [--topics 20] [--repeat 5]
 
 Starts `kafkite serve` (BrokerProcess) with a data dir and its control listener. Each round creates N topics of
 2 partitions (one CreateTopics request each, one at a time, confluent-kafka's AdminClient: the median is the
-CreateTopics latency, the snapshot written and fsynced before the answer) and then resets it to empty over HTTP
-(POST /v1/reset {"data": true}); the broker's own figure (took_ms) is printed per round and as a median. Then 8
-connections create 5 topics each at once while a ninth times ApiVersions round trips (the event loop's longest
-stall shows there), and the broker is reset again. The
-metadata snapshot (kafkite-metadata.json) is written with fsync in a worker thread, once for all the topics a
-reset deletes. This machine is noisy: read medians.
+CreateTopics latency, answered once the metadata snapshot holding the topic is written and fsynced) and then resets
+it to empty over HTTP (POST /v1/reset {"data": true}); the broker's own figure (took_ms) is printed per round and as
+a median. Then 8 connections create 5 topics each at once while a ninth times ApiVersions round trips (the event
+loop's longest stall shows there), and the broker is reset again. The snapshot (kafkite-metadata.json) is written
+in a worker thread (server/metadata_writer.py), once for every change made while the previous write was in flight,
+and once for all the topics a reset deletes. This machine is noisy: read medians, and run the commit before for
+the comparison (PYTHONPATH=<its src>).
 """
 from __future__ import annotations
 
