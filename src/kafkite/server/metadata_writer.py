@@ -9,11 +9,12 @@ flight go into the next one (group commit). The request that made a change is an
 holding it is durable (`durable`), and what follows the write (the logs made or removed, the brokers told) runs
 here, in the order the changes were made, right after it (`durable(then=...)`). When a write fails, every change
 not yet durable is undone and its callers get the OSError (KAFKA_STORAGE_ERROR, as before); nothing acknowledged
-is ever lost.
+is ever lost. The brokers are told only what is on disk (`ClusterMetadata.published_snapshot`), and they are told
+once for all the changes of one write (`batch`).
 
-The controller's own changes (elections, ISRs) are still written at once on the loop (`write_now`: rare, and the
-brokers must not act on an ISR a crash would forget); a lock keeps it and the worker's write apart, and a write
-older than what is on disk is skipped.
+The controller's own changes (elections, ISRs) are still written at once on the loop (`write_now`, with every change
+pending before them: rare, and no broker may act on a leader or ISR a crash would forget); a lock keeps it and the
+worker's write apart, and a write older than what is on disk is skipped.
 """
 from __future__ import annotations
 
