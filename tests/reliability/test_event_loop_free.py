@@ -195,7 +195,8 @@ def test_acks0_produce_leaves_its_fsync_to_a_worker(tmp_path, monkeypatch):
 def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatch):
     """CreateTopics of 40 partitions on disk (and a topic auto-created by Metadata): the new logs (directory, first
     segment, partition.metadata: LogLoader.load) are made in a worker thread before the metadata names them, none on
-    the event loop (before: all 41, about 1 ms each); so is the metadata snapshot naming them, and the one of
+    the event loop (before: all 41, about 1 ms each); so is the metadata snapshot naming them (once for the
+    request's two topics), and the one of
     CreatePartitions, AlterConfigs and a new producer id block: nothing is fsynced on the event loop (before: the
     snapshot's file and directory, each change). The topic then takes records in every partition, and survives
     a restart."""
@@ -211,6 +212,7 @@ def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatc
                 OnTheLoop(monkeypatch, metadata_module, "write_atomically") as snapshots:
             writes = b.state.writer.writes
             admin.create_topics([NewTopic("made", 40, 1), NewTopic("grown", 1, 1)])
+            assert b.state.writer.writes == writes + 1  # both topics of the request: one write
             admin.create_partitions({"grown": NewPartitions(3)})
             admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "grown", configs={"retention.ms": "1234"})])
             with WireClient.connect(b.bootstrap_servers, timeout=30) as w:

@@ -213,6 +213,22 @@ class Broker:
         return await self.zk.create_topic(name, num_partitions, replication_factor, assignments, configs,
                                           wait=wait, max_records=max_records)
 
+    async def create_topics(self, entries, *,
+                            max_records: int = MAX_RECORDS_PER_USER_OP) -> list[TopicInfo | Exception]:
+        """The topics of one CreateTopics, an iterable of (name, partitions, replication factor, assignments, configs)
+        taken in order, each made before the next is taken -> each one's TopicInfo or MetadataError. In-process all
+        are made, then written with one metadata write; in ZooKeeper mode one by one."""
+        from ..controller.metadata import MetadataError
+        if self.zk is None:
+            return await self.state.create_topics_off_loop(entries, max_records=max_records)
+        out: list[TopicInfo | Exception] = []
+        for entry in entries:
+            try:
+                out.append(await self.zk.create_topic(*entry, wait=True, max_records=max_records))
+            except MetadataError as exc:
+                out.append(exc)
+        return out
+
     async def delete_topic(self, name: str) -> None:
         if self.zk is None:
             await self.state.delete_topic(name)

@@ -3,6 +3,7 @@ coordination store, the topics' lifecycle (create, delete, partitions, configs: 
 ZooKeeper mode the metadata comes from ZooKeeper, zk_mode.py), and a single broker's ReplicaManager."""
 from __future__ import annotations
 
+import contextlib
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ from ..controller.metadata import (MAX_RECORDS_PER_USER_OP, ClusterMetadata, Fil
                                    MetadataError, TopicInfo)
 from ..controller.store import InProcessStore
 from ..wire.errors import E
+from .metadata_writer import resolved, wait
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -110,9 +112,11 @@ class ClusterState:
         """Once the metadata changes made so far (up to `version`) are on disk: `then()` -> its result. With a data
         dir the snapshot is written in a worker thread, for every change made meanwhile (server/metadata_writer.py),
         and `then` runs in the order of the changes; OSError when the write failed (the change is undone)."""
-        if self.writer is None:
-            return then() if then is not None else None
-        return await self.writer.durable(version, then)
+        return await wait(self._later(then, version=version))
+
+    def _later(self, then=None, *, version: int | None = None):
+        """`durable` registered now (right after the change: `then` keeps its turn), for `wait` later."""
+        return resolved(then) if self.writer is None else self.writer.register(version, then)
 
     # -- topic lifecycle (the controller's job; single controller for now) ---------
     async def create_topic_off_loop(self, name: str, num_partitions: int, replication_factor: int,
@@ -121,27 +125,64 @@ class ClusterState:
         """create_topic, with a single broker's new logs made in a worker thread first (server/prepared_logs.py;
         an in-process cluster's brokers open theirs with their partition states), one maker at a time
         (making_logs)."""
+        finish = await self._begin_topic(name, num_partitions, replication_factor, assignments, configs,
+                                         max_records=max_records)
+        return await finish()
+
+    async def create_topics_off_loop(self, entries, *, max_records: int = MAX_RECORDS_PER_USER_OP
+                                     ) -> list[TopicInfo | MetadataError]:
+        """Topics of one CreateTopics, `entries` (an iterable) of (name, partitions, replication factor, assignments,
+        configs): each checked and made in memory in turn (after those before it), then all waited for together
+        (one metadata write for them when none is in flight) -> each one's TopicInfo or MetadataError, in order."""
+        begun: list = []
+        out: list[TopicInfo | MetadataError] = []
+        try:
+            with contextlib.ExitStack() as held:
+                holding = self.writer is None
+                for entry in entries:
+                    try:
+                        begun.append(await self._begin_topic(*entry, max_records=max_records))
+                    except MetadataError as exc:
+                        begun.append(exc)
+                    else:  # from its first change on, no write starts before the request's last: one for all
+                        if not holding:
+                            held.enter_context(self.writer.hold())
+                            holding = True
+        finally:  # (also those begun before an unexpected error: their prepared logs are let go)
+            for item in begun:
+                try:
+                    out.append(item if isinstance(item, MetadataError) else await item())
+                except MetadataError as exc:
+                    out.append(exc)
+        return out
+
+    async def _begin_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
+                           *, max_records: int = MAX_RECORDS_PER_USER_OP):
+        """Make a topic in memory (a single broker on disk: its logs made in a worker thread first) -> what to await
+        for it once it is on disk."""
         rm = self.replicas
         if rm is None or rm.in_memory or rm.is_replicated:
-            return await self.create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                           max_records=max_records)
-        # the lock is let go once the metadata has the topic (its name is taken): other topics' creations go on
-        # while its write is waited for, and are written with it
-        await rm.making_logs.acquire()
-        try:
+            return self._create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                      max_records=max_records)
+        async with rm.making_logs:  # let go once the metadata has the topic: the next one's logs are made meanwhile
             planned = self.check_topic(name, num_partitions, replication_factor, assignments, configs,
                                        max_records=max_records)  # MetadataError as it would
             planned.topic_id = uuid.uuid4()
             await rm.prepare_logs(planned)
             try:
-                return await self.create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                               max_records=max_records, topic_id=planned.topic_id,
-                                               changed=rm.making_logs.release)
-            finally:
+                finish = self._create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                            max_records=max_records, topic_id=planned.topic_id)
+            except BaseException:
                 rm.discard_prepared(planned)
-        finally:
-            if rm.making_logs.locked() and rm.making_logs.statistics().owner is trio.lowlevel.current_task():
-                rm.making_logs.release()
+                raise
+
+        async def finished() -> TopicInfo:
+            try:
+                return await finish()
+            finally:
+                rm.discard_prepared(planned)  # (those its callback did not take)
+        return finished
 
     def _plan_topic(self, name: str, num_partitions: int, replication_factor: int,
                     assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
@@ -165,9 +206,17 @@ class ClusterState:
 
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
-                           *, max_records: int = MAX_RECORDS_PER_USER_OP,
-                           topic_id: uuid.UUID | None = None, changed: Callable[[], None] | None = None) -> TopicInfo:
-        """Create a topic (`changed()` once the metadata has it, before its write is waited for)."""
+                           *, max_records: int = MAX_RECORDS_PER_USER_OP, topic_id: uuid.UUID | None = None
+                           ) -> TopicInfo:
+        finish = self._create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                    max_records=max_records, topic_id=topic_id)
+        return await finish()
+
+    def _create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                      assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
+                      *, max_records: int = MAX_RECORDS_PER_USER_OP, topic_id: uuid.UUID | None = None):
+        """The topic made in memory now (MetadataError when Kafka refuses it) -> what to await for it: on disk, its
+        logs made, the brokers told."""
         md = self.metadata
         n, rf, replicas = self._plan_topic(name, num_partitions, replication_factor, assignments, configs,
                                            max_records)
@@ -183,12 +232,16 @@ class ClusterState:
             log.info("topic.created", topic=name, partitions=n, replication_factor=rf, topic_id=str(info.topic_id))
             return info
         # all or nothing (disk faults): the metadata is persisted, then the logs are made, then brokers see it
-        with self._storage(f"creating topic {name}"):
+        what = f"creating topic {name}"
+        with self._storage(what):
             self._check_log_dir()
             info = md.create_topic(name, replicas, {k: v for k, v in configs.items() if v is not None}, topic_id)
-            if changed is not None:
-                changed()
-            return await self.durable(made)
+            waiter = self._later(made)
+
+        async def finish() -> TopicInfo:
+            with self._storage(what):
+                return await wait(waiter)
+        return finish
 
     def _roll_back(self, undo, info: TopicInfo | None = None) -> None:
         """Undo a metadata change whose logs could not be made: in memory at once, on disk if it still

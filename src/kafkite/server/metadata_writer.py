@@ -39,6 +39,29 @@ class _Waiter:
     result: Any = None
     error: BaseException | None = None
 
+    def run(self) -> None:
+        if self.then is not None:
+            try:
+                self.result = self.then()
+            except Exception as exc:
+                self.error = exc
+
+
+def resolved(then: Callable[[], Any] | None = None) -> _Waiter:
+    """A change on disk already (or written at once): `then()` now, for `wait`."""
+    w = _Waiter(0, then)
+    w.run()
+    w.done.set()
+    return w
+
+
+async def wait(w: _Waiter) -> Any:
+    """-> the result of the callback of a registered change once it is on disk (its error raised)."""
+    await w.done.wait()
+    if w.error is not None:
+        raise w.error
+    return w.result
+
 
 class MetadataWriter:
     def __init__(self, md: ClusterMetadata) -> None:
@@ -49,6 +72,7 @@ class MetadataWriter:
         self._lock = threading.Lock()  # one write at a time: the worker's or write_now's
         self._on_disk = md.durable_version
         self.batch: Callable[[], ContextManager] = contextlib.nullcontext  # around the callbacks of one write
+        self._holds = 0
 
     # -- DeferredWrites (called by ClusterMetadata, on the loop) -------------------------
     def changed(self) -> None:
@@ -65,6 +89,16 @@ class MetadataWriter:
         self.md.written(pending)
         self._wake.set()  # the callbacks of the changes it made durable run in the worker (not inside the caller)
 
+    @contextlib.contextmanager
+    def hold(self):
+        """No write starts meanwhile (the changes of one request are being made: they go in one write)."""
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            self._wake.set()
+
     # -- the worker ------------------------------------------------------------------------
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Write the snapshot whenever something changed, until cancelled; then write what is left."""
@@ -75,7 +109,7 @@ class MetadataWriter:
                 await self._wake.wait()
                 self._wake = trio.Event()
                 self._resolve()
-                if self.md.dirty:
+                if self.md.dirty and not self._holds:
                     await self._write_pending()
         finally:
             with trio.CancelScope(shield=True):
@@ -92,20 +126,19 @@ class MetadataWriter:
         """Once every change up to `version` (default: all made so far) is on disk: `then()`, run by the writer
         in the order of the changes (also when this caller is cancelled meanwhile) -> its result. OSError when
         the write failed (the change was undone)."""
+        return await wait(self.register(version, then))
+
+    def register(self, version: int | None = None, then: Callable[[], Any] | None = None) -> "_Waiter":
+        """`durable` in two steps: registered now, right after the change (its callback keeps the change's turn),
+        waited for later (`wait`), e.g. once the other changes of the same request are made too."""
         v = self.md.version if version is None else version
-        if v <= self.md.durable_version and (then is None or not self._waiters):  # (a callback keeps its turn)
-            return then() if then is not None else None
+        if not self.md.deferred or (v <= self.md.durable_version and (then is None or not self._waiters)):
+            return resolved(then)  # on disk already (or the writer stopped: written at once)
         w = _Waiter(v, then)
         self._waiters.append(w)
-        if not self.md.deferred:  # not running (stopped): nothing will come
-            self._waiters.remove(w)
-            return then() if then is not None else None
         if v <= self.md.durable_version:  # durable, but callbacks before it are still to run: keep the order
             self._resolve()
-        await w.done.wait()
-        if w.error is not None:
-            raise w.error
-        return w.result
+        return w
 
     async def _write_pending(self) -> None:
         pending = self.md.take_pending()
@@ -147,11 +180,7 @@ class MetadataWriter:
             return
         with self.batch():
             for w in ready:
-                if w.then is not None:
-                    try:
-                        w.result = w.then()
-                    except Exception as exc:
-                        w.error = exc
+                w.run()
         for w in ready:
             w.done.set()
 

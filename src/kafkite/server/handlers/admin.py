@@ -5,7 +5,7 @@ import uuid
 
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
-from ...controller.metadata import MAX_RECORDS_PER_USER_OP, BatchTooLarge, MetadataError
+from ...controller.metadata import MAX_RECORDS_PER_USER_OP, BatchTooLarge, MetadataError, TopicInfo
 from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
@@ -34,7 +34,31 @@ async def handle_create_topics(ctx: RequestContext):
     # Kafka: CREATE on the cluster, or on the topic
     creatable = ({t.name for t in body.topics} if ctx.authorized_cluster(Op.CREATE, False)
                  else ctx.authorize(Op.CREATE, ResourceType.TOPIC, (t.name for t in body.topics)))
-    for t in body.topics:
+    # each topic checked and made in request order (validated only: checked), then the creations waited for
+    # together: one metadata write for all of them (on one broker process)
+    outcomes: dict[int, TopicInfo | Exception] = {}
+    order: list[int] = []
+
+    def entries():  # (taken one at a time: each topic is made before the next is looked at)
+        for i, t in enumerate(body.topics):
+            if t.name in dupes or t.name not in creatable:
+                continue
+            configs = {c.name: c.value for c in t.configs}
+            assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+            if validate_only:
+                try:
+                    outcomes[i] = b.check_create_topic(t.name, t.num_partitions, t.replication_factor, assignments,
+                                                       configs)
+                except MetadataError as exc:
+                    outcomes[i] = exc
+            elif not b.is_admin_controller():
+                outcomes[i] = MetadataError(E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            else:
+                order.append(i)
+                yield t.name, t.num_partitions, t.replication_factor, assignments, configs
+    made = await b.create_topics(entries())
+    outcomes.update(zip(order, made))
+    for i, t in enumerate(body.topics):
         if t.name not in dupes and t.name not in creatable:
             results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
                              error_message="Authorization failed.", num_partitions=-1, replication_factor=-1,
@@ -45,14 +69,9 @@ async def handle_create_topics(ctx: RequestContext):
                              error_message="Create topics request from client contains multiple topics with the "
                                            "same name", num_partitions=-1, replication_factor=-1, configs=None))
             continue
-        configs = {c.name: c.value for c in t.configs}
-        assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
-        try:
-            if not validate_only and not b.is_admin_controller():
-                raise MetadataError(E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-            info = await b.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
-                                        validate_only=validate_only)
-        except MetadataError as exc:
+        info = outcomes[i]
+        if isinstance(info, MetadataError):
+            exc = info
             ctx.log.info("create_topics.rejected", topic=t.name, error=E(exc.code).name, message=exc.message)
             results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=exc.code, error_message=exc.message,
                              num_partitions=-1, replication_factor=-1, configs=None))
