@@ -7,7 +7,8 @@ Starts `kafkite serve` (BrokerProcess) with a data dir and its control listener.
 2 partitions (one CreateTopics request each, one at a time, confluent-kafka's AdminClient: the median is the
 CreateTopics latency, answered once the metadata snapshot holding the topic is written and fsynced) and then resets
 it to empty over HTTP (POST /v1/reset {"data": true}); the broker's own figure (took_ms) is printed per round and as
-a median. Then 8 connections create 5 topics each at once while a ninth times ApiVersions round trips (the event
+a median; then the same number of topics is created in one CreateTopics (timed) and the broker reset again. Then 8
+connections create 5 topics each at once while a ninth times ApiVersions round trips (the event
 loop's longest stall shows there), and the broker is reset again. The snapshot (kafkite-metadata.json) is written
 in a worker thread (server/metadata_writer.py), once for every change made while the previous write was in flight,
 and once for all the topics a reset deletes. This machine is noisy: read medians, and run the commit before for
@@ -86,7 +87,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kafkite-bench-meta-") as d, \
             BrokerProcess(data_dir=Path(d) / "data", control=True) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, "log_level": 0})
-        creates, resets, bursts, stalls = [], [], [], []
+        creates, resets, bursts, stalls, together = [], [], [], [], []
         for r in range(args.repeat):
             for _ in range(args.topics):
                 name = "bench-" + uuid.uuid4().hex[:12]
@@ -97,12 +98,20 @@ def main() -> None:
             took = reset(b.control_url)
             resets.append(took)
             print(f"round {r + 1}: reset to empty of {args.topics} topics on disk {took:.1f} ms", flush=True)
+            t0 = time.perf_counter()  # the same topics in one request
+            for f in admin.create_topics([NewTopic("bench-" + uuid.uuid4().hex[:12], 2, 1)
+                                          for _ in range(args.topics)]).values():
+                f.result(30)
+            together.append((time.perf_counter() - t0) * 1000)
+            reset(b.control_url)
             burst_ms, stall = burst(b.bootstrap_servers, 8, 5)
             bursts.append(burst_ms)
             stalls.append(stall)
             reset(b.control_url)
         print(f"CreateTopics (one topic, 2 partitions, on disk): median {statistics.median(creates):.2f} ms, "
               f"p90 {statistics.quantiles(creates, n=10)[-1]:.2f} ms over {len(creates)}")
+        print(f"one CreateTopics of {args.topics} topics (2 partitions each) on disk: median "
+              f"{statistics.median(together):.1f} ms")
         print(f"reset to empty of {args.topics} topics on disk: median {statistics.median(resets):.1f} ms "
               f"(min {min(resets):.1f}, max {max(resets):.1f})")
         print(f"40 CreateTopics from 8 connections at once: median {statistics.median(bursts):.0f} ms; slowest "
