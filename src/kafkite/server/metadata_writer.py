@@ -19,6 +19,7 @@ worker's write apart, and a write older than what is on disk is skipped.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager
@@ -38,11 +39,12 @@ class _Waiter:
     done: trio.Event = field(default_factory=trio.Event)
     result: Any = None
     error: BaseException | None = None
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)  # the request's (its log lines)
 
     def run(self) -> None:
         if self.then is not None:
             try:
-                self.result = self.then()
+                self.result = self.context.run(self.then)
             except Exception as exc:
                 self.error = exc
 
