@@ -204,14 +204,6 @@ class ClusterState:
                          [PartitionInfo(i, r, r[0], 0, list(r)) for i, r in enumerate(replicas)],
                          {k: v for k, v in configs.items() if v is not None})
 
-    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                           assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
-                           *, max_records: int = MAX_RECORDS_PER_USER_OP, topic_id: uuid.UUID | None = None
-                           ) -> TopicInfo:
-        finish = self._create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                    max_records=max_records, topic_id=topic_id)
-        return await finish()
-
     def _create_topic(self, name: str, num_partitions: int, replication_factor: int,
                       assignments: dict[int, list[int]] | None, configs: dict[str, str | None],
                       *, max_records: int = MAX_RECORDS_PER_USER_OP, topic_id: uuid.UUID | None = None):
