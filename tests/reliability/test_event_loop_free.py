@@ -195,21 +195,37 @@ def test_acks0_produce_leaves_its_fsync_to_a_worker(tmp_path, monkeypatch):
 def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatch):
     """CreateTopics of 40 partitions on disk (and a topic auto-created by Metadata): the new logs (directory, first
     segment, partition.metadata: LogLoader.load) are made in a worker thread before the metadata names them, none on
-    the event loop (before: all 41, about 1 ms each). The topic then takes records in every partition, and survives
+    the event loop (before: all 41, about 1 ms each); so is the metadata snapshot naming them (once for the
+    request's two topics), and the one of
+    CreatePartitions, AlterConfigs and a new producer id block: nothing is fsynced on the event loop (before: the
+    snapshot's file and directory, each change). The topic then takes records in every partition, and survives
     a restart."""
     from kafka import KafkaProducer
+    from kafka.admin import NewPartitions
+    from kafka.protocol.producer import InitProducerIdRequest
+    import kafkite.controller.metadata as metadata_module
     from kafkite.storage.log_loader import LogLoader
     data = tmp_path / "data"
     with BrokerThread(data_dir=data) as b:
         admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
-        with OnTheLoop(monkeypatch, LogLoader, "load") as loads:
-            admin.create_topics([NewTopic("made", 40, 1)])
+        with OnTheLoop(monkeypatch, LogLoader, "load") as loads, OnTheLoop(monkeypatch) as fsyncs, \
+                OnTheLoop(monkeypatch, metadata_module, "write_atomically") as snapshots:
+            writes = b.state.writer.writes
+            admin.create_topics([NewTopic("made", 40, 1), NewTopic("grown", 1, 1)])
+            assert b.state.writer.writes == writes + 1  # both topics of the request: one write
+            admin.create_partitions({"grown": NewPartitions(3)})
+            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "grown", configs={"retention.ms": "1234"})])
             with WireClient.connect(b.bootstrap_servers, timeout=30) as w:
                 T = MetadataRequest.MetadataRequestTopic
                 r = w.request(MetadataRequest(topics=[T(name="auto")], allow_auto_topic_creation=True), 4)
                 assert r.topics[0].error_code == 0 and len(r.topics[0].partitions) == 1
+                pid = w.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 1)
+                assert pid.error_code == 0 and pid.producer_id >= 0
+            assert b.state.writer.writes - writes >= 5  # written (in a worker thread): each change, acknowledged
         admin.close()
         loads.check(0)
+        snapshots.check(0)
+        fsyncs.check(0)
         assert len(list(data.glob("made-*"))) == 40 and (data / "auto-0").is_dir()
         p = KafkaProducer(bootstrap_servers=b.bootstrap_servers)
         for i in range(40):
@@ -219,27 +235,35 @@ def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatc
         assert [b.state.replicas.get("made", i).log_end_offset for i in range(40)] == [1] * 40
     with BrokerThread(data_dir=data) as b:
         assert [b.state.replicas.get("made", i).log_end_offset for i in range(40)] == [1] * 40
+        grown = b.state.metadata.topic("grown")
+        assert len(grown.partitions) == 3 and grown.configs == {"retention.ms": "1234"}
+        assert b.state.metadata.producer_id_next_block > pid.producer_id  # never handed out again
 
 
 def test_deleting_a_topic_fsyncs_nothing_per_partition_on_the_event_loop(tmp_path, monkeypatch):
-    """DeleteTopics of a 40-partition topic on disk: the logs are closed without a flush (their files go next), the
-    renames to `-delete` made durable and the directories removed in a worker thread. So the event loop fsyncs only
-    the metadata snapshot, whatever the partition count (before: the .log and both indexes of every partition and
-    the log dir once per partition, ~160 fsyncs); the directories are gone and a topic of the same name starts
-    empty."""
+    """DeleteTopics of a 40-partition topic (and two small ones) on disk: the logs are closed without a flush (their
+    files go next), the renames to `-delete` made durable and the directories removed in a worker thread, and the
+    metadata snapshot is written in a worker thread too, once for the three topics. So the event loop fsyncs nothing, whatever the partition count (before: the .log
+    and both indexes of every partition and the log dir once per partition, ~160 fsyncs; then the snapshot's file
+    and directory); the directories are gone and a topic of the same name starts empty."""
+    import kafkite.controller.metadata as metadata_module
     with BrokerThread(data_dir=tmp_path / "data") as b:
         bs = b.bootstrap_servers
         admin = KafkaAdminClient(bootstrap_servers=bs)
-        admin.create_topics([NewTopic("many", 40, 1)])
+        admin.create_topics([NewTopic("many", 40, 1), NewTopic("few", 2, 1), NewTopic("one", 1, 1)])
         with WireClient.connect(bs, timeout=30) as w:
             for _ in range(3):
                 produce(w, big_batch(n=5, value_size=100), topic="many")
         log_dir = tmp_path / "data"
         assert len(list(log_dir.glob("many-*"))) == 40
-        with OnTheLoop(monkeypatch) as fsyncs:
-            admin.delete_topics(["many"])
+        writes = b.state.writer.writes
+        with OnTheLoop(monkeypatch) as fsyncs, OnTheLoop(monkeypatch, metadata_module, "write_atomically") as snaps:
+            admin.delete_topics(["many", "few", "one"])
+            # answered once the snapshot without them was written, one write for the three
+            assert not {"many", "few", "one"} & set(b.state.metadata.topics) and b.state.writer.writes == writes + 1
             wait_until(lambda: not list(log_dir.glob("many-*")), timeout=30, what="the partition directories removed")
-        fsyncs.check(3)
+        snaps.check(0)
+        fsyncs.check(0)
         admin.create_topics([NewTopic("many", 40, 1)])
         with WireClient.connect(bs, timeout=30) as w:
             r = w.request(FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,

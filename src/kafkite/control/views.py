@@ -245,8 +245,10 @@ async def empty(brokers: dict) -> dict:
     state, live = can_empty(brokers)
     first = live[min(live)]
     topics = sorted(t.name for t in state.metadata.topics.values() if not t.name.startswith("__"))
-    for name in topics:
-        await first.delete_topic(name)
+    if topics:  # with one metadata write for all
+        failed = await first.delete_topics(topics)
+        if failed:
+            raise next(iter(failed.values()))
     groups, kept = [], {}
     for b in live.values():
         for gid, *_ in b.groups.coordinator.list_groups():

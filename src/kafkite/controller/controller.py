@@ -391,4 +391,4 @@ class Controller:
         return [self.send(b, cmd) for b in sorted(self.live_brokers())]
 
     def metadata_update(self) -> MetadataUpdate:
-        return MetadataUpdate(self.node_id, self.epoch, self.authority.snapshot(include_brokers=True))
+        return MetadataUpdate(self.node_id, self.epoch, self.authority.published_snapshot())

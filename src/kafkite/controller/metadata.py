@@ -16,12 +16,13 @@ ZooKeeper mode they live under /config/users and only the in-memory copy is kept
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from ..config import ConfigError, validate_topic_configs
 from ..storage.checkpoint_file import write_atomically
@@ -174,6 +175,26 @@ class FileMetadataStore:
             {"version": 1, "broker": broker, "block_start": str(first), "block_end": str(last)}), sync=True)
 
 
+class DeferredWrites(Protocol):
+    """Who writes the snapshot when a `ClusterMetadata` defers its writes (server/metadata_writer.py: a worker
+    thread, off the event loop)."""
+
+    def changed(self) -> None:
+        """A change waits to be written (soon, elsewhere; its caller waits for it to be durable)."""
+
+    def write_now(self) -> None:
+        """Write every change made so far before returning (OSError when it cannot)."""
+
+
+@dataclass(frozen=True)
+class PendingWrite:
+    """What one write puts on disk: the snapshot of every change up to `version`, and the producer id block
+    handed out since the last write (its file is written first)."""
+    version: int
+    snapshot: dict
+    producer_id_block: tuple[int, int, int] | None = None  # (first, last, broker)
+
+
 def new_cluster_id() -> str:
     """Kafka's cluster ids are 16 random bytes, URL-safe base64 without padding."""
     import base64
@@ -182,7 +203,14 @@ def new_cluster_id() -> str:
 
 class ClusterMetadata:
     """Brokers, topics, partitions and configs; every change is persisted before it is visible (one
-    that cannot be persisted is undone, and the OSError raised)."""
+    that cannot be persisted is undone, and the OSError raised).
+
+    Deferred writes (`defer_writes`, a broker with a data dir): a change (create/delete a topic, add partitions,
+    configs, a producer id block, users, ACLs) is made in memory and numbered (`version`); the writer puts the
+    snapshot on disk later, one write for every change made meanwhile (`take_pending`, `write`, `written`), and
+    the caller answers once `durable_version` reaches its change. When the write fails, every change not yet
+    durable is undone, newest first (`write_failed`). The controller's own changes (`persist()`: elections,
+    ISRs) are written at once (`DeferredWrites.write_now`), with everything pending before them."""
 
     def __init__(self, store: MetadataStore, *, node_id: int = 1):
         self.store = store
@@ -198,6 +226,14 @@ class ClusterMetadata:
         self._pid_end = 0
         self.node_id = node_id
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.version = 0  # changes made (each one persisted or to be)
+        self.durable_version = 0  # the changes on disk
+        self.producer_id_block_version = 0  # the change that handed out the block in use
+        self.dirty = False  # a deferred change not yet taken by a write
+        self._writes: DeferredWrites | None = None
+        self._undos: list[tuple[int, Callable[[], None]]] = []  # deferred changes not yet durable, oldest first
+        self._pending_pid_block: tuple[int, int, int] | None = None
+        self._durable_snapshot: dict | None = None  # (deferred) the last snapshot written
         if snap is None:
             self.cluster_id = new_cluster_id()
         else:
@@ -241,8 +277,8 @@ class ClusterMetadata:
             "controller_epoch": self.controller_epoch,
             "producer_id_next_block": self.producer_id_next_block,
             "topics": [
-                {"name": t.name, "topic_id": str(t.topic_id), "configs": t.configs,
-                 "partitions": [vars(p).copy() for p in t.partitions]}
+                {"name": t.name, "topic_id": str(t.topic_id), "configs": dict(t.configs),
+                 "partitions": [{**vars(p), "replicas": list(p.replicas), "isr": list(p.isr)} for p in t.partitions]}
                 for t in self.topics.values()
             ],
             "users": {u: dict(c) for u, c in self.users.items()},
@@ -250,22 +286,78 @@ class ClusterMetadata:
         }
 
     def persist(self) -> None:
+        """Write every change made so far now (the controller's: elections, ISRs; OSError when it cannot)."""
+        self.version += 1
+        if self._writes is not None:
+            self._writes.write_now()
+            return
         self.store.save(self.snapshot())
+        self.durable_version = self.version
+
+    # -- deferred writes (see the class comment) ---------------------------------
+    def defer_writes(self, writes: DeferredWrites | None) -> None:
+        """From now on changes are written by `writes` (None: at once again, as before)."""
+        self._writes = writes
+        self._durable_snapshot = self.snapshot() if self.version == self.durable_version else None
+
+    @property
+    def deferred(self) -> bool:
+        return self._writes is not None
+
+    def take_pending(self) -> PendingWrite:
+        """The next write: everything changed so far (the caller writes it, then says `written` or
+        `write_failed`; or `dirty = True` again when it did not even try)."""
+        self.dirty = False
+        return PendingWrite(self.version, self.snapshot(), self._pending_pid_block)
+
+    def write(self, pending: PendingWrite) -> None:
+        """Put `pending` on disk (any thread: it touches nothing of this object's but the store)."""
+        if pending.producer_id_block is not None:
+            self.store.save_producer_id_block(*pending.producer_id_block)
+        self.store.save(pending.snapshot)
+
+    def published_snapshot(self) -> dict:
+        """What the brokers are told (with the live brokers): deferred, the last snapshot on disk, so that no client
+        sees a change a crash could still take back; else the current one."""
+        if self._writes is None or self.version == self.durable_version or self._durable_snapshot is None:
+            return self.snapshot(include_brokers=True)
+        return {**copy.deepcopy(self._durable_snapshot), "brokers": [vars(b).copy() for b in self.brokers.values()]}
+
+    def written(self, pending: PendingWrite) -> None:
+        """`pending` is on disk: its changes are durable and can no longer be undone."""
+        if pending.version > self.durable_version:
+            self._durable_snapshot = pending.snapshot
+        self.durable_version = max(self.durable_version, pending.version)
+        self._undos = [(v, fn) for v, fn in self._undos if v > self.durable_version]
+        if pending.producer_id_block is not None and self._pending_pid_block == pending.producer_id_block:
+            self._pending_pid_block = None
+
+    def write_failed(self) -> None:
+        """The write failed: every change not durable is undone, newest first (their callers answer the error)."""
+        undos, self._undos = self._undos, []
+        for _, fn in reversed(undos):
+            fn()
+        self.dirty = False
 
     def allocate_producer_id(self, block_size: int = 1000) -> int:
         """A producer id never handed out before, also across restarts (the block is persisted first,
-        see the module comment)."""
+        see the module comment). Deferred: the id may be answered once `producer_id_block_version` is durable."""
         if self._pid_next >= self._pid_end:
             start, end = self.producer_id_next_block, self.producer_id_next_block + block_size
             # the block file first: when it cannot be written (OSError) nothing has changed; when the
             # snapshot then fails, memory is undone and the block's ids are skipped, never reused
-            self.store.save_producer_id_block(start, end - 1, self.node_id)
-            before = (self._pid_next, self._pid_end, self.producer_id_next_block)
+            if self._writes is None:
+                self.store.save_producer_id_block(start, end - 1, self.node_id)
+            else:  # written first by the next write
+                self._pending_pid_block = (start, end - 1, self.node_id)
+            before = (self._pid_next, self._pid_end, self.producer_id_next_block, self.producer_id_block_version)
             self._pid_next, self._pid_end, self.producer_id_next_block = start, end, end
 
             def undo() -> None:
-                self._pid_next, self._pid_end, self.producer_id_next_block = before
+                self._pid_next, self._pid_end, self.producer_id_next_block, self.producer_id_block_version = before
+                self._pending_pid_block = None
             self._persist_or_undo(undo)
+            self.producer_id_block_version = self.version
         pid = self._pid_next
         self._pid_next += 1
         return pid
@@ -403,7 +495,14 @@ class ClusterMetadata:
 
     def _persist_or_undo(self, undo) -> None:
         """Persist the change just made; when that fails (OSError: a full disk...), undo it and raise,
-        so that what is visible is always what is persisted."""
+        so that what is visible is always what is persisted. Deferred: the change waits for the next write,
+        and `undo` is kept until it is durable (`write_failed` calls it)."""
+        if self._writes is not None:
+            self.version += 1
+            self._undos.append((self.version, undo))
+            self.dirty = True
+            self._writes.changed()
+            return
         try:
             self.persist()
         except OSError:

@@ -192,8 +192,8 @@ class Broker:
                            max_records: int = MAX_RECORDS_PER_USER_OP) -> TopicInfo:
         """Validate a CreateTopics entry (MetadataError when Kafka refuses it) -> the topic it would make."""
         if self.zk is None:
-            return self.state.create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                           validate_only=True, max_records=max_records)
+            return self.state.check_topic(name, num_partitions, replication_factor, assignments, configs,
+                                          max_records=max_records)
         from ..controller.metadata import PartitionInfo
         _, _, replicas = self.zk.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
                                                     max_records=max_records)
@@ -213,24 +213,62 @@ class Broker:
         return await self.zk.create_topic(name, num_partitions, replication_factor, assignments, configs,
                                           wait=wait, max_records=max_records)
 
+    async def create_topics(self, entries, *,
+                            max_records: int = MAX_RECORDS_PER_USER_OP) -> list[TopicInfo | Exception]:
+        """The topics of one CreateTopics, an iterable of (name, partitions, replication factor, assignments, configs)
+        taken in order, each made before the next is taken -> each one's TopicInfo or MetadataError. In-process all
+        are made, then written with one metadata write; in ZooKeeper mode one by one."""
+        from ..controller.metadata import MetadataError
+        if self.zk is None:
+            return await self.state.create_topics_off_loop(entries, max_records=max_records)
+        out: list[TopicInfo | Exception] = []
+        for entry in entries:
+            try:
+                out.append(await self.zk.create_topic(*entry, wait=True, max_records=max_records))
+            except MetadataError as exc:
+                out.append(exc)
+        return out
+
     async def delete_topic(self, name: str) -> None:
         if self.zk is None:
-            self.state.delete_topic(name)
+            await self.state.delete_topic(name)
         else:
             await self.zk.delete_topic(name)
+
+    async def delete_topics(self, names: list[str]) -> dict:
+        """Delete topics -> {name: the MetadataError it failed with} (none: all deleted). In-process with one
+        metadata write for all (DeleteTopics, the control plane's reset to empty); in ZooKeeper mode one by one."""
+        from ..controller.metadata import MetadataError
+        failed = {}
+        if self.zk is None:
+            known = [n for n in names if self.state.metadata.topic(n) is not None]
+            failed = {n: MetadataError(E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+                      for n in names if n not in known}  # (taken by a concurrent deletion not yet durable)
+            try:
+                if known:
+                    await self.state.delete_topics(known)
+            except MetadataError as exc:
+                failed.update(dict.fromkeys(known, exc))
+            return failed
+        for name in names:
+            try:
+                await self.zk.delete_topic(name)
+            except MetadataError as exc:
+                failed[name] = exc
+        return failed
 
     async def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False,
                                 max_records: int = MAX_RECORDS_PER_USER_OP) -> int:
         if self.zk is None:
-            return self.state.create_partitions(name, count, assignments, validate_only=validate_only,
-                                                max_records=max_records)
+            return await self.state.create_partitions(name, count, assignments, validate_only=validate_only,
+                                                      max_records=max_records)
         if validate_only:
             return len(self.cache.check_create_partitions(name, count, assignments, max_records))
         return await self.zk.create_partitions(name, count, assignments, max_records=max_records)
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         if self.zk is None:
-            self.state.set_topic_configs(name, configs)
+            await self.state.set_topic_configs(name, configs)
         else:
             from ..config import validate_topic_configs
             validate_topic_configs(configs)
@@ -238,7 +276,7 @@ class Broker:
 
     async def allocate_producer_id(self) -> int:
         if self.zk is None:
-            return self.state.allocate_producer_id()
+            return await self.state.allocate_producer_id()
         return await self.zk.allocate_producer_id()
 
     async def user_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
@@ -252,7 +290,7 @@ class Broker:
     async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
         """Users' configs (SCRAM credentials): in the metadata snapshot, or ZooKeeper's /config/users."""
         if self.zk is None:
-            self.state.metadata.set_user_configs(changes)
+            await self.state.set_user_configs(changes)
         else:
             await self.zk.set_user_configs(changes)
 
@@ -262,7 +300,7 @@ class Broker:
         if self.zk is not None:
             await self.zk.alter_acls(add, remove)
         else:
-            self.state.metadata.set_acls((self.state.metadata.acls | set(add)) - set(remove))
+            await self.state.set_acls((self.state.metadata.acls | set(add)) - set(remove))
         if self.state.authorizer is not None:
             self.state.authorizer.load(self.state.metadata.acls)
 

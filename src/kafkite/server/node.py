@@ -125,6 +125,11 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
     storages = list(state.storages.values()) or [state]
     try:
         async with trio.open_nursery() as nursery:
+            if state.zk is None and not state.in_memory:  # the metadata snapshot written off the loop
+                from .metadata_writer import MetadataWriter
+                state.writer = MetadataWriter(state.metadata)
+                state.writer.batch = state._one_publish
+                await nursery.start(state.writer.run)
             for storage in storages:
                 await nursery.start(services.run, storage)
             if state.zk is not None:

@@ -5,7 +5,7 @@ import uuid
 
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
-from ...controller.metadata import MAX_RECORDS_PER_USER_OP, BatchTooLarge, MetadataError
+from ...controller.metadata import MAX_RECORDS_PER_USER_OP, BatchTooLarge, MetadataError, TopicInfo
 from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
@@ -34,7 +34,31 @@ async def handle_create_topics(ctx: RequestContext):
     # Kafka: CREATE on the cluster, or on the topic
     creatable = ({t.name for t in body.topics} if ctx.authorized_cluster(Op.CREATE, False)
                  else ctx.authorize(Op.CREATE, ResourceType.TOPIC, (t.name for t in body.topics)))
-    for t in body.topics:
+    # each topic checked and made in request order (validated only: checked), then the creations waited for
+    # together: one metadata write for all of them (on one broker process)
+    outcomes: dict[int, TopicInfo | Exception] = {}
+    order: list[int] = []
+
+    def entries():  # (taken one at a time: each topic is made before the next is looked at)
+        for i, t in enumerate(body.topics):
+            if t.name in dupes or t.name not in creatable:
+                continue
+            configs = {c.name: c.value for c in t.configs}
+            assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+            if validate_only:
+                try:
+                    outcomes[i] = b.check_create_topic(t.name, t.num_partitions, t.replication_factor, assignments,
+                                                       configs)
+                except MetadataError as exc:
+                    outcomes[i] = exc
+            elif not b.is_admin_controller():
+                outcomes[i] = MetadataError(E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            else:
+                order.append(i)
+                yield t.name, t.num_partitions, t.replication_factor, assignments, configs
+    made = await b.create_topics(entries())
+    outcomes.update(zip(order, made))
+    for i, t in enumerate(body.topics):
         if t.name not in dupes and t.name not in creatable:
             results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
                              error_message="Authorization failed.", num_partitions=-1, replication_factor=-1,
@@ -45,14 +69,9 @@ async def handle_create_topics(ctx: RequestContext):
                              error_message="Create topics request from client contains multiple topics with the "
                                            "same name", num_partitions=-1, replication_factor=-1, configs=None))
             continue
-        configs = {c.name: c.value for c in t.configs}
-        assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
-        try:
-            if not validate_only and not b.is_admin_controller():
-                raise MetadataError(E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-            info = await b.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
-                                        validate_only=validate_only)
-        except MetadataError as exc:
+        info = outcomes[i]
+        if isinstance(info, MetadataError):
+            exc = info
             ctx.log.info("create_topics.rejected", topic=t.name, error=E(exc.code).name, message=exc.message)
             results.append(R(name=t.name, topic_id=ZERO_UUID, error_code=exc.code, error_message=exc.message,
                              num_partitions=-1, replication_factor=-1, configs=None))
@@ -150,21 +169,21 @@ async def handle_delete_topics(ctx: RequestContext):
                           "The provided topic name maps to an ID that was already supplied.")
         else:
             to_delete[t.topic_id] = i
-    # everything checked: now the deletions
+    # everything checked: now the deletions (in-process: all with one metadata write)
+    doomed: dict[str, tuple[int, uuid.UUID]] = {}  # name -> (row, topic id)
     for tid, i in to_delete.items():
         name = md.topic_by_id(tid).name
         if not b.config.get("delete.topic.enable"):
             answers[i] = (name, tid, E.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-            continue
-        if not b.is_admin_controller():
+        elif not b.is_admin_controller():
             answers[i] = (name, tid, E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-            continue
-        try:
-            await b.delete_topic(name)
-        except MetadataError as exc:  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
-            answers[i] = (name, tid, exc.code, exc.message)
-            continue
-        answers[i] = (name, tid, 0, None)
+        else:
+            doomed[name] = (i, tid)
+    if doomed:
+        failed = await b.delete_topics(list(doomed))  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
+        for name, (i, tid) in doomed.items():
+            exc = failed.get(name)
+            answers[i] = (name, tid, 0, None) if exc is None else (name, tid, exc.code, exc.message)
     results = [R(name=n, topic_id=t or ZERO_UUID, error_code=int(c), error_message=m)
                for n, t, c, m in (answers[i] for i in sorted(answers))]
     return DeleteTopicsResponse(version=v, throttle_time_ms=0, responses=results)

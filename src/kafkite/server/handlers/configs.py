@@ -249,18 +249,19 @@ async def handle_incremental_alter_configs(ctx: RequestContext):
             if len(set(names)) != len(names):
                 raise _Reject(E.INVALID_REQUEST, "Error due to duplicate config keys")
             if res.resource_type == TOPIC:
-                t = b.metadata.topic(res.resource_name)
-                if t is None:
-                    raise _Reject(E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
-                for c in res.configs:
-                    if c.name not in TOPIC_CONFIGS:
-                        raise _Reject(E.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
-                base = dict(t.configs)
-                for c in res.configs:
-                    if c.config_operation in (APPEND, SUBTRACT) and c.name not in base:
-                        base[c.name] = b.config.topic_default(c.name)[0]
-                new = _incremental(base, res.configs, lambda n: TOPIC_CONFIGS[n].type)
-                await _apply_topic(b, res.resource_name, new, bool(body.validate_only))
+                async with b.state.topic_configs_lock:  # read, change, durable: one at a time
+                    t = b.metadata.topic(res.resource_name)
+                    if t is None:
+                        raise _Reject(E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
+                    for c in res.configs:
+                        if c.name not in TOPIC_CONFIGS:
+                            raise _Reject(E.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+                    base = dict(t.configs)
+                    for c in res.configs:
+                        if c.config_operation in (APPEND, SUBTRACT) and c.name not in base:
+                            base[c.name] = b.config.topic_default(c.name)[0]
+                    new = _incremental(base, res.configs, lambda n: TOPIC_CONFIGS[n].type)
+                    await _apply_topic(b, res.resource_name, new, bool(body.validate_only))
             elif res.resource_type == BROKER:
                 current = b.config.dynamic_default if res.resource_name == "" else b.config.dynamic
                 new = _incremental(dict(current), res.configs,
