@@ -384,14 +384,14 @@ def test_latency_per_api(door):
     topic = topic_name("lat")
     p = producer(bs)
     deliver(p, topic, b"warm-up")
-    d.latency(1000, api="Produce")
-    assert d.state()["latency"] == [{"broker": None, "api": "Produce", "ms": 1000}]
+    d.latency(3000, api="Produce")
+    assert d.state()["latency"] == [{"broker": None, "api": "Produce", "ms": 3000}]
     t0 = time.monotonic()
     deliver(p, topic, b"slow")
-    assert time.monotonic() - t0 >= 1.0
+    assert time.monotonic() - t0 >= 3.0
     t0 = time.monotonic()
     AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10)  # Metadata: not delayed
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 2.5
 
 
 @pytest.mark.parametrize("before", [True, False], ids=["before", "after"])

@@ -294,7 +294,7 @@ def test_a_fetch_naming_no_partition_is_answered_at_once(broker):
     with WireClient.connect(broker.bootstrap_servers) as w:
         t0 = time.monotonic()
         w.request(req, 11)
-        assert time.monotonic() - t0 < 1.0
+        assert time.monotonic() - t0 < 2.5  # answered at once, not after max_wait_ms (3 s)
 
 
 # -- hypothesis over every served API -----------------------------------------------------------------------
