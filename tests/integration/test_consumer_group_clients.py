@@ -1,7 +1,8 @@
 """KIP-848 with a real client: confluent-kafka (librdkafka >= 2.10) with group.protocol=consumer against a
 broker process (ARCHITECTURE.md: confluent-kafka group consumers need one). Three consumers on a 6-partition
-topic get two partitions each; 30,000 records are consumed exactly once across a join and a leave, during which
-the members that keep partitions go on consuming them (no stop-the-world; an eager classic group fails it); committed
+topic get two partitions each; 30,000 records are consumed exactly once across a join, a static member's restart
+and a leave, during which the members that keep partitions go on consuming them (no stop-the-world; an eager classic
+group fails it); a SIGKILLed member is fenced after the session timeout; committed
 offsets and the group itself (epochs, a static member's assignment) come back after a broker restart."""
 from __future__ import annotations
 
@@ -107,19 +108,20 @@ def proc_broker():
 
 
 def test_three_consumers_two_partitions_each_exactly_once_across_join_and_leave(proc_broker):
-    """30,000 records, each read exactly once across a join (2 -> 3 members) and a leave (3 -> 2), with records
-    produced all along; no stop-the-world: while a member joins or leaves, the members that keep partitions never
-    lose them and go on receiving records of them."""
+    """30,000 records, each read exactly once across a join (2 -> 3 members), a static member's restart within its
+    session timeout and a leave (3 -> 2), with records produced all along; no stop-the-world: while a member joins
+    or leaves, the members that keep partitions never lose them and go on receiving records of them; the static
+    member comes back to its own partitions and nothing else moves."""
     bs = proc_broker.bootstrap_servers
     create(bs, "kip848", 6)
     feed = Feed(bs, "kip848", 30_000)
     feed.send(6_000)
     a, b = Member(bs, "g848", "kip848"), Member(bs, "g848", "kip848")
-    members = [a, b]
+    members, gone = [a, b], []
     run_until(members, lambda: sorted(len(m.assigned()) for m in members) == [3, 3], 60, "two members, 3 + 3")
     # a join: the two keep two of their three partitions each and go on consuming them while the third moves
     t_join = time.monotonic()
-    c = Member(bs, "g848", "kip848")
+    c = Member(bs, "g848", "kip848", **{"group.instance.id": "c848"})
     members.append(c)
 
     def fed(pred):
@@ -138,22 +140,37 @@ def test_three_consumers_two_partitions_each_exactly_once_across_join_and_leave(
     feed.send(6_000)
     produced = set(feed.flush())
     run_until(members, lambda: {x for m in members for x in m.got} >= produced, 60, "all records so far read")
+    # the static member restarts within its session timeout: it leaves with epoch -2, its partitions wait for it,
+    # and it gets them back (resuming from its commits) while the other two keep theirs
+    before = {m: set(m.assigned()) for m in members}
+    t_restart = time.monotonic()
+    c.c.close()
+    members.remove(c)
+    gone.append(c)
+    c2 = Member(bs, "g848", "kip848", **{"group.instance.id": "c848"})
+    members.append(c2)
+    run_until(members, fed(lambda: set(c2.assigned()) == before[c]), 60, "the static member back with its partitions")
+    for m in (a, b):  # nothing moved to or from the other two (the restart takes well under a second here)
+        assert {x for t, x in m.seen if t >= t_restart} == {frozenset(before[m])}
+    feed.send(6_000)
+    produced = set(feed.flush())
+    run_until(members, lambda: {x for m in members + gone for x in m.got} >= produced, 60, "all records so far read")
     # a leave: the two left keep their two partitions each, go on consuming them, and take one of b's each, from
     # its committed offsets
-    kept = {m: set(m.assigned()) for m in (a, c)}
+    kept = {m: set(m.assigned()) for m in (a, c2)}
     t_leave = time.monotonic()
     b.c.close()
     members.remove(b)
+    gone.append(b)
     run_until(members, fed(lambda: sorted(len(m.assigned()) for m in members) == [3, 3]), 60, "two members, 3 + 3")
     t_left = time.monotonic()
-    for m in (a, c):
+    for m in (a, c2):
         m.kept_consuming(kept[m], t_leave, t_left)
     feed.send(30_000)
     produced = set(feed.flush())
-    run_until(members, lambda: {x for m in members + [b] for x in m.got} >= produced, 60, "the two left read the rest")
-    everything = [x for m in members + [b] for x in m.got]
+    run_until(members, lambda: {x for m in members + gone for x in m.got} >= produced, 60, "the two left read the rest")
+    everything = [x for m in members + gone for x in m.got]
     assert len(everything) == len(set(everything)) == len(produced) == 30_000  # once each, none lost
-    print(f"join {t_joined - t_join:.2f} s, leave {t_left - t_leave:.2f} s")
     for m in members:
         m.c.close()
 
