@@ -1,6 +1,8 @@
 """KIP-848 with a real client: confluent-kafka (librdkafka >= 2.10) with group.protocol=consumer against a
 broker process (ARCHITECTURE.md: confluent-kafka group consumers need one). Three consumers on a 6-partition
-topic get two partitions each; every record is consumed exactly once across a join and a leave; committed
+topic get two partitions each; 30,000 records are consumed exactly once across a join, a static member's restart
+and a leave, during which the members that keep partitions go on consuming them (no stop-the-world; an eager classic
+group fails it); a SIGKILLed member is fenced after the session timeout; committed
 offsets and the group itself (epochs, a static member's assignment) come back after a broker restart."""
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ if confluent_kafka.libversion()[1] < 0x020a0000:
 
 class Member:
     """One consumer; what it processed, committed synchronously after every batch (so a revocation,
-    which happens inside consume(), never finds processed records that are not committed)."""
+    which happens inside consume(), never finds processed records that are not committed); when it received
+    each record and, at every poll, its assignment (for the no-stop-the-world checks)."""
 
     def __init__(self, bs: str, group: str, topic: str, **extra):
         from confluent_kafka import Consumer
@@ -26,15 +29,52 @@ class Member:
                            "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
         self.c.subscribe([topic])
         self.got: list[tuple[int, int]] = []
+        self.received: list[tuple[float, int]] = []  # (monotonic time, partition) of every record
+        self.seen: list[tuple[float, frozenset[int]]] = []  # (monotonic time, assignment) at every poll
 
     def poll(self) -> None:
-        msgs = [m for m in self.c.consume(200, timeout=0.05) if not m.error()]
+        msgs = [m for m in self.c.consume(500, timeout=0.05) if not m.error()]
+        now = time.monotonic()
+        self.seen.append((now, frozenset(self.assigned())))
         if msgs:
             self.got.extend((m.partition(), m.offset()) for m in msgs)
+            self.received.extend((now, m.partition()) for m in msgs)
             self.c.commit(asynchronous=False)
 
     def assigned(self) -> list[int]:
         return sorted(tp.partition for tp in self.c.assignment())
+
+    def kept_consuming(self, kept: set[int], t0: float, t1: float) -> None:
+        """No stop-the-world between t0 and t1: at every poll its assignment held the partitions `kept` (it never
+        went empty), and it received records of them in that window."""
+        during = [a for t, a in self.seen if t0 <= t <= t1]
+        assert during and all(a >= kept for a in during), (kept, sorted(set(during), key=sorted))
+        assert any(t0 <= t <= t1 and p in kept for t, p in self.received), (kept, t0, t1)
+
+
+class Feed:
+    """One confluent Producer for the whole run (small values), fed a little at every poll so that records keep
+    arriving on every partition while the group rebalances; the acknowledged (partition, offset)s."""
+
+    def __init__(self, bs: str, topic: str, total: int):
+        from confluent_kafka import Producer
+        self.p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 5})
+        self.topic, self.total, self.n = topic, total, 0
+        self.acked: set[tuple[int, int]] = set()
+
+    def _cb(self, err, msg) -> None:
+        assert err is None, err
+        self.acked.add((msg.partition(), msg.offset()))
+
+    def send(self, n: int) -> None:
+        for _ in range(min(n, self.total - self.n)):
+            self.p.produce(self.topic, key=b"%d" % self.n, value=b"v", on_delivery=self._cb)
+            self.n += 1
+        self.p.poll(0)
+
+    def flush(self) -> set[tuple[int, int]]:
+        assert self.p.flush(30) == 0
+        return self.acked
 
 
 def run_until(members, pred, timeout, what):
@@ -68,30 +108,69 @@ def proc_broker():
 
 
 def test_three_consumers_two_partitions_each_exactly_once_across_join_and_leave(proc_broker):
+    """30,000 records, each read exactly once across a join (2 -> 3 members), a static member's restart within its
+    session timeout and a leave (3 -> 2), with records produced all along; no stop-the-world: while a member joins
+    or leaves, the members that keep partitions never lose them and go on receiving records of them; the static
+    member comes back to its own partitions and nothing else moves."""
     bs = proc_broker.bootstrap_servers
     create(bs, "kip848", 6)
-    produced = set(produce_batch(bs, "kip848", 0, 300))
+    feed = Feed(bs, "kip848", 30_000)
+    feed.send(6_000)
     a, b = Member(bs, "g848", "kip848"), Member(bs, "g848", "kip848")
-    members = [a, b]
+    members, gone = [a, b], []
     run_until(members, lambda: sorted(len(m.assigned()) for m in members) == [3, 3], 60, "two members, 3 + 3")
-    c = Member(bs, "g848", "kip848")  # a join: no stop-the-world, the others keep their partitions but one
+    # a join: the two keep two of their three partitions each and go on consuming them while the third moves
+    t_join = time.monotonic()
+    c = Member(bs, "g848", "kip848", **{"group.instance.id": "c848"})
     members.append(c)
-    produced |= set(produce_batch(bs, "kip848", 300, 300))
-    run_until(members, lambda: [len(m.assigned()) for m in members] == [2, 2, 2], 60, "three members, 2 each")
+
+    def fed(pred):
+        def check():
+            feed.send(100)
+            return pred()
+        return check
+    run_until(members, fed(lambda: [len(m.assigned()) for m in members] == [2, 2, 2]), 60, "three members, 2 each")
+    t_joined = time.monotonic()
     assert sorted(p for m in members for p in m.assigned()) == list(range(6))
+    for m in (a, b):
+        m.kept_consuming(set(m.assigned()), t_join, t_joined)
     d = describe(bs, "g848")
     assert d.group_state == "Stable" and len(d.members) == 3 and d.assignor_name == "uniform"
     assert {len(m.assignment.topic_partitions[0].partitions) for m in d.members} == {2}
-    produced |= set(produce_batch(bs, "kip848", 600, 300))
-    run_until(members, lambda: {x for m in members for x in m.got} >= produced, 60, "all records read")
-    # a leave: the two left take its partitions, from its committed offsets
+    feed.send(6_000)
+    produced = set(feed.flush())
+    run_until(members, lambda: {x for m in members for x in m.got} >= produced, 60, "all records so far read")
+    # the static member restarts within its session timeout: it leaves with epoch -2, its partitions wait for it,
+    # and it gets them back (resuming from its commits) while the other two keep theirs
+    before = {m: set(m.assigned()) for m in members}
+    t_restart = time.monotonic()
+    c.c.close()
+    members.remove(c)
+    gone.append(c)
+    c2 = Member(bs, "g848", "kip848", **{"group.instance.id": "c848"})
+    members.append(c2)
+    run_until(members, fed(lambda: set(c2.assigned()) == before[c]), 60, "the static member back with its partitions")
+    for m in (a, b):  # nothing moved to or from the other two (the restart takes well under a second here)
+        assert {x for t, x in m.seen if t >= t_restart} == {frozenset(before[m])}
+    feed.send(6_000)
+    produced = set(feed.flush())
+    run_until(members, lambda: {x for m in members + gone for x in m.got} >= produced, 60, "all records so far read")
+    # a leave: the two left keep their two partitions each, go on consuming them, and take one of b's each, from
+    # its committed offsets
+    kept = {m: set(m.assigned()) for m in (a, c2)}
+    t_leave = time.monotonic()
     b.c.close()
     members.remove(b)
-    produced |= set(produce_batch(bs, "kip848", 900, 300))
-    run_until(members, lambda: sorted(len(m.assigned()) for m in members) == [3, 3]
-              and {x for m in members + [b] for x in m.got} >= produced, 60, "the two left read the rest")
-    everything = [x for m in members + [b] for x in m.got]
-    assert len(everything) == len(set(everything)) == len(produced) == 1200  # once each, none lost
+    gone.append(b)
+    run_until(members, fed(lambda: sorted(len(m.assigned()) for m in members) == [3, 3]), 60, "two members, 3 + 3")
+    t_left = time.monotonic()
+    for m in (a, c2):
+        m.kept_consuming(kept[m], t_leave, t_left)
+    feed.send(30_000)
+    produced = set(feed.flush())
+    run_until(members, lambda: {x for m in members + gone for x in m.got} >= produced, 60, "the two left read the rest")
+    everything = [x for m in members + gone for x in m.got]
+    assert len(everything) == len(set(everything)) == len(produced) == 30_000  # once each, none lost
     for m in members:
         m.c.close()
 
