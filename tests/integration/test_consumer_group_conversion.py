@@ -13,6 +13,7 @@ import pytest
 from clients.group_scenario import produce_batch
 from test_consumer_group_clients import describe
 from test_groups_clients import create
+from helpers import kp_group_consumer
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 if confluent_kafka.libversion()[1] < 0x020a0000:
@@ -46,8 +47,7 @@ def read_with_librdkafka(bs, group, topic, want, timeout=60):
 
 
 def read_with_kafka_python(bs, group, topic, want, timeout=60):
-    from kafka import KafkaConsumer
-    c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+    c = kp_group_consumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False)
     got = []
     try:
@@ -108,11 +108,10 @@ def test_kafka_python_classic_consumers_beside_a_librdkafka_consumer_group(proc_
     in a consumer group read one topic at the same time: each group splits the partitions among its members
     and reads every record once."""
     from confluent_kafka import Consumer
-    from kafka import KafkaConsumer
     bs = proc_broker.bootstrap_servers
     create(bs, "both", 4)
     produced = set(produce_batch(bs, "both", 0, 200))
-    classic = [KafkaConsumer("both", bootstrap_servers=bs, group_id="g-classic", auto_offset_reset="earliest")
+    classic = [kp_group_consumer("both", bootstrap_servers=bs, group_id="g-classic", auto_offset_reset="earliest")
                for _ in range(2)]
     modern = [Consumer({"bootstrap.servers": bs, "group.id": "g-modern", "group.protocol": "consumer",
                         "auto.offset.reset": "earliest"}) for _ in range(2)]

@@ -18,7 +18,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import ProduceRequest
 
-from helpers import wait_until
+from helpers import kp_group_consumer, wait_until
 from kafkite.storage.batch import build_batch
 from kafkite.testing.process import BrokerProcess
 from kafkite.testing.runner import BrokerThread
@@ -346,13 +346,12 @@ def test_list_offsets_and_offset_for_leader_epoch_partition_errors(door):
 def test_a_held_join_group_waits_until_released(door):
     """JoinGroup is held: the consumer's join waits, while other connections (a producer) are served; once
     released, the consumer joins and reads."""
-    from kafka import KafkaConsumer
     d, bs = door
     topic, group = topic_name("hold"), topic_name("g")
     p = producer(bs)
     deliver(p, topic, b"first")
     d.hold("JoinGroup")
-    c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+    c = kp_group_consumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False)
     try:
         deadline = time.monotonic() + 30
@@ -469,8 +468,7 @@ def test_an_in_process_cluster_serves_its_one_model_over_http():
 
 def _commit_group(bs: str, topic: str, group: str, n: int) -> None:
     """A kafka-python group consumer reads n records and commits; it stays in the group (the caller closes)."""
-    from kafka import KafkaConsumer
-    c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, client_id="viewer", auto_offset_reset="earliest",
+    c = kp_group_consumer(topic, bootstrap_servers=bs, group_id=group, client_id="viewer", auto_offset_reset="earliest",
                       enable_auto_commit=False)
     got = 0
     deadline = time.monotonic() + 30

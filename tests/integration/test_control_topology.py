@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from helpers import wait_until
+from helpers import kp_group_consumer, wait_until
 from kafkite.testing.cluster import KafkiteCluster
 from kafkite.testing.process import BrokerProcess
 from test_control_model import consume, control, ok, topic_name
@@ -183,7 +183,6 @@ def test_reset_to_empty(where):
     """POST /v1/reset {"data": true} (`kafkite control reset --data`): 20 topics with records, a group with committed
     offsets, a SCRAM user and the controls go; the broker answers on its port at once, a topic of a used name comes
     back empty. The broker's own figure (took_ms) is printed; benchmarks/metadata_writes.py measures it."""
-    from kafka import KafkaConsumer
     from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
     bs, url, _, _ = where
     topics = [topic_name("full") for _ in range(20)]
@@ -191,7 +190,7 @@ def test_reset_to_empty(where):
     for f in admin.create_topics([NewTopic(t, 2, 1) for t in topics]).values():
         f.result(30)
     _produce(bs, topics[0], [(None, b"r%d" % i) for i in range(10)])
-    c = KafkaConsumer(topics[0], bootstrap_servers=bs, group_id="resetg", auto_offset_reset="earliest",
+    c = kp_group_consumer(topics[0], bootstrap_servers=bs, group_id="resetg", auto_offset_reset="earliest",
                       enable_auto_commit=False)
     got, deadline = 0, time.monotonic() + 30
     while got < 10 and time.monotonic() < deadline:
@@ -230,11 +229,10 @@ def test_reset_to_empty(where):
 
 def test_reset_to_empty_keeps_a_group_with_members_and_says_so():
     with KafkiteCluster(brokers=1, control=True) as cluster:
-        from kafka import KafkaConsumer
         bs = cluster.bootstrap_servers
         topic = topic_name("busy")
         _create(bs, topic)
-        c = KafkaConsumer(topic, bootstrap_servers=bs, group_id="busyg")
+        c = kp_group_consumer(topic, bootstrap_servers=bs, group_id="busyg")
         wait_until(lambda: (c.poll(timeout_ms=100) or True) and bool(c.assignment()), 30, what="an assignment")
         try:
             out = cluster.empty()
@@ -366,7 +364,6 @@ def test_a_coordinator_moved_and_an_isr_shrunk_over_http():
     member commits on through it (NOT_COORDINATOR from the old one, FindCoordinator again) and /v1/groups shows the
     group there; `pause-replication B` takes B out of the ISR (replica.lag.time.max.ms), `resume-replication B`
     brings it back; bad input answers 400."""
-    from kafka import KafkaConsumer
     overrides = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
                  "replica.lag.time.max.ms": "600", "replica.fetch.backoff.ms": "100"}
     with KafkiteCluster(brokers=3, control=True, overrides=overrides) as cluster:
@@ -374,7 +371,7 @@ def test_a_coordinator_moved_and_an_isr_shrunk_over_http():
         topic, group = topic_name("coord"), topic_name("cg")
         _create(bs, topic, 1, 3)
         _produce(bs, topic, [(None, b"r%d" % i) for i in range(4)])
-        c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+        c = kp_group_consumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
                           enable_auto_commit=False)
         try:
             got, deadline = 0, time.monotonic() + 60
@@ -417,7 +414,6 @@ def test_a_coordinator_moved_and_an_isr_shrunk_on_a_zookeeper_process_cluster(ka
     pauses its replication (it leaves the ISR in the controller's metadata) and resumes it, the other follower's cuts
     its link to the leader and heals it."""
     import uuid
-    from kafka import KafkaConsumer
     from kafkite.testing.process_cluster import ProcessCluster
     overrides = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
                  "replica.lag.time.max.ms": "1000"}
@@ -427,7 +423,7 @@ def test_a_coordinator_moved_and_an_isr_shrunk_on_a_zookeeper_process_cluster(ka
         topic, group = topic_name("zkcoord"), topic_name("zg")
         _create(bs, topic, 1, 3)
         _produce(bs, topic, [(None, b"a")])
-        k = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+        k = kp_group_consumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
                           enable_auto_commit=False)
         try:
             deadline = time.monotonic() + 30

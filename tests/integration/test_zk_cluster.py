@@ -16,6 +16,7 @@ import uuid
 import pytest
 
 from kafkite.testing.process_cluster import ProcessCluster
+from helpers import kp_group_consumer
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -131,7 +132,7 @@ def _spread(cluster, name: str, via: int) -> None:
 
 
 def test_kafka_python_across_brokers(cluster):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     _spread(cluster, "spread-kp", via=1)
     want = _expected("kp")
     p = KafkaProducer(bootstrap_servers=cluster.bootstrap_of(2), acks="all", retries=5)
@@ -141,7 +142,7 @@ def test_kafka_python_across_brokers(cluster):
     finally:
         p.close()
     assert parts == set(range(6)), parts
-    c = KafkaConsumer("spread-kp", bootstrap_servers=cluster.bootstrap_of(3), group_id="kp-group",
+    c = kp_group_consumer("spread-kp", bootstrap_servers=cluster.bootstrap_of(3), group_id="kp-group",
                       auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=1000)
     got: dict[bytes, bytes] = {}
     try:
@@ -590,7 +591,7 @@ def test_group_resumes_after_its_coordinators_broker_crashes(kafkite_zookeeper):
                 p.close()
 
         def consumer(via: int) -> KafkaConsumer:
-            return KafkaConsumer(topic, bootstrap_servers=c.bootstrap_of(via), group_id=group,
+            return kp_group_consumer(topic, bootstrap_servers=c.bootstrap_of(via), group_id=group,
                                  auto_offset_reset="earliest", enable_auto_commit=False)
 
         def read(cons: KafkaConsumer, n: int) -> list:
