@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
 
 stop = False
 
@@ -38,9 +39,14 @@ def run_kafka_python(bs, topic, group, strategy):
     from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
     assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
                  "sticky": StickyPartitionAssignor}
-    c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, enable_auto_commit=False,
+    c = KafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False,
                       auto_offset_reset="earliest", session_timeout_ms=3000, heartbeat_interval_ms=300,
                       max_poll_interval_ms=30000, partition_assignment_strategy=[assignors[strategy or "range"]])
+    # subscribed once the topic's partitions are known (tests/helpers.py kp_group_consumer says why: kafka-python
+    # 3.0.12 may drop a leader's SyncGroup answer after an assignment made without them)
+    while not stop and not c.partitions_for_topic(topic):
+        time.sleep(0.05)
+    c.subscribe([topic])
     n = 0
     while not stop:
         batch = c.poll(timeout_ms=200)

@@ -14,6 +14,7 @@ import pytest
 
 from clients import drivers
 from clients.drivers import records, run_java, run_kcat, run_node, summary
+from helpers import kp_group_consumer
 
 pytest.importorskip("trustme", reason="trustme is not installed")
 LISTENERS = ("SASL_SSL", "SSL")
@@ -69,14 +70,14 @@ def test_confluent_kafka(sb, listener):
 
 @pytest.mark.parametrize("listener", LISTENERS)
 def test_kafka_python(sb, listener):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     topic, group = f"kp-{listener}", f"g-kp-{listener}"
     p = KafkaProducer(**sb.kafka_python(listener=listener))
     for i in range(N):
         p.send(topic, b"kp-%d" % i, partition=0)
     p.flush(30)
     p.close()
-    c = KafkaConsumer(topic, **sb.kafka_python(listener=listener), group_id=group, auto_offset_reset="earliest",
+    c = kp_group_consumer(topic, **sb.kafka_python(listener=listener), group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False)
     got, deadline = [], time.monotonic() + 30
     while len(got) < N and time.monotonic() < deadline:
@@ -264,7 +265,7 @@ def _unsecured_jws(sub: str) -> str:
 def test_confluent_and_kafka_python_over_sasl_plaintext(plain_oauth_broker, mech):
     from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     from kafka.net.sasl.oauth import AbstractTokenProvider
     bs = plain_oauth_broker.bootstrap_servers
 
@@ -301,7 +302,7 @@ def test_confluent_and_kafka_python_over_sasl_plaintext(plain_oauth_broker, mech
         prod.send(topic, b"kp-%d" % i, partition=0)
     prod.flush(30)
     prod.close()
-    kc = KafkaConsumer(topic, **kp, group_id=f"g-kp-{mech}", auto_offset_reset="earliest", enable_auto_commit=False)
+    kc = kp_group_consumer(topic, **kp, group_id=f"g-kp-{mech}", auto_offset_reset="earliest", enable_auto_commit=False)
     got, deadline = [], time.monotonic() + 30
     while len(got) < 2 * N and time.monotonic() < deadline:
         got += [r.value for rs in kc.poll(500).values() for r in rs]

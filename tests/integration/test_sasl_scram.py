@@ -19,6 +19,7 @@ from kafkite.testing.process import BrokerProcess
 from kafkite.testing.runner import BrokerThread
 from kafkite.testing.wire_client import WireClient
 from kafkite.wire.errors import E
+from helpers import kp_group_consumer
 
 MECHS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" '
@@ -91,7 +92,7 @@ def auth_error(bs: str, mech: str, user: str, password: str) -> object:
 @pytest.mark.parametrize("mech", MECHS)
 def test_clients_produce_and_group_consume(scram_broker, mech):
     from confluent_kafka import Consumer, Producer
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     bs = scram_broker.bootstrap_servers
     user = f"alice-{mech[-3:]}"
     add_user(bs, user, "alice-secret", mech)
@@ -117,7 +118,7 @@ def test_clients_produce_and_group_consume(scram_broker, mech):
             got.append(m.value())
     c.close()
     assert sorted(got) == want
-    kc = KafkaConsumer(topic, bootstrap_servers=bs, **kp_auth(mech, user, "alice-secret"), group_id=f"g-kp-{mech}",
+    kc = kp_group_consumer(topic, bootstrap_servers=bs, **kp_auth(mech, user, "alice-secret"), group_id=f"g-kp-{mech}",
                        auto_offset_reset="earliest")
     got = []
     deadline = time.monotonic() + 60
