@@ -249,14 +249,7 @@ async def empty(brokers: dict) -> dict:
         failed = await first.delete_topics(topics)
         if failed:
             raise next(iter(failed.values()))
-    groups, kept = [], {}
-    for b in live.values():
-        for gid, *_ in b.groups.coordinator.list_groups():
-            code = await b.groups.delete_group(group_id=gid)
-            if code:
-                kept[gid] = error_name(code)
-            else:
-                groups.append(gid)
+    groups, kept = await delete_groups(live.values())
     acls = list(state.metadata.acls)
     if acls:
         await first.alter_acls([], acls)
@@ -265,3 +258,17 @@ async def empty(brokers: dict) -> dict:
         await first.set_user_configs({u: {} for u in users})
     return {"topics_deleted": topics, "groups_deleted": sorted(groups), "groups_kept": kept, "acls_deleted": len(acls),
             "users_deleted": users}
+
+
+async def delete_groups(brokers) -> tuple[list[str], dict[str, str]]:
+    """Every group these brokers coordinate deleted as DeleteGroups deletes it -> (the deleted, {group: why kept})
+    (a group with members is kept: NON_EMPTY_GROUP)."""
+    deleted, kept = [], {}
+    for b in brokers:
+        for gid, *_ in b.groups.coordinator.list_groups():
+            code = await b.groups.delete_group(group_id=gid)
+            if code:
+                kept[gid] = error_name(code)
+            else:
+                deleted.append(gid)
+    return deleted, kept

@@ -12,7 +12,7 @@ from __future__ import annotations
 import trio
 
 from ..controller import zk_data as z
-from .model import error_name
+from .views import delete_groups
 
 DELETE_TIMEOUT_S = 30.0
 
@@ -38,13 +38,7 @@ async def empty(brokers: dict) -> dict:
                 await trio.sleep(0.02)
     if remaining:
         raise TimeoutError(f"topics not deleted by the controller within {DELETE_TIMEOUT_S:.0f}s: {remaining}")
-    groups, kept = [], {}
-    for gid, *_ in b.groups.coordinator.list_groups():
-        code = await b.groups.delete_group(group_id=gid)
-        if code:
-            kept[gid] = error_name(code)
-        else:
-            groups.append(gid)
+    groups, kept = await delete_groups([b])
     acls = list(await zk.call(zk.acls.load_all))
     if acls:
         await b.alter_acls([], acls)
