@@ -141,6 +141,27 @@ def test_an_unknown_state_fences_a_member_that_owns_partitions():
 
 
 # -- heartbeats on the coordinator, records replayed --------------------------------------------------------
+class Topics:
+    """A TopicsImage whose version moves when the set of names does."""
+
+    def __init__(self, *tms):
+        self.topics, self.version = {tm.name: tm for tm in tms}, 1
+
+    def __call__(self, name):
+        return self.topics.get(name)
+
+    def names(self):
+        return list(self.topics)
+
+    def add(self, tm):
+        self.topics[tm.name] = tm
+        self.version += 1
+
+    def delete(self, name):
+        del self.topics[name]
+        self.version += 1
+
+
 class Runtime:
     """The runtime's steps without Trio: a log per partition, every write durable at once."""
 

@@ -14,7 +14,7 @@ from kafkite.coordinator import schemas
 from kafkite.coordinator.consumer_group_records import TopicMetadata
 from kafkite.coordinator.regex import INVALID_REGULAR_EXPRESSION, InvalidRegularExpression, check_regex, resolve
 
-from test_consumer_group_model import Runtime
+from test_consumer_group_model import Runtime, Topics
 
 ORDERS, OTHERS = uuid.UUID(int=0xA1), uuid.UUID(int=0xC3)
 
@@ -55,25 +55,10 @@ def test_the_record_is_kafkas_key_16_and_value_v0():
         CR.decode(k, v[:-9])
 
 
-class Topics:
-    def __init__(self, topics):
-        self.topics, self.version = dict(topics), 1
-
-    def __call__(self, name):
-        return self.topics.get(name)
-
-    def names(self):
-        return list(self.topics)
-
-    def add(self, tm):
-        self.topics[tm.name] = tm
-        self.version += 1
-
-
 def test_heartbeats_resolve_write_and_replay_regexes():
     rt = Runtime()
-    rt.topics = Topics({"orders": TopicMetadata(ORDERS, "orders", 2), "__consumer_offsets":
-                        TopicMetadata(uuid.UUID(int=9), "__consumer_offsets", 50)})
+    rt.topics = Topics(TopicMetadata(ORDERS, "orders", 2),
+                       TopicMetadata(uuid.UUID(int=9), "__consumer_offsets", 50))
     a = rt.hb("a", 0, topics=[], subscribed_topic_regex="o.*")
     assert (a.error, a.member_epoch, a.assignment) == (0, 1, {ORDERS: frozenset({0, 1})})
     assert rt.group.resolved_regexes["o.*"].topics == {"orders"}

@@ -14,31 +14,10 @@ from kafkite.coordinator import regex_refresh
 from kafkite.coordinator.consumer_group_records import TopicMetadata
 from kafkite.coordinator.result import start_write
 
-from test_consumer_group_model import Runtime
+from test_consumer_group_model import Runtime, Topics
 
 ORDERS, OTHERS, PAYMENTS = uuid.UUID(int=0xA1), uuid.UUID(int=0xC3), uuid.UUID(int=0xB2)
 REGEX = 16
-
-
-class Topics:
-    """A TopicsImage whose version moves when the set of names does."""
-
-    def __init__(self, *tms):
-        self.topics, self.version = {tm.name: tm for tm in tms}, 1
-
-    def __call__(self, name):
-        return self.topics.get(name)
-
-    def names(self):
-        return list(self.topics)
-
-    def add(self, tm):
-        self.topics[tm.name] = tm
-        self.version += 1
-
-    def delete(self, name):
-        del self.topics[name]
-        self.version += 1
 
 
 def regex_records(rt, since=0):
