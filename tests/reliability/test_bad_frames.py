@@ -1,7 +1,7 @@
 """Bad input closes that one connection (with a log line); the broker keeps serving everyone else."""
 from __future__ import annotations
 
-import os
+import random
 import struct
 
 import pytest
@@ -15,9 +15,12 @@ def still_serving(broker):
         assert w.request(MetadataRequest(topics=None), 9).cluster_id == broker.state.metadata.cluster_id
 
 
+_garbage = random.Random(20261126).randbytes  # the same bytes every run (and in every pytest-xdist worker)
+
+
 @pytest.mark.parametrize("payload", [
-    os.urandom(3),                                    # shorter than a header
-    struct.pack(">hhi", 3, 9, 1) + os.urandom(40),    # Metadata v9 header + garbage
+    _garbage(3),                                      # shorter than a header
+    struct.pack(">hhi", 3, 9, 1) + _garbage(40),      # Metadata v9 header + garbage
     struct.pack(">hhi", 18, 3, 1) + b"\xff" * 20,     # ApiVersions v3 with a broken body
     b"\x00" * 64,
 ])
