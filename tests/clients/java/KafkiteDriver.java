@@ -86,6 +86,8 @@
 //        "add NAME [INSTANCE_ID]" (a member joins, static with an instance id) and "close NAME" (it leaves:
 //        close()); EOF closes every member and exits. Every line then carries "m":NAME, plus
 //        {"m","assigned":[partitions]} whenever a member's assignment changes (checked at every poll).
+//        With the consumer protocol a ConsumerRebalanceListener commits what was reported of a revoked partition
+//        and seeks an assigned one to its committed offset ({"seek_failed":"..."} if that fails): see groupMember.
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.*;
@@ -673,7 +675,17 @@ public class KafkiteDriver {
                     out(tag + "\"commit_failed\":" + count[0] + ",\"error\":" + q(e.getClass().getSimpleName() + ": " + e.getMessage()) + "}");
                 }
             }
-            public void onPartitionsAssigned(Collection<TopicPartition> parts) { }
+            // Java 3.9's consumer-protocol consumer may reset a partition added while a committed-offset fetch for
+            // others is in flight to auto.offset.reset (KAFKA-17674, fixed in 4.0): seek to the committed offsets
+            public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                if (parts.isEmpty()) return;
+                try {
+                    for (Map.Entry<TopicPartition, OffsetAndMetadata> e : c.committed(new HashSet<>(parts)).entrySet())
+                        if (e.getValue() != null) c.seek(e.getKey(), e.getValue().offset());
+                } catch (KafkaException e) {
+                    out(tag + "\"seek_failed\":" + q(e.getClass().getSimpleName() + ": " + e.getMessage()) + "}");
+                }
+            }
         });
         else c.subscribe(List.of(topic));
         int n = 0;
