@@ -8,6 +8,7 @@ Java kafka-clients 3.9 members (one JVM) split, join and leave the same way."""
 from __future__ import annotations
 
 import collections
+import subprocess
 import time
 
 import pytest
@@ -261,7 +262,6 @@ class JavaMembers:
     `close` make one join or leave; what each reported (records, commits, assignments) is read here."""
 
     def __init__(self, bs: str, topic: str, group: str, *extra: str):
-        import subprocess
         import tempfile
         import threading
         from clients.drivers import java_argv, need
@@ -311,21 +311,22 @@ class JavaMembers:
         assert all(a >= kept for t, x, a in self.seen if x == m and t0 <= t <= t1), (m, kept, self.seen)
         assert any(t0 <= t <= t1 and x == m and p in kept for t, x, p in self.received), (m, kept)
 
-    def close(self) -> None:
+    def close(self) -> str:
+        """Every member leaves (EOF on its stdin), the JVM exits; its stderr."""
         if self.proc.poll() is None:
-            self.proc.stdin.close()  # EOF: every member leaves, the JVM exits
+            self.proc.stdin.close()
             try:
                 self.proc.wait(60)
-            except Exception:
+            except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
-        self._t.join(5)
+        self._t.join(30)  # the rest of its lines
         self.stderr.seek(0)
         return self.stderr.read()
 
 
 def test_java_consumers_with_group_protocol_consumer_split_join_and_leave_exactly_once(broker_factory):
-    """Java kafka-clients 3.9 with group.protocol=consumer and group.remote.assignor=uniform, three members in one
+    """Java kafka-clients 3.9 with group.protocol=consumer and group.remote.assignor=range, three members in one
     JVM on a 6-partition topic: two members take 3 + 3; a third joins and each has two (OffsetCommit v9 with the
     member epoch, a moved partition resumed from its commit) while the two that keep partitions go on receiving
     records of them; one leaves and the two left take 3 + 3; every record is read, and read once unless a commit
@@ -341,7 +342,7 @@ def test_java_consumers_with_group_protocol_consumer_split_join_and_leave_exactl
     feed = Feed(bs, "kip848j", 3_000)
     feed.send(600)
     produced = set(feed.flush())
-    g = JavaMembers(bs, "kip848j", "g848j", "--remote-assignor", "uniform")
+    g = JavaMembers(bs, "kip848j", "g848j", "--remote-assignor", "range")
     try:
         def everything_read():
             return {x for got in g.got.values() for x in got} >= produced
@@ -366,7 +367,7 @@ def test_java_consumers_with_group_protocol_consumer_split_join_and_leave_exactl
         for m in ("a", "b"):
             g.kept_consuming(m, kept[m] & set(g.assigned[m]), t_join, t_joined)
         d = describe(bs, "g848j")
-        assert (d.group_state, d.assignor_name, len(d.members)) == ("Stable", "uniform", 3)
+        assert (d.group_state, d.assignor_name, len(d.members)) == ("Stable", "range", 3)
         assert sorted(len(x.assignment.topic_partitions[0].partitions) for x in d.members) == [2, 2, 2]
         feed.send(600)
         produced = set(feed.flush())
@@ -386,7 +387,8 @@ def test_java_consumers_with_group_protocol_consumer_split_join_and_leave_exactl
                    for e in g.events if "commit_failed" in e), g.events
     finally:
         err = g.close()
-    assert sorted(e["m"] for e in g.events if e.get("closed")) == ["a", "b", "c"], err[-2000:]
+    assert sorted(e["m"] for e in g.events if e.get("closed")) == ["a", "b", "c"], (g.proc.returncode, g.events,
+                                                                                   err[-2000:])
     d = describe(bs, "g848j")
     assert (d.error_code, d.group_state, d.members) == (0, "Empty", [])  # each left (epoch -1) on close
 
