@@ -1,11 +1,14 @@
 """KIP-848 with a real client: confluent-kafka (librdkafka >= 2.10) with group.protocol=consumer against a
 broker process (ARCHITECTURE.md: confluent-kafka group consumers need one). Three consumers on a 6-partition
-topic get two partitions each; 30,000 records are consumed exactly once across a join, a static member's restart
-and a leave, during which the members that keep partitions go on consuming them (no stop-the-world; an eager classic
-group fails it); a SIGKILLed member is fenced after the session timeout; committed
-offsets and the group itself (epochs, a static member's assignment) come back after a broker restart."""
+topic get two partitions each; 30,000 records are consumed across a join, a static member's restart, a SIGKILLed
+member fenced after the session timeout and a leave, exactly once but for the killed member's uncommitted tail,
+while the members that keep partitions go on consuming them (no stop-the-world; an eager classic group fails it);
+committed offsets and the group itself (epochs, a static member's assignment) come back after a broker restart.
+Java kafka-clients 3.9 members (one JVM) split, join and leave the same way."""
 from __future__ import annotations
 
+import collections
+import subprocess
 import time
 
 import pytest
@@ -87,6 +90,13 @@ def run_until(members, pred, timeout, what):
     raise AssertionError(f"timed out: {what}; assignments {[m.assigned() for m in members]}")
 
 
+def settle(members, fed, secs: float = 1.5) -> float:
+    """Go on polling (and feeding) for secs more; the time it ends."""
+    t = time.monotonic() + secs
+    run_until(members, fed(lambda: time.monotonic() >= t), secs + 60, "a pause")
+    return time.monotonic()
+
+
 def describe(bs, group):
     from kafkite.wire.consumer_group_api import ConsumerGroupDescribeRequest
     from kafkite.testing.wire_client import WireClient
@@ -107,12 +117,31 @@ def proc_broker():
         yield b
 
 
-def test_three_consumers_two_partitions_each_exactly_once_across_join_and_leave(proc_broker):
-    """30,000 records, each read exactly once across a join (2 -> 3 members), a static member's restart within its
-    session timeout and a leave (3 -> 2), with records produced all along; no stop-the-world: while a member joins
-    or leaves, the members that keep partitions never lose them and go on receiving records of them; the static
-    member comes back to its own partitions and nothing else moves."""
-    bs = proc_broker.bootstrap_servers
+SESSION_MS = 5000  # group.consumer.session.timeout.ms of the 30,000-record run (Kafka's default is 45 s)
+
+
+@pytest.fixture
+def short_session_broker():
+    """A broker process whose consumer groups time a member out after SESSION_MS and ask for a heartbeat every
+    500 ms (Kafka's minimum bounds lowered to allow it)."""
+    from kafkite.testing.process import BrokerProcess
+    overrides = {"group.consumer.session.timeout.ms": str(SESSION_MS), "group.consumer.min.session.timeout.ms": "1000",
+                 "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "100"}
+    with BrokerProcess(overrides=overrides) as b:
+        yield b
+
+
+def test_three_consumers_two_partitions_each_exactly_once_across_join_and_leave(short_session_broker):
+    """30,000 records across a join (2 -> 3 members), a static member's restart within its session timeout, a
+    fourth member in its own process SIGKILLed and fenced after the session timeout, and a leave (3 -> 2), with
+    records produced all along. Every record is read; each exactly once, except that what the killed member had
+    processed after its last commit (or whose commit was refused) is read again by the partition's next owner: at
+    least once, no gaps, duplicates only after the last commit, as Kafka promises a consumer that commits after
+    processing. No stop-the-world: while a member joins or leaves, the members that keep partitions never lose
+    them and go on receiving records of them; the static member comes back to its own partitions and nothing else
+    moves."""
+    from clients.group_scenario import python_consumer
+    bs = short_session_broker.bootstrap_servers
     create(bs, "kip848", 6)
     feed = Feed(bs, "kip848", 30_000)
     feed.send(6_000)
@@ -130,8 +159,10 @@ def test_three_consumers_two_partitions_each_exactly_once_across_join_and_leave(
             return pred()
         return check
     run_until(members, fed(lambda: [len(m.assigned()) for m in members] == [2, 2, 2]), 60, "three members, 2 each")
-    t_joined = time.monotonic()
     assert sorted(p for m in members for p in m.assigned()) == list(range(6))
+    # the rebalance takes about a second (500 ms heartbeats): the window looked at runs 1.5 s past it, so that
+    # records (fed all along) have time to arrive
+    t_joined = settle(members, fed)
     for m in (a, b):
         m.kept_consuming(set(m.assigned()), t_join, t_joined)
     d = describe(bs, "g848")
@@ -155,6 +186,25 @@ def test_three_consumers_two_partitions_each_exactly_once_across_join_and_leave(
     feed.send(6_000)
     produced = set(feed.flush())
     run_until(members, lambda: {x for m in members + gone for x in m.got} >= produced, 60, "all records so far read")
+    # a fourth member in its own process (confluent, group.protocol=consumer) takes partitions and processes some
+    # of their records; SIGKILLed, it sends no leave: the broker fences it after the session timeout and the three
+    # take its partitions back from its last commit
+    k = python_consumer("confluent", bs, "kip848", "g848", "consumer-protocol")
+    try:
+        run_until(members, fed(lambda: sorted(len(m.assigned()) for m in members) in ([1, 1, 2], [1, 2, 2])
+                               and len(k.processed) > 100), 60, "a fourth member with partitions of its own, records processed")
+        k.crash()
+        t_kill = time.monotonic()
+        run_until(members, fed(lambda: [len(m.assigned()) for m in members] == [2, 2, 2]), 60,
+                  "the killed member fenced, the three with two partitions each")
+        fenced_after = time.monotonic() - t_kill
+        assert SESSION_MS / 1000 * 0.6 <= fenced_after < 30, fenced_after  # the session timeout, not at once
+        feed.send(3_000)
+        produced = set(feed.flush())
+        run_until(members, lambda: {x for m in members + gone for x in m.got} | set(k.processed) >= produced, 60,
+                  "all records so far read")
+    finally:
+        k.stop()
     # a leave: the two left keep their two partitions each, go on consuming them, and take one of b's each, from
     # its committed offsets
     kept = {m: set(m.assigned()) for m in (a, c2)}
@@ -163,14 +213,18 @@ def test_three_consumers_two_partitions_each_exactly_once_across_join_and_leave(
     members.remove(b)
     gone.append(b)
     run_until(members, fed(lambda: sorted(len(m.assigned()) for m in members) == [3, 3]), 60, "two members, 3 + 3")
-    t_left = time.monotonic()
+    t_left = settle(members, fed)
     for m in (a, c2):
         m.kept_consuming(kept[m], t_leave, t_left)
     feed.send(30_000)
     produced = set(feed.flush())
-    run_until(members, lambda: {x for m in members + gone for x in m.got} >= produced, 60, "the two left read the rest")
-    everything = [x for m in members + gone for x in m.got]
-    assert len(everything) == len(set(everything)) == len(produced) == 30_000  # once each, none lost
+    run_until(members, lambda: {x for m in members + gone for x in m.got} | set(k.processed) >= produced, 60,
+              "the two left read the rest")
+    everything = [x for m in members + gone for x in m.got] + k.processed
+    assert set(everything) == produced and len(produced) == 30_000  # none lost
+    again = {x for x, n in collections.Counter(everything).items() if n > 1}
+    assert again <= set(k.uncommitted()) | k.unconfirmed, "only the killed member's uncommitted tail is read twice"
+    assert len(everything) - len(produced) == len(again)  # those at most twice; everything else exactly once
     for m in members:
         m.c.close()
 
@@ -202,25 +256,141 @@ def test_committed_offsets_and_the_group_survive_a_broker_restart(tmp_path):
         m.c.close()
 
 
-def test_java_consumer_with_group_protocol_consumer_commits_and_resumes(broker):
-    """Java kafka-clients 3.9 (the consumer protocol in preview there; its ConsumerGroupHeartbeat v0 is Kafka 4's
-    v0): join, read everything, commit with OffsetCommit v9 (member epoch), leave; a second run of the group
-    reads only what came after."""
-    from clients.drivers import records, run_java, summary
+class JavaMembers:
+    """One JVM running the Java driver's `group --control`: Java kafka-clients 3.9 consumers with
+    group.protocol=consumer (its ConsumerGroupHeartbeat v0 is Kafka 4's v0), each in its own thread; `add` and
+    `close` make one join or leave; what each reported (records, commits, assignments) is read here."""
+
+    def __init__(self, bs: str, topic: str, group: str, *extra: str):
+        import tempfile
+        import threading
+        from clients.drivers import java_argv, need
+        need("java")
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(java_argv("group", bs, topic, group, "--protocol", "consumer", "--control", *extra),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.got: dict[str, list[tuple[int, int]]] = {}
+        self.committed_upto: dict[str, int] = {}  # per member: how many of its records its last commit covered
+        self.unconfirmed: set[tuple[int, int]] = set()  # read, then their commit refused
+        self.assigned: dict[str, list[int]] = {}
+        self.seen: list[tuple[float, str, frozenset[int]]] = []  # (time read, member, its new assignment)
+        self.received: list[tuple[float, str, int]] = []  # (time read, member, partition) of every record
+        self.events: list[dict] = []  # errors, refused commits, closes
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+
+    def _read(self) -> None:
+        import json
+        for line in self.proc.stdout:
+            if not line.startswith("{"):
+                continue
+            ev, now = json.loads(line), time.monotonic()
+            m = ev.get("m")
+            if "rec" in ev:
+                self.got.setdefault(m, []).append(tuple(ev["rec"]))
+                self.received.append((now, m, ev["rec"][0]))
+            elif "assigned" in ev:
+                self.assigned[m] = ev["assigned"]
+                self.seen.append((now, m, frozenset(ev["assigned"])))
+            elif "commit" in ev:
+                self.committed_upto[m] = ev["commit"]
+            else:
+                if "commit_failed" in ev:  # refused in a rebalance: those records may be read again by another
+                    self.unconfirmed.update(self.got[m][self.committed_upto.get(m, 0):ev["commit_failed"]])
+                self.events.append(ev)
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def split(self) -> list[int]:
+        return sorted(len(ps) for m, ps in self.assigned.items() if ps)
+
+    def kept_consuming(self, m: str, kept: set[int], t0: float, t1: float) -> None:
+        """Member m never lost `kept` between t0 and t1, and received records of them meanwhile."""
+        assert all(a >= kept for t, x, a in self.seen if x == m and t0 <= t <= t1), (m, kept, self.seen)
+        assert any(t0 <= t <= t1 and x == m and p in kept for t, x, p in self.received), (m, kept)
+
+    def close(self) -> str:
+        """Every member leaves (EOF on its stdin), the JVM exits; its stderr."""
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._t.join(30)  # the rest of its lines
+        self.stderr.seek(0)
+        return self.stderr.read()
+
+
+def test_java_consumers_with_group_protocol_consumer_split_join_and_leave_exactly_once(broker_factory):
+    """Java kafka-clients 3.9 with group.protocol=consumer and group.remote.assignor=range, three members in one
+    JVM on a 6-partition topic: two members take 3 + 3; a third joins and each has two (OffsetCommit v9 with the
+    member epoch, a moved partition resumed from its commit) while the two that keep partitions go on receiving
+    records of them; one leaves and the two left take 3 + 3; every record is read, and read once unless a commit
+    of it was refused: Java 3.9 commits with the member epoch it knows, and a commit racing the heartbeat that
+    bumps it gets STALE_MEMBER_EPOCH, from Kafka 4.0 too (KIP-1251 relaxes that later). The driver commits in
+    onPartitionsRevoked and seeks to the committed offsets in onPartitionsAssigned (without that, Java 3.9
+    re-reads: README). Once all have left the
+    group is Empty. A 500 ms heartbeat interval (the broker's setting) keeps the rebalances short."""
+    broker = broker_factory(overrides={"group.consumer.heartbeat.interval.ms": "500",
+                                       "group.consumer.min.heartbeat.interval.ms": "100"})
     bs = broker.bootstrap_servers
-    create(bs, "kip848j", 4)
-    first = set(produce_batch(bs, "kip848j", 0, 200))
-    lines = run_java("consume-group", bs, "kip848j", "g848j", 200, "--protocol", "consumer", "--commit",
-                     "--timeout-ms", "60000")
-    s = summary(lines)
-    assert (s["consumed"], s["assignment"]) == (200, [0, 1, 2, 3])
-    assert {(r["p"], r["o"]) for r in records(lines)} == first
-    assert s["committed"] == {str(p): 1 + max(o for q, o in first if q == p) for p in range(4)}
+    create(bs, "kip848j", 6)
+    feed = Feed(bs, "kip848j", 3_000)
+    feed.send(600)
+    produced = set(feed.flush())
+    g = JavaMembers(bs, "kip848j", "g848j", "--remote-assignor", "range")
+    try:
+        def everything_read():
+            return {x for got in g.got.values() for x in got} >= produced
+
+        def fed(pred):
+            def check():
+                feed.send(30)
+                return pred()
+            return check
+
+        g.send("add a")
+        g.send("add b")
+        wait_for(lambda: g.split() == [3, 3] and everything_read(), 90, "two Java members, 3 + 3, the first 600 read")
+        kept = {m: set(g.assigned[m]) for m in ("a", "b")}
+        t_join = time.monotonic()
+        g.send("add c")
+        wait_for(fed(lambda: g.split() == [2, 2, 2]), 60, "three Java members, two partitions each")
+        assert sorted(p for ps in g.assigned.values() for p in ps) == list(range(6))
+        t_settled = time.monotonic() + 1.0  # records go on arriving: the window looked at runs 1 s more
+        wait_for(fed(lambda: time.monotonic() >= t_settled), 60, "a pause")
+        t_joined = time.monotonic()
+        for m in ("a", "b"):
+            g.kept_consuming(m, kept[m] & set(g.assigned[m]), t_join, t_joined)
+        d = describe(bs, "g848j")
+        assert (d.group_state, d.assignor_name, len(d.members)) == ("Stable", "range", 3)
+        assert sorted(len(x.assignment.topic_partitions[0].partitions) for x in d.members) == [2, 2, 2]
+        feed.send(600)
+        produced = set(feed.flush())
+        wait_for(everything_read, 60, "the records so far read by the three")
+        g.send("close b")
+        wait_for(fed(lambda: sorted(len(g.assigned[m]) for m in ("a", "c")) == [3, 3]), 60, "two left, 3 + 3")
+        feed.send(3_000)
+        produced = set(feed.flush())
+        wait_for(everything_read, 60, "the two left read the rest")
+        everything = [x for got in g.got.values() for x in got]
+        assert set(everything) == produced  # none lost
+        again = {x for x, n in collections.Counter(everything).items() if n > 1}
+        assert len(produced) == 3_000 and again <= g.unconfirmed, "only records whose commit was refused are read twice"
+        assert set(g.got["b"]) and set(g.got["c"])  # each took part
+        assert not [e for e in g.events if "closed" not in e and "commit_failed" not in e], g.events
+        assert all("StaleMemberEpoch" in e["error"] or "stale member epoch" in e["error"]
+                   for e in g.events if "commit_failed" in e), g.events
+    finally:
+        err = g.close()
+    assert sorted(e["m"] for e in g.events if e.get("closed")) == ["a", "b", "c"], (g.proc.returncode, g.events,
+                                                                                   err[-2000:])
     d = describe(bs, "g848j")
-    assert (d.error_code, d.group_state, d.members) == (0, "Empty", [])  # it left (epoch -1) on close
-    later = set(produce_batch(bs, "kip848j", 200, 60))
-    lines = run_java("consume-group", bs, "kip848j", "g848j", 60, "--protocol", "consumer", "--timeout-ms", "60000")
-    assert summary(lines)["consumed"] == 60 and {(r["p"], r["o"]) for r in records(lines)} == later
+    assert (d.error_code, d.group_state, d.members) == (0, "Empty", [])  # each left (epoch -1) on close
 
 
 def test_a_classic_and_a_consumer_group_side_by_side_and_admin_describes_both(proc_broker):
@@ -252,43 +422,3 @@ def test_a_classic_and_a_consumer_group_side_by_side_and_admin_describes_both(pr
     assert listed == {"g-new": ("CONSUMER", "STABLE"), "g-old": ("CLASSIC", "STABLE")}
     new.c.close()
     old.close()
-
-
-def test_a_killed_member_is_fenced_after_the_session_timeout_and_nothing_is_lost():
-    """Three librdkafka consumer processes (group.protocol=consumer); one is SIGKILLed: after
-    group.consumer.session.timeout.ms the broker fences it and the two left take its partitions from its
-    last commit. Every record is processed; only the killed one's uncommitted tail may be processed twice."""
-    from clients.group_scenario import python_consumer
-    from kafkite.testing.process import BrokerProcess
-    overrides = {"group.consumer.session.timeout.ms": "3000", "group.consumer.min.session.timeout.ms": "1000",
-                 "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "100"}
-    with BrokerProcess(overrides=overrides) as broker:
-        bs = broker.bootstrap_servers
-        create(bs, "kip848k", 6)
-        produced = list(produce_batch(bs, "kip848k", 0, 300))
-        procs = [python_consumer("confluent", bs, "kip848k", "g848k", "consumer-protocol") for _ in range(3)]
-        try:
-            def split(n, each):
-                d = describe(bs, "g848k")
-                return d.group_state == "Stable" and sorted(
-                    sum(len(tp.partitions) for tp in m.assignment.topic_partitions) for m in d.members) == each
-            wait_for(lambda: split(3, [2, 2, 2]), 60, "three members with two partitions each")
-            produced += produce_batch(bs, "kip848k", 300, 300)
-            wait_for(lambda: len({x for p in procs for x in p.processed}) >= 600, 60, "600 records processed")
-            procs[0].crash()
-            t0 = time.monotonic()
-            wait_for(lambda: split(2, [3, 3]), 60, "the killed member fenced, two members with three each")
-            fenced_after = time.monotonic() - t0
-            produced += produce_batch(bs, "kip848k", 600, 300)
-            wait_for(lambda: {x for p in procs for x in p.processed} >= set(produced), 60, "every record processed")
-            counts: dict = {}
-            for p in procs:
-                for x in p.processed:
-                    counts[x] = counts.get(x, 0) + 1
-            again = {x for x, n in counts.items() if n > 1}
-            assert again <= set(procs[0].uncommitted()), "only the killed member's uncommitted tail is read twice"
-            assert all(n <= 2 for n in counts.values())
-            assert 2.0 <= fenced_after < 30  # the session timeout (3 s from its last heartbeat), not at once
-        finally:
-            for p in procs:
-                p.stop()

@@ -9,6 +9,12 @@ partitions), 16 ConsumerGroupRegularExpression (the topics a subscribed regular 
 to, with the metadata version and the time of the resolution). A null value is a tombstone. The schemas are Kafka's JSON definitions
 (``coordinator/schemas``) read by kafka-python's ApiData: a key is an int16 version then the
 non-flexible key struct, a value an int16 version then the flexible value struct.
+
+The tagged fields later Kafka versions add are in the schemas, so their records load: MetadataHash (4.1, KIP-1101,
+in ConsumerGroupMetadataValue; 4.1 no longer writes ConsumerGroupPartitionMetadata), CreationTimeMs, AssignmentEpochs
+and AssignmentTimestamp (later). Kafkite writes them at their defaults, i.e. 4.0's bytes: a group loaded without its
+topics' metadata (4.1's shape) gets a new group epoch at its next heartbeat, as 4.1 does when the hash differs, and
+Kafka 4.1 reading Kafkite's records sees hash 0 and rebalances once the same way.
 """
 from __future__ import annotations
 

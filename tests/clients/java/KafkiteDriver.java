@@ -79,6 +79,15 @@
 // `consume BS TOPIC COUNT` (= consume-assign, timeout 60 s),
 // `group BS TOPIC GROUP [STRATEGY]` (runs until SIGTERM: {"rec":[p,o]}, {"commit":n}, {"commit_failed":n,"error":"..."}
 // when a commit is refused in a rebalance, {"closed":true}).
+//   group ... [--protocol classic|consumer] [--remote-assignor uniform|range] [--control]
+//        --protocol consumer: group.protocol=consumer (KIP-848; the broker assigns, group.remote.assignor from
+//        --remote-assignor if given; no session/heartbeat/strategy settings, the broker's own apply).
+//        --control: several members in this one JVM (a thread and a KafkaConsumer each), driven by stdin lines
+//        "add NAME [INSTANCE_ID]" (a member joins, static with an instance id) and "close NAME" (it leaves:
+//        close()); EOF closes every member and exits. Every line then carries "m":NAME, plus
+//        {"m","assigned":[partitions]} whenever a member's assignment changes (checked at every poll).
+//        With the consumer protocol a ConsumerRebalanceListener commits what was reported of a revoked partition
+//        and seeks an assigned one to its committed offset ({"seek_failed":"..."} if that fails): see groupMember.
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.*;
@@ -127,7 +136,7 @@ public class KafkiteDriver {
     }
 
     // ---- arguments --------------------------------------------------------------------------------
-    static final Set<String> BOOL_FLAGS = Set.of("--headers", "--no-headers", "--commit", "--null-keys", "--abort", "--internal");
+    static final Set<String> BOOL_FLAGS = Set.of("--headers", "--no-headers", "--commit", "--null-keys", "--abort", "--internal", "--control");
 
     static class Args {
         final List<String> pos = new ArrayList<>();
@@ -618,15 +627,9 @@ public class KafkiteDriver {
     }
 
     // legacy long-running group member for tests/clients/group_scenario.py: stops on SIGTERM
-    static void group(String bs, Args a) {
-        String topic = a.pos(0), group = a.pos(1);
-        Properties p = consumerProps(bs, a);
-        p.put("group.id", group);
-        p.put("session.timeout.ms", "3000");
-        p.put("heartbeat.interval.ms", "300");
-        p.put("partition.assignment.strategy", assignor(a.pos.size() > 2 ? a.pos.get(2) : "range"));
-        p.putAll(a.props);
-        KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p);
+    static void group(String bs, Args a) throws Exception {
+        if (a.flag("--control")) { groupControl(bs, a); return; }
+        KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(groupProps(bs, a, null));
         AtomicBoolean stop = new AtomicBoolean(false);
         Thread main = Thread.currentThread();
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -634,26 +637,124 @@ public class KafkiteDriver {
             c.wakeup();
             try { main.join(10000); } catch (InterruptedException ignored) { }
         }));
-        c.subscribe(List.of(topic));
+        groupMember(c, a.pos(0), null, stop, a.get("--protocol", "classic").equals("consumer"));
+    }
+
+    static Properties groupProps(String bs, Args a, String instanceId) {
+        Properties p = consumerProps(bs, a);
+        p.put("group.id", a.pos(1));
+        if (a.get("--protocol", "classic").equals("consumer")) {
+            p.put("group.protocol", "consumer");
+            if (a.opt.containsKey("--remote-assignor")) p.put("group.remote.assignor", a.get("--remote-assignor", null));
+        } else {
+            p.put("session.timeout.ms", "3000");
+            p.put("heartbeat.interval.ms", "300");
+            p.put("partition.assignment.strategy", assignor(a.pos.size() > 2 ? a.pos.get(2) : "range"));
+        }
+        if (instanceId != null) p.put("group.instance.id", instanceId);
+        p.putAll(a.props);
+        return p;
+    }
+
+    // one member's loop: poll, report, commit synchronously what it reported; name tags the lines in --control
+    // mode. With the consumer protocol the member also commits what it reported of a partition in
+    // onPartitionsRevoked: the Java client (3.9) revokes in its background thread once no listener is there to
+    // wait for, so a batch just handed out could lose its partition before commitSync() and be read again.
+    static void groupMember(KafkaConsumer<byte[], byte[]> c, String topic, String name, AtomicBoolean stop,
+                            boolean consumerProtocol) {
+        String tag = name == null ? "{" : "{\"m\":" + q(name) + ",";
+        int[] count = {0};
+        Map<TopicPartition, OffsetAndMetadata> reported = new HashMap<>();
+        if (consumerProtocol) c.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+            public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+                Map<TopicPartition, OffsetAndMetadata> offs = new HashMap<>();
+                for (TopicPartition tp : parts) if (reported.containsKey(tp)) offs.put(tp, reported.remove(tp));
+                if (offs.isEmpty()) return;
+                try { c.commitSync(offs); out(tag + "\"commit\":" + count[0] + "}"); }
+                catch (KafkaException e) {
+                    out(tag + "\"commit_failed\":" + count[0] + ",\"error\":" + q(e.getClass().getSimpleName() + ": " + e.getMessage()) + "}");
+                }
+            }
+            // Java 3.9's consumer-protocol consumer may reset a partition added while a committed-offset fetch for
+            // others is in flight to auto.offset.reset (KAFKA-17674, fixed in 4.0): seek to the committed offsets
+            public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                if (parts.isEmpty()) return;
+                try {
+                    for (Map.Entry<TopicPartition, OffsetAndMetadata> e : c.committed(new HashSet<>(parts)).entrySet())
+                        if (e.getValue() != null) c.seek(e.getKey(), e.getValue().offset());
+                } catch (KafkaException e) {
+                    out(tag + "\"seek_failed\":" + q(e.getClass().getSimpleName() + ": " + e.getMessage()) + "}");
+                }
+            }
+        });
+        else c.subscribe(List.of(topic));
         int n = 0;
+        Set<Integer> assigned = null;
         try {
             while (!stop.get()) {
                 ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(200));
-                for (ConsumerRecord<byte[], byte[]> r : rs) { out("{\"rec\":[" + r.partition() + "," + r.offset() + "]}"); n++; }
+                if (name != null) {
+                    Set<Integer> now = new TreeSet<>();
+                    for (TopicPartition tp : c.assignment()) now.add(tp.partition());
+                    if (!now.equals(assigned)) {
+                        assigned = now;
+                        StringBuilder b = new StringBuilder(tag + "\"assigned\":[");
+                        int i = 0;
+                        for (int x : now) b.append(i++ > 0 ? "," : "").append(x);
+                        out(b.append("]}").toString());
+                    }
+                }
+                for (ConsumerRecord<byte[], byte[]> r : rs) {
+                    out(tag + "\"rec\":[" + r.partition() + "," + r.offset() + "]}");
+                    count[0] = ++n;
+                    reported.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                }
                 if (!rs.isEmpty()) {
+                    reported.clear();
                     // refused while the group rebalances (as Kafka refuses it): those records may be processed
                     // again by the partition's next owner
-                    try { c.commitSync(); out("{\"commit\":" + n + "}"); }
-                    catch (CommitFailedException | org.apache.kafka.common.errors.RebalanceInProgressException e) {
-                        out("{\"commit_failed\":" + n + ",\"error\":" + q(e.getClass().getSimpleName() + ": " + e.getMessage()) + "}");
+                    try { c.commitSync(); out(tag + "\"commit\":" + n + "}"); }
+                    catch (CommitFailedException | org.apache.kafka.common.errors.RebalanceInProgressException
+                           | org.apache.kafka.common.errors.StaleMemberEpochException
+                           | org.apache.kafka.common.errors.FencedMemberEpochException
+                           | org.apache.kafka.common.errors.UnknownMemberIdException e) {
+                        out(tag + "\"commit_failed\":" + n + ",\"error\":" + q(e.getClass().getSimpleName() + ": " + e.getMessage()) + "}");
                     }
                 }
             }
         } catch (org.apache.kafka.common.errors.WakeupException ignored) {
+        } catch (RuntimeException e) {
+            out(tag + err(e).substring(1));
         } finally {
             c.close();
-            out("{\"closed\":true}");
+            out(tag + "\"closed\":true}");
         }
+    }
+
+    static void groupControl(String bs, Args a) throws Exception {
+        Map<String, AtomicBoolean> stops = new HashMap<>();
+        Map<String, Thread> threads = new HashMap<>();
+        java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String line; (line = in.readLine()) != null; ) {
+            String[] w = line.trim().split("\\s+");
+            if (w.length >= 2 && w[0].equals("add") && !threads.containsKey(w[1])) {
+                String name = w[1];
+                KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(groupProps(bs, a, w.length > 2 ? w[2] : null));
+                AtomicBoolean stop = new AtomicBoolean(false);
+                Thread t = new Thread(() -> groupMember(c, a.pos(0), name, stop, a.get("--protocol", "classic").equals("consumer")),
+                                      "member-" + name);
+                stops.put(name, stop);
+                threads.put(name, t);
+                t.start();
+            } else if (w.length >= 2 && w[0].equals("close") && threads.containsKey(w[1])) {
+                stops.get(w[1]).set(true);
+                threads.remove(w[1]).join(30000);
+            } else if (!line.isBlank()) {
+                out("{\"error\":\"IllegalArgumentException\",\"message\":" + q("bad command: " + line) + "}");
+            }
+        }
+        for (AtomicBoolean s : stops.values()) s.set(true);
+        for (Thread t : threads.values()) t.join(30000);
     }
 
     static void offsetsForTimes(String bs, Args a) {
