@@ -13,6 +13,7 @@ printed on stderr with exit code 1.
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
     kafkite control --url ... brokers | stop BROKER | start BROKER | coordinator GROUP BROKER
+    kafkite control --url ... add-broker [BROKER] [--rack R] | remove-broker BROKER | rack BROKER [RACK]
     kafkite control --url ... pause-replication BROKER | resume-replication BROKER | replication
     kafkite control --url ... cut-replication FOLLOWER LEADER | heal-replication FOLLOWER LEADER
     kafkite control --url ... leaderless TOPIC PARTITION | leaderless | restore-leader [TOPIC [PARTITION]]
@@ -109,6 +110,14 @@ def add_subparser(sub) -> None:
     ck.add_argument("--advance-ms", type=int)
     ck.add_argument("--broker", type=int)
     act.add_parser("brokers", help="this process's brokers (live or stopped) and the controller")
+    ab = act.add_parser("add-broker", help="add a broker to a one-process cluster (the next id unless given)")
+    ab.add_argument("broker", type=int, nargs="?")
+    ab.add_argument("--rack")
+    rb = act.add_parser("remove-broker", help="decommission a broker: its partitions move to the others, it stops")
+    rb.add_argument("broker", type=int)
+    rk = act.add_parser("rack", help="set a running broker's broker.rack (no RACK: none)")
+    rk.add_argument("broker", type=int)
+    rk.add_argument("rack", nargs="?")
     for name, what in (("stop", "stop a broker as if its process died"), ("start", "start a stopped broker again")):
         sb = act.add_parser(name, help=f"{what} (one-process clusters: kafkite serve --brokers N)")
         sb.add_argument("broker", type=int)
@@ -207,6 +216,12 @@ def _request(args) -> tuple[str, str, object]:
         return "POST", "/v1/clock", {"advance_ms": args.advance_ms, "broker": args.broker}
     if a == "brokers":
         return "GET", "/v1/brokers", None
+    if a == "add-broker":
+        return "POST", "/v1/brokers", {"broker": args.broker, "rack": args.rack}
+    if a == "remove-broker":
+        return "DELETE", "/v1/brokers", {"broker": args.broker}
+    if a == "rack":
+        return "POST", "/v1/brokers/rack", {"broker": args.broker, "rack": args.rack}
     if a in ("stop", "start"):
         return "POST", f"/v1/brokers/{a}", {"broker": args.broker}
     if a in ("compact", "retention"):

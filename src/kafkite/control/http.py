@@ -20,6 +20,8 @@ work on the broker process's one control model (control/model.py):
   GET|POST|DELETE /v1/leaderless         {"topic", "partition"}: leader -1 until restored (DELETE)
   GET|POST     /v1/clock                 {"advance_ms", "broker"}: the log clock moved forward
   GET          /v1/brokers               live or stopped; POST /v1/brokers/stop, /v1/brokers/start {"broker"}
+  POST|DELETE  /v1/brokers               {"broker", "rack"} / {"broker"}: add a broker / decommission one;
+                                         POST /v1/brokers/rack {"broker", "rack"}: its broker.rack changed
   POST         /v1/compact, /v1/retention  {"topic", "partition"} (retention: "advance_ms"): run them now
 
 A body is read whole, at most MAX_BODY bytes: a larger Content-Length is refused (413) before any of it is read.

@@ -136,7 +136,20 @@ ROUTES: dict[str, dict[str, Route]] = {
                                 "compaction, segment.ms and LogAppendTime read", "advance_clock",
                                 _obj({"advance_ms": {"type": "integer", "minimum": 0, "maximum": 10 ** 13},
                                       "broker": _BROKER}, ("advance_ms",)))},
-    "/v1/brokers": {"GET": Route("this process's brokers: live or stopped, port; the controller", "brokers_view")},
+    "/v1/brokers": {
+        "GET": Route("this process's brokers: live or stopped, port, rack; the controller", "brokers_view"),
+        "POST": Route("add a broker (one-process clusters of several brokers): empty, on a free port; answers once "
+                      "Metadata lists it (topics and partitions made later are placed on it too)", "add_broker",
+                      _obj({"broker": {**_OPT_INT, "description": "its id; default: the next one"},
+                            "rack": {**_OPT_STR, "description": "its broker.rack"}})),
+        "DELETE": Route("decommission a broker (one-process clusters): each of its partitions gets another live "
+                        "broker in its place, which copies the log and joins the ISR; then the broker leaves them "
+                        "(its leaderships move) and stops for good", "remove_broker",
+                        _obj({"broker": _TARGET}, ("broker",)))},
+    "/v1/brokers/rack": {"POST": Route("change a running broker's broker.rack (one-process clusters): Metadata and "
+                                       "rack-aware fetching and assignment see it", "set_rack",
+                                       _obj({"broker": _TARGET, "rack": {**_OPT_STR, "description": "null: none"}},
+                                            ("broker", "rack")))},
     "/v1/brokers/stop": {"POST": Route("stop a broker as if its process died (one-process clusters); answers once it "
                                        "is out of the cluster", "stop_broker", _obj({"broker": _TARGET}, ("broker",)))},
     "/v1/brokers/start": {"POST": Route("start a stopped broker again on its port (one-process clusters); answers "
@@ -253,9 +266,15 @@ class ControlApp:
         """`brokers`: this process's brokers by id (for the views and data controls), called on their event loop;
         `node`: their server.node.Node (stop and start a broker)."""
         self.faults = faults
-        self.broker_ids = list(broker_ids)
+        self._broker_ids = list(broker_ids)
         self.brokers = brokers
         self.node = node
+
+    @property
+    def broker_ids(self) -> list[int]:
+        """This process's brokers now (added and removed ones counted), else the ids it was made with."""
+        brokers = None if self.brokers is None else self.brokers()
+        return sorted(brokers) if brokers else self._broker_ids
 
     async def handle_async(self, method: str, target: str, body: Any) -> tuple[int, Any]:
         """handle(), and the routes that wait (a broker stopped or started, a compaction in a worker thread)."""
@@ -445,8 +464,32 @@ class ControlApp:
             c = state.active_controller() if state is not None else None
             controller = None if c is None else c.node_id
         live = set(state.brokers) if state is not None and state.zk is None else set(brokers)
-        return {"brokers": [{"id": i, "live": i in live, "port": b.bound_port} for i, b in sorted(brokers.items())],
-                "controller": controller}
+        return {"brokers": [{"id": i, "live": i in live, "port": b.bound_port, "rack": b.rack}
+                             for i, b in sorted(brokers.items())], "controller": controller}
+
+    def _topology_node(self):
+        node = None if self.node is None else self.node()
+        if node is None:
+            raise BadRequest(404, "this control listener has no view of its brokers")
+        return node
+
+    async def add_broker(self, body, query, path):
+        from . import topology
+        node = self._topology_node()
+        added = await topology.add_broker(node, body.get("broker"), body.get("rack"))
+        return {**self.brokers_view(body, query, path), **added}
+
+    async def remove_broker(self, body, query, path):
+        from . import topology
+        node, bid = self._topology_node(), self._broker(body["broker"])
+        removed = await topology.remove_broker(node, bid)
+        return {**self.brokers_view(body, query, path), **removed}
+
+    def set_rack(self, body, query, path):
+        from . import topology
+        node, bid = self._topology_node(), self._broker(body["broker"])
+        topology.set_rack(node, bid, body["rack"])
+        return self.brokers_view(body, query, path)
 
     async def stop_broker(self, body, query, path):
         node, bid = self._node(), self._broker(body["broker"])

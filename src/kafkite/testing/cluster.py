@@ -86,7 +86,8 @@ class KafkiteCluster(TrioThread):
 
     @property
     def node_ids(self) -> list[int]:
-        return list(range(1, self.n + 1))
+        """Every broker of the cluster (live or stopped; added ones included, removed ones not)."""
+        return sorted(self.brokers) if self.node is not None else list(range(1, self.n + 1))
 
     @property
     def ports(self) -> dict[int, int]:
@@ -111,6 +112,25 @@ class KafkiteCluster(TrioThread):
     def start_broker(self, broker_id: int) -> None:
         """Start a stopped broker again, on the port it had."""
         self.call(self.node.start_broker, broker_id)
+
+    def add_broker(self, broker_id: int | None = None, rack: str | None = None) -> int:
+        """POST /v1/brokers: a new broker (the next id when None), empty, on a free port, listed in Metadata when this
+        returns; topics and partitions made later are placed on it too (librdkafka's broker_add, kfake's AddNode).
+        Returns its id."""
+        from ..control import topology
+        return self.call(topology.add_broker, self.node, broker_id, rack)["added"]
+
+    def remove_broker(self, broker_id: int, timeout: float = 60.0) -> list[dict]:
+        """DELETE /v1/brokers: decommission a broker: each partition it hosts gets another live broker in its place
+        (copying the log, joining the ISR), then it leaves them (its leaderships move) and stops for good
+        (librdkafka's broker_decommission, kfake's RemoveNode). Returns the partitions moved."""
+        from ..control import topology
+        return self.call(topology.remove_broker, self.node, broker_id, timeout)["moved"]
+
+    def set_rack(self, broker_id: int, rack: str | None) -> None:
+        """POST /v1/brokers/rack: a running broker's broker.rack changed (librdkafka's broker_set_rack)."""
+        from ..control import topology
+        self.call(topology.set_rack, self.node, broker_id, rack)
 
     @property
     def controller_id(self) -> int:

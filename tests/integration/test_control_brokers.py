@@ -1,0 +1,94 @@
+"""The control plane's cluster membership (issue "Fault injection and inspection from any language"): a broker added
+to a running one-process cluster and one decommissioned (`kafkite control add-broker | remove-broker`, POST|DELETE
+/v1/brokers; librdkafka's broker_add / broker_decommission, kfake's AddNode / RemoveNode), a broker's rack changed
+(`kafkite control rack`, POST /v1/brokers/rack), seen by confluent-kafka's clients."""
+from __future__ import annotations
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from helpers import wait_until
+from kafkite.testing.cluster import KafkiteCluster
+from test_control_model import consume, control, ok, topic_name
+from test_control_plane import http
+from test_control_topology import Traffic
+
+
+def _brokers(admin: AdminClient) -> set[int]:
+    return set(admin.list_topics(timeout=10).brokers)
+
+
+def _leader(admin: AdminClient, topic: str) -> int:
+    return admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+
+
+def test_a_broker_added_then_one_decommissioned_with_acks_all_traffic_nothing_lost():
+    """add-broker: the new broker is in Metadata, a topic is placed on it and a leader moved to it; remove-broker of
+    a 3-replica topic's leader while an acks=all producer runs: the new broker takes its place in the replicas and
+    the ISR, the leadership moves, the removed broker leaves Metadata, and every acknowledged record is read back
+    once. Bad input answers 4xx and changes nothing."""
+    with KafkiteCluster(brokers=3, control=True) as cluster:
+        bs, url = cluster.bootstrap_servers, cluster.control_url
+        admin = AdminClient({"bootstrap.servers": bs})
+        big = topic_name("decommissioned")
+        admin.create_topics([NewTopic(big, 1, 3, config={"min.insync.replicas": "2"})])[big].result(30)
+        wait_until(lambda: len(cluster.isr(big, 0)) == 3, 30, what="a full ISR")
+
+        out = ok(control(url, "add-broker", "--rack", "r4"))
+        assert out["added"] == 4 and {"id": 4, "live": True, "port": cluster.ports[4], "rack": "r4"} in out["brokers"]
+        wait_until(lambda: _brokers(admin) == {1, 2, 3, 4}, 30, what="broker 4 in Metadata")
+        on_new = topic_name("on-new")
+        admin.create_topics([NewTopic(on_new, 1, replica_assignment=[[1, 4]])])[on_new].result(30)
+        wait_until(lambda: cluster.isr(on_new, 0) == [1, 4], 30, what="broker 4 in the ISR")
+        ok(control(url, "leader", on_new, "0", "4"))
+        wait_until(lambda: _leader(admin, on_new) == 4, 30, what="broker 4 leading, as the client sees it")
+        with Traffic(bs, on_new) as t4:
+            wait_until(lambda: len(t4.acked) >= 20, 30, what="records to the new broker")
+        assert t4.failed == [] and cluster.log_end_offsets(on_new, 0)[4] == len(t4.acked)
+
+        victim = cluster.leader(big, 0)
+        with Traffic(bs, big) as t:
+            wait_until(lambda: len(t.acked) >= 50, 30, what="traffic")
+            out = ok(control(url, "remove-broker", str(victim)))
+            assert out["removed"] == victim and victim not in {b["id"] for b in out["brokers"]}
+            [row] = [m for m in out["moved"] if m["topic"] == big]
+            assert sorted(row["replicas"]) == sorted({1, 2, 3, 4} - {victim}) and row["leader"] not in (victim, -1)
+            assert 4 in row["isr"]
+            n = len(t.acked)
+            wait_until(lambda: len(t.acked) >= n + 50, 30, what="traffic after the removal")
+        assert t.failed == []
+        wait_until(lambda: _brokers(admin) == {1, 2, 3, 4} - {victim}, 30, what="the removed broker out of Metadata")
+        assert victim not in cluster.node_ids and cluster.leader(big, 0) != victim
+        got = [v for _, v in consume(bs, big, [0], len(t.acked), timeout=60)]
+        assert sorted(got) == sorted(t.acked) and len(set(got)) == len(got)
+
+        # the rack at run time: DescribeCluster (and Metadata) show it
+        ok(control(url, "rack", "4", "zone-b"))
+        wait_until(lambda: {n.id: n.rack for n in admin.describe_cluster().result(10).nodes}.get(4) == "zone-b", 30,
+                   what="the new rack in DescribeCluster")
+        assert ok(control(url, "rack", "4"))["brokers"][-1]["rack"] is None
+
+        # bad input: nothing changes
+        before = cluster.node_ids
+        assert control(url, "remove-broker", str(victim))[1] == {
+            "error": f"unknown broker {victim}: this process runs brokers {before}"}
+        code, err = control(url, "add-broker", "4")
+        assert code == 1 and "broker 4 exists" in err["error"]
+        assert http(url, "DELETE", "/v1/brokers", {})[0] == 400
+        assert http(url, "POST", "/v1/brokers", {"broker": -1})[0] == 400
+        assert http(url, "POST", "/v1/brokers/rack", {"broker": 4})[0] == 400
+        assert cluster.node_ids == before and _brokers(admin) == set(before)
+
+
+def test_the_last_broker_is_not_removed_and_a_single_broker_takes_none():
+    with KafkiteCluster(brokers=2, control=True) as cluster:
+        url = cluster.control_url
+        ok(control(url, "stop", "2"))
+        code, err = control(url, "remove-broker", "1")
+        assert code == 1 and "last live broker" in err["error"]
+        assert cluster.node_ids == [1, 2]
+        ok(control(url, "remove-broker", "2"))  # a stopped broker is removed too
+        assert cluster.node_ids == [1]
+    with KafkiteCluster(brokers=1, control=True) as single:
+        code, err = control(single.control_url, "add-broker")
+        assert code == 1 and "one-process clusters of several brokers" in err["error"]
+        assert single.node_ids == [1]
