@@ -4,6 +4,7 @@ to a running one-process cluster and one decommissioned (`kafkite control add-br
 (`kafkite control rack`, POST /v1/brokers/rack), seen by confluent-kafka's clients."""
 from __future__ import annotations
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from helpers import wait_until
@@ -92,3 +93,50 @@ def test_the_last_broker_is_not_removed_and_a_single_broker_takes_none():
         code, err = control(single.control_url, "add-broker")
         assert code == 1 and "one-process clusters of several brokers" in err["error"]
         assert single.node_ids == [1]
+
+
+def _metadata_leader(cluster, broker_id: int, topic: str) -> tuple[int, int]:
+    """(leader, leader epoch) of partition 0 as broker `broker_id` answers Metadata."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    from kafkite.testing.wire_client import WireClient
+    c = WireClient.connect(cluster.bootstrap_of(broker_id))
+    try:
+        resp = c.request(MetadataRequest[9](topics=[MetadataRequest[9].MetadataRequestTopic(name=topic)],
+                                            allow_auto_topic_creation=False), 9)
+    finally:
+        c.close()
+    [t] = resp.topics
+    [p] = t.partitions
+    return p.leader_id, p.leader_epoch
+
+
+def test_the_controller_connection_cut_a_broker_misses_a_leader_change_and_catches_up_once_healed():
+    """cut-controller B: the leader moves to C, B's Metadata still names the old leader at the old epoch and its copy
+    stops growing (it follows the old leader, which no longer leads); heal-controller B: B learns the new leader,
+    copies what it missed from it and is back in the ISR."""
+    with KafkiteCluster(brokers=3, control=True) as cluster:
+        bs, url = cluster.bootstrap_servers, cluster.control_url
+        topic = topic_name("controller-cut")
+        admin = AdminClient({"bootstrap.servers": bs})  # (kept alive until the answer came)
+        admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+        wait_until(lambda: len(cluster.isr(topic, 0)) == 3, 30, what="a full ISR")
+        old, epoch = cluster.leader(topic, 0), cluster.leader_epoch(topic, 0)
+        b, c = [i for i in (1, 2, 3) if i != old]
+        assert ok(control(url, "cut-controller", str(b)))["cut"] == [b]
+        ok(control(url, "leader", topic, "0", str(c)))
+        assert _metadata_leader(cluster, c, topic) == (c, epoch + 1)
+        assert _metadata_leader(cluster, b, topic) == (old, epoch)  # it missed the change
+        p = Producer({"bootstrap.servers": cluster.bootstrap_of(c), "acks": "1", "linger.ms": 0})
+        for i in range(20):
+            p.produce(topic, value=b"%d" % i)
+        assert p.flush(30) == 0
+        wait_until(lambda: cluster.log_end_offsets(topic, 0)[old] == 20, 30, what="the old leader following")
+        assert cluster.log_end_offsets(topic, 0)[b] == 0 and ok(control(url, "controller"))["cut"] == [b]
+        assert ok(control(url, "heal-controller", str(b)))["cut"] == []
+        assert _metadata_leader(cluster, b, topic) == (c, epoch + 1)
+        wait_until(lambda: cluster.log_end_offsets(topic, 0)[b] == 20, 30, what="the healed broker caught up")
+        wait_until(lambda: len(cluster.isr(topic, 0)) == 3, 30, what="a full ISR again")
+        # bad input: nothing changes
+        assert control(url, "cut-controller", "9")[0] == 1 and ok(control(url, "controller"))["cut"] == []
+        assert http(url, "POST", "/v1/controller/cut", {"broker": "2"})[0] == 400

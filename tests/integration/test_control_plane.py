@@ -154,6 +154,22 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
             got += [(m.offset(), m.value()) for m in consumer.consume(10, timeout=0.3) if not m.error()]
         consumer.close()
         assert got == [(6, b"v6"), (7, b"v7"), (8, b"v8")]
+        # the controller's connection to broker b cut: a leader move does not reach b (it keeps the old leader and
+        # epoch: in ZooKeeper mode a broker learns leaders from the controller only); healed, the queued LeaderAndIsr
+        # and UpdateMetadata go out and b catches up
+        ctrl, old = c.controller_id, c.leader("zk-ctl", 0)
+        b = next(i for i in (1, 2, 3) if i not in (ctrl, old)) if ctrl != old else next(i for i in (1, 2, 3) if i != old)
+        new = next(i for i in (1, 2, 3) if i not in (old, b))
+        code, out = control(c.control_url(b), "cut-controller", str(b))  # not the controller's listener
+        assert code == 1 and "is not the controller" in out["error"]
+        before = c.metadata_view(b)["topics"]["zk-ctl"][0]
+        assert control(c.control_url(ctrl), "cut-controller", str(b)) == (0, {"controller": ctrl, "cut": [b]})
+        c.move_leader("zk-ctl", 0, new)
+        c.wait_until(lambda: c.metadata_view(new)["topics"]["zk-ctl"][0][0] == new, 30, "the move on the new leader")
+        assert c.metadata_view(b)["topics"]["zk-ctl"][0][:2] == before[:2] == (old, before[1])  # b missed it
+        assert c.heal_controller(b)["cut"] == []
+        c.wait_until(lambda: c.metadata_view(b)["topics"]["zk-ctl"][0][:2] == (new, before[1] + 1), 30,
+                     "the healed broker's view")
         # reset to empty: the topics deleted through the controller, the SCRAM users in ZooKeeper, the controls; a
         # group with committed offsets goes with ProcessCluster.empty() (each broker deletes the groups it coordinates)
         from confluent_kafka import ConsumerGroupTopicPartitions
@@ -277,7 +293,8 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
                 ["restore-leader"], ["restore-leader", "t"], ["restore-leader", "t", "0"], ["clock"],
                 ["clock", "--advance-ms", "1000", "--broker", "1"],
                 ["error", "Metadata", "LEADER_NOT_AVAILABLE", "--topic", "t"], ["add-broker"],
-                ["add-broker", "4", "--rack", "r"], ["remove-broker", "4"], ["rack", "2", "r"], ["rack", "2"]]
+                ["add-broker", "4", "--rack", "r"], ["remove-broker", "4"], ["rack", "2", "r"], ["rack", "2"],
+                ["cut-controller", "2"], ["heal-controller", "2"], ["controller"]]
     actions = parser._subparsers._group_actions[0].choices["control"]._subparsers._group_actions[0].choices
     assert {c[0] for c in commands} == set(actions), "a CLI sub-command this test does not check"
     for argv in commands:

@@ -16,6 +16,7 @@ printed on stderr with exit code 1.
     kafkite control --url ... add-broker [BROKER] [--rack R] | remove-broker BROKER | rack BROKER [RACK]
     kafkite control --url ... pause-replication BROKER | resume-replication BROKER | replication
     kafkite control --url ... cut-replication FOLLOWER LEADER | heal-replication FOLLOWER LEADER
+    kafkite control --url ... cut-controller BROKER | heal-controller BROKER | controller
     kafkite control --url ... leaderless TOPIC PARTITION | leaderless | restore-leader [TOPIC [PARTITION]]
     kafkite control --url ... clock [--advance-ms MS] [--broker B]
     kafkite control --url ... compact [--topic t] [--partition p] | retention [--topic t] [--advance-ms MS]
@@ -99,6 +100,11 @@ def add_subparser(sub) -> None:
         cr.add_argument("follower", type=int)
         cr.add_argument("leader", type=int)
     act.add_parser("replication", help="each broker's replication: paused, the leaders it is cut from")
+    for name, what in (("cut-controller", "the controller's commands stop reaching BROKER (it keeps its old view)"),
+                       ("heal-controller", "BROKER gets what it missed from the controller")):
+        cc = act.add_parser(name, help=what)
+        cc.add_argument("broker", type=int)
+    act.add_parser("controller", help="the controller and the brokers its connection is cut from")
     ll = act.add_parser("leaderless", help="make a partition leaderless: leaderless TOPIC PARTITION (no arguments: "
                                            "the partitions kept leaderless)")
     ll.add_argument("topic", nargs="?")
@@ -200,6 +206,10 @@ def _request(args) -> tuple[str, str, object]:
         return "POST", f"/v1/replication/{a.split('-')[0]}", {"broker": args.broker}
     if a in ("cut-replication", "heal-replication"):
         return "POST", f"/v1/replication/{a.split('-')[0]}", {"follower": args.follower, "leader": args.leader}
+    if a in ("cut-controller", "heal-controller"):
+        return "POST", f"/v1/controller/{a.split('-')[0]}", {"broker": args.broker}
+    if a == "controller":
+        return "GET", "/v1/controller", None
     if a == "replication":
         return "GET", "/v1/replication", None
     if a == "leaderless":

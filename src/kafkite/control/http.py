@@ -17,6 +17,7 @@ work on the broker process's one control model (control/model.py):
   POST         /v1/coordinators          {"group" | "transactional_id", "broker"}: move a coordinator
   POST         /v1/replication/pause, /v1/replication/resume  {"broker"}: its followers stop / fetch again
   POST         /v1/replication/cut, /v1/replication/heal  {"follower", "leader"}: one link; GET /v1/replication
+  POST         /v1/controller/cut, /v1/controller/heal  {"broker"}: the controller's link to it; GET /v1/controller
   GET|POST|DELETE /v1/leaderless         {"topic", "partition"}: leader -1 until restored (DELETE)
   GET|POST     /v1/clock                 {"advance_ms", "broker"}: the log clock moved forward
   GET          /v1/brokers               live or stopped; POST /v1/brokers/stop, /v1/brokers/start {"broker"}

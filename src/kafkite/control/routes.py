@@ -131,6 +131,13 @@ ROUTES: dict[str, dict[str, Route]] = {
                                            "heal_replication", _obj({"follower": _TARGET,
                                                                      "leader": {"type": "integer", "minimum": 0}},
                                                                     ("follower", "leader")))},
+    "/v1/controller": {"GET": Route("the controller, and the brokers its connection is cut from", "controller_links")},
+    "/v1/controller/cut": {"POST": Route("cut the controller's connection to a broker: its LeaderAndIsr and "
+                                         "UpdateMetadata do not reach it, it keeps its old view (ZooKeeper mode: the "
+                                         "controller's listener)", "cut_controller",
+                                         _obj({"broker": {"type": "integer", "minimum": 0}}, ("broker",)))},
+    "/v1/controller/heal": {"POST": Route("heal it: the broker gets what it missed and catches up", "heal_controller",
+                                          _obj({"broker": {"type": "integer", "minimum": 0}}, ("broker",)))},
     "/v1/clock": {"GET": Route("each broker's log clock: the wall clock plus what it was advanced by", "clock"),
                   "POST": Route("move the log clock forward (of this process's brokers, or one): what retention, "
                                 "compaction, segment.ms and LogAppendTime read", "advance_clock",
@@ -551,6 +558,19 @@ class ControlApp:
 
     def heal_replication(self, body, query, path):
         return self._cut(body, False)
+
+    def controller_links(self, body, query, path):
+        return views.controller_links(self._brokers())
+
+    def _cut_controller(self, body, cut: bool):
+        broker = body["broker"] if self._zk_mode() else self._broker(body["broker"])  # ZooKeeper: any broker id
+        return views.cut_controller(self._brokers(), broker, cut)
+
+    def cut_controller(self, body, query, path):
+        return self._cut_controller(body, True)
+
+    def heal_controller(self, body, query, path):
+        return self._cut_controller(body, False)
 
     async def move_coordinator(self, body, query, path):
         from ..coordinator.hashing import partition_for

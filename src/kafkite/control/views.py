@@ -129,6 +129,40 @@ def replication_state(brokers: dict) -> dict:
     return {"replication": out}
 
 
+# -- the controller's connection to a broker cut -------------------------------------------------------------------
+def cut_controller(brokers: dict, broker_id: int, cut: bool = True) -> dict:
+    """The active controller's connection to broker `broker_id` cut: its LeaderAndIsr and UpdateMetadata (one-process
+    clusters: its metadata commands) do not reach the broker, which keeps its view of leaders, ISRs and brokers
+    (and acts on it) while the rest of the cluster moves on; healed, the broker gets what it missed (ZooKeeper mode:
+    the queued requests in order, as Kafka's controller channel retries them; in-process: the newest view) and catches
+    up. In ZooKeeper mode ask the controller's listener (it holds the channel); a new controller's link is whole."""
+    state = brokers[min(brokers)].state if brokers else None
+    if state is None:
+        raise ValueError("no broker of this process is running")
+    if state.zk is not None:
+        controller = state.zk.controller
+        if controller is None or not controller.active:
+            raise ValueError(f"broker {min(brokers)} is not the controller: ask the controller's control listener "
+                             "(GET /v1/brokers names it)")
+        state.zk.channel.cut_link(broker_id, cut)
+    else:
+        if broker_id not in state.storages and broker_id not in brokers:
+            raise ValueError(f"unknown broker {broker_id}")
+        state.cut_controller(broker_id, cut)
+    return controller_links(brokers)
+
+
+def controller_links(brokers: dict) -> dict:
+    """The controller as this process knows it, and the brokers its connection is cut from (this process's cuts)."""
+    state = brokers[min(brokers)].state if brokers else None
+    if state is None:
+        return {"controller": None, "cut": []}
+    if state.zk is not None:
+        return {"controller": brokers[min(brokers)].controller_id(), "cut": sorted(state.zk.channel.cut)}
+    c = state.active_controller()
+    return {"controller": None if c is None else c.node_id, "cut": sorted(state.controller_cut)}
+
+
 # -- the log clock --------------------------------------------------------------------------------------------------
 def clock(brokers: dict) -> list[dict]:
     """Each broker's log clock: the wall clock plus what it was advanced by."""

@@ -203,6 +203,14 @@ class KafkiteCluster(TrioThread):
         from ..control import views
         self.call(views.cut_replication, self.brokers, follower, leader, False)
 
+    def cut_controller(self, broker_id: int) -> None:
+        """POST /v1/controller/cut: the controller's commands (leaders, ISRs, brokers) stop reaching the broker, which
+        keeps its old view; `heal_controller` delivers what it missed."""
+        self.call(lambda: self.state.cut_controller(broker_id, True))
+
+    def heal_controller(self, broker_id: int) -> None:
+        self.call(lambda: self.state.cut_controller(broker_id, False))
+
     def advance_clock(self, ms: int, broker_id: int | None = None) -> list[dict]:
         """POST /v1/clock: the brokers' (or one's) log clock `ms` ahead: retention, compaction, segment.ms and
         LogAppendTime see the later time; sessions and timeouts keep the wall clock."""

@@ -434,6 +434,14 @@ class ProcessCluster:
     def restore_leader(self, topic: str | None = None, partition: int | None = None) -> dict:
         return self.control_call(self.controller_id, "DELETE", "/v1/leaderless", {"topic": topic, "partition": partition})
 
+    def cut_controller(self, broker_id: int) -> dict:
+        """POST /v1/controller/cut to the controller's listener: its LeaderAndIsr and UpdateMetadata to `broker_id`
+        fail and queue up (the broker keeps its old view) until `heal_controller`, when they go out in order."""
+        return self.control_call(self.controller_id, "POST", "/v1/controller/cut", {"broker": broker_id})
+
+    def heal_controller(self, broker_id: int) -> dict:
+        return self.control_call(self.controller_id, "POST", "/v1/controller/heal", {"broker": broker_id})
+
     def empty(self) -> dict[int, dict]:
         """POST /v1/reset {"data": true} to every running broker's listener (the controls and request logs go too):
         the first deletes every topic but the internal ones, the ACLs and SCRAM users (in ZooKeeper, cluster-wide);
