@@ -94,8 +94,9 @@ class CliDoor:
     def reset(self):
         ok(control(self.url, "reset"))
 
-    def error(self, api, *errors, count=1, **kw):
+    def error(self, api, *errors, count=1, rtt_ms=None, **kw):
         flags = [x for k, v in kw.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+        flags += [x for ms in (rtt_ms or []) for x in ("--rtt", str(ms))]
         return ok(control(self.url, "error", api, *errors, "--count", str(count), *flags))["id"]
 
     def clear(self):
@@ -276,6 +277,33 @@ def test_a_partitions_produce_error_leaves_the_others_served(door):
     deliver(p, topic, b"p1", partition=1)
     assert [r["error"] for r in d.requests("Produce")[-4:]] == ["NOT_LEADER_OR_FOLLOWER"] * 2 + [None, None]
     assert sorted(consume(bs, topic, [0, 1], 3)) == [(0, b"p0"), (1, b"p1"), (1, b"raw-1")]
+
+
+def test_each_pushed_error_waits_its_rtt(door):
+    """librdkafka's push_request_error_rtts: each error of a sequence has its own delay; the request waits it, then is
+    answered (NONE: handled). A delay per error that does not match the errors is refused, changing nothing."""
+    d, bs = door
+    topic = topic_name("rtt")
+    p = producer(bs)
+    deliver(p, topic, b"warm-up")
+    d.error("Produce", "NOT_LEADER_OR_FOLLOWER", "NONE", rtt_ms=[300, 0])
+    assert d.state()["errors"][0]["rtts"] == [300, 0]
+    with wire(bs) as w:
+        t0 = time.monotonic()
+        resp = w.request(_produce_request(topic, [0]), 9)
+        waited = time.monotonic() - t0
+    assert resp.responses[0].partition_responses[0].error_code == E.NOT_LEADER_OR_FOLLOWER and waited >= 0.3
+    deliver(p, topic, b"after")  # NONE, at once
+    rows = d.requests("Produce")[-2:]
+    assert [(r["error"], r.get("rtt_ms")) for r in rows] == [("NOT_LEADER_OR_FOLLOWER", 300), (None, None)], rows
+    assert d.state()["errors"] == []
+    if isinstance(d, CliDoor):
+        code, out = control(d.url, "error", "Produce", "NONE", "NONE", "--rtt", "1", "--rtt", "2", "--rtt", "3")
+        assert code == 1 and "one rtt per error" in out["error"]
+    else:
+        with pytest.raises(ValueError, match="one rtt per error"):
+            d.error("Produce", "NONE", "NONE", rtt_ms=[1, 2, 3])
+    assert d.state()["errors"] == []
 
 
 def test_a_partitions_fetch_error_leaves_the_others_served(door):

@@ -279,7 +279,7 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
     cli.add_subparser(parser.add_subparsers())
     commands = [["error", "Produce", "NOT_LEADER_OR_FOLLOWER", "REQUEST_TIMED_OUT", "--topic", "t", "--partition",
                  "0", "--version", "9", "--client-id", "c", "--broker", "1", "--count", "-1"],
-                ["error", "Produce", "6"], ["drop", "Fetch", "--before", "--skip", "1"], ["latency", "1", "200"],
+                ["error", "Produce", "6"], ["error", "Produce", "6", "NONE", "--rtt", "5", "--rtt", "0"], ["drop", "Fetch", "--before", "--skip", "1"], ["latency", "1", "200"],
                 ["latency", "100", "--api", "Fetch"], ["hold", "JoinGroup", "--client-id", "c"], ["holds"],
                 ["release", "JoinGroup", "--count", "1"], ["release"], ["unhold", "JoinGroup"], ["unhold"],
                 ["versions", "Fetch", "--max", "4"], ["versions", "ListGroups", "--remove"], ["versions"],

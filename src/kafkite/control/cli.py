@@ -4,6 +4,7 @@ printed on stderr with exit code 1.
 
     kafkite control --url http://127.0.0.1:P error Produce NOT_LEADER_OR_FOLLOWER --count 3
     kafkite control --url ... error Produce NOT_LEADER_OR_FOLLOWER REQUEST_TIMED_OUT NONE   # in turn
+    kafkite control --url ... error Produce NOT_LEADER_OR_FOLLOWER NONE --rtt 500 --rtt 0   # each answer's delay
     kafkite control --url ... error Fetch NOT_LEADER_OR_FOLLOWER --topic t --partition 0 --count -1
     kafkite control --url ... drop Fetch [--count N] [--skip N] [--broker B] [--before]
     kafkite control --url ... latency [BROKER] MS [--api Fetch]
@@ -51,6 +52,8 @@ def add_subparser(sub) -> None:
     e.add_argument("--topic", help="Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: only this topic's "
                                    "partitions answer the error; Metadata: this topic's entry")
     e.add_argument("--partition", type=int, help="with --topic: only this partition")
+    e.add_argument("--rtt", type=int, action="append", metavar="MS", help="the ms each answer waits first: once for "
+                   "every error, or once per error, in turn")
     d = act.add_parser("drop", help="close the connection of an API's next requests, after handling them")
     d.add_argument("api")
     d.add_argument("--count", type=int, default=1)
@@ -169,6 +172,8 @@ def _request(args) -> tuple[str, str, object]:
         codes = [_code(x) for x in args.errors]
         body = {"api": args.api, "count": args.count, "broker": args.broker, "version": args.version,
                 "client_id": args.client_id, "topic": args.topic, "partition": args.partition}
+        if args.rtt:
+            body["rtts"] = args.rtt
         body.update({"error": codes[0]} if len(codes) == 1 else {"errors": codes})
         return "POST", "/v1/errors", body
     if a == "drop":

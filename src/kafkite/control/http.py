@@ -6,7 +6,7 @@ work on the broker process's one control model (control/model.py):
   GET          /v1, /v1/openapi.json     the routes; the OpenAPI 3.1 document
   GET|DELETE   /v1/faults                every control in force / remove them all;  POST /v1/reset: and the log
   GET|POST|DELETE /v1/errors             {"api", "error" | "errors": [...], "count", "broker", "version",
-                                          "client_id", "topic", "partition"}
+                                          "client_id", "topic", "partition", "rtts"}
   GET|POST|DELETE /v1/drops              {"api", "count", "skip", "broker", "handled"}
   GET|POST|DELETE /v1/latency            {"broker", "api", "ms"}
   GET|POST|DELETE /v1/holds              {"api", "broker", "client_id"}; POST /v1/holds/release {"api", "id", "count"}

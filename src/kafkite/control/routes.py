@@ -57,6 +57,9 @@ ROUTES: dict[str, dict[str, Route]] = {
                        "description": "answered in turn (NONE lets that request through); instead of error"},
             "count": {"type": "integer", "minimum": -1, "description": "times (over the sequence); -1: until "
                                                                        "cleared; default 1"},
+            "rtts": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 600_000}, "minItems": 1,
+                     "maxItems": 1000, "description": "ms each answer waits first, one per error in turn (librdkafka's "
+                                                      "push_request_error_rtts); one value: for every error"},
             "broker": _BROKER,
             "version": {**_OPT_INT, "description": "only requests of this API version"},
             "client_id": {**_OPT_STR, "description": "only requests with this client id"},
@@ -372,7 +375,9 @@ class ControlApp:
         broker = self._broker(body.get("broker"))
         rid = self.faults.inject_error(api, errors, count=body.get("count", 1), broker_id=broker,
                                        version=body.get("version"), client_id=body.get("client_id"),
-                                       topic=body.get("topic"), partition=body.get("partition"))
+                                       topic=body.get("topic"), partition=body.get("partition"),
+                                       rtt_ms=None if body.get("rtts") is None else (
+                                           body["rtts"] * len(errors) if len(body["rtts"]) == 1 else body["rtts"]))
         return self._state(path, id=rid)
 
     def clear_errors(self, body, query, path):
