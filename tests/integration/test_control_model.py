@@ -306,6 +306,36 @@ def test_each_pushed_error_waits_its_rtt(door):
     assert d.state()["errors"] == []
 
 
+def test_an_add_partitions_to_txn_topic_error_and_a_transactional_producer_retries(door):
+    """librdkafka's rd_kafka_mock_topic_set_error for AddPartitionsToTxn: the topic's partitions answer the error, the
+    others OPERATION_NOT_ATTEMPTED (none added, as Kafka answers when one fails); a transactional confluent-kafka
+    producer retries and commits."""
+    from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest as R
+    d, bs = door
+    a, b = topic_name("txn-a"), topic_name("txn-b")
+    create(bs, a, 2)
+    create(bs, b)
+    d.error("AddPartitionsToTxn", "UNKNOWN_TOPIC_OR_PARTITION", topic=a, partition=1)
+    req = R(v3_and_below_transactional_id="t", v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+            v3_and_below_topics=[R.AddPartitionsToTxnTopic(name=a, partitions=[0, 1]),
+                                 R.AddPartitionsToTxnTopic(name=b, partitions=[0])])
+    with wire(bs) as w:
+        resp = w.request(req, 3)
+    assert {(t.name, p.partition_index): p.partition_error_code for t in resp.results_by_topic_v3_and_below
+            for p in t.results_by_partition} == {(a, 0): E.OPERATION_NOT_ATTEMPTED, (a, 1): E.UNKNOWN_TOPIC_OR_PARTITION,
+                                                 (b, 0): E.OPERATION_NOT_ATTEMPTED}
+    d.error("AddPartitionsToTxn", "UNKNOWN_TOPIC_OR_PARTITION", topic=a)
+    p = producer(bs, **{"transactional.id": topic_name("tx")})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(a, value=b"in-a", partition=0)
+    p.produce(b, value=b"in-b", partition=0)
+    p.commit_transaction(60)
+    adds = [r["error"] for r in d.requests("AddPartitionsToTxn")][-2:]
+    assert adds == ["UNKNOWN_TOPIC_OR_PARTITION", None], adds
+    assert consume(bs, a, [0], 1) == [(0, b"in-a")]  # committed
+
+
 def test_a_partitions_fetch_error_leaves_the_others_served(door):
     d, bs = door
     topic = topic_name("fp")

@@ -50,7 +50,8 @@ def add_subparser(sub) -> None:
     e.add_argument("--version", type=int, help="only requests of this API version")
     e.add_argument("--client-id", help="only requests with this client id")
     e.add_argument("--topic", help="Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: only this topic's "
-                                   "partitions answer the error; Metadata: this topic's entry")
+                                   "partitions answer the error; Metadata: this topic's entry; "
+                                   "AddPartitionsToTxn: its partitions (the others not attempted)")
     e.add_argument("--partition", type=int, help="with --topic: only this partition")
     e.add_argument("--rtt", type=int, action="append", metavar="MS", help="the ms each answer waits first: once for "
                    "every error, or once per error, in turn")

@@ -36,8 +36,10 @@ from ..wire.errors import E, kafka_name
 from . import responses
 
 # the APIs per-partition errors apply to (kfake's Fault: also ShareFetch, ShareAcknowledge, not served here), and
-# Metadata, whose topic (or partition) entries carry the error (librdkafka's rd_kafka_mock_topic_set_error)
-PARTITION_APIS = (ApiKey.Produce, ApiKey.Fetch, ApiKey.ListOffsets, ApiKey.OffsetForLeaderEpoch, ApiKey.Metadata)
+# Metadata, whose topic (or partition) entries carry the error, and AddPartitionsToTxn, whose topic's partitions do
+# (the others answer OPERATION_NOT_ATTEMPTED) (librdkafka's rd_kafka_mock_topic_set_error)
+PARTITION_APIS = (ApiKey.Produce, ApiKey.Fetch, ApiKey.ListOffsets, ApiKey.OffsetForLeaderEpoch, ApiKey.Metadata,
+                  ApiKey.AddPartitionsToTxn)
 
 
 def api_key(api) -> int:
@@ -196,7 +198,9 @@ class Faults:
         many times (a sequence: how many times over); -1 until cleared. With `topic` (and `partition`, else
         every partition of it), Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: those partitions answer the error,
         the others are served; Metadata: the topic's entry (with `partition`, that partition's) answers it, in the
-        answers that list the topic (those naming it, and those for every topic). Returns the rule's id."""
+        answers that list the topic (those naming it, and those for every topic); AddPartitionsToTxn: the requests
+        adding the topic's partitions (or that one) answer it for them and OPERATION_NOT_ATTEMPTED for the others,
+        none added, as Kafka answers when one partition fails. Returns the rule's id."""
         key = api_key(api)
         errors = [error_code(e) for e in error] if isinstance(error, (list, tuple)) else [error_code(error)]
         if not errors:
@@ -436,6 +440,8 @@ class Faults:
         no_answer = req.api_key == ApiKey.Produce and req.body.acks == 0
         if rule.topic is None:
             return "close" if no_answer else (responses.error_response(req, err), req.api_version)
+        if req.api_key == ApiKey.AddPartitionsToTxn:  # answered whole: nothing is added when a partition fails
+            return responses.add_partitions_to_txn_error(req, rule.topic, rule.partition, err), req.api_version
         ctx.partition_errors = responses.strip_partition(ctx, rule.topic, rule.partition, err)
         ctx.close_after = no_answer
         return None

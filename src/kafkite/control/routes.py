@@ -64,7 +64,9 @@ ROUTES: dict[str, dict[str, Route]] = {
             "version": {**_OPT_INT, "description": "only requests of this API version"},
             "client_id": {**_OPT_STR, "description": "only requests with this client id"},
             "topic": {**_OPT_STR, "description": "Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: only this "
-                                                 "topic's partitions answer the error, the others are served"},
+                                                 "topic's partitions answer the error, the others are served; "
+                                                 "Metadata: the topic's entry; AddPartitionsToTxn: its partitions, the "
+                                                 "others OPERATION_NOT_ATTEMPTED"},
             "partition": {**_OPT_INT, "description": "with topic: only this partition"}}, ("api",))),
         "DELETE": Route("remove every error rule, or the one with that id", "clear_errors", _obj({"id": _OPT_INT}))},
     "/v1/drops": {
