@@ -140,3 +140,45 @@ def test_the_controller_connection_cut_a_broker_misses_a_leader_change_and_catch
         # bad input: nothing changes
         assert control(url, "cut-controller", "9")[0] == 1 and ok(control(url, "controller"))["cut"] == []
         assert http(url, "POST", "/v1/controller/cut", {"broker": "2"})[0] == 400
+
+
+def test_leaders_shuffled_and_coordinators_rehashed():
+    """shuffle-leaders (kfake's ShufflePartitionLeaders): every partition whose ISR has another live member gets one
+    of them as leader, the client follows; --coordinators (kfake's RehashCoordinators): the group's coordinator moves
+    and its committed offsets are served by the new one."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    with KafkiteCluster(brokers=3, control=True) as cluster:
+        bs, url = cluster.bootstrap_servers, cluster.control_url
+        admin = AdminClient({"bootstrap.servers": bs})
+        topic, group = topic_name("shuffled"), topic_name("g")
+        admin.create_topics([NewTopic(topic, 4, 3)])[topic].result(30)
+        wait_until(lambda: all(len(cluster.isr(topic, i)) == 3 for i in range(4)), 30, what="full ISRs")
+        before = {i: cluster.leader(topic, i) for i in range(4)}
+        moved = ok(control(url, "shuffle-leaders", topic, "--seed", "7"))["moved"]
+        assert sorted(m["partition"] for m in moved) == [0, 1, 2, 3]
+        assert all(m["leader"] != before[m["partition"]] == m["old"] for m in moved)
+        assert {i: cluster.leader(topic, i) for i in range(4)} == {m["partition"]: m["leader"] for m in moved}
+        p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+        for i in range(4):
+            p.produce(topic, value=b"after", partition=i)
+        assert p.flush(30) == 0
+
+        for f in admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+                group, [TopicPartition(topic, 0, 5)])]).values():
+            f.result(30)
+        coordinator = cluster.coordinator(group)
+        moved = ok(control(url, "shuffle-leaders", "--coordinators"))["moved"]
+        assert {m["topic"] for m in moved} == {"__consumer_offsets"} and cluster.coordinator(group) != coordinator
+
+        # a new admin client: librdkafka 2.x's ListConsumerGroupOffsets crashes on a NOT_COORDINATOR answer (its
+        # rd_kafka_handle_OffsetFetch re-queries a consumer group's coordinator the admin client does not have,
+        # librdkafka issue 5040), which the first client, knowing the old coordinator, would get
+        fresh = AdminClient({"bootstrap.servers": bs})
+        fs = fresh.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])])
+        assert fs[group].result(30).topic_partitions[0].offset == 5  # served by the new coordinator
+        # bad input: nothing changes
+        leaders = {i: cluster.leader(topic, i) for i in range(4)}
+        assert control(url, "shuffle-leaders", "no-such-topic")[0] == 1
+        assert http(url, "POST", "/v1/leaders/shuffle", {"topics": [topic], "coordinators": True})[0] == 400
+        assert http(url, "POST", "/v1/leaders/shuffle", {"topics": topic})[0] == 400
+        assert {i: cluster.leader(topic, i) for i in range(4)} == leaders

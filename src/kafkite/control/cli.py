@@ -13,6 +13,7 @@ printed on stderr with exit code 1.
     kafkite control --url ... faults | clear | reset [--data] | openapi
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
+    kafkite control --url ... shuffle-leaders [TOPIC ...] [--coordinators] [--seed N]
     kafkite control --url ... brokers | stop BROKER | start BROKER | coordinator GROUP BROKER
     kafkite control --url ... add-broker [BROKER] [--rack R] | remove-broker BROKER | rack BROKER [RACK]
     kafkite control --url ... pause-replication BROKER | resume-replication BROKER | replication
@@ -90,6 +91,11 @@ def add_subparser(sub) -> None:
     ml.add_argument("topic")
     ml.add_argument("partition", type=int)
     ml.add_argument("broker", type=int)
+    sh = act.add_parser("shuffle-leaders", help="every partition (of TOPIC ...) led by another live ISR member, at "
+                                               "random; --coordinators: the groups' and transactions' coordinators")
+    sh.add_argument("topics", nargs="*")
+    sh.add_argument("--coordinators", action="store_true")
+    sh.add_argument("--seed", type=int)
     co = act.add_parser("coordinator", help="make BROKER the coordinator of a group: coordinator GROUP BROKER "
                                             "[--transactional]")
     co.add_argument("key")
@@ -205,6 +211,11 @@ def _request(args) -> tuple[str, str, object]:
         return "GET", f"/v1/{a}" + (f"?{urlencode({key: value})}" if value is not None else ""), None
     if a == "leader":
         return "POST", "/v1/leaders", {"topic": args.topic, "partition": args.partition, "broker": args.broker}
+    if a == "shuffle-leaders":
+        body = {"topics": args.topics or None, "seed": args.seed}
+        if args.coordinators:
+            body["coordinators"] = True
+        return "POST", "/v1/leaders/shuffle", body
     if a == "coordinator":
         return "POST", "/v1/coordinators", {("transactional_id" if args.transactional else "group"): args.key,
                                              "broker": args.broker}

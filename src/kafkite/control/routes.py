@@ -16,6 +16,7 @@ from kafka.protocol.api_key import ApiKey
 
 from . import views
 from .model import Faults, api_key, error_code
+from .schema import BadRequest, _short, validate  # noqa: F401 (BadRequest, validate: also this module's API)
 
 MAX_BODY = 1 << 20
 
@@ -106,6 +107,13 @@ ROUTES: dict[str, dict[str, Route]] = {
                                                                                                   "minimum": 0},
                                                        "broker": {"type": "integer", "minimum": 0}},
                                                       ("topic", "partition", "broker")))},
+    "/v1/leaders/shuffle": {"POST": Route(
+        "every partition (of topics) whose ISR has another live member is led by one of them, chosen at random "
+        "(kfake's ShufflePartitionLeaders); coordinators: the __consumer_offsets and __transaction_state partitions "
+        "(kfake's RehashCoordinators). ZooKeeper mode: the controller's listener", "shuffle_leaders",
+        _obj({"topics": {"type": ["array", "null"], "items": {"type": "string"}, "maxItems": 10_000},
+              "coordinators": {"type": "boolean"}, "seed": {"type": ["integer", "null"],
+                                                            "description": "the same seed, the same choice"}}))},
     "/v1/leaderless": {
         "GET": Route("the partitions kept leaderless", "leaderless"),
         "POST": Route("make a partition leaderless, as when no ISR member is live: leader -1 at a new leader epoch "
@@ -181,50 +189,6 @@ ROUTES: dict[str, dict[str, Route]] = {
             ("api", {"type": "string"}, "only this API"), ("since", {"type": "integer"}, "only after this seq"))),
         "DELETE": Route("empty the request log", "clear_requests")},
 }
-
-
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict, "null": type(None)}
-
-
-def validate(schema: dict, value: Any, where: str = "the body") -> None:
-    """`value` against the subset of JSON schema the table uses (type, minimum, maximum, items, minItems,
-    maxItems, properties, required, additionalProperties: false)."""
-    types = schema.get("type")
-    types = [types] if isinstance(types, str) else types or []
-    if types and not any(type(value) is _TYPES[t] for t in types):  # noqa: E721 (bool is not an integer here)
-        raise BadRequest(400, f"{where} must be {' or '.join(types)}, got {_short(value)}")
-    if isinstance(value, int) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            raise BadRequest(400, f"{where} must be >= {schema['minimum']}, got {value}")
-        if "maximum" in schema and value > schema["maximum"]:
-            raise BadRequest(400, f"{where} must be <= {schema['maximum']}, got {value}")
-    if isinstance(value, list):
-        if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
-            raise BadRequest(400, f"{where} must have {schema.get('minItems', 0)}..{schema['maxItems']} items")
-        for i, item in enumerate(value):
-            validate(schema.get("items", {}), item, f"{where}[{i}]")
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        unknown = [k for k in value if k not in props]
-        if unknown and schema.get("additionalProperties", True) is False:
-            raise BadRequest(400, f"{where} takes {sorted(props)}, not {_short(unknown[0])}")
-        for k in schema.get("required", ()):
-            if k not in value:
-                raise BadRequest(400, f"{where} needs {k!r}")
-        for k, v in value.items():
-            if k in props:
-                validate(props[k], v, k)
-
-
-def _short(value: Any) -> str:
-    r = repr(value)
-    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def _api(value: Any) -> int:
@@ -455,6 +419,18 @@ class ControlApp:
         await views.move_leader(brokers, body["topic"], body["partition"], broker)
         return {"partitions": [p for p in views.partitions(self.brokers(), body["topic"])
                                if p["partition"] == body["partition"]]}
+
+    async def shuffle_leaders(self, body, query, path):
+        topics = body.get("topics")
+        if body.get("coordinators"):
+            if topics is not None:
+                raise BadRequest(400, "give topics or coordinators")
+            brokers = self._brokers()
+            known = brokers[min(brokers)].metadata.topics if brokers else {}
+            topics = [t for t in ("__consumer_offsets", "__transaction_state") if t in known]
+            if not topics:
+                return {"moved": []}
+        return {"moved": await views.shuffle_leaders(self._brokers(), topics, body.get("seed"))}
 
     def _brokers(self) -> dict:
         if self.brokers is None:

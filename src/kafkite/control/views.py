@@ -79,7 +79,23 @@ def leaderless(brokers: dict) -> list[dict]:
     return [{"topic": t, "partition": p} for t, p in sorted(controller.leaderless) if controller.held_leaderless(t, p)]
 
 
-async def _on_controller(brokers: dict, action: str, *args) -> None:
+async def shuffle_leaders(brokers: dict, topics: list[str] | None, seed: int | None) -> list[dict]:
+    """Every partition (of `topics`; None: all, the internal ones too) whose ISR has another live member gets one of
+    them, chosen at random (`seed`: the same choice again), as leader at a new leader epoch (kfake's
+    ShufflePartitionLeaders; on __consumer_offsets and __transaction_state its RehashCoordinators: the groups' and
+    transactional ids' coordinators move). -> the moves."""
+    import random
+    rng = random.Random(seed)
+    names = None if topics is None else set(topics)
+    if names is not None and brokers:
+        known = brokers[min(brokers)].metadata.topics
+        missing = sorted(n for n in names if n not in known)
+        if missing:
+            raise ValueError(f"unknown topics {missing[:5]}")
+    return await _on_controller(brokers, "shuffle_leaders", names, rng.choice) or []
+
+
+async def _on_controller(brokers: dict, action: str, *args):
     """A controller action (Controller.<action>) on the active controller of this process's one-process cluster,
     or in ZooKeeper mode on this broker's when it is the controller (on its controller thread; its writes to
     ZooKeeper are fenced by the controller epoch)."""
@@ -92,12 +108,11 @@ async def _on_controller(brokers: dict, action: str, *args) -> None:
         if controller is None or not controller.active:
             raise ValueError(f"broker {min(brokers)} is not the controller: ask the controller's control listener "
                              "(GET /v1/brokers names it)")
-        await zk.call(lambda: controller.guarded(getattr(controller, action), *args))
-        return
+        return await zk.call(lambda: controller.guarded(getattr(controller, action), *args))
     controller = state.active_controller()
     if controller is None:
         raise ValueError("no active controller in this process")
-    getattr(controller, action)(*args)
+    return getattr(controller, action)(*args)
 
 
 # -- replication cut between two brokers -------------------------------------------------------------------------

@@ -298,6 +298,32 @@ class Controller:
         self.authority.persist()
         self.publish()
 
+    def shuffle_leaders(self, topics, pick: Callable[[list[int]], int]) -> list[dict]:
+        """A test control (kfake's ShufflePartitionLeaders; on the internal topics its RehashCoordinators): every
+        partition (of `topics`, None: all) whose ISR has another live member is led by one of them, `pick(candidates)`,
+        at a new leader epoch, with one write and one publish for all -> the moves."""
+        live = self.live_brokers()
+        moved = []
+        for t in sorted(self.authority.topics.values(), key=lambda t: t.name):
+            if topics is not None and t.name not in topics:
+                continue
+            for p in t.partitions:
+                if p.leader == -1 or self.held_leaderless(t.name, p.index):
+                    continue
+                others = [r for r in p.replicas if r in p.isr and r in live and r != p.leader]
+                if others:
+                    new = pick(others)
+                    moved.append({"topic": t.name, "partition": p.index, "old": p.leader, "leader": new,
+                                  "leader_epoch": p.leader_epoch + 1})
+                    p.leader = new
+                    p.leader_epoch += 1
+                    p.partition_epoch += 1
+        if moved:
+            log.info("partition.leaders_shuffled", partitions=len(moved))
+            self.authority.persist()
+        self.publish()
+        return moved
+
     def make_leaderless(self, topic: str, partition: int) -> None:
         """A test control: the partition goes offline as when no ISR member is live (leader -1 at a new leader
         epoch, the ISR kept) and stays so, whatever brokers come and go, until `restore_leader` (or move_leader)."""

@@ -182,6 +182,19 @@ class KafkiteCluster(TrioThread):
     def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
         self.call(lambda: self.state.active_controller().move_leader(topic, partition, broker_id))
 
+    def shuffle_leaders(self, topics: list[str] | None = None, seed: int | None = None) -> list[dict]:
+        """POST /v1/leaders/shuffle: every partition (of topics) whose ISR has another live member is led by one of
+        them, at random (kfake's ShufflePartitionLeaders) -> the moves."""
+        from ..control import views
+        return self.call(views.shuffle_leaders, self.brokers, topics, seed)
+
+    def rehash_coordinators(self, seed: int | None = None) -> list[dict]:
+        """POST /v1/leaders/shuffle {"coordinators": true} (kfake's RehashCoordinators): the __consumer_offsets and
+        __transaction_state partitions move, and with them the groups' and transactional ids' coordinators."""
+        from ..control import views
+        internal = [t for t in ("__consumer_offsets", "__transaction_state") if self.state.metadata.topic(t)]
+        return self.call(views.shuffle_leaders, self.brokers, internal, seed) if internal else []
+
     def make_leaderless(self, topic: str, partition: int) -> None:
         """POST /v1/leaderless: the partition has no leader (leader -1; Metadata answers LEADER_NOT_AVAILABLE,
         Produce and Fetch NOT_LEADER_OR_FOLLOWER) until `restore_leader`."""
