@@ -52,7 +52,7 @@ def test_a_produce_error_injected_from_the_shell(served):
     assert control(url, "requests", "--clear")[0] == 0
     code, state = control(url, "error", "Produce", "NOT_LEADER_OR_FOLLOWER", "--count", "3")
     assert code == 0 and state["errors"] == [{"id": state["id"], "api": "Produce",
-                                              "errors": ["NOT_LEADER_OR_FOLLOWER"] * 3, "remaining": 3, "broker": None, "version": None, "client_id": None,
+                                              "errors": ["NOT_LEADER_OR_FOLLOWER"] * 3, "rtts": None, "remaining": 3, "broker": None, "version": None, "client_id": None,
                                               "topic": None, "partition": None, "fired": 0}]
     delivered = []
     p.produce("ctl", value=b"through-the-faults", on_delivery=lambda err, msg: delivered.append(err))
