@@ -140,9 +140,9 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         for i in range(9):
             p.produce("zk-compact", key=b"k%d" % (i % 3), value=b"v%d" % i)
         assert p.flush(30) == 0
-        c.wait_until(lambda: all(control(c.control_url(b), "partitions", "--topic", "zk-compact")[1]["partitions"][0]
+        c.wait_until(lambda: all(http(c.control_url(b), "GET", "/v1/partitions?topic=zk-compact")[1]["partitions"][0]
                                  ["local_replicas"][str(b)]["high_watermark"] == 9 for b in (1, 2, 3)), 30,
-                     "every replica caught up")
+                     "every replica caught up")  # (over HTTP: a CLI process per poll is slow)
         for b in (1, 2, 3):
             [row] = control(c.control_url(b), "compact", "--topic", "zk-compact")[1]["compacted"]
             assert row["broker"] == b and row["records_removed"] == 6, row
@@ -170,6 +170,13 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         assert c.heal_controller(b)["cut"] == []
         c.wait_until(lambda: c.metadata_view(b)["topics"]["zk-ctl"][0][:2] == (new, before[1] + 1), 30,
                      "the healed broker's view")
+        # a broker process added: the controller lists it, a topic is placed on it and served
+        assert c.add_broker() == 4
+        c.wait_until(lambda: 4 in [b[0] for b in c.metadata_view(c.controller_id)["brokers"]], 30, "broker 4 listed")
+        admin.create_topics([NewTopic("zk-on-4", 1, replica_assignment=[[4]])])["zk-on-4"].result(30)
+        c.wait_until(lambda: c.leader("zk-on-4", 0) == 4, 30, "broker 4 leading")
+        p.produce("zk-on-4", value=b"on 4")
+        assert p.flush(30) == 0
         # reset to empty: the topics deleted through the controller, the SCRAM users in ZooKeeper, the controls; a
         # group with committed offsets goes with ProcessCluster.empty() (each broker deletes the groups it coordinates)
         from confluent_kafka import ConsumerGroupTopicPartitions
@@ -185,7 +192,7 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         assert code == 0, out
         print(f"reset to empty in ZooKeeper mode: {out['took_ms']} ms")
         emptied = out["emptied"]
-        assert emptied["topics_deleted"] == ["zk-compact", "zk-ctl"] and emptied["users_deleted"] == ["alice"]
+        assert emptied["topics_deleted"] == ["zk-compact", "zk-ctl", "zk-on-4"] and emptied["users_deleted"] == ["alice"]
         assert out["errors"] == [] and control(url, "requests")[1]["requests"] == []
         groups = {g for e in c.empty().values() for g in e["groups_deleted"]} | set(emptied["groups_deleted"])
         assert "zk-g" in groups  # (and the compaction check's consumer's, which committed)

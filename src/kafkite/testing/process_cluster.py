@@ -238,6 +238,23 @@ class ProcessCluster:
         self._signal(b, signal.SIGTERM)
         self._wait_or_kill(b, self.stop_timeout if timeout is None else timeout)
 
+    def add_broker(self, broker_id: int | None = None) -> int:
+        """A new broker process (the next id when None) on the cluster's ZooKeeper, with its own data dir and a free
+        port; returns its id once it is registered (its ready line), so the controller lists it in Metadata. As on
+        Kafka, no partition moves to it by itself: topics created later are placed on it too."""
+        node_id = max(self._brokers) + 1 if broker_id is None else broker_id
+        if node_id in self._brokers:
+            raise ValueError(f"broker {node_id} exists")
+        d = self.data_dir / f"broker-{node_id}"
+        d.mkdir(parents=True, exist_ok=True)
+        self._brokers[node_id] = _Broker(node_id, d)
+        try:
+            self._start_one(node_id)
+        except BaseException:
+            del self._brokers[node_id]
+            raise
+        return node_id
+
     def kill_broker(self, broker_id: int) -> None:
         """SIGKILL: no shutdown work at all; its ZooKeeper session lives on until it times out."""
         b = self._brokers[broker_id]
