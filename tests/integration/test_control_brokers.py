@@ -182,3 +182,33 @@ def test_leaders_shuffled_and_coordinators_rehashed():
         assert http(url, "POST", "/v1/leaders/shuffle", {"topics": [topic], "coordinators": True})[0] == 400
         assert http(url, "POST", "/v1/leaders/shuffle", {"topics": topic})[0] == 400
         assert {i: cluster.leader(topic, i) for i in range(4)} == leaders
+
+
+def test_a_partition_reassigned_its_log_copied_and_its_leader_moved():
+    """replicas T P B...: the new replica copies the log and joins the ISR before the old one leaves; the leader that
+    leaves hands over (kfake's SetFollowers: the brokers serving a partition)."""
+    with KafkiteCluster(brokers=3, control=True) as cluster:
+        bs, url = cluster.bootstrap_servers, cluster.control_url
+        admin = AdminClient({"bootstrap.servers": bs})
+        topic = topic_name("reassigned")
+        admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2]])])[topic].result(30)
+        p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0})
+        for i in range(10):
+            p.produce(topic, value=b"%d" % i)
+        assert p.flush(30) == 0
+        [part] = ok(control(url, "replicas", topic, "0", "3", "2"))["partitions"]
+        assert (part["replicas"], part["leader"], sorted(part["isr"])) == ([3, 2], 3, [2, 3])
+        assert cluster.log_end_offsets(topic, 0)[3] == 10 and cluster.leader(topic, 0) == 3
+        wait_until(lambda: _leader(admin, topic) == 3, 30, what="the client seeing the new leader")
+        for i in range(10, 15):
+            p.produce(topic, value=b"%d" % i)
+        assert p.flush(30) == 0
+        got = [v for _, v in consume(bs, topic, [0], 15)]
+        assert got == [b"%d" % i for i in range(15)]
+        # bad input: nothing changes
+        code, err = control(url, "replicas", topic, "0", "9")
+        assert code == 1 and "a replica added must be a live broker" in err["error"]
+        assert http(url, "POST", "/v1/replicas", {"topic": topic, "partition": 0, "replicas": [3, 3]})[0] == 400
+        assert http(url, "POST", "/v1/replicas", {"topic": "no-such", "partition": 0, "replicas": [1]})[0] == 400
+        assert http(url, "POST", "/v1/replicas", {"topic": topic, "partition": 0, "replicas": []})[0] == 400
+        assert cluster.partition_states(topic)[0]["replicas"] == [3, 2]

@@ -302,7 +302,8 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
                 ["error", "Metadata", "LEADER_NOT_AVAILABLE", "--topic", "t"], ["add-broker"],
                 ["add-broker", "4", "--rack", "r"], ["remove-broker", "4"], ["rack", "2", "r"], ["rack", "2"],
                 ["cut-controller", "2"], ["heal-controller", "2"], ["controller"],
-                ["shuffle-leaders"], ["shuffle-leaders", "t", "u", "--seed", "3"], ["shuffle-leaders", "--coordinators"]]
+                ["shuffle-leaders"], ["shuffle-leaders", "t", "u", "--seed", "3"], ["shuffle-leaders", "--coordinators"],
+                ["replicas", "t", "0", "3", "2"]]
     actions = parser._subparsers._group_actions[0].choices["control"]._subparsers._group_actions[0].choices
     assert {c[0] for c in commands} == set(actions), "a CLI sub-command this test does not check"
     for argv in commands:

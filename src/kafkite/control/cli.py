@@ -13,6 +13,7 @@ printed on stderr with exit code 1.
     kafkite control --url ... faults | clear | reset [--data] | openapi
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
+    kafkite control --url ... replicas TOPIC PARTITION B1 [B2 ...]
     kafkite control --url ... shuffle-leaders [TOPIC ...] [--coordinators] [--seed N]
     kafkite control --url ... brokers | stop BROKER | start BROKER | coordinator GROUP BROKER
     kafkite control --url ... add-broker [BROKER] [--rack R] | remove-broker BROKER | rack BROKER [RACK]
@@ -91,6 +92,11 @@ def add_subparser(sub) -> None:
     ml.add_argument("topic")
     ml.add_argument("partition", type=int)
     ml.add_argument("broker", type=int)
+    ra = act.add_parser("replicas", help="reassign a partition: replicas TOPIC PARTITION B1 [B2 ...] (the new ones "
+                                         "catch up first)")
+    ra.add_argument("topic")
+    ra.add_argument("partition", type=int)
+    ra.add_argument("replicas", type=int, nargs="+")
     sh = act.add_parser("shuffle-leaders", help="every partition (of TOPIC ...) led by another live ISR member, at "
                                                "random; --coordinators: the groups' and transactions' coordinators")
     sh.add_argument("topics", nargs="*")
@@ -211,6 +217,8 @@ def _request(args) -> tuple[str, str, object]:
         return "GET", f"/v1/{a}" + (f"?{urlencode({key: value})}" if value is not None else ""), None
     if a == "leader":
         return "POST", "/v1/leaders", {"topic": args.topic, "partition": args.partition, "broker": args.broker}
+    if a == "replicas":
+        return "POST", "/v1/replicas", {"topic": args.topic, "partition": args.partition, "replicas": args.replicas}
     if a == "shuffle-leaders":
         body = {"topics": args.topics or None, "seed": args.seed}
         if args.coordinators:

@@ -14,6 +14,7 @@ work on the broker process's one control model (control/model.py):
   GET|DELETE   /v1/requests              the request log (?api=Produce, ?since=SEQ) / empty it
   GET          /v1/partitions, /v1/groups  partition and group state (?topic=, ?group=)
   POST         /v1/leaders               {"topic", "partition", "broker"}: move a partition's leader
+  POST         /v1/replicas              {"topic", "partition", "replicas"}: a reassignment (new ones catch up first)
   POST         /v1/leaders/shuffle       {"topics", "coordinators", "seed"}: leaders moved at random
   POST         /v1/coordinators          {"group" | "transactional_id", "broker"}: move a coordinator
   POST         /v1/replication/pause, /v1/replication/resume  {"broker"}: its followers stop / fetch again

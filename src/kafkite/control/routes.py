@@ -107,6 +107,13 @@ ROUTES: dict[str, dict[str, Route]] = {
                                                                                                   "minimum": 0},
                                                        "broker": {"type": "integer", "minimum": 0}},
                                                       ("topic", "partition", "broker")))},
+    "/v1/replicas": {"POST": Route("reassign a partition (one-process clusters): the new replicas copy the log and join "
+                                   "the ISR, then those not kept leave (a leader not kept hands over); answers once done",
+                                   "reassign", _obj({"topic": {"type": "string"},
+                                                     "partition": {"type": "integer", "minimum": 0},
+                                                     "replicas": {"type": "array", "minItems": 1, "maxItems": 1000,
+                                                                  "items": {"type": "integer", "minimum": 0}}},
+                                                    ("topic", "partition", "replicas")))},
     "/v1/leaders/shuffle": {"POST": Route(
         "every partition (of topics) whose ISR has another live member is led by one of them, chosen at random "
         "(kfake's ShufflePartitionLeaders); coordinators: the __consumer_offsets and __transaction_state partitions "
@@ -419,6 +426,11 @@ class ControlApp:
         await views.move_leader(brokers, body["topic"], body["partition"], broker)
         return {"partitions": [p for p in views.partitions(self.brokers(), body["topic"])
                                if p["partition"] == body["partition"]]}
+
+    async def reassign(self, body, query, path):
+        from . import topology
+        return {"partitions": [await topology.reassign(self._topology_node(), body["topic"], body["partition"],
+                                                       body["replicas"])]}
 
     async def shuffle_leaders(self, body, query, path):
         topics = body.get("topics")

@@ -53,6 +53,46 @@ def plan(controller, broker_id: int) -> list[tuple[str, int, int | None]]:
     return out
 
 
+async def _caught_up(node, waiting: list[tuple[str, int, int]], timeout: float) -> None:
+    """Wait until each (topic, partition, broker) is in the partition's ISR (or the partition has no leader to copy
+    from, or is gone); ValueError after `timeout` seconds."""
+    behind = waiting
+    with trio.move_on_after(timeout):
+        while True:
+            md = _controller(node).authority  # (the controller may move meanwhile)
+            behind = [(t, i, n) for t, i, n in waiting if (p := md.partition(t, i)) is not None and n not in p.isr
+                      and p.leader != -1]
+            if not behind:
+                return
+            await trio.sleep(0.02)
+    raise ValueError(f"the new replicas did not catch up within {timeout}s: {behind[:5]}")
+
+
+async def reassign(node, topic: str, partition: int, replicas: list[int], timeout: float = 60.0) -> dict:
+    """A partition's replicas changed as Kafka's reassignment changes them (AlterPartitionReassignments): the new
+    replicas join and copy the log until they are in the ISR, then the replicas not kept leave (a leader not kept hands
+    over to the first live ISR member of the new list, at a new leader epoch) -> the partition's state."""
+    c = _controller(node)
+    p = c.authority.partition(topic, partition)
+    if p is None:
+        raise ValueError(f"no partition {topic}-{partition}")
+    if not replicas or len(set(replicas)) != len(replicas):
+        raise ValueError(f"replicas must be distinct broker ids, at least one, got {replicas}")
+    live = c.live_brokers()
+    added = [r for r in replicas if r not in p.replicas]
+    if any(r not in live for r in added):
+        raise ValueError(f"a replica added must be a live broker: {added} of live {sorted(live)}")
+    if added:
+        c.reassign(topic, partition, list(p.replicas) + added)
+        if p.leader != -1:
+            await _caught_up(node, [(topic, partition, r) for r in added], timeout)
+    c = _controller(node)
+    c.reassign(topic, partition, list(replicas))
+    p = c.authority.partition(topic, partition)
+    return {"topic": topic, "partition": partition, "replicas": list(p.replicas), "leader": p.leader,
+            "leader_epoch": p.leader_epoch, "isr": list(p.isr)}
+
+
 async def remove_broker(node, broker_id: int, timeout: float = 60.0) -> dict:
     """Decommission a broker (see the module docstring) -> the brokers and the partitions moved."""
     c = _controller(node)
@@ -70,18 +110,7 @@ async def remove_broker(node, broker_id: int, timeout: float = 60.0) -> dict:
             c.reassign(topic, index, list(p.replicas) + [new])
             if p.leader != -1:
                 waiting.append((topic, index, new))
-    with trio.move_on_after(timeout) as cs:
-        while True:
-            c = _controller(node)  # (the controller may move meanwhile: it is the removed broker)
-            md = c.authority
-            behind = [(t, i, n) for t, i, n in waiting if (p := md.partition(t, i)) is not None and n not in p.isr
-                      and p.leader != -1]
-            if not behind:
-                break
-            await trio.sleep(0.02)
-    if cs.cancelled_caught:
-        raise ValueError(f"the new replicas did not catch up within {timeout}s: {behind[:5]} (the broker stays; its "
-                         "partitions have the new replicas too)")
+    await _caught_up(node, waiting, timeout)  # (when not: the broker stays, its partitions have the new replicas too)
     # 2. the broker leaves every partition (its leaderships move to an ISR member), then stops
     moved = []
     for topic, index, new in moves:

@@ -127,6 +127,12 @@ class KafkiteCluster(TrioThread):
         from ..control import topology
         return self.call(topology.remove_broker, self.node, broker_id, timeout)["moved"]
 
+    def reassign(self, topic: str, partition: int, replicas: list[int], timeout: float = 60.0) -> dict:
+        """POST /v1/replicas: the partition's replicas changed as Kafka's reassignment changes them (the new ones copy
+        the log and join the ISR first, then those not kept leave) -> its state."""
+        from ..control import topology
+        return self.call(topology.reassign, self.node, topic, partition, list(replicas), timeout)
+
     def set_rack(self, broker_id: int, rack: str | None) -> None:
         """POST /v1/brokers/rack: a running broker's broker.rack changed (librdkafka's broker_set_rack)."""
         from ..control import topology
