@@ -212,3 +212,31 @@ def test_a_partition_reassigned_its_log_copied_and_its_leader_moved():
         assert http(url, "POST", "/v1/replicas", {"topic": "no-such", "partition": 0, "replicas": [1]})[0] == 400
         assert http(url, "POST", "/v1/replicas", {"topic": topic, "partition": 0, "replicas": []})[0] == 400
         assert cluster.partition_states(topic)[0]["replicas"] == [3, 2]
+
+
+def test_the_same_controls_through_the_in_process_api():
+    """KafkiteCluster's methods are the same controls as the routes above."""
+    with KafkiteCluster(brokers=2) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        topic = topic_name("api")
+        admin.create_topics([NewTopic(topic, 2, 2)])[topic].result(30)
+        assert cluster.add_broker(rack="r3") == 3 and cluster.node_ids == [1, 2, 3]
+        cluster.set_rack(3, "r3b")
+        wait_until(lambda: {n.id: n.rack for n in admin.describe_cluster().result(10).nodes}.get(3) == "r3b", 30,
+                   what="the rack")
+        old = cluster.leader(topic, 0)
+        part = cluster.reassign(topic, 0, [3, 1])  # a leader kept stays; else the caught-up new replica leads
+        assert (part["replicas"], part["leader"]) == ([3, 1], 1 if old == 1 else 3) and 3 in part["isr"]
+        before = {i: cluster.leader(topic, i) for i in (0, 1)}
+        moved = cluster.shuffle_leaders([topic], seed=1)
+        assert {m["partition"]: m["leader"] for m in moved} == {i: cluster.leader(topic, i) for i in (0, 1)} != before
+        assert cluster.rehash_coordinators() == []  # no group or transaction yet
+        cluster.cut_controller(2)
+        cluster.move_leader(topic, 1, 2 if cluster.leader(topic, 1) != 2 else 1)
+        views = cluster.metadata_views()  # (both at one instant)
+        assert views[2]["topics"] != views[1]["topics"]
+        cluster.heal_controller(2)
+        views = cluster.metadata_views()
+        assert views[2]["topics"] == views[1]["topics"]
+        moved = cluster.remove_broker(3)
+        assert [m["replicas"] for m in moved if m["topic"] == topic] == [[1, 2]] and cluster.node_ids == [1, 2]
