@@ -92,6 +92,8 @@ def test_the_last_broker_is_not_removed_and_a_single_broker_takes_none():
     with KafkiteCluster(brokers=1, control=True) as single:
         code, err = control(single.control_url, "add-broker")
         assert code == 1 and "one-process clusters of several brokers" in err["error"]
+        code, err = control(single.control_url, "cut-controller", "1")
+        assert code == 1 and "its own controller" in err["error"]
         assert single.node_ids == [1]
 
 

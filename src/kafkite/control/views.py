@@ -161,7 +161,10 @@ def cut_controller(brokers: dict, broker_id: int, cut: bool = True) -> dict:
                              "(GET /v1/brokers names it)")
         state.zk.channel.cut_link(broker_id, cut)
     else:
-        if broker_id not in state.storages and broker_id not in brokers:
+        if not state.storages:
+            raise ValueError("a single broker is its own controller: cutting the controller's connection needs a "
+                             "cluster (kafkite serve --brokers N, KafkiteCluster, a ZooKeeper cluster)")
+        if broker_id not in state.storages:
             raise ValueError(f"unknown broker {broker_id}")
         state.cut_controller(broker_id, cut)
     return controller_links(brokers)
