@@ -16,7 +16,7 @@ from kafka.protocol.api_key import ApiKey
 
 from . import views
 from .model import Faults, api_key, error_code
-from .schema import BadRequest, _short, validate  # noqa: F401 (BadRequest, validate: also this module's API)
+from .schema import BadRequest, _short, openapi, validate  # noqa: F401 (BadRequest, validate: also this module's API)
 
 MAX_BODY = 1 << 20
 
@@ -213,34 +213,6 @@ def _error(value: Any) -> int:
                               "code") from None
 
 
-def openapi(routes: dict[str, dict[str, Route]] = ROUTES) -> dict:
-    """The routes as an OpenAPI 3.1 document (its schemas are the ones bodies are validated against)."""
-    json_of = (lambda schema: {"application/json": {"schema": schema}})
-    error = {"description": "bad input; nothing changed", "content": json_of(_obj({"error": {"type": "string"}}))}
-    paths = {}
-    for path, methods in routes.items():
-        ops = {}
-        for method, r in methods.items():
-            op = {"operationId": f"{r.action}_{method.lower()}", "summary": r.summary,
-                  "responses": {"200": {"description": "the answer (a change answers the controls in force)",
-                                        "content": json_of({"type": "object"})}, "4XX": error}}
-            if r.body is not None:
-                op["requestBody"] = {"required": bool(r.body.get("required")), "content": json_of(r.body)}
-            if r.query:
-                op["parameters"] = [{"name": n, "in": "query", "required": False, "schema": s, "description": d}
-                                    for n, s, d in r.query]
-            ops[method.lower()] = op
-        paths[path] = ops
-    return {"openapi": "3.1.0",
-            "info": {"title": "Kafkite control plane", "version": "1",
-                     "description": "a broker's test controls: errors, drops, latency, holds, version caps, "
-                                    "topology (leaders, leaderless partitions, replication, brokers), the log clock, "
-                                    "data (compaction, retention, reset), and its request log"},
-            "paths": paths,
-            "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
-                                                          "description": "with kafkite serve --control-token"}}}}
-
-
 class ControlApp:
     """The routes over one Faults model and the ids of this process's brokers."""
 
@@ -301,7 +273,7 @@ class ControlApp:
                 "brokers": self.broker_ids}
 
     def openapi(self, body, query, path):
-        return openapi()
+        return openapi(ROUTES)
 
     def state(self, body, query, path):
         return self._state(path)

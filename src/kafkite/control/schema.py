@@ -1,4 +1,5 @@
-"""The control plane's request checks: the subset of JSON schema its route table uses, and the 4xx it answers."""
+"""The control plane's request checks (the subset of JSON schema its route table uses, the 4xx it answers) and the
+route table as an OpenAPI document."""
 from __future__ import annotations
 
 from typing import Any
@@ -46,3 +47,33 @@ def validate(schema: dict, value: Any, where: str = "the body") -> None:
 def _short(value: Any) -> str:
     r = repr(value)
     return r if len(r) <= 80 else r[:77] + "..."
+
+
+def openapi(routes: dict) -> dict:
+    """The routes as an OpenAPI 3.1 document (its schemas are the ones bodies are validated against)."""
+    json_of = (lambda schema: {"application/json": {"schema": schema}})
+    error = {"description": "bad input; nothing changed", "content": json_of(
+        {"type": "object", "properties": {"error": {"type": "string"}}, "required": [],
+         "additionalProperties": False})}
+    paths = {}
+    for path, methods in routes.items():
+        ops = {}
+        for method, r in methods.items():
+            op = {"operationId": f"{r.action}_{method.lower()}", "summary": r.summary,
+                  "responses": {"200": {"description": "the answer (a change answers the controls in force)",
+                                        "content": json_of({"type": "object"})}, "4XX": error}}
+            if r.body is not None:
+                op["requestBody"] = {"required": bool(r.body.get("required")), "content": json_of(r.body)}
+            if r.query:
+                op["parameters"] = [{"name": n, "in": "query", "required": False, "schema": s, "description": d}
+                                    for n, s, d in r.query]
+            ops[method.lower()] = op
+        paths[path] = ops
+    return {"openapi": "3.1.0",
+            "info": {"title": "Kafkite control plane", "version": "1",
+                     "description": "a broker's test controls: errors, drops, latency, holds, version caps, "
+                                    "topology (leaders, leaderless partitions, replication, brokers), the log clock, "
+                                    "data (compaction, retention, reset), and its request log"},
+            "paths": paths,
+            "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                                          "description": "with kafkite serve --control-token"}}}}
