@@ -40,7 +40,7 @@ def test_a_broker_added_then_one_decommissioned_with_acks_all_traffic_nothing_lo
         on_new = topic_name("on-new")
         admin.create_topics([NewTopic(on_new, 1, replica_assignment=[[1, 4]])])[on_new].result(30)
         wait_until(lambda: cluster.isr(on_new, 0) == [1, 4], 30, what="broker 4 in the ISR")
-        ok(control(url, "leader", on_new, "0", "4"))
+        assert http(url, "POST", "/v1/leaders", {"topic": on_new, "partition": 0, "broker": 4})[0] == 200
         wait_until(lambda: _leader(admin, on_new) == 4, 30, what="broker 4 leading, as the client sees it")
         with Traffic(bs, on_new) as t4:
             wait_until(lambda: len(t4.acked) >= 20, 30, what="records to the new broker")
@@ -66,14 +66,15 @@ def test_a_broker_added_then_one_decommissioned_with_acks_all_traffic_nothing_lo
         ok(control(url, "rack", "4", "zone-b"))
         wait_until(lambda: {n.id: n.rack for n in admin.describe_cluster().result(10).nodes}.get(4) == "zone-b", 30,
                    what="the new rack in DescribeCluster")
-        assert ok(control(url, "rack", "4"))["brokers"][-1]["rack"] is None
+        code, out = http(url, "POST", "/v1/brokers/rack", {"broker": 4, "rack": None})
+        assert code == 200 and out["brokers"][-1]["rack"] is None
 
         # bad input: nothing changes
         before = cluster.node_ids
         assert control(url, "remove-broker", str(victim))[1] == {
             "error": f"unknown broker {victim}: this process runs brokers {before}"}
-        code, err = control(url, "add-broker", "4")
-        assert code == 1 and "broker 4 exists" in err["error"]
+        code, err = http(url, "POST", "/v1/brokers", {"broker": 4})
+        assert code == 400 and "broker 4 exists" in err["error"]
         assert http(url, "DELETE", "/v1/brokers", {})[0] == 400
         assert http(url, "POST", "/v1/brokers", {"broker": -1})[0] == 400
         assert http(url, "POST", "/v1/brokers/rack", {"broker": 4})[0] == 400
@@ -83,15 +84,15 @@ def test_a_broker_added_then_one_decommissioned_with_acks_all_traffic_nothing_lo
 def test_the_last_broker_is_not_removed_and_a_single_broker_takes_none():
     with KafkiteCluster(brokers=2, control=True) as cluster:
         url = cluster.control_url
-        ok(control(url, "stop", "2"))
+        assert http(url, "POST", "/v1/brokers/stop", {"broker": 2})[0] == 200
         code, err = control(url, "remove-broker", "1")
         assert code == 1 and "last live broker" in err["error"]
         assert cluster.node_ids == [1, 2]
-        ok(control(url, "remove-broker", "2"))  # a stopped broker is removed too
+        assert http(url, "DELETE", "/v1/brokers", {"broker": 2})[0] == 200  # a stopped broker is removed too
         assert cluster.node_ids == [1]
     with KafkiteCluster(brokers=1, control=True) as single:
-        code, err = control(single.control_url, "add-broker")
-        assert code == 1 and "one-process clusters of several brokers" in err["error"]
+        code, err = http(single.control_url, "POST", "/v1/brokers", {})
+        assert code == 400 and "one-process clusters of several brokers" in err["error"]
         code, err = control(single.control_url, "cut-controller", "1")
         assert code == 1 and "its own controller" in err["error"]
         assert single.node_ids == [1]
