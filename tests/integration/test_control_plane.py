@@ -170,6 +170,10 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         assert c.heal_controller(b)["cut"] == []
         c.wait_until(lambda: c.metadata_view(b)["topics"]["zk-ctl"][0][:2] == (new, before[1] + 1), 30,
                      "the healed broker's view")
+        # leaders shuffled through the controller's listener: the partition gets another ISR member as leader
+        [m] = c.control_call(ctrl, "POST", "/v1/leaders/shuffle", {"topics": ["zk-ctl"], "seed": 1})["moved"]
+        assert m["old"] == new and m["leader"] != new
+        c.wait_until(lambda: c.leader("zk-ctl", 0) == m["leader"], 30, "the shuffled leader")
         # a broker process added: the controller lists it, a topic is placed on it and served
         assert c.add_broker() == 4
         c.wait_until(lambda: 4 in [b[0] for b in c.metadata_view(c.controller_id)["brokers"]], 30, "broker 4 listed")
