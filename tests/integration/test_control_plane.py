@@ -181,6 +181,16 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         c.wait_until(lambda: c.leader("zk-on-4", 0) == 4, 30, "broker 4 leading")
         p.produce("zk-on-4", value=b"on 4")
         assert p.flush(30) == 0
+        # a partition reassigned onto it through the controller's listener: broker 4 copies the log, joins the ISR,
+        # then the leader, not kept, hands over to it
+        lead = c.leader("zk-ctl", 0)
+        kept = [i for i in (1, 2, 3) if i != lead]
+        part = c.reassign("zk-ctl", 0, [4] + kept)
+        assert (part["replicas"], part["leader"], sorted(part["isr"])) == ([4] + kept, 4, sorted([4] + kept))
+        c.wait_until(lambda: all(c.metadata_view(i)["topics"]["zk-ctl"][0][0] == 4 for i in (1, 2, 3, 4)), 30,
+                     "every broker seeing the reassignment")
+        p.produce("zk-ctl", value=b"after the reassignment")
+        assert p.flush(30) == 0
         # reset to empty: the topics deleted through the controller, the SCRAM users in ZooKeeper, the controls; a
         # group with committed offsets goes with ProcessCluster.empty() (each broker deletes the groups it coordinates)
         from confluent_kafka import ConsumerGroupTopicPartitions

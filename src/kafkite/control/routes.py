@@ -107,8 +107,9 @@ ROUTES: dict[str, dict[str, Route]] = {
                                                                                                   "minimum": 0},
                                                        "broker": {"type": "integer", "minimum": 0}},
                                                       ("topic", "partition", "broker")))},
-    "/v1/replicas": {"POST": Route("reassign a partition (one-process clusters): the new replicas copy the log and join "
-                                   "the ISR, then those not kept leave (a leader not kept hands over); answers once done",
+    "/v1/replicas": {"POST": Route("reassign a partition: the new replicas copy the log and join the ISR, then those not "
+                                   "kept leave (a leader not kept hands over); answers once done (ZooKeeper mode: the "
+                                   "controller's listener)",
                                    "reassign", _obj({"topic": {"type": "string"},
                                                      "partition": {"type": "integer", "minimum": 0},
                                                      "replicas": {"type": "array", "minItems": 1, "maxItems": 1000,

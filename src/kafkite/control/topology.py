@@ -8,7 +8,10 @@ partition the broker hosts gets another live broker in its place (the one hostin
 not already a replica; else the partition keeps one replica less), the new replica copies the log from the leader
 and joins the ISR; then the broker leaves the partition (its leaderships move to an ISR member) and stops. No record
 acknowledged by the ISR is lost on the way. A partition with no live leader (nothing to copy from) gets its new
-replica at once, empty."""
+replica all the same, out of the ISR: it stays offline until an ISR member comes back, as on Kafka.
+
+A reassignment (POST /v1/replicas) is served in ZooKeeper mode too, by the controller's listener: its controller
+writes the assignment and the partition state to ZooKeeper and sends LeaderAndIsr, as for a leader move."""
 from __future__ import annotations
 
 from collections import Counter
@@ -53,13 +56,33 @@ def plan(controller, broker_id: int) -> list[tuple[str, int, int | None]]:
     return out
 
 
-async def _caught_up(node, waiting: list[tuple[str, int, int]], timeout: float) -> None:
+def _reassigner(node):
+    """The controller a reassignment goes through: the active one of this one-process cluster, or in ZooKeeper mode
+    this broker's when it is the controller."""
+    zk = node.state.zk
+    if zk is None:
+        return _controller(node)
+    if zk.controller is None or not zk.controller.active:
+        raise ValueError(f"broker {zk.node_id} is not the controller: ask the controller's control listener (GET "
+                         "/v1/brokers names it)")
+    return zk.controller
+
+
+async def _on(node, c, fn):
+    """fn() on the controller's thread (ZooKeeper mode: its event thread, fenced by the controller epoch)."""
+    zk = node.state.zk
+    if zk is None:
+        return fn()
+    return await zk.call(lambda: c.guarded(fn))
+
+
+async def _caught_up(node, waiting: list[tuple[str, int, int]], timeout: float, controller=None) -> None:
     """Wait until each (topic, partition, broker) is in the partition's ISR (or the partition has no leader to copy
     from, or is gone); ValueError after `timeout` seconds."""
     behind = waiting
     with trio.move_on_after(timeout):
         while True:
-            md = _controller(node).authority  # (the controller may move meanwhile)
+            md = (controller or _controller(node)).authority  # (in-process the controller may move meanwhile)
             behind = [(t, i, n) for t, i, n in waiting if (p := md.partition(t, i)) is not None and n not in p.isr
                       and p.leader != -1]
             if not behind:
@@ -72,25 +95,38 @@ async def reassign(node, topic: str, partition: int, replicas: list[int], timeou
     """A partition's replicas changed as Kafka's reassignment changes them (AlterPartitionReassignments): the new
     replicas join and copy the log until they are in the ISR, then the replicas not kept leave (a leader not kept hands
     over to the first live ISR member of the new list, at a new leader epoch) -> the partition's state."""
-    c = _controller(node)
-    p = c.authority.partition(topic, partition)
-    if p is None:
-        raise ValueError(f"no partition {topic}-{partition}")
+    c = _reassigner(node)
     if not replicas or len(set(replicas)) != len(replicas):
         raise ValueError(f"replicas must be distinct broker ids, at least one, got {replicas}")
-    live = c.live_brokers()
-    added = [r for r in replicas if r not in p.replicas]
-    if any(r not in live for r in added):
-        raise ValueError(f"a replica added must be a live broker: {added} of live {sorted(live)}")
-    if added:
-        c.reassign(topic, partition, list(p.replicas) + added)
-        if p.leader != -1:
-            await _caught_up(node, [(topic, partition, r) for r in added], timeout)
-    c = _controller(node)
-    c.reassign(topic, partition, list(replicas))
-    p = c.authority.partition(topic, partition)
-    return {"topic": topic, "partition": partition, "replicas": list(p.replicas), "leader": p.leader,
-            "leader_epoch": p.leader_epoch, "isr": list(p.isr)}
+
+    def first_step():  # (ZooKeeper mode: the live brokers are read from ZooKeeper, on the controller's thread)
+        p = c.authority.partition(topic, partition)
+        if p is None:
+            raise ValueError(f"no partition {topic}-{partition}")
+        live = c.live_brokers()
+        added = [r for r in replicas if r not in p.replicas]
+        if any(r not in live for r in added):
+            raise ValueError(f"a replica added must be a live broker: {added} of live {sorted(live)}")
+        if added:
+            c.reassign(topic, partition, list(p.replicas) + added)
+        return added, p.leader
+    first = await _on(node, c, first_step)
+    if first is None:
+        raise ValueError("the controller moved meanwhile (a newer one was elected): ask it")
+    added, leader = first
+    if added and leader != -1:
+        await _caught_up(node, [(topic, partition, r) for r in added], timeout, c if node.state.zk else None)
+    c = _reassigner(node)
+
+    def last_step():
+        c.reassign(topic, partition, list(replicas))
+        p = c.authority.partition(topic, partition)
+        return {"topic": topic, "partition": partition, "replicas": list(p.replicas), "leader": p.leader,
+                "leader_epoch": p.leader_epoch, "isr": list(p.isr)}
+    out = await _on(node, c, last_step)
+    if out is None:
+        raise ValueError("the controller moved meanwhile (a newer one was elected): ask it")
+    return out
 
 
 async def remove_broker(node, broker_id: int, timeout: float = 60.0) -> dict:

@@ -451,6 +451,12 @@ class ProcessCluster:
     def restore_leader(self, topic: str | None = None, partition: int | None = None) -> dict:
         return self.control_call(self.controller_id, "DELETE", "/v1/leaderless", {"topic": topic, "partition": partition})
 
+    def reassign(self, topic: str, partition: int, replicas: list[int]) -> dict:
+        """POST /v1/replicas to the controller's listener: the new replicas copy the log and join the ISR, then those
+        not kept leave (a leader not kept hands over) -> the partition's state."""
+        body = {"topic": topic, "partition": partition, "replicas": list(replicas)}
+        return self.control_call(self.controller_id, "POST", "/v1/replicas", body)["partitions"][0]
+
     def cut_controller(self, broker_id: int) -> dict:
         """POST /v1/controller/cut to the controller's listener: its LeaderAndIsr and UpdateMetadata to `broker_id`
         fail and queue up (the broker keeps its old view) until `heal_controller`, when they go out in order."""
