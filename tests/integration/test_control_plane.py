@@ -189,6 +189,8 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         assert (part["replicas"], part["leader"], sorted(part["isr"])) == ([4] + kept, 4, sorted([4] + kept))
         c.wait_until(lambda: all(c.metadata_view(i)["topics"]["zk-ctl"][0][0] == 4 for i in (1, 2, 3, 4)), 30,
                      "every broker seeing the reassignment")
+        c.wait_until(lambda: str(lead) not in http(c.control_url(lead), "GET", "/v1/partitions?topic=zk-ctl")[1][
+            "partitions"][0]["local_replicas"], 30, "the removed replica deleted (StopReplica)")
         p.produce("zk-ctl", value=b"after the reassignment")
         assert p.flush(30) == 0
         # reset to empty: the topics deleted through the controller, the SCRAM users in ZooKeeper, the controls; a
