@@ -193,6 +193,17 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
             "partitions"][0]["local_replicas"], 30, "the removed replica deleted (StopReplica)")
         p.produce("zk-ctl", value=b"after the reassignment")
         assert p.flush(30) == 0
+        # broker 4 decommissioned: its partitions reassigned to the others (copied first), then its process stopped
+        moved = {(m["topic"], m["partition"]): m for m in c.remove_broker(4)}
+        assert {("zk-on-4", 0), ("zk-ctl", 0)} <= set(moved) and all(4 not in m["replicas"] for m in moved.values())
+        assert moved[("zk-on-4", 0)]["leader"] in (1, 2, 3) and c.node_ids == [1, 2, 3]
+        c.wait_until(lambda: [b[0] for b in c.metadata_view(c.controller_id)["brokers"]] == [1, 2, 3], 30,
+                     "broker 4 out of Metadata")
+        p.produce("zk-on-4", value=b"after the decommission")
+        assert p.flush(30) == 0
+        on = moved[("zk-on-4", 0)]["leader"]
+        [row] = http(c.control_url(on), "GET", "/v1/partitions?topic=zk-on-4")[1]["partitions"]
+        assert row["local_replicas"][str(on)]["log_end_offset"] == 2  # the record made on broker 4 was copied
         # reset to empty: the topics deleted through the controller, the SCRAM users in ZooKeeper, the controls; a
         # group with committed offsets goes with ProcessCluster.empty() (each broker deletes the groups it coordinates)
         from confluent_kafka import ConsumerGroupTopicPartitions

@@ -457,6 +457,34 @@ class ProcessCluster:
         body = {"topic": topic, "partition": partition, "replicas": list(replicas)}
         return self.control_call(self.controller_id, "POST", "/v1/replicas", body)["partitions"][0]
 
+    def remove_broker(self, broker_id: int) -> list[dict]:
+        """Decommission a broker process as an operator does on Kafka: each partition it hosts is reassigned through
+        the controller's listener (the live broker with the fewest replicas takes its place, when one is not a
+        replica yet; else the partition keeps one replica less), its new replica catching up first; then the process
+        is stopped and forgotten. -> the partitions' new states."""
+        if broker_id not in self._brokers:
+            raise ValueError(f"no broker {broker_id}")
+        live = set(self.live_brokers) - {broker_id}
+        if not live:
+            raise ValueError(f"broker {broker_id} is the last live broker: the cluster would have none")
+        topics = self.metadata_view(self.controller_id)["topics"]
+        load = collections.Counter(r for parts in topics.values() for *_, replicas in parts.values() for r in replicas)
+        moved = []
+        for topic, parts in sorted(topics.items()):
+            for index, (*_, replicas) in sorted(parts.items()):
+                if broker_id not in replicas:
+                    continue
+                spare = sorted((load[b], b) for b in live if b not in replicas)
+                if spare:
+                    load[spare[0][1]] += 1
+                    new = [spare[0][1] if r == broker_id else r for r in replicas]
+                else:
+                    new = [r for r in replicas if r != broker_id]
+                moved.append(self.reassign(topic, index, new))
+        self.stop_broker(broker_id)
+        del self._brokers[broker_id]
+        return moved
+
     def cut_controller(self, broker_id: int) -> dict:
         """POST /v1/controller/cut to the controller's listener: its LeaderAndIsr and UpdateMetadata to `broker_id`
         fail and queue up (the broker keeps its old view) until `heal_controller`, when they go out in order."""
