@@ -94,8 +94,9 @@ class CliDoor:
     def reset(self):
         ok(control(self.url, "reset"))
 
-    def error(self, api, *errors, count=1, **kw):
+    def error(self, api, *errors, count=1, rtt_ms=None, **kw):
         flags = [x for k, v in kw.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+        flags += [x for ms in (rtt_ms or []) for x in ("--rtt", str(ms))]
         return ok(control(self.url, "error", api, *errors, "--count", str(count), *flags))["id"]
 
     def clear(self):
@@ -276,6 +277,63 @@ def test_a_partitions_produce_error_leaves_the_others_served(door):
     deliver(p, topic, b"p1", partition=1)
     assert [r["error"] for r in d.requests("Produce")[-4:]] == ["NOT_LEADER_OR_FOLLOWER"] * 2 + [None, None]
     assert sorted(consume(bs, topic, [0, 1], 3)) == [(0, b"p0"), (1, b"p1"), (1, b"raw-1")]
+
+
+def test_each_pushed_error_waits_its_rtt(door):
+    """librdkafka's push_request_error_rtts: each error of a sequence has its own delay; the request waits it, then is
+    answered (NONE: handled). A delay per error that does not match the errors is refused, changing nothing."""
+    d, bs = door
+    topic = topic_name("rtt")
+    p = producer(bs)
+    deliver(p, topic, b"warm-up")
+    d.error("Produce", "NOT_LEADER_OR_FOLLOWER", "NONE", rtt_ms=[300, 0])
+    assert d.state()["errors"][0]["rtts"] == [300, 0]
+    with wire(bs) as w:
+        t0 = time.monotonic()
+        resp = w.request(_produce_request(topic, [0]), 9)
+        waited = time.monotonic() - t0
+    assert resp.responses[0].partition_responses[0].error_code == E.NOT_LEADER_OR_FOLLOWER and waited >= 0.3
+    deliver(p, topic, b"after")  # NONE, at once
+    rows = d.requests("Produce")[-2:]
+    assert [(r["error"], r.get("rtt_ms")) for r in rows] == [("NOT_LEADER_OR_FOLLOWER", 300), (None, None)], rows
+    assert d.state()["errors"] == []
+    if isinstance(d, CliDoor):
+        code, out = control(d.url, "error", "Produce", "NONE", "NONE", "--rtt", "1", "--rtt", "2", "--rtt", "3")
+        assert code == 1 and "one rtt per error" in out["error"]
+    else:
+        with pytest.raises(ValueError, match="one rtt per error"):
+            d.error("Produce", "NONE", "NONE", rtt_ms=[1, 2, 3])
+    assert d.state()["errors"] == []
+
+
+def test_an_add_partitions_to_txn_topic_error_and_a_transactional_producer_retries(door):
+    """librdkafka's rd_kafka_mock_topic_set_error for AddPartitionsToTxn: the topic's partitions answer the error, the
+    others OPERATION_NOT_ATTEMPTED (none added, as Kafka answers when one fails); a transactional confluent-kafka
+    producer retries and commits."""
+    from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest as R
+    d, bs = door
+    a, b = topic_name("txn-a"), topic_name("txn-b")
+    create(bs, a, 2)
+    create(bs, b)
+    d.error("AddPartitionsToTxn", "UNKNOWN_TOPIC_OR_PARTITION", topic=a, partition=1)
+    req = R(v3_and_below_transactional_id="t", v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+            v3_and_below_topics=[R.AddPartitionsToTxnTopic(name=a, partitions=[0, 1]),
+                                 R.AddPartitionsToTxnTopic(name=b, partitions=[0])])
+    with wire(bs) as w:
+        resp = w.request(req, 3)
+    assert {(t.name, p.partition_index): p.partition_error_code for t in resp.results_by_topic_v3_and_below
+            for p in t.results_by_partition} == {(a, 0): E.OPERATION_NOT_ATTEMPTED, (a, 1): E.UNKNOWN_TOPIC_OR_PARTITION,
+                                                 (b, 0): E.OPERATION_NOT_ATTEMPTED}
+    d.error("AddPartitionsToTxn", "UNKNOWN_TOPIC_OR_PARTITION", topic=a)
+    p = producer(bs, **{"transactional.id": topic_name("tx")})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(a, value=b"in-a", partition=0)
+    p.produce(b, value=b"in-b", partition=0)
+    p.commit_transaction(60)
+    adds = [r["error"] for r in d.requests("AddPartitionsToTxn")][-2:]
+    assert adds == ["UNKNOWN_TOPIC_OR_PARTITION", None], adds
+    assert [r["error"] for r in d.requests("EndTxn")][-1:] == [None]  # committed
 
 
 def test_a_partitions_fetch_error_leaves_the_others_served(door):

@@ -52,7 +52,7 @@ def test_a_produce_error_injected_from_the_shell(served):
     assert control(url, "requests", "--clear")[0] == 0
     code, state = control(url, "error", "Produce", "NOT_LEADER_OR_FOLLOWER", "--count", "3")
     assert code == 0 and state["errors"] == [{"id": state["id"], "api": "Produce",
-                                              "errors": ["NOT_LEADER_OR_FOLLOWER"] * 3, "remaining": 3, "broker": None, "version": None, "client_id": None,
+                                              "errors": ["NOT_LEADER_OR_FOLLOWER"] * 3, "rtts": None, "remaining": 3, "broker": None, "version": None, "client_id": None,
                                               "topic": None, "partition": None, "fired": 0}]
     delivered = []
     p.produce("ctl", value=b"through-the-faults", on_delivery=lambda err, msg: delivered.append(err))
@@ -140,9 +140,9 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         for i in range(9):
             p.produce("zk-compact", key=b"k%d" % (i % 3), value=b"v%d" % i)
         assert p.flush(30) == 0
-        c.wait_until(lambda: all(control(c.control_url(b), "partitions", "--topic", "zk-compact")[1]["partitions"][0]
+        c.wait_until(lambda: all(http(c.control_url(b), "GET", "/v1/partitions?topic=zk-compact")[1]["partitions"][0]
                                  ["local_replicas"][str(b)]["high_watermark"] == 9 for b in (1, 2, 3)), 30,
-                     "every replica caught up")
+                     "every replica caught up")  # (over HTTP: a CLI process per poll is slow)
         for b in (1, 2, 3):
             [row] = control(c.control_url(b), "compact", "--topic", "zk-compact")[1]["compacted"]
             assert row["broker"] == b and row["records_removed"] == 6, row
@@ -154,6 +154,56 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
             got += [(m.offset(), m.value()) for m in consumer.consume(10, timeout=0.3) if not m.error()]
         consumer.close()
         assert got == [(6, b"v6"), (7, b"v7"), (8, b"v8")]
+        # the controller's connection to broker b cut: a leader move does not reach b (it keeps the old leader and
+        # epoch: in ZooKeeper mode a broker learns leaders from the controller only); healed, the queued LeaderAndIsr
+        # and UpdateMetadata go out and b catches up
+        ctrl, old = c.controller_id, c.leader("zk-ctl", 0)
+        b = next(i for i in (1, 2, 3) if i not in (ctrl, old)) if ctrl != old else next(i for i in (1, 2, 3) if i != old)
+        new = next(i for i in (1, 2, 3) if i not in (old, b))
+        code, out = control(c.control_url(b), "cut-controller", str(b))  # not the controller's listener
+        assert code == 1 and "is not the controller" in out["error"]
+        before = c.metadata_view(b)["topics"]["zk-ctl"][0]
+        assert control(c.control_url(ctrl), "cut-controller", str(b)) == (0, {"controller": ctrl, "cut": [b]})
+        c.move_leader("zk-ctl", 0, new)
+        c.wait_until(lambda: c.metadata_view(new)["topics"]["zk-ctl"][0][0] == new, 30, "the move on the new leader")
+        assert c.metadata_view(b)["topics"]["zk-ctl"][0][:2] == before[:2] == (old, before[1])  # b missed it
+        assert c.heal_controller(b)["cut"] == []
+        c.wait_until(lambda: c.metadata_view(b)["topics"]["zk-ctl"][0][:2] == (new, before[1] + 1), 30,
+                     "the healed broker's view")
+        # leaders shuffled through the controller's listener: the partition gets another ISR member as leader
+        [m] = c.control_call(ctrl, "POST", "/v1/leaders/shuffle", {"topics": ["zk-ctl"], "seed": 1})["moved"]
+        assert m["old"] == new and m["leader"] != new
+        c.wait_until(lambda: c.leader("zk-ctl", 0) == m["leader"], 30, "the shuffled leader")
+        # a broker process added: the controller lists it, a topic is placed on it and served
+        assert c.add_broker() == 4
+        c.wait_until(lambda: 4 in [b[0] for b in c.metadata_view(c.controller_id)["brokers"]], 30, "broker 4 listed")
+        admin.create_topics([NewTopic("zk-on-4", 1, replica_assignment=[[4]])])["zk-on-4"].result(30)
+        c.wait_until(lambda: c.leader("zk-on-4", 0) == 4, 30, "broker 4 leading")
+        p.produce("zk-on-4", value=b"on 4")
+        assert p.flush(30) == 0
+        # a partition reassigned onto it through the controller's listener: broker 4 copies the log, joins the ISR,
+        # then the leader, not kept, hands over to it
+        lead = c.leader("zk-ctl", 0)
+        kept = [i for i in (1, 2, 3) if i != lead]
+        part = c.reassign("zk-ctl", 0, [4] + kept)
+        assert (part["replicas"], part["leader"], sorted(part["isr"])) == ([4] + kept, 4, sorted([4] + kept))
+        c.wait_until(lambda: all(c.metadata_view(i)["topics"]["zk-ctl"][0][0] == 4 for i in (1, 2, 3, 4)), 30,
+                     "every broker seeing the reassignment")
+        c.wait_until(lambda: str(lead) not in http(c.control_url(lead), "GET", "/v1/partitions?topic=zk-ctl")[1][
+            "partitions"][0]["local_replicas"], 30, "the removed replica deleted (StopReplica)")
+        p.produce("zk-ctl", value=b"after the reassignment")
+        assert p.flush(30) == 0
+        # broker 4 decommissioned: its partitions reassigned to the others (copied first), then its process stopped
+        moved = {(m["topic"], m["partition"]): m for m in c.remove_broker(4)}
+        assert {("zk-on-4", 0), ("zk-ctl", 0)} <= set(moved) and all(4 not in m["replicas"] for m in moved.values())
+        assert moved[("zk-on-4", 0)]["leader"] in (1, 2, 3) and c.node_ids == [1, 2, 3]
+        c.wait_until(lambda: [b[0] for b in c.metadata_view(c.controller_id)["brokers"]] == [1, 2, 3], 30,
+                     "broker 4 out of Metadata")
+        p.produce("zk-on-4", value=b"after the decommission")
+        assert p.flush(30) == 0
+        on = moved[("zk-on-4", 0)]["leader"]
+        [row] = http(c.control_url(on), "GET", "/v1/partitions?topic=zk-on-4")[1]["partitions"]
+        assert row["local_replicas"][str(on)]["log_end_offset"] == 2  # the record made on broker 4 was copied
         # reset to empty: the topics deleted through the controller, the SCRAM users in ZooKeeper, the controls; a
         # group with committed offsets goes with ProcessCluster.empty() (each broker deletes the groups it coordinates)
         from confluent_kafka import ConsumerGroupTopicPartitions
@@ -169,7 +219,7 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         assert code == 0, out
         print(f"reset to empty in ZooKeeper mode: {out['took_ms']} ms")
         emptied = out["emptied"]
-        assert emptied["topics_deleted"] == ["zk-compact", "zk-ctl"] and emptied["users_deleted"] == ["alice"]
+        assert emptied["topics_deleted"] == ["zk-compact", "zk-ctl", "zk-on-4"] and emptied["users_deleted"] == ["alice"]
         assert out["errors"] == [] and control(url, "requests")[1]["requests"] == []
         groups = {g for e in c.empty().values() for g in e["groups_deleted"]} | set(emptied["groups_deleted"])
         assert "zk-g" in groups  # (and the compaction check's consumer's, which committed)
@@ -263,7 +313,7 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
     cli.add_subparser(parser.add_subparsers())
     commands = [["error", "Produce", "NOT_LEADER_OR_FOLLOWER", "REQUEST_TIMED_OUT", "--topic", "t", "--partition",
                  "0", "--version", "9", "--client-id", "c", "--broker", "1", "--count", "-1"],
-                ["error", "Produce", "6"], ["drop", "Fetch", "--before", "--skip", "1"], ["latency", "1", "200"],
+                ["error", "Produce", "6"], ["error", "Produce", "6", "NONE", "--rtt", "5", "--rtt", "0"], ["drop", "Fetch", "--before", "--skip", "1"], ["latency", "1", "200"],
                 ["latency", "100", "--api", "Fetch"], ["hold", "JoinGroup", "--client-id", "c"], ["holds"],
                 ["release", "JoinGroup", "--count", "1"], ["release"], ["unhold", "JoinGroup"], ["unhold"],
                 ["versions", "Fetch", "--max", "4"], ["versions", "ListGroups", "--remove"], ["versions"],
@@ -276,7 +326,11 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
                 ["heal-replication", "3", "1"], ["replication"], ["leaderless", "t", "0"], ["leaderless"],
                 ["restore-leader"], ["restore-leader", "t"], ["restore-leader", "t", "0"], ["clock"],
                 ["clock", "--advance-ms", "1000", "--broker", "1"],
-                ["error", "Metadata", "LEADER_NOT_AVAILABLE", "--topic", "t"]]
+                ["error", "Metadata", "LEADER_NOT_AVAILABLE", "--topic", "t"], ["add-broker"],
+                ["add-broker", "4", "--rack", "r"], ["remove-broker", "4"], ["rack", "2", "r"], ["rack", "2"],
+                ["cut-controller", "2"], ["heal-controller", "2"], ["controller"],
+                ["shuffle-leaders"], ["shuffle-leaders", "t", "u", "--seed", "3"], ["shuffle-leaders", "--coordinators"],
+                ["replicas", "t", "0", "3", "2"]]
     actions = parser._subparsers._group_actions[0].choices["control"]._subparsers._group_actions[0].choices
     assert {c[0] for c in commands} == set(actions), "a CLI sub-command this test does not check"
     for argv in commands:

@@ -93,7 +93,7 @@ def test_a_broker_stopped_twice_is_refused():
         ok(control(url, "stop", "2"))
         code, out = control(url, "stop", "2")
         assert code == 1 and "broker 2 is not running" in out["error"]
-        assert ok(control(url, "brokers"))["brokers"][1] == {"id": 2, "live": False, "port": cluster.ports[2]}
+        assert ok(control(url, "brokers"))["brokers"][1] == {"id": 2, "live": False, "port": cluster.ports[2], "rack": None}
 
 
 @pytest.fixture(scope="module")

@@ -461,3 +461,25 @@ async def test_send_once_failures():
         async with fake_broker(script=[CLOSE]) as fb:
             with pytest.raises(ConnectionError):
                 await send_once("127.0.0.1", fb.port, req, timeout=2.0)
+
+
+async def test_a_cut_link_queues_the_requests_and_a_heal_sends_them_in_order():
+    """The control plane's cut (POST /v1/controller/cut): the request held by the broker is abandoned with the link,
+    nothing reaches the broker while it is cut, and once healed the queue goes out in order, the abandoned request
+    first again."""
+    with trio.fail_after(TEST_DEADLINE):
+        async with fake_broker(script=[ANSWER, HOLD]) as fb, channel() as mgr:
+            mgr.add_broker(2, "127.0.0.1", fb.port)
+            answers = Answers()
+            mgr.send(2, update_metadata(1), answers.cb(1))
+            mgr.send(2, leader_and_isr(2), answers.cb(2))
+            await until(lambda: len(fb.received) == 2)  # 2 is held by the broker
+            mgr.cut_link(2)
+            await until(lambda: fb.hangups == 1)  # the link went with the cut
+            mgr.send(2, update_metadata(3), answers.cb(3))
+            await trio.sleep(10 * BACKOFF)  # retried meanwhile, never reaching the broker
+            assert len(fb.received) == 2 and [t for t, _ in answers.got] == [1] and mgr.pending(2) == 2
+            mgr.cut_link(2, False)
+            await until(lambda: len(answers.got) == 3)
+            assert fb.epochs() == [1, 2, 2, 3] and [t for t, _ in answers.got] == [1, 2, 3]
+            assert mgr.cut == set()

@@ -163,3 +163,18 @@ def test_update_metadata_carries_only_the_partitions_that_changed():
     again = copy.deepcopy(shrunk)
     again["brokers"] = [broker(1, epoch=99), broker(2)]
     assert [x[1] for x in um_parts(rb.build(1, 2, 3, again))] == [0, 1, 2]
+
+
+def test_a_replica_a_reassignment_removes_gets_stop_replica_delete_once():
+    """Kafka's controller sends StopReplica (delete) to the replicas a reassignment removes; the broker still gets
+    UpdateMetadata for the partition, and the StopReplica only once."""
+    rb = RequestBuilder()
+    rb.build(1, 2, 3, snapshot([([1, 2], 1, 0, [1, 2])]))
+    reqs = rb.build(1, 2, 3, snapshot([([2], 2, 1, [2])]))
+    assert kinds(reqs) == ["StopReplicaRequest", "UpdateMetadataRequest"]
+    [(topic, parts)] = [(t.topic_name, [(p.partition_index, p.delete_partition) for p in t.partition_states])
+                        for t in reqs[0].topic_states]
+    assert (topic, parts) == ("t", [(0, True)])
+    assert kinds(rb.build(1, 2, 3, snapshot([([2], 2, 1, [2])]))) == ["UpdateMetadataRequest"]
+    # the replica kept is told of the new leader epoch, no StopReplica
+    assert kinds(rb.build(2, 2, 3, snapshot([([2], 2, 1, [2])]))) == ["LeaderAndIsrRequest", "UpdateMetadataRequest"]

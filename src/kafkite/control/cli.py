@@ -4,6 +4,7 @@ printed on stderr with exit code 1.
 
     kafkite control --url http://127.0.0.1:P error Produce NOT_LEADER_OR_FOLLOWER --count 3
     kafkite control --url ... error Produce NOT_LEADER_OR_FOLLOWER REQUEST_TIMED_OUT NONE   # in turn
+    kafkite control --url ... error Produce NOT_LEADER_OR_FOLLOWER NONE --rtt 500 --rtt 0   # each answer's delay
     kafkite control --url ... error Fetch NOT_LEADER_OR_FOLLOWER --topic t --partition 0 --count -1
     kafkite control --url ... drop Fetch [--count N] [--skip N] [--broker B] [--before]
     kafkite control --url ... latency [BROKER] MS [--api Fetch]
@@ -12,9 +13,13 @@ printed on stderr with exit code 1.
     kafkite control --url ... faults | clear | reset [--data] | openapi
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
+    kafkite control --url ... replicas TOPIC PARTITION B1 [B2 ...]
+    kafkite control --url ... shuffle-leaders [TOPIC ...] [--coordinators] [--seed N]
     kafkite control --url ... brokers | stop BROKER | start BROKER | coordinator GROUP BROKER
+    kafkite control --url ... add-broker [BROKER] [--rack R] | remove-broker BROKER | rack BROKER [RACK]
     kafkite control --url ... pause-replication BROKER | resume-replication BROKER | replication
     kafkite control --url ... cut-replication FOLLOWER LEADER | heal-replication FOLLOWER LEADER
+    kafkite control --url ... cut-controller BROKER | heal-controller BROKER | controller
     kafkite control --url ... leaderless TOPIC PARTITION | leaderless | restore-leader [TOPIC [PARTITION]]
     kafkite control --url ... clock [--advance-ms MS] [--broker B]
     kafkite control --url ... compact [--topic t] [--partition p] | retention [--topic t] [--advance-ms MS]
@@ -47,8 +52,11 @@ def add_subparser(sub) -> None:
     e.add_argument("--version", type=int, help="only requests of this API version")
     e.add_argument("--client-id", help="only requests with this client id")
     e.add_argument("--topic", help="Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: only this topic's "
-                                   "partitions answer the error; Metadata: this topic's entry")
+                                   "partitions answer the error; Metadata: this topic's entry; "
+                                   "AddPartitionsToTxn: its partitions (the others not attempted)")
     e.add_argument("--partition", type=int, help="with --topic: only this partition")
+    e.add_argument("--rtt", type=int, action="append", metavar="MS", help="the ms each answer waits first: once for "
+                   "every error, or once per error, in turn")
     d = act.add_parser("drop", help="close the connection of an API's next requests, after handling them")
     d.add_argument("api")
     d.add_argument("--count", type=int, default=1)
@@ -84,6 +92,16 @@ def add_subparser(sub) -> None:
     ml.add_argument("topic")
     ml.add_argument("partition", type=int)
     ml.add_argument("broker", type=int)
+    ra = act.add_parser("replicas", help="reassign a partition: replicas TOPIC PARTITION B1 [B2 ...] (the new ones "
+                                         "catch up first)")
+    ra.add_argument("topic")
+    ra.add_argument("partition", type=int)
+    ra.add_argument("replicas", type=int, nargs="+")
+    sh = act.add_parser("shuffle-leaders", help="every partition (of TOPIC ...) led by another live ISR member, at "
+                                               "random; --coordinators: the groups' and transactions' coordinators")
+    sh.add_argument("topics", nargs="*")
+    sh.add_argument("--coordinators", action="store_true")
+    sh.add_argument("--seed", type=int)
     co = act.add_parser("coordinator", help="make BROKER the coordinator of a group: coordinator GROUP BROKER "
                                             "[--transactional]")
     co.add_argument("key")
@@ -98,6 +116,11 @@ def add_subparser(sub) -> None:
         cr.add_argument("follower", type=int)
         cr.add_argument("leader", type=int)
     act.add_parser("replication", help="each broker's replication: paused, the leaders it is cut from")
+    for name, what in (("cut-controller", "the controller's commands stop reaching BROKER (it keeps its old view)"),
+                       ("heal-controller", "BROKER gets what it missed from the controller")):
+        cc = act.add_parser(name, help=what)
+        cc.add_argument("broker", type=int)
+    act.add_parser("controller", help="the controller and the brokers its connection is cut from")
     ll = act.add_parser("leaderless", help="make a partition leaderless: leaderless TOPIC PARTITION (no arguments: "
                                            "the partitions kept leaderless)")
     ll.add_argument("topic", nargs="?")
@@ -109,6 +132,14 @@ def add_subparser(sub) -> None:
     ck.add_argument("--advance-ms", type=int)
     ck.add_argument("--broker", type=int)
     act.add_parser("brokers", help="this process's brokers (live or stopped) and the controller")
+    ab = act.add_parser("add-broker", help="add a broker to a one-process cluster (the next id unless given)")
+    ab.add_argument("broker", type=int, nargs="?")
+    ab.add_argument("--rack")
+    rb = act.add_parser("remove-broker", help="decommission a broker: its partitions move to the others, it stops")
+    rb.add_argument("broker", type=int)
+    rk = act.add_parser("rack", help="set a running broker's broker.rack (no RACK: none)")
+    rk.add_argument("broker", type=int)
+    rk.add_argument("rack", nargs="?")
     for name, what in (("stop", "stop a broker as if its process died"), ("start", "start a stopped broker again")):
         sb = act.add_parser(name, help=f"{what} (one-process clusters: kafkite serve --brokers N)")
         sb.add_argument("broker", type=int)
@@ -154,6 +185,8 @@ def _request(args) -> tuple[str, str, object]:
         codes = [_code(x) for x in args.errors]
         body = {"api": args.api, "count": args.count, "broker": args.broker, "version": args.version,
                 "client_id": args.client_id, "topic": args.topic, "partition": args.partition}
+        if args.rtt:
+            body["rtts"] = args.rtt
         body.update({"error": codes[0]} if len(codes) == 1 else {"errors": codes})
         return "POST", "/v1/errors", body
     if a == "drop":
@@ -184,6 +217,13 @@ def _request(args) -> tuple[str, str, object]:
         return "GET", f"/v1/{a}" + (f"?{urlencode({key: value})}" if value is not None else ""), None
     if a == "leader":
         return "POST", "/v1/leaders", {"topic": args.topic, "partition": args.partition, "broker": args.broker}
+    if a == "replicas":
+        return "POST", "/v1/replicas", {"topic": args.topic, "partition": args.partition, "replicas": args.replicas}
+    if a == "shuffle-leaders":
+        body = {"topics": args.topics or None, "seed": args.seed}
+        if args.coordinators:
+            body["coordinators"] = True
+        return "POST", "/v1/leaders/shuffle", body
     if a == "coordinator":
         return "POST", "/v1/coordinators", {("transactional_id" if args.transactional else "group"): args.key,
                                              "broker": args.broker}
@@ -191,6 +231,10 @@ def _request(args) -> tuple[str, str, object]:
         return "POST", f"/v1/replication/{a.split('-')[0]}", {"broker": args.broker}
     if a in ("cut-replication", "heal-replication"):
         return "POST", f"/v1/replication/{a.split('-')[0]}", {"follower": args.follower, "leader": args.leader}
+    if a in ("cut-controller", "heal-controller"):
+        return "POST", f"/v1/controller/{a.split('-')[0]}", {"broker": args.broker}
+    if a == "controller":
+        return "GET", "/v1/controller", None
     if a == "replication":
         return "GET", "/v1/replication", None
     if a == "leaderless":
@@ -207,6 +251,12 @@ def _request(args) -> tuple[str, str, object]:
         return "POST", "/v1/clock", {"advance_ms": args.advance_ms, "broker": args.broker}
     if a == "brokers":
         return "GET", "/v1/brokers", None
+    if a == "add-broker":
+        return "POST", "/v1/brokers", {"broker": args.broker, "rack": args.rack}
+    if a == "remove-broker":
+        return "DELETE", "/v1/brokers", {"broker": args.broker}
+    if a == "rack":
+        return "POST", "/v1/brokers/rack", {"broker": args.broker, "rack": args.rack}
     if a in ("stop", "start"):
         return "POST", f"/v1/brokers/{a}", {"broker": args.broker}
     if a in ("compact", "retention"):

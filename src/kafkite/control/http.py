@@ -6,7 +6,7 @@ work on the broker process's one control model (control/model.py):
   GET          /v1, /v1/openapi.json     the routes; the OpenAPI 3.1 document
   GET|DELETE   /v1/faults                every control in force / remove them all;  POST /v1/reset: and the log
   GET|POST|DELETE /v1/errors             {"api", "error" | "errors": [...], "count", "broker", "version",
-                                          "client_id", "topic", "partition"}
+                                          "client_id", "topic", "partition", "rtts"}
   GET|POST|DELETE /v1/drops              {"api", "count", "skip", "broker", "handled"}
   GET|POST|DELETE /v1/latency            {"broker", "api", "ms"}
   GET|POST|DELETE /v1/holds              {"api", "broker", "client_id"}; POST /v1/holds/release {"api", "id", "count"}
@@ -14,12 +14,17 @@ work on the broker process's one control model (control/model.py):
   GET|DELETE   /v1/requests              the request log (?api=Produce, ?since=SEQ) / empty it
   GET          /v1/partitions, /v1/groups  partition and group state (?topic=, ?group=)
   POST         /v1/leaders               {"topic", "partition", "broker"}: move a partition's leader
+  POST         /v1/replicas              {"topic", "partition", "replicas"}: a reassignment (new ones catch up first)
+  POST         /v1/leaders/shuffle       {"topics", "coordinators", "seed"}: leaders moved at random
   POST         /v1/coordinators          {"group" | "transactional_id", "broker"}: move a coordinator
   POST         /v1/replication/pause, /v1/replication/resume  {"broker"}: its followers stop / fetch again
   POST         /v1/replication/cut, /v1/replication/heal  {"follower", "leader"}: one link; GET /v1/replication
+  POST         /v1/controller/cut, /v1/controller/heal  {"broker"}: the controller's link to it; GET /v1/controller
   GET|POST|DELETE /v1/leaderless         {"topic", "partition"}: leader -1 until restored (DELETE)
   GET|POST     /v1/clock                 {"advance_ms", "broker"}: the log clock moved forward
   GET          /v1/brokers               live or stopped; POST /v1/brokers/stop, /v1/brokers/start {"broker"}
+  POST|DELETE  /v1/brokers               {"broker", "rack"} / {"broker"}: add a broker / decommission one;
+                                         POST /v1/brokers/rack {"broker", "rack"}: its broker.rack changed
   POST         /v1/compact, /v1/retention  {"topic", "partition"} (retention: "advance_ms"): run them now
 
 A body is read whole, at most MAX_BODY bytes: a larger Content-Length is refused (413) before any of it is read.

@@ -36,8 +36,10 @@ from ..wire.errors import E, kafka_name
 from . import responses
 
 # the APIs per-partition errors apply to (kfake's Fault: also ShareFetch, ShareAcknowledge, not served here), and
-# Metadata, whose topic (or partition) entries carry the error (librdkafka's rd_kafka_mock_topic_set_error)
-PARTITION_APIS = (ApiKey.Produce, ApiKey.Fetch, ApiKey.ListOffsets, ApiKey.OffsetForLeaderEpoch, ApiKey.Metadata)
+# Metadata, whose topic (or partition) entries carry the error, and AddPartitionsToTxn, whose topic's partitions do
+# (the others answer OPERATION_NOT_ATTEMPTED) (librdkafka's rd_kafka_mock_topic_set_error)
+PARTITION_APIS = (ApiKey.Produce, ApiKey.Fetch, ApiKey.ListOffsets, ApiKey.OffsetForLeaderEpoch, ApiKey.Metadata,
+                  ApiKey.AddPartitionsToTxn)
 
 
 def api_key(api) -> int:
@@ -71,24 +73,27 @@ class ErrorRule:
     topic: str | None = None
     partition: int | None = None
     fired: int = 0             # the requests it answered (NONE included)
+    rtts: list[int] = field(default_factory=list)  # ms each answer waits, in turn with errors (push_request_error_rtts)
     _next: int = 0
 
     def matches(self, req, broker_id: int) -> bool:
         return (self.remaining != 0 and self.api == req.api_key and self.broker in (None, broker_id)
                 and self.version in (None, req.api_version) and self.client_id in (None, req.client_id))
 
-    def take(self) -> int:
-        err = self.errors[self._next % len(self.errors)]
+    def take(self) -> tuple[int, int]:
+        """-> (the error, the ms its answer waits)."""
+        i = self._next % len(self.errors)
         self._next += 1
         self.fired += 1
         if self.remaining > 0:
             self.remaining -= 1
-        return err
+        return self.errors[i], self.rtts[i] if self.rtts else 0
 
     def as_json(self) -> dict:
         n = len(self.errors)  # the errors still to answer, in order (one round of them when until cleared)
-        upcoming = [self.errors[(self._next + i) % n] for i in range(n if self.remaining == -1 else self.remaining)]
-        return {"id": self.id, "api": _name(self.api), "errors": [error_name(e) for e in upcoming],
+        upcoming = [(self._next + i) % n for i in range(n if self.remaining == -1 else self.remaining)]
+        return {"id": self.id, "api": _name(self.api), "errors": [error_name(self.errors[i]) for i in upcoming],
+                "rtts": [self.rtts[i] for i in upcoming] if self.rtts else None,
                 "remaining": self.remaining, "broker": self.broker, "version": self.version,
                 "client_id": self.client_id, "topic": self.topic, "partition": self.partition, "fired": self.fired}
 
@@ -185,16 +190,26 @@ class Faults:
 
     # -- errors ---------------------------------------------------------------------------------
     def inject_error(self, api, error, *, count: int = 1, broker_id: int | None = None, version: int | None = None,
-                     client_id: str | None = None, topic: str | None = None, partition: int | None = None) -> int:
-        """`error`: one code, or a sequence answered in turn (0, NONE, lets that request through). `count`: how
+                     client_id: str | None = None, topic: str | None = None, partition: int | None = None,
+                     rtt_ms=None) -> int:
+        """`error`: one code, or a sequence answered in turn (0, NONE, lets that request through). `rtt_ms`: the ms
+        each answer waits first, one for all or one per error of the sequence (librdkafka's
+        push_request_error_rtts: the request waits that long, then is answered its error, or handled). `count`: how
         many times (a sequence: how many times over); -1 until cleared. With `topic` (and `partition`, else
         every partition of it), Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: those partitions answer the error,
         the others are served; Metadata: the topic's entry (with `partition`, that partition's) answers it, in the
-        answers that list the topic (those naming it, and those for every topic). Returns the rule's id."""
+        answers that list the topic (those naming it, and those for every topic); AddPartitionsToTxn: the requests
+        adding the topic's partitions (or that one) answer it for them and OPERATION_NOT_ATTEMPTED for the others,
+        none added, as Kafka answers when one partition fails. Returns the rule's id."""
         key = api_key(api)
         errors = [error_code(e) for e in error] if isinstance(error, (list, tuple)) else [error_code(error)]
         if not errors:
             raise ValueError("at least one error")
+        rtts = [] if rtt_ms is None else list(rtt_ms) if isinstance(rtt_ms, (list, tuple)) else [rtt_ms] * len(errors)
+        if rtts and len(rtts) != len(errors):
+            raise ValueError(f"one rtt per error: {len(errors)} errors, {len(rtts)} rtts")
+        if any(not isinstance(r, int) or isinstance(r, bool) or not 0 <= r <= 600_000 for r in rtts):
+            raise ValueError("an rtt is 0..600000 ms")
         if count == 0 or count < -1:
             raise ValueError(f"count must be >= 1 or -1 (until cleared), got {count}")
         if (topic is not None or partition is not None) and key not in PARTITION_APIS:
@@ -203,7 +218,7 @@ class Faults:
             raise ValueError("a partition needs its topic")
         with self._lock:
             rule = ErrorRule(next(self._ids), key, errors, -1 if count == -1 else count * len(errors), broker_id,
-                             version, client_id, topic, partition)
+                             version, client_id, topic, partition, rtts=rtts)
             self._errors.append(rule)
         return rule.id
 
@@ -212,15 +227,15 @@ class Faults:
         with self._lock:
             self._errors = [r for r in self._errors if rule_id not in (None, r.id)]
 
-    def _take_error(self, ctx) -> tuple[int, ErrorRule] | None:
+    def _take_error(self, ctx) -> tuple[int, ErrorRule, int] | None:
         req = ctx.request
         with self._lock:
             for rule in self._errors:
                 if rule.matches(req, ctx.broker.node_id) and (
                         rule.topic is None or responses.names_partition(ctx, rule.topic, rule.partition)):
-                    err = rule.take()
+                    err, rtt = rule.take()
                     self._errors = [r for r in self._errors if r.remaining]
-                    return err, rule
+                    return err, rule, rtt
         return None
 
     # -- drops ----------------------------------------------------------------------------------
@@ -413,15 +428,20 @@ class Faults:
         if self._drops and self.should_drop(ctx, handled=False):
             return "close"
         taken = self._take_error(ctx) if self._errors else None
+        if taken is not None and taken[2] > 0:
+            entry["rtt_ms"] = taken[2]
+            await trio.sleep(taken[2] / 1000)
         if taken is None or taken[0] == 0:
             return None
-        err, rule = taken
+        err, rule, _ = taken
         entry["error"], entry["injected"] = kafka_name(err), True
         # Kafka closes an acks=0 producer's connection on an error (there is no answer to carry it): at once
         # when the whole request fails, after appending the other partitions when one does
         no_answer = req.api_key == ApiKey.Produce and req.body.acks == 0
         if rule.topic is None:
             return "close" if no_answer else (responses.error_response(req, err), req.api_version)
+        if req.api_key == ApiKey.AddPartitionsToTxn:  # answered whole: nothing is added when a partition fails
+            return responses.add_partitions_to_txn_error(req, rule.topic, rule.partition, err), req.api_version
         ctx.partition_errors = responses.strip_partition(ctx, rule.topic, rule.partition, err)
         ctx.close_after = no_answer
         return None

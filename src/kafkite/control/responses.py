@@ -1,6 +1,7 @@
 """Responses the control model answers with: a whole request failed with an error (built the way each API's
 response carries it), a partition's error inside an otherwise served Produce, Fetch, ListOffsets or
-OffsetForLeaderEpoch, a topic's (or partition's) error inside an otherwise served Metadata, and KIP-511's answer to
+OffsetForLeaderEpoch, a topic's (or partition's) error inside an otherwise served Metadata, a topic's error in an
+AddPartitionsToTxn answer (the others not attempted), and KIP-511's answer to
 an ApiVersions above the (capped) versions."""
 from __future__ import annotations
 
@@ -93,7 +94,23 @@ def _metadata_topics(ctx) -> list[str]:
     return out
 
 
+def add_partitions_to_txn_error(req, topic: str, partition: int | None, error: int):
+    """AddPartitionsToTxn (v0-3) with an error for a topic (or one partition of it), as Kafka answers a request one of
+    whose partitions fails (e.g. unknown): those partitions the error, the others OPERATION_NOT_ATTEMPTED; none is
+    added to the transaction (librdkafka's rd_kafka_mock_topic_set_error)."""
+    cls = registry.response_class(req.api_key)
+    T = cls.AddPartitionsToTxnTopicResult
+    P = T.AddPartitionsToTxnPartitionResult
+    return cls(version=req.api_version, throttle_time_ms=0, results_by_topic_v3_and_below=[T(
+        name=t.name, results_by_partition=[P(partition_index=p, partition_error_code=error if (
+            t.name == topic and partition in (None, p)) else int(E.OPERATION_NOT_ATTEMPTED)) for p in t.partitions])
+        for t in req.body.v3_and_below_topics])
+
+
 def names_partition(ctx, topic: str, partition: int | None) -> bool:
+    if ctx.request.api_key == ApiKey.AddPartitionsToTxn:
+        return ctx.version <= 3 and any(t.name == topic and partition in (None, p)
+                                        for t in ctx.body.v3_and_below_topics for p in t.partitions)
     if ctx.request.api_key == ApiKey.Metadata:
         if topic not in _metadata_topics(ctx):
             return False

@@ -16,6 +16,7 @@ from kafka.protocol.api_key import ApiKey
 
 from . import views
 from .model import Faults, api_key, error_code
+from .schema import BadRequest, _short, openapi, validate  # noqa: F401 (BadRequest, validate: also this module's API)
 
 MAX_BODY = 1 << 20
 
@@ -57,11 +58,16 @@ ROUTES: dict[str, dict[str, Route]] = {
                        "description": "answered in turn (NONE lets that request through); instead of error"},
             "count": {"type": "integer", "minimum": -1, "description": "times (over the sequence); -1: until "
                                                                        "cleared; default 1"},
+            "rtts": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 600_000}, "minItems": 1,
+                     "maxItems": 1000, "description": "ms each answer waits first, one per error in turn (librdkafka's "
+                                                      "push_request_error_rtts); one value: for every error"},
             "broker": _BROKER,
             "version": {**_OPT_INT, "description": "only requests of this API version"},
             "client_id": {**_OPT_STR, "description": "only requests with this client id"},
             "topic": {**_OPT_STR, "description": "Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: only this "
-                                                 "topic's partitions answer the error, the others are served"},
+                                                 "topic's partitions answer the error, the others are served; "
+                                                 "Metadata: the topic's entry; AddPartitionsToTxn: its partitions, the "
+                                                 "others OPERATION_NOT_ATTEMPTED"},
             "partition": {**_OPT_INT, "description": "with topic: only this partition"}}, ("api",))),
         "DELETE": Route("remove every error rule, or the one with that id", "clear_errors", _obj({"id": _OPT_INT}))},
     "/v1/drops": {
@@ -101,6 +107,21 @@ ROUTES: dict[str, dict[str, Route]] = {
                                                                                                   "minimum": 0},
                                                        "broker": {"type": "integer", "minimum": 0}},
                                                       ("topic", "partition", "broker")))},
+    "/v1/replicas": {"POST": Route("reassign a partition: the new replicas copy the log and join the ISR, then those not "
+                                   "kept leave (a leader not kept hands over); answers once done (ZooKeeper mode: the "
+                                   "controller's listener)",
+                                   "reassign", _obj({"topic": {"type": "string"},
+                                                     "partition": {"type": "integer", "minimum": 0},
+                                                     "replicas": {"type": "array", "minItems": 1, "maxItems": 1000,
+                                                                  "items": {"type": "integer", "minimum": 0}}},
+                                                    ("topic", "partition", "replicas")))},
+    "/v1/leaders/shuffle": {"POST": Route(
+        "every partition (of topics) whose ISR has another live member is led by one of them, chosen at random "
+        "(kfake's ShufflePartitionLeaders); coordinators: the __consumer_offsets and __transaction_state partitions "
+        "(kfake's RehashCoordinators). ZooKeeper mode: the controller's listener", "shuffle_leaders",
+        _obj({"topics": {"type": ["array", "null"], "items": {"type": "string"}, "maxItems": 10_000},
+              "coordinators": {"type": "boolean"}, "seed": {"type": ["integer", "null"],
+                                                            "description": "the same seed, the same choice"}}))},
     "/v1/leaderless": {
         "GET": Route("the partitions kept leaderless", "leaderless"),
         "POST": Route("make a partition leaderless, as when no ISR member is live: leader -1 at a new leader epoch "
@@ -131,12 +152,32 @@ ROUTES: dict[str, dict[str, Route]] = {
                                            "heal_replication", _obj({"follower": _TARGET,
                                                                      "leader": {"type": "integer", "minimum": 0}},
                                                                     ("follower", "leader")))},
+    "/v1/controller": {"GET": Route("the controller, and the brokers its connection is cut from", "controller_links")},
+    "/v1/controller/cut": {"POST": Route("cut the controller's connection to a broker: its LeaderAndIsr and "
+                                         "UpdateMetadata do not reach it, it keeps its old view (ZooKeeper mode: the "
+                                         "controller's listener)", "cut_controller",
+                                         _obj({"broker": {"type": "integer", "minimum": 0}}, ("broker",)))},
+    "/v1/controller/heal": {"POST": Route("heal it: the broker gets what it missed and catches up", "heal_controller",
+                                          _obj({"broker": {"type": "integer", "minimum": 0}}, ("broker",)))},
     "/v1/clock": {"GET": Route("each broker's log clock: the wall clock plus what it was advanced by", "clock"),
                   "POST": Route("move the log clock forward (of this process's brokers, or one): what retention, "
                                 "compaction, segment.ms and LogAppendTime read", "advance_clock",
                                 _obj({"advance_ms": {"type": "integer", "minimum": 0, "maximum": 10 ** 13},
                                       "broker": _BROKER}, ("advance_ms",)))},
-    "/v1/brokers": {"GET": Route("this process's brokers: live or stopped, port; the controller", "brokers_view")},
+    "/v1/brokers": {
+        "GET": Route("this process's brokers: live or stopped, port, rack; the controller", "brokers_view"),
+        "POST": Route("add a broker (one-process clusters of several brokers): empty, on a free port; answers once "
+                      "Metadata lists it (topics and partitions made later are placed on it too)", "add_broker",
+                      _obj({"broker": {**_OPT_INT, "description": "its id; default: the next one"},
+                            "rack": {**_OPT_STR, "description": "its broker.rack"}})),
+        "DELETE": Route("decommission a broker (one-process clusters): each of its partitions gets another live "
+                        "broker in its place, which copies the log and joins the ISR; then the broker leaves them "
+                        "(its leaderships move) and stops for good", "remove_broker",
+                        _obj({"broker": _TARGET}, ("broker",)))},
+    "/v1/brokers/rack": {"POST": Route("change a running broker's broker.rack (one-process clusters): Metadata and "
+                                       "rack-aware fetching and assignment see it", "set_rack",
+                                       _obj({"broker": _TARGET, "rack": {**_OPT_STR, "description": "null: none"}},
+                                            ("broker", "rack")))},
     "/v1/brokers/stop": {"POST": Route("stop a broker as if its process died (one-process clusters); answers once it "
                                        "is out of the cluster", "stop_broker", _obj({"broker": _TARGET}, ("broker",)))},
     "/v1/brokers/start": {"POST": Route("start a stopped broker again on its port (one-process clusters); answers "
@@ -158,50 +199,6 @@ ROUTES: dict[str, dict[str, Route]] = {
 }
 
 
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict, "null": type(None)}
-
-
-def validate(schema: dict, value: Any, where: str = "the body") -> None:
-    """`value` against the subset of JSON schema the table uses (type, minimum, maximum, items, minItems,
-    maxItems, properties, required, additionalProperties: false)."""
-    types = schema.get("type")
-    types = [types] if isinstance(types, str) else types or []
-    if types and not any(type(value) is _TYPES[t] for t in types):  # noqa: E721 (bool is not an integer here)
-        raise BadRequest(400, f"{where} must be {' or '.join(types)}, got {_short(value)}")
-    if isinstance(value, int) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            raise BadRequest(400, f"{where} must be >= {schema['minimum']}, got {value}")
-        if "maximum" in schema and value > schema["maximum"]:
-            raise BadRequest(400, f"{where} must be <= {schema['maximum']}, got {value}")
-    if isinstance(value, list):
-        if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
-            raise BadRequest(400, f"{where} must have {schema.get('minItems', 0)}..{schema['maxItems']} items")
-        for i, item in enumerate(value):
-            validate(schema.get("items", {}), item, f"{where}[{i}]")
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        unknown = [k for k in value if k not in props]
-        if unknown and schema.get("additionalProperties", True) is False:
-            raise BadRequest(400, f"{where} takes {sorted(props)}, not {_short(unknown[0])}")
-        for k in schema.get("required", ()):
-            if k not in value:
-                raise BadRequest(400, f"{where} needs {k!r}")
-        for k, v in value.items():
-            if k in props:
-                validate(props[k], v, k)
-
-
-def _short(value: Any) -> str:
-    r = repr(value)
-    return r if len(r) <= 80 else r[:77] + "..."
-
-
 def _api(value: Any) -> int:
     try:
         return api_key(value)
@@ -217,34 +214,6 @@ def _error(value: Any) -> int:
                               "code") from None
 
 
-def openapi(routes: dict[str, dict[str, Route]] = ROUTES) -> dict:
-    """The routes as an OpenAPI 3.1 document (its schemas are the ones bodies are validated against)."""
-    json_of = (lambda schema: {"application/json": {"schema": schema}})
-    error = {"description": "bad input; nothing changed", "content": json_of(_obj({"error": {"type": "string"}}))}
-    paths = {}
-    for path, methods in routes.items():
-        ops = {}
-        for method, r in methods.items():
-            op = {"operationId": f"{r.action}_{method.lower()}", "summary": r.summary,
-                  "responses": {"200": {"description": "the answer (a change answers the controls in force)",
-                                        "content": json_of({"type": "object"})}, "4XX": error}}
-            if r.body is not None:
-                op["requestBody"] = {"required": bool(r.body.get("required")), "content": json_of(r.body)}
-            if r.query:
-                op["parameters"] = [{"name": n, "in": "query", "required": False, "schema": s, "description": d}
-                                    for n, s, d in r.query]
-            ops[method.lower()] = op
-        paths[path] = ops
-    return {"openapi": "3.1.0",
-            "info": {"title": "Kafkite control plane", "version": "1",
-                     "description": "a broker's test controls: errors, drops, latency, holds, version caps, "
-                                    "topology (leaders, leaderless partitions, replication, brokers), the log clock, "
-                                    "data (compaction, retention, reset), and its request log"},
-            "paths": paths,
-            "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
-                                                          "description": "with kafkite serve --control-token"}}}}
-
-
 class ControlApp:
     """The routes over one Faults model and the ids of this process's brokers."""
 
@@ -253,9 +222,15 @@ class ControlApp:
         """`brokers`: this process's brokers by id (for the views and data controls), called on their event loop;
         `node`: their server.node.Node (stop and start a broker)."""
         self.faults = faults
-        self.broker_ids = list(broker_ids)
+        self._broker_ids = list(broker_ids)
         self.brokers = brokers
         self.node = node
+
+    @property
+    def broker_ids(self) -> list[int]:
+        """This process's brokers now (added and removed ones counted), else the ids it was made with."""
+        brokers = None if self.brokers is None else self.brokers()
+        return sorted(brokers) if brokers else self._broker_ids
 
     async def handle_async(self, method: str, target: str, body: Any) -> tuple[int, Any]:
         """handle(), and the routes that wait (a broker stopped or started, a compaction in a worker thread)."""
@@ -299,7 +274,7 @@ class ControlApp:
                 "brokers": self.broker_ids}
 
     def openapi(self, body, query, path):
-        return openapi()
+        return openapi(ROUTES)
 
     def state(self, body, query, path):
         return self._state(path)
@@ -346,7 +321,9 @@ class ControlApp:
         broker = self._broker(body.get("broker"))
         rid = self.faults.inject_error(api, errors, count=body.get("count", 1), broker_id=broker,
                                        version=body.get("version"), client_id=body.get("client_id"),
-                                       topic=body.get("topic"), partition=body.get("partition"))
+                                       topic=body.get("topic"), partition=body.get("partition"),
+                                       rtt_ms=None if body.get("rtts") is None else (
+                                           body["rtts"] * len(errors) if len(body["rtts"]) == 1 else body["rtts"]))
         return self._state(path, id=rid)
 
     def clear_errors(self, body, query, path):
@@ -423,6 +400,23 @@ class ControlApp:
         return {"partitions": [p for p in views.partitions(self.brokers(), body["topic"])
                                if p["partition"] == body["partition"]]}
 
+    async def reassign(self, body, query, path):
+        from . import topology
+        return {"partitions": [await topology.reassign(self._topology_node(), body["topic"], body["partition"],
+                                                       body["replicas"])]}
+
+    async def shuffle_leaders(self, body, query, path):
+        topics = body.get("topics")
+        if body.get("coordinators"):
+            if topics is not None:
+                raise BadRequest(400, "give topics or coordinators")
+            brokers = self._brokers()
+            known = brokers[min(brokers)].metadata.topics if brokers else {}
+            topics = [t for t in ("__consumer_offsets", "__transaction_state") if t in known]
+            if not topics:
+                return {"moved": []}
+        return {"moved": await views.shuffle_leaders(self._brokers(), topics, body.get("seed"))}
+
     def _brokers(self) -> dict:
         if self.brokers is None:
             raise BadRequest(404, "this control listener has no view of its brokers")
@@ -445,8 +439,32 @@ class ControlApp:
             c = state.active_controller() if state is not None else None
             controller = None if c is None else c.node_id
         live = set(state.brokers) if state is not None and state.zk is None else set(brokers)
-        return {"brokers": [{"id": i, "live": i in live, "port": b.bound_port} for i, b in sorted(brokers.items())],
-                "controller": controller}
+        return {"brokers": [{"id": i, "live": i in live, "port": b.bound_port, "rack": b.rack}
+                             for i, b in sorted(brokers.items())], "controller": controller}
+
+    def _topology_node(self):
+        node = None if self.node is None else self.node()
+        if node is None:
+            raise BadRequest(404, "this control listener has no view of its brokers")
+        return node
+
+    async def add_broker(self, body, query, path):
+        from . import topology
+        node = self._topology_node()
+        added = await topology.add_broker(node, body.get("broker"), body.get("rack"))
+        return {**self.brokers_view(body, query, path), **added}
+
+    async def remove_broker(self, body, query, path):
+        from . import topology
+        node, bid = self._topology_node(), self._broker(body["broker"])
+        removed = await topology.remove_broker(node, bid)
+        return {**self.brokers_view(body, query, path), **removed}
+
+    def set_rack(self, body, query, path):
+        from . import topology
+        node, bid = self._topology_node(), self._broker(body["broker"])
+        topology.set_rack(node, bid, body["rack"])
+        return self.brokers_view(body, query, path)
 
     async def stop_broker(self, body, query, path):
         node, bid = self._node(), self._broker(body["broker"])
@@ -508,6 +526,19 @@ class ControlApp:
 
     def heal_replication(self, body, query, path):
         return self._cut(body, False)
+
+    def controller_links(self, body, query, path):
+        return views.controller_links(self._brokers())
+
+    def _cut_controller(self, body, cut: bool):
+        broker = body["broker"] if self._zk_mode() else self._broker(body["broker"])  # ZooKeeper: any broker id
+        return views.cut_controller(self._brokers(), broker, cut)
+
+    def cut_controller(self, body, query, path):
+        return self._cut_controller(body, True)
+
+    def heal_controller(self, body, query, path):
+        return self._cut_controller(body, False)
 
     async def move_coordinator(self, body, query, path):
         from ..coordinator.hashing import partition_for

@@ -79,7 +79,23 @@ def leaderless(brokers: dict) -> list[dict]:
     return [{"topic": t, "partition": p} for t, p in sorted(controller.leaderless) if controller.held_leaderless(t, p)]
 
 
-async def _on_controller(brokers: dict, action: str, *args) -> None:
+async def shuffle_leaders(brokers: dict, topics: list[str] | None, seed: int | None) -> list[dict]:
+    """Every partition (of `topics`; None: all, the internal ones too) whose ISR has another live member gets one of
+    them, chosen at random (`seed`: the same choice again), as leader at a new leader epoch (kfake's
+    ShufflePartitionLeaders; on __consumer_offsets and __transaction_state its RehashCoordinators: the groups' and
+    transactional ids' coordinators move). -> the moves."""
+    import random
+    rng = random.Random(seed)
+    names = None if topics is None else set(topics)
+    if names is not None and brokers:
+        known = brokers[min(brokers)].metadata.topics
+        missing = sorted(n for n in names if n not in known)
+        if missing:
+            raise ValueError(f"unknown topics {missing[:5]}")
+    return await _on_controller(brokers, "shuffle_leaders", names, rng.choice) or []
+
+
+async def _on_controller(brokers: dict, action: str, *args):
     """A controller action (Controller.<action>) on the active controller of this process's one-process cluster,
     or in ZooKeeper mode on this broker's when it is the controller (on its controller thread; its writes to
     ZooKeeper are fenced by the controller epoch)."""
@@ -92,12 +108,11 @@ async def _on_controller(brokers: dict, action: str, *args) -> None:
         if controller is None or not controller.active:
             raise ValueError(f"broker {min(brokers)} is not the controller: ask the controller's control listener "
                              "(GET /v1/brokers names it)")
-        await zk.call(lambda: controller.guarded(getattr(controller, action), *args))
-        return
+        return await zk.call(lambda: controller.guarded(getattr(controller, action), *args))
     controller = state.active_controller()
     if controller is None:
         raise ValueError("no active controller in this process")
-    getattr(controller, action)(*args)
+    return getattr(controller, action)(*args)
 
 
 # -- replication cut between two brokers -------------------------------------------------------------------------
@@ -127,6 +142,43 @@ def replication_state(brokers: dict) -> dict:
         if r is not None:
             out.append({"broker": bid, "paused": r.paused, "cut_from": sorted(r.cut)})
     return {"replication": out}
+
+
+# -- the controller's connection to a broker cut -------------------------------------------------------------------
+def cut_controller(brokers: dict, broker_id: int, cut: bool = True) -> dict:
+    """The active controller's connection to broker `broker_id` cut: its LeaderAndIsr and UpdateMetadata (one-process
+    clusters: its metadata commands) do not reach the broker, which keeps its view of leaders, ISRs and brokers
+    (and acts on it) while the rest of the cluster moves on; healed, the broker gets what it missed (ZooKeeper mode:
+    the queued requests in order, as Kafka's controller channel retries them; in-process: the newest view) and catches
+    up. In ZooKeeper mode ask the controller's listener (it holds the channel); a new controller's link is whole."""
+    state = brokers[min(brokers)].state if brokers else None
+    if state is None:
+        raise ValueError("no broker of this process is running")
+    if state.zk is not None:
+        controller = state.zk.controller
+        if controller is None or not controller.active:
+            raise ValueError(f"broker {min(brokers)} is not the controller: ask the controller's control listener "
+                             "(GET /v1/brokers names it)")
+        state.zk.channel.cut_link(broker_id, cut)
+    else:
+        if not state.storages:
+            raise ValueError("a single broker is its own controller: cutting the controller's connection needs a "
+                             "cluster (kafkite serve --brokers N, KafkiteCluster, a ZooKeeper cluster)")
+        if broker_id not in state.storages:
+            raise ValueError(f"unknown broker {broker_id}")
+        state.cut_controller(broker_id, cut)
+    return controller_links(brokers)
+
+
+def controller_links(brokers: dict) -> dict:
+    """The controller as this process knows it, and the brokers its connection is cut from (this process's cuts)."""
+    state = brokers[min(brokers)].state if brokers else None
+    if state is None:
+        return {"controller": None, "cut": []}
+    if state.zk is not None:
+        return {"controller": brokers[min(brokers)].controller_id(), "cut": sorted(state.zk.channel.cut)}
+    c = state.active_controller()
+    return {"controller": None if c is None else c.node_id, "cut": sorted(state.controller_cut)}
 
 
 # -- the log clock --------------------------------------------------------------------------------------------------

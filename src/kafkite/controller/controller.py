@@ -269,6 +269,61 @@ class Controller:
             self.authority.persist()
         self.publish()
 
+    def reassign(self, topic: str, partition: int, replicas: list[int]) -> None:
+        """Give a partition these replicas (a step of a test control's reassignment: a broker's decommission, see
+        control/topology.py). A replica added is a follower out of the ISR until it has caught up (its leader adds
+        it, AlterPartition); a replica dropped leaves the ISR, and when it led, the first live ISR member that stays
+        leads. The leader epoch is bumped, so that every replica learns the assignment (as Kafka's ZooKeeper
+        controller bumps it in a reassignment)."""
+        p = self.authority.partition(topic, partition)
+        if p is None:
+            raise ValueError(f"no partition {topic}-{partition}")
+        live = self.live_brokers()
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise ValueError(f"replicas must be distinct broker ids, at least one, got {replicas}")
+        added = [r for r in replicas if r not in p.replicas]
+        if any(r not in live for r in added):
+            raise ValueError(f"a replica added must be a live broker: {added} of live {sorted(live)}")
+        if list(replicas) == list(p.replicas):
+            return
+        isr = [r for r in p.isr if r in replicas]
+        leader = p.leader if p.leader in replicas else next((r for r in replicas if r in isr and r in live), -1)
+        if self.held_leaderless(topic, partition):
+            leader = -1
+        log.info("partition.reassigned", topic=topic, partition=partition, replicas=list(replicas),
+                 old_replicas=list(p.replicas), leader=leader, isr=isr, leader_epoch=p.leader_epoch + 1)
+        p.replicas, p.isr, p.leader = list(replicas), isr, leader
+        p.leader_epoch += 1
+        p.partition_epoch += 1
+        self.authority.persist()
+        self.publish()
+
+    def shuffle_leaders(self, topics, pick: Callable[[list[int]], int]) -> list[dict]:
+        """A test control (kfake's ShufflePartitionLeaders; on the internal topics its RehashCoordinators): every
+        partition (of `topics`, None: all) whose ISR has another live member is led by one of them, `pick(candidates)`,
+        at a new leader epoch, with one write and one publish for all -> the moves."""
+        live = self.live_brokers()
+        moved = []
+        for t in sorted(self.authority.topics.values(), key=lambda t: t.name):
+            if topics is not None and t.name not in topics:
+                continue
+            for p in t.partitions:
+                if p.leader == -1 or self.held_leaderless(t.name, p.index):
+                    continue
+                others = [r for r in p.replicas if r in p.isr and r in live and r != p.leader]
+                if others:
+                    new = pick(others)
+                    moved.append({"topic": t.name, "partition": p.index, "old": p.leader, "leader": new,
+                                  "leader_epoch": p.leader_epoch + 1})
+                    p.leader = new
+                    p.leader_epoch += 1
+                    p.partition_epoch += 1
+        if moved:
+            log.info("partition.leaders_shuffled", partitions=len(moved))
+            self.authority.persist()
+        self.publish()
+        return moved
+
     def make_leaderless(self, topic: str, partition: int) -> None:
         """A test control: the partition goes offline as when no ISR member is live (leader -1 at a new leader
         epoch, the ISR kept) and stays so, whatever brokers come and go, until `restore_leader` (or move_leader)."""

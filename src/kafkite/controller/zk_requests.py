@@ -5,7 +5,8 @@ For each live broker, from a `MetadataUpdate` (the controller's whole view, stam
 - LeaderAndIsr (v7) with the partitions the broker replicates whose leader, leader epoch, ISR or
   replicas changed since this controller last told it, or all of them when the broker is new to this
   controller or registered again (a new broker epoch: it restarted and knows nothing);
-- StopReplica (v4, delete_partition) for its replicas of topics being deleted (the snapshot's "deleting":
+- StopReplica (v4, delete_partition) for the replicas a reassignment took off it, and for its replicas of topics
+  being deleted (the snapshot's "deleting":
   the replicas that have not yet answered one), once per broker epoch: the channel resends it until the
   broker answers, and a broker that comes back (a new epoch) gets it again;
 - UpdateMetadata (v8) with every live broker and the partitions whose state changed since this controller
@@ -128,6 +129,11 @@ class RequestBuilder:
                     stopped.add((d["name"], index))
         deleting = {d["name"] for d in snapshot.get("deleting", ())}
         self._stopped[broker_id] = (broker_epoch, {k for k in stopped if k[0] in deleting})
+        # replicas a reassignment took off this broker (it was told of them, the topic lives on, it is no replica of
+        # them now): StopReplica (delete), as Kafka's controller sends to the replicas it removes
+        for topic, index in sorted(told):
+            if (topic, index) not in now and topic in current and topic not in deleting:
+                stop.setdefault(topic, []).append(index)
         # and leader -2 in UpdateMetadata for the topics this broker was told about that are gone
         for topic, tid in self._topics.get(broker_id, {}).items():
             if topic not in current:

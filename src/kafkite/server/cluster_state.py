@@ -60,6 +60,11 @@ class ClusterState:
         # change only once it is durable (the change before it is waited for, not overwritten)
         self.topic_configs_lock = trio.Lock()
         self._publish_later: bool | None = None  # (see _one_publish)
+        # a test control: the brokers the controller's commands do not reach (its connection to them cut), and the
+        # newest command each missed: the whole view, delivered when the connection heals (as Kafka's channel sends
+        # its queue once it reconnects)
+        self.controller_cut: set[int] = set()
+        self._missed: dict[int, MetadataUpdate] = {}
 
     async def open_zk(self) -> None:
         """ZooKeeper mode: connect and load the cluster's metadata (the authority of this broker's controller)."""
@@ -72,7 +77,21 @@ class ClusterState:
         b = self.brokers.get(broker_id)
         if b is None:
             return int(E.BROKER_NOT_AVAILABLE)
+        if broker_id in self.controller_cut:  # queued until the connection heals
+            self._missed[broker_id] = cmd
+            return 0
         return b.cache.apply(cmd)
+
+    def cut_controller(self, broker_id: int, cut: bool = True) -> None:
+        """The controller's connection to a broker cut (its commands do not reach it: it keeps its view of leaders,
+        ISRs and brokers) or healed (it gets the newest command it missed, the whole view, at once)."""
+        if cut:
+            self.controller_cut.add(broker_id)
+            return
+        self.controller_cut.discard(broker_id)
+        cmd, b = self._missed.pop(broker_id, None), self.brokers.get(broker_id)
+        if cmd is not None and b is not None:
+            b.cache.apply(cmd)
 
     def active_controller(self) -> Controller | None:
         for b in self.brokers.values():

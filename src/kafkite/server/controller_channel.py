@@ -144,6 +144,7 @@ class ControllerChannelManager:
         self.connect = trio.open_tcp_stream
         self._brokers: dict[int, _Broker] = {}
         self._nursery: trio.Nursery | None = None
+        self.cut: set[int] = set()  # a test control: the brokers whose link is cut (each attempt fails until healed)
         self._running = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -218,6 +219,18 @@ class ControllerChannelManager:
         for item in dropped:
             self._complete(item, None)
 
+    def cut_link(self, broker_id: int, cut: bool = True) -> None:
+        """A test control: the link to `broker_id` cut (the request in flight is abandoned, every attempt fails as
+        a refused connection and is retried after `retry_backoff`, the queue grows) or healed (the next retry
+        connects and the queue goes out in order)."""
+        if not cut:
+            self.cut.discard(broker_id)
+            return
+        self.cut.add(broker_id)
+        st = self._brokers.get(broker_id)
+        if st is not None and st.attempt_scope is not None:
+            st.attempt_scope.cancel()
+
     # -- sending --------------------------------------------------------------------------
 
     def send(self, broker_id: int, request, callback: Callback | None = None) -> None:
@@ -272,6 +285,11 @@ class ControllerChannelManager:
                         reused = stream is not None
                         with trio.CancelScope() as st.attempt_scope:
                             try:
+                                if st.broker_id in self.cut:
+                                    if stream is not None:
+                                        await trio.aclose_forcefully(stream)
+                                        stream = None
+                                    raise ConnectionRefusedError("the link is cut (a test control)")
                                 if stream is None:
                                     connected_to = st.endpoint
                                     with trio.move_on_after(self.connect_timeout):

@@ -41,6 +41,8 @@ class Node:
         self.ports: dict[int, int] = {}  # each node id's port: a restarted broker listens where it did
         self._nursery = nursery
         self._scopes: dict[int, trio.CancelScope] = {}
+        # an in-process cluster: each broker's storage services (retention, cleaner, flushes), stopped on removal
+        self._services: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
 
     @property
     def live_brokers(self) -> list[int]:
@@ -68,6 +70,98 @@ class Node:
     async def wait_stopped(self, node_id: int) -> None:
         while node_id in self.state.brokers or node_id in self._scopes:
             await trio.sleep(0.01)
+
+    async def start_services(self, node_id: int, storage) -> None:
+        """Run a broker's storage services (services.run) until `remove_broker` (or the node's end)."""
+        scope, done = trio.CancelScope(), trio.Event()
+        self._services[node_id] = scope, done
+
+        async def run(*, task_status=trio.TASK_STATUS_IGNORED) -> None:
+            try:
+                with scope:
+                    await services.run(storage, task_status=task_status)
+            finally:
+                done.set()
+        await self._nursery.start(run)
+
+    async def add_broker(self, node_id: int | None = None, *, rack: str | None = None) -> Broker:
+        """A new broker in this one-process cluster (librdkafka's mock broker_add, kfake's AddNode): its own (empty)
+        partitions and services, a free port; returns once it listens and is registered, so the controller lists it
+        in Metadata. As on Kafka, no partition moves to it by itself: topics and partitions created later are placed
+        on it, and a partition gets it by reassignment (control/topology.py). `node_id`: the next one when None."""
+        st = self.state
+        if st.zk is not None or not st.storages:
+            raise ValueError("adding a broker is served for one-process clusters of several brokers (kafkite serve "
+                             "--brokers N, KafkiteCluster); in ZooKeeper mode start another process")
+        if node_id is None:
+            node_id = max(set(st.storages) | set(self.brokers)) + 1
+        if node_id < 0 or node_id in st.storages or node_id in self.brokers:
+            raise ValueError(f"broker {node_id} exists" if node_id >= 0 else "a broker id is >= 0")
+        # (a new broker's data dir holds nothing yet: opening it is quick)
+        storage = services.Storage(st, node_id, None if st.in_memory else st.data_dir / f"broker-{node_id}",
+                                   st.in_memory)
+        st.storages[node_id] = storage
+        if rack is not None:
+            self.racks[node_id] = rack
+        try:
+            await self.start_services(node_id, storage)
+            return await self.start_broker(node_id, port=0)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._forget(node_id)
+            raise
+
+    async def remove_broker(self, node_id: int) -> None:
+        """Stop a broker and forget it: its port, storage services and partitions (closed; a data dir keeps its
+        files). Its partitions are moved off it first by control/topology.py's decommission."""
+        if node_id not in self.state.storages:
+            raise ValueError(f"no broker {node_id} in this one-process cluster")
+        if len(self.state.storages) == 1:
+            raise ValueError("the last broker of a cluster is not removed")
+        if node_id in self._scopes:
+            self.stop_broker(node_id)
+            await self.wait_stopped(node_id)
+        await self._forget(node_id)
+
+    async def _forget(self, node_id: int) -> None:
+        if node_id in self._scopes:
+            self.stop_broker(node_id)
+            await self.wait_stopped(node_id)
+        storage = self.state.storages.pop(node_id, None)
+        scope, done = self._services.pop(node_id, (None, None))
+        if scope is not None:
+            scope.cancel()
+            await done.wait()
+        self.brokers.pop(node_id, None)
+        self.ports.pop(node_id, None)
+        self.racks.pop(node_id, None)
+        for key in [k for k in self.state.listener_ports if k[0] == node_id]:
+            del self.state.listener_ports[key]
+        if storage is not None:
+            await trio.to_thread.run_sync(services.close, storage)
+
+    def set_rack(self, node_id: int, rack: str | None) -> None:
+        """Change a running broker's broker.rack (librdkafka's mock broker_set_rack; on Kafka a restart with another
+        broker.rack): its registration is rewritten, so the controller tells every broker and Metadata shows it."""
+        from ..controller import zk_data
+        from ..controller.controller import BROKERS
+        b = self.brokers.get(node_id)
+        if self.state.zk is not None or b is None or node_id not in self.state.brokers:
+            raise ValueError(f"broker {node_id} is not running in this one-process cluster")
+        path = f"{BROKERS}/{node_id}"
+        got = self.state.store.get(path)
+        if got is None:
+            raise ValueError(f"broker {node_id} is not registered")
+        reg = zk_data.parse_broker_registration(node_id, got[0])
+        b.rack = rack or None
+        if rack:
+            self.racks[node_id] = rack
+        else:
+            self.racks.pop(node_id, None)
+        import dataclasses
+        self.state.store.set(path, zk_data.broker_registration(dataclasses.replace(reg, rack=b.rack),
+                                                               int(got[0].get("timestamp", 0))),
+                             expected_version=got[1])
 
     async def _run_broker(self, node_id: int, port: int | None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         b = Broker(self.state, node_id=node_id, port=port, rack=self.racks.get(node_id))
@@ -122,7 +216,7 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
         state.hooks.append(services.StorageHooks(state.storages))
     else:
         services.attach(state)
-    storages = list(state.storages.values()) or [state]
+    single = not state.storages
     try:
         async with trio.open_nursery() as nursery:
             if state.zk is None and not state.in_memory:  # the metadata snapshot written off the loop
@@ -130,13 +224,15 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
                 state.writer = MetadataWriter(state.metadata)
                 state.writer.batch = state._one_publish
                 await nursery.start(state.writer.run)
-            for storage in storages:
-                await nursery.start(services.run, storage)
+            node = Node(state, nursery, faults=faults, racks=racks)
+            if single:
+                await nursery.start(services.run, state)
+            for node_id, storage in list(state.storages.items()):
+                await node.start_services(node_id, storage)
             if state.zk is not None:
                 await nursery.start(state.zk.run)
             else:
                 nursery.start_soon(_preferred_leader_checks, state)
-            node = Node(state, nursery, faults=faults, racks=racks)
             for node_id, port in plan:
                 await node.start_broker(node_id, port=port)
             yield node
@@ -147,7 +243,7 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
         # the logs' last flushes, fsyncs and checkpoints, in a worker: nothing else runs on this node any more,
         # and another node of this loop (or a test's) is not held meanwhile
         with trio.CancelScope(shield=True):
-            for storage in storages:
+            for storage in [state] if single else list(state.storages.values()):  # (removed brokers' are closed)
                 await trio.to_thread.run_sync(services.close, storage)
 
 

@@ -86,7 +86,8 @@ class KafkiteCluster(TrioThread):
 
     @property
     def node_ids(self) -> list[int]:
-        return list(range(1, self.n + 1))
+        """Every broker of the cluster (live or stopped; added ones included, removed ones not)."""
+        return sorted(self.brokers) if self.node is not None else list(range(1, self.n + 1))
 
     @property
     def ports(self) -> dict[int, int]:
@@ -111,6 +112,31 @@ class KafkiteCluster(TrioThread):
     def start_broker(self, broker_id: int) -> None:
         """Start a stopped broker again, on the port it had."""
         self.call(self.node.start_broker, broker_id)
+
+    def add_broker(self, broker_id: int | None = None, rack: str | None = None) -> int:
+        """POST /v1/brokers: a new broker (the next id when None), empty, on a free port, listed in Metadata when this
+        returns; topics and partitions made later are placed on it too (librdkafka's broker_add, kfake's AddNode).
+        Returns its id."""
+        from ..control import topology
+        return self.call(topology.add_broker, self.node, broker_id, rack)["added"]
+
+    def remove_broker(self, broker_id: int, timeout: float = 60.0) -> list[dict]:
+        """DELETE /v1/brokers: decommission a broker: each partition it hosts gets another live broker in its place
+        (copying the log, joining the ISR), then it leaves them (its leaderships move) and stops for good
+        (librdkafka's broker_decommission, kfake's RemoveNode). Returns the partitions moved."""
+        from ..control import topology
+        return self.call(topology.remove_broker, self.node, broker_id, timeout)["moved"]
+
+    def reassign(self, topic: str, partition: int, replicas: list[int], timeout: float = 60.0) -> dict:
+        """POST /v1/replicas: the partition's replicas changed as Kafka's reassignment changes them (the new ones copy
+        the log and join the ISR first, then those not kept leave) -> its state."""
+        from ..control import topology
+        return self.call(topology.reassign, self.node, topic, partition, list(replicas), timeout)
+
+    def set_rack(self, broker_id: int, rack: str | None) -> None:
+        """POST /v1/brokers/rack: a running broker's broker.rack changed (librdkafka's broker_set_rack)."""
+        from ..control import topology
+        self.call(topology.set_rack, self.node, broker_id, rack)
 
     @property
     def controller_id(self) -> int:
@@ -162,6 +188,19 @@ class KafkiteCluster(TrioThread):
     def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
         self.call(lambda: self.state.active_controller().move_leader(topic, partition, broker_id))
 
+    def shuffle_leaders(self, topics: list[str] | None = None, seed: int | None = None) -> list[dict]:
+        """POST /v1/leaders/shuffle: every partition (of topics) whose ISR has another live member is led by one of
+        them, at random (kfake's ShufflePartitionLeaders) -> the moves."""
+        from ..control import views
+        return self.call(views.shuffle_leaders, self.brokers, topics, seed)
+
+    def rehash_coordinators(self, seed: int | None = None) -> list[dict]:
+        """POST /v1/leaders/shuffle {"coordinators": true} (kfake's RehashCoordinators): the __consumer_offsets and
+        __transaction_state partitions move, and with them the groups' and transactional ids' coordinators."""
+        from ..control import views
+        internal = [t for t in ("__consumer_offsets", "__transaction_state") if self.state.metadata.topic(t)]
+        return self.call(views.shuffle_leaders, self.brokers, internal, seed) if internal else []
+
     def make_leaderless(self, topic: str, partition: int) -> None:
         """POST /v1/leaderless: the partition has no leader (leader -1; Metadata answers LEADER_NOT_AVAILABLE,
         Produce and Fetch NOT_LEADER_OR_FOLLOWER) until `restore_leader`."""
@@ -182,6 +221,14 @@ class KafkiteCluster(TrioThread):
     def heal_replication(self, follower: int, leader: int) -> None:
         from ..control import views
         self.call(views.cut_replication, self.brokers, follower, leader, False)
+
+    def cut_controller(self, broker_id: int) -> None:
+        """POST /v1/controller/cut: the controller's commands (leaders, ISRs, brokers) stop reaching the broker, which
+        keeps its old view; `heal_controller` delivers what it missed."""
+        self.call(lambda: self.state.cut_controller(broker_id, True))
+
+    def heal_controller(self, broker_id: int) -> None:
+        self.call(lambda: self.state.cut_controller(broker_id, False))
 
     def advance_clock(self, ms: int, broker_id: int | None = None) -> list[dict]:
         """POST /v1/clock: the brokers' (or one's) log clock `ms` ahead: retention, compaction, segment.ms and

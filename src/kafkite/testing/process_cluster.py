@@ -238,6 +238,23 @@ class ProcessCluster:
         self._signal(b, signal.SIGTERM)
         self._wait_or_kill(b, self.stop_timeout if timeout is None else timeout)
 
+    def add_broker(self, broker_id: int | None = None) -> int:
+        """A new broker process (the next id when None) on the cluster's ZooKeeper, with its own data dir and a free
+        port; returns its id once it is registered (its ready line), so the controller lists it in Metadata. As on
+        Kafka, no partition moves to it by itself: topics created later are placed on it too."""
+        node_id = max(self._brokers) + 1 if broker_id is None else broker_id
+        if node_id in self._brokers:
+            raise ValueError(f"broker {node_id} exists")
+        d = self.data_dir / f"broker-{node_id}"
+        d.mkdir(parents=True, exist_ok=True)
+        self._brokers[node_id] = _Broker(node_id, d)
+        try:
+            self._start_one(node_id)
+        except BaseException:
+            del self._brokers[node_id]
+            raise
+        return node_id
+
     def kill_broker(self, broker_id: int) -> None:
         """SIGKILL: no shutdown work at all; its ZooKeeper session lives on until it times out."""
         b = self._brokers[broker_id]
@@ -433,6 +450,48 @@ class ProcessCluster:
 
     def restore_leader(self, topic: str | None = None, partition: int | None = None) -> dict:
         return self.control_call(self.controller_id, "DELETE", "/v1/leaderless", {"topic": topic, "partition": partition})
+
+    def reassign(self, topic: str, partition: int, replicas: list[int]) -> dict:
+        """POST /v1/replicas to the controller's listener: the new replicas copy the log and join the ISR, then those
+        not kept leave (a leader not kept hands over) -> the partition's state."""
+        body = {"topic": topic, "partition": partition, "replicas": list(replicas)}
+        return self.control_call(self.controller_id, "POST", "/v1/replicas", body)["partitions"][0]
+
+    def remove_broker(self, broker_id: int) -> list[dict]:
+        """Decommission a broker process as an operator does on Kafka: each partition it hosts is reassigned through
+        the controller's listener (the live broker with the fewest replicas takes its place, when one is not a
+        replica yet; else the partition keeps one replica less), its new replica catching up first; then the process
+        is stopped and forgotten. -> the partitions' new states."""
+        if broker_id not in self._brokers:
+            raise ValueError(f"no broker {broker_id}")
+        live = set(self.live_brokers) - {broker_id}
+        if not live:
+            raise ValueError(f"broker {broker_id} is the last live broker: the cluster would have none")
+        topics = self.metadata_view(self.controller_id)["topics"]
+        load = collections.Counter(r for parts in topics.values() for *_, replicas in parts.values() for r in replicas)
+        moved = []
+        for topic, parts in sorted(topics.items()):
+            for index, (*_, replicas) in sorted(parts.items()):
+                if broker_id not in replicas:
+                    continue
+                spare = sorted((load[b], b) for b in live if b not in replicas)
+                if spare:
+                    load[spare[0][1]] += 1
+                    new = [spare[0][1] if r == broker_id else r for r in replicas]
+                else:
+                    new = [r for r in replicas if r != broker_id]
+                moved.append(self.reassign(topic, index, new))
+        self.stop_broker(broker_id)
+        del self._brokers[broker_id]
+        return moved
+
+    def cut_controller(self, broker_id: int) -> dict:
+        """POST /v1/controller/cut to the controller's listener: its LeaderAndIsr and UpdateMetadata to `broker_id`
+        fail and queue up (the broker keeps its old view) until `heal_controller`, when they go out in order."""
+        return self.control_call(self.controller_id, "POST", "/v1/controller/cut", {"broker": broker_id})
+
+    def heal_controller(self, broker_id: int) -> dict:
+        return self.control_call(self.controller_id, "POST", "/v1/controller/heal", {"broker": broker_id})
 
     def empty(self) -> dict[int, dict]:
         """POST /v1/reset {"data": true} to every running broker's listener (the controls and request logs go too):
