@@ -33,5 +33,10 @@ case "${CI:-}" in
     # run (its seed printed at the top: --randomly-seed=N replays it, -p no:randomly keeps the file order)
     ORDER=(--randomly-seed="${KAFKITE_TEST_SEED:-20261125}") ;;
 esac
+# two pytest-xdist workers, one a core (KAFKITE_TEST_WORKERS=0 runs in this one process): most tests wait on
+# clients, JVMs and timeouts, so two at a time take about half the time. worksteal: a worker that is done takes
+# tests queued for the other.
+WORKERS=(-n "${KAFKITE_TEST_WORKERS:-2}")
+[ "${KAFKITE_TEST_WORKERS:-2}" = 0 ] || WORKERS+=(--dist worksteal)
 # -rs: every skip is listed with its reason (under CI=true a skip fails the run: tests/conftest.py)
-exec .venv/bin/python -m pytest -p no:cacheprovider -rs "${ORDER[@]}" "$@"
+exec .venv/bin/python -m pytest -p no:cacheprovider -rs "${WORKERS[@]}" "${ORDER[@]}" "$@"
