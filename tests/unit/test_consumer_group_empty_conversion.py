@@ -12,7 +12,7 @@ from kafkite.coordinator.result import finish_write, start_write
 from kafkite.wire.errors import E
 
 from test_consumer_group_model import Runtime
-from test_consumer_group_regex_model import Topics
+from test_consumer_group_model import Topics
 
 ORDERS = uuid.UUID(int=0xA1)
 
@@ -27,7 +27,7 @@ def join(rt, member_id=""):
 
 def test_an_empty_consumer_group_becomes_classic_and_stays_so_after_a_replay():
     rt = Runtime()
-    rt.topics = Topics({"orders": TopicMetadata(ORDERS, "orders", 2)})
+    rt.topics = Topics(TopicMetadata(ORDERS, "orders", 2))
     assert rt.hb("a", 0, topics=[], subscribed_topic_regex="o.*").error == 0
     result, r = join(rt)
     # it has a member: the classic member is asked for its member id and the group stays a consumer group
