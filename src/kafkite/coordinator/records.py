@@ -159,6 +159,26 @@ def offset_key(group: str, topic: str, partition: int) -> bytes:
     return bytes(_W().i16(1).string(group).string(topic).i32(partition).b)
 
 
+# The decoded form of the offset commit records encoded last (offset_commit_record): the coordinator runtime replays
+# a record right after appending it, and decode_record takes the key and value from here instead of decoding the
+# bytes just encoded -- the values decoding them gives (the leader epoch is not in a v1 value, nor the expire
+# timestamp in a v3 one). Bounded: a record never replayed (a failed append) goes at the next clearing.
+_JUST_ENCODED: dict[tuple[bytes, bytes], tuple["OffsetKey", "OffsetValue"]] = {}
+_JUST_ENCODED_MAX = 1024
+
+
+def offset_commit_record(group: str, topic: str, partition: int, v: OffsetValue) -> tuple[bytes, bytes]:
+    """The (key, value) of one committed offset, as offset_key and offset_value encode them."""
+    key, value = offset_key(group, topic, partition), offset_value(v)
+    if len(_JUST_ENCODED) >= _JUST_ENCODED_MAX:
+        _JUST_ENCODED.clear()
+    v1 = v.expire_timestamp >= 0
+    _JUST_ENCODED[(key, value)] = (OffsetKey(group, topic, partition),
+                                   OffsetValue(v.offset, -1 if v1 else v.leader_epoch, v.metadata, v.commit_timestamp,
+                                               v.expire_timestamp if v1 else -1))
+    return key, value
+
+
 def group_key(group: str) -> bytes:
     return bytes(_W().i16(2).string(group).b)
 
@@ -247,6 +267,10 @@ def decode_group_value(value: bytes) -> GroupValue:
 def decode_record(key: bytes, value: bytes | None):
     """(key, value or None for a tombstone); (IgnoredKey, None) for record types we don't use.
     Raises RecordDecodeError (a ValueError) when the bytes do not follow the schema."""
+    if type(key) is bytes and type(value) is bytes:
+        got = _JUST_ENCODED.pop((key, value), None)
+        if got is not None:
+            return got
     k = decode_key(key)
     if isinstance(k, IgnoredKey) or value is None:
         return k, None
