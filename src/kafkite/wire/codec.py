@@ -156,6 +156,7 @@ def encode_response(response: ApiMessage, api_version: int, correlation_id: int)
     ApiMessage.encode(header=True, framed=True) through the compiled encoders of the header and the body; a class
     with its own header rule (ApiVersions' response header is always v0) goes through encode() itself."""
     cls = type(response)
+    response._header = None  # (kafka-python's version setter would write a request's field into a header it holds)
     response.API_VERSION = api_version
     header = response._header = ResponseHeader(correlation_id=correlation_id)
     if cls not in _PLAIN_ENCODE:
