@@ -61,7 +61,7 @@ class RequestContext:
     """One request's context. Built for every request, so it is lean: slots, and the request's logger is bound
     (peer, api, version, correlation id, client id) only when a handler logs."""
     __slots__ = ("broker", "request", "peer", "_log", "_conn_log", "now_ms", "before_send", "fault_log_entry",
-                 "principal", "inter_broker")
+                 "principal", "inter_broker", "partition_errors", "close_after")
 
     def __init__(self, broker: "Broker", request: Request, peer: str = "", log: Any = None, now_ms: int | None = None,
                  principal: str = ANONYMOUS, inter_broker: bool = False, conn_log: Any = None):
@@ -78,6 +78,10 @@ class RequestContext:
         # who sent it (security/authorizer.py): User:ANONYMOUS, the SASL user, or an SSL client certificate's DN
         self.principal = principal
         self.inter_broker = inter_broker  # on the inter-broker listener: the brokers' own requests, never refused
+        # the control plane's (control/model.py): a partition's injected error patched into the response, and
+        # whether the connection closes after handling (an acks=0 Produce that got one)
+        self.partition_errors: Any = None
+        self.close_after = False
 
     @property
     def log(self) -> Any:
