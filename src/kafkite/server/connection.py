@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,8 @@ _conn_ids = itertools.count(1)
 
 PRODUCE = 0
 SASL_HANDSHAKE = 17
+_WRITEV = hasattr(os, "writev")  # POSIX
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if _WRITEV else 1
 _CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
 
 
@@ -54,6 +57,10 @@ class _Outbox:
 
     def __init__(self, stream: trio.SocketStream, clog) -> None:
         self.stream, self.clog = stream, clog
+        # a plain TCP connection's descriptor: a response is first written to it directly, in one system call
+        # (writev for a Fetch's buffers); what the socket does not take at once goes through the stream's send_all,
+        # which waits until it can. A TLS stream (-1) always goes through send_all.
+        self.fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) and _WRITEV else -1
         self.last_active = trio.current_time()  # the last bytes received or sent (connections.max.idle.ms)
         # connections.max.idle.ms (_watch_idle): waiting for the client's bytes, and the watcher's wake-up once it
         # finds the connection busy with a request
@@ -77,13 +84,32 @@ class _Outbox:
             await self.drained.wait()
 
     async def send(self, out) -> None:
-        if isinstance(out, list):  # a Fetch response: buffers written in order, not joined
-            for part in out:
-                if len(part):
-                    await self.stream.send_all(part)
-        elif out:
-            await self.stream.send_all(out)
+        """One response: bytes, or for a Fetch a list of buffers written in order, not joined."""
+        parts = [p for p in out if len(p)] if isinstance(out, list) else [out] if out else []
+        if parts and self.fd >= 0:
+            parts = self._write_now(parts)
+        for part in parts:
+            await self.stream.send_all(part)
         self.last_active = trio.current_time()
+
+    def _write_now(self, parts: list) -> list:
+        """Write what the socket takes now, without waiting (no task switch: the next receive is the connection's
+        checkpoint); -> the rest, still to send."""
+        try:
+            n = os.write(self.fd, parts[0]) if len(parts) == 1 else os.writev(self.fd, parts[:_IOV_MAX])
+        except BlockingIOError:
+            return parts
+        except OSError as exc:  # reset, broken pipe: as the stream's send_all would say
+            raise trio.BrokenResourceError(f"socket send failed: {exc}") from exc
+        rest = []
+        for part in parts:
+            size = len(part)
+            if n >= size:
+                n -= size
+            else:
+                rest.append(memoryview(part)[n:] if n else part)
+                n = 0
+        return rest
 
     async def run(self, cancel_scope: trio.CancelScope) -> None:
         try:
