@@ -298,6 +298,14 @@ def test_record_formats_round_trip():
     v = R.offset_value(R.OffsetValue(42, 3, "md", 1000))
     assert v[:2] == b"\x00\x03"
     assert R.decode_record(k, v) == (R.OffsetKey("grp", "topic", 7), R.OffsetValue(42, 3, "md", 1000))
+    # Kafka's byte layouts: OffsetCommitValue v3 (offset, leader epoch, metadata, commit timestamp) and v1 (offset,
+    # metadata, commit timestamp, expire timestamp), strings as int16 length + UTF-8
+    assert v == b"\x00\x03" + (42).to_bytes(8, "big") + (3).to_bytes(4, "big") + b"\x00\x02md" + (1000).to_bytes(8, "big")
+    v1 = R.offset_value(R.OffsetValue(42, 3, "é", 1000, 2000))
+    assert v1 == b"\x00\x01" + (42).to_bytes(8, "big") + b"\x00\x02\xc3\xa9" + (1000).to_bytes(8, "big") + \
+        (2000).to_bytes(8, "big")
+    assert R.decode_record(k, v1)[1] == R.OffsetValue(42, -1, "é", 1000, 2000)
+    assert R.offset_key("é", "t", -1) == b"\x00\x01\x00\x02\xc3\xa9\x00\x01t\xff\xff\xff\xff"
     gv = R.GroupValue("consumer", 5, "range", "m1", 99, [R.MemberValue("m1", "i1", "c", "/h", 300, 100, b"s", b"a")])
     key, val = R.decode_record(R.group_key("grp"), R.group_value(gv))
     assert key == R.GroupKey("grp") and val == gv

@@ -155,8 +155,16 @@ class GroupValue:
     members: list[MemberValue] = field(default_factory=list)
 
 
+_KEY_HEAD = struct.Struct(">hh")  # key version, group length
+_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+_V3_HEAD = struct.Struct(">hqih")  # value version 3, offset, leader epoch, metadata length
+_V1_HEAD = struct.Struct(">hqh")  # value version 1, offset, metadata length
+_TWO_I64 = struct.Struct(">qq")
+
+
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return bytes(_W().i16(1).string(group).string(topic).i32(partition).b)
+    g, t = group.encode(), topic.encode()
+    return b"".join((_KEY_HEAD.pack(1, len(g)), g, _I16.pack(len(t)), t, _I32.pack(partition)))
 
 
 # The decoded form of the offset commit records encoded last (offset_commit_record): the coordinator runtime replays
@@ -184,6 +192,12 @@ def group_key(group: str) -> bytes:
 
 
 def offset_value(v: OffsetValue) -> bytes:
+    if v.metadata is not None:  # (the common case, in one join: the same bytes as below)
+        md = v.metadata.encode()
+        if v.expire_timestamp >= 0:
+            return b"".join((_V1_HEAD.pack(1, v.offset, len(md)), md,
+                             _TWO_I64.pack(v.commit_timestamp, v.expire_timestamp)))
+        return b"".join((_V3_HEAD.pack(3, v.offset, v.leader_epoch, len(md)), md, _I64.pack(v.commit_timestamp)))
     if v.expire_timestamp >= 0:
         return bytes(_W().i16(1).i64(v.offset).string(v.metadata).i64(v.commit_timestamp)
                      .i64(v.expire_timestamp).b)
