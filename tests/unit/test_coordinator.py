@@ -298,6 +298,14 @@ def test_record_formats_round_trip():
     v = R.offset_value(R.OffsetValue(42, 3, "md", 1000))
     assert v[:2] == b"\x00\x03"
     assert R.decode_record(k, v) == (R.OffsetKey("grp", "topic", 7), R.OffsetValue(42, 3, "md", 1000))
+    # Kafka's byte layouts: OffsetCommitValue v3 (offset, leader epoch, metadata, commit timestamp) and v1 (offset,
+    # metadata, commit timestamp, expire timestamp), strings as int16 length + UTF-8
+    assert v == b"\x00\x03" + (42).to_bytes(8, "big") + (3).to_bytes(4, "big") + b"\x00\x02md" + (1000).to_bytes(8, "big")
+    v1 = R.offset_value(R.OffsetValue(42, 3, "é", 1000, 2000))
+    assert v1 == b"\x00\x01" + (42).to_bytes(8, "big") + b"\x00\x02\xc3\xa9" + (1000).to_bytes(8, "big") + \
+        (2000).to_bytes(8, "big")
+    assert R.decode_record(k, v1)[1] == R.OffsetValue(42, -1, "é", 1000, 2000)
+    assert R.offset_key("é", "t", -1) == b"\x00\x01\x00\x02\xc3\xa9\x00\x01t\xff\xff\xff\xff"
     gv = R.GroupValue("consumer", 5, "range", "m1", 99, [R.MemberValue("m1", "i1", "c", "/h", 300, 100, b"s", b"a")])
     key, val = R.decode_record(R.group_key("grp"), R.group_value(gv))
     assert key == R.GroupKey("grp") and val == gv
@@ -522,3 +530,17 @@ def test_offset_delete_when_the_subscription_is_unknown_or_not_a_consumer_group(
     assert c.delete_offsets("unknown", [("a", 0)]) == (E.GROUP_ID_NOT_FOUND, [])
 
 
+
+
+def test_replaying_a_commit_just_encoded_gives_what_decoding_gives():
+    """The runtime replays an offset commit right after encoding it; decode_record hands back the key and value it
+    kept then instead of decoding: they must be what decoding the bytes gives (a v1 value, with an expire timestamp,
+    has no leader epoch; a v3 value has no expire timestamp), and a record is taken once."""
+    from kafkite.coordinator import records as R
+    for v in (R.OffsetValue(42, 7, "md", 1000, -1), R.OffsetValue(43, 7, "", 1000, 5000)):
+        key, value = R.offset_commit_record("g", "t", 3, v)
+        kept = R.decode_record(key, value)
+        assert kept == R.decode_record(key, value)  # the second time: decoded
+        assert (key, value) not in R._JUST_ENCODED
+        assert kept[0] == R.OffsetKey("g", "t", 3)
+        assert kept[1].leader_epoch == (-1 if v.expire_timestamp >= 0 else 7)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from kafkite.server.router import supported
-from kafkite.wire import codec
+from kafkite.wire import codec, registry
 from kafkite.wire.frame import FrameReader, FrameTooLarge
 
 GOLDEN = Path(__file__).resolve().parents[2].parent / "shared" / "golden-requests"
@@ -79,3 +79,28 @@ def test_golden_summaries_within_supported_ranges():
     # APIs of the foundation issue are all served
     foundation = {18, 3, 19, 20, 32, 33, 37, 44, 60, 75}
     assert not {m for m in missing if m[0] in foundation}
+
+
+def test_encode_response_matches_kafka_python_encode():
+    """encode_response runs kafka-python's compiled header and body encoders itself: the frame must be the one
+    ApiMessage.encode(header=True, framed=True) makes, for every served (api, version) (ApiVersions' v0 header too)."""
+    from kafkite.server.router import ROUTES
+    for key, (lo, hi, _) in ROUTES.items():
+        _, resp = registry.classes(key)
+        for v in range(lo, hi + 1):
+            want = resp(version=v)
+            want.with_header(correlation_id=-7)
+            assert bytes(codec.encode_response(resp(version=v), v, -7)) == bytes(
+                want.encode(header=True, framed=True)), (resp.__name__, v)
+
+
+@pytest.mark.skipif(not GOLDEN_FILES, reason="../shared/golden-requests not present")
+def test_golden_frames_decode_as_kafka_python_does():
+    """decode_request runs kafka-python's compiled header and body decoders itself: the same header and body as
+    ApiMessage.decode(header=True), on every golden frame."""
+    for path in GOLDEN_FILES:
+        payload = path.read_bytes()[4:]
+        api_key, version, _ = codec.peek_header(payload)
+        req = codec.decode_request(payload, {api_key: (version, version)})
+        want = registry.classes(api_key)[0].decode(payload, version=version, header=True)
+        assert req.body == want and req.body.header == want.header, path

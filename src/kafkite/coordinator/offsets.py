@@ -52,8 +52,8 @@ class OffsetMetadataManager:
             if len(md.encode()) > self.cfg.offset_metadata_max_bytes:
                 results.append((topic, partition, int(E.OFFSET_METADATA_TOO_LARGE)))
                 continue
-            recs.append((R.offset_key(group_id, topic, partition),
-                         R.offset_value(R.OffsetValue(offset, leader_epoch, md, now_ms, expire))))
+            recs.append(R.offset_commit_record(group_id, topic, partition,
+                                               R.OffsetValue(offset, leader_epoch, md, now_ms, expire)))
             results.append((topic, partition, 0))
         return recs, results
 

@@ -155,8 +155,36 @@ class GroupValue:
     members: list[MemberValue] = field(default_factory=list)
 
 
+_KEY_HEAD = struct.Struct(">hh")  # key version, group length
+_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+_V3_HEAD = struct.Struct(">hqih")  # value version 3, offset, leader epoch, metadata length
+_V1_HEAD = struct.Struct(">hqh")  # value version 1, offset, metadata length
+_TWO_I64 = struct.Struct(">qq")
+
+
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return bytes(_W().i16(1).string(group).string(topic).i32(partition).b)
+    g, t = group.encode(), topic.encode()
+    return b"".join((_KEY_HEAD.pack(1, len(g)), g, _I16.pack(len(t)), t, _I32.pack(partition)))
+
+
+# The decoded form of the offset commit records encoded last (offset_commit_record): the coordinator runtime replays
+# a record right after appending it, and decode_record takes the key and value from here instead of decoding the
+# bytes just encoded -- the values decoding them gives (the leader epoch is not in a v1 value, nor the expire
+# timestamp in a v3 one). Bounded: a record never replayed (a failed append) goes at the next clearing.
+_JUST_ENCODED: dict[tuple[bytes, bytes], tuple["OffsetKey", "OffsetValue"]] = {}
+_JUST_ENCODED_MAX = 1024
+
+
+def offset_commit_record(group: str, topic: str, partition: int, v: OffsetValue) -> tuple[bytes, bytes]:
+    """The (key, value) of one committed offset, as offset_key and offset_value encode them."""
+    key, value = offset_key(group, topic, partition), offset_value(v)
+    if len(_JUST_ENCODED) >= _JUST_ENCODED_MAX:
+        _JUST_ENCODED.clear()
+    v1 = v.expire_timestamp >= 0
+    _JUST_ENCODED[(key, value)] = (OffsetKey(group, topic, partition),
+                                   OffsetValue(v.offset, -1 if v1 else v.leader_epoch, v.metadata, v.commit_timestamp,
+                                               v.expire_timestamp if v1 else -1))
+    return key, value
 
 
 def group_key(group: str) -> bytes:
@@ -164,6 +192,12 @@ def group_key(group: str) -> bytes:
 
 
 def offset_value(v: OffsetValue) -> bytes:
+    if v.metadata is not None:  # (the common case, in one join: the same bytes as below)
+        md = v.metadata.encode()
+        if v.expire_timestamp >= 0:
+            return b"".join((_V1_HEAD.pack(1, v.offset, len(md)), md,
+                             _TWO_I64.pack(v.commit_timestamp, v.expire_timestamp)))
+        return b"".join((_V3_HEAD.pack(3, v.offset, v.leader_epoch, len(md)), md, _I64.pack(v.commit_timestamp)))
     if v.expire_timestamp >= 0:
         return bytes(_W().i16(1).i64(v.offset).string(v.metadata).i64(v.commit_timestamp)
                      .i64(v.expire_timestamp).b)
@@ -247,6 +281,10 @@ def decode_group_value(value: bytes) -> GroupValue:
 def decode_record(key: bytes, value: bytes | None):
     """(key, value or None for a tombstone); (IgnoredKey, None) for record types we don't use.
     Raises RecordDecodeError (a ValueError) when the bytes do not follow the schema."""
+    if type(key) is bytes and type(value) is bytes:
+        got = _JUST_ENCODED.pop((key, value), None)
+        if got is not None:
+            return got
     k = decode_key(key)
     if isinstance(k, IgnoredKey) or value is None:
         return k, None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,8 @@ _conn_ids = itertools.count(1)
 
 PRODUCE = 0
 SASL_HANDSHAKE = 17
+_WRITEV = hasattr(os, "writev")  # POSIX
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if _WRITEV else 1
 _CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
 
 
@@ -54,7 +57,15 @@ class _Outbox:
 
     def __init__(self, stream: trio.SocketStream, clog) -> None:
         self.stream, self.clog = stream, clog
+        # a plain TCP connection's descriptor: a response is first written to it directly, in one system call
+        # (writev for a Fetch's buffers); what the socket does not take at once goes through the stream's send_all,
+        # which waits until it can. A TLS stream (-1) always goes through send_all.
+        self.fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) and _WRITEV else -1
         self.last_active = trio.current_time()  # the last bytes received or sent (connections.max.idle.ms)
+        # connections.max.idle.ms (_watch_idle): waiting for the client's bytes, and the watcher's wake-up once it
+        # finds the connection busy with a request
+        self.receiving = False
+        self.idle_wake: trio.Event | None = None
         self.send_ch, self.recv_ch = trio.open_memory_channel(math.inf)
         self.pending = 0  # queued, not yet sent
         self.drained = trio.Event()
@@ -73,13 +84,32 @@ class _Outbox:
             await self.drained.wait()
 
     async def send(self, out) -> None:
-        if isinstance(out, list):  # a Fetch response: buffers written in order, not joined
-            for part in out:
-                if len(part):
-                    await self.stream.send_all(part)
-        elif out:
-            await self.stream.send_all(out)
+        """One response: bytes, or for a Fetch a list of buffers written in order, not joined."""
+        parts = [p for p in out if len(p)] if isinstance(out, list) else [out] if out else []
+        if parts and self.fd >= 0:
+            parts = self._write_now(parts)
+        for part in parts:
+            await self.stream.send_all(part)
         self.last_active = trio.current_time()
+
+    def _write_now(self, parts: list) -> list:
+        """Write what the socket takes now, without waiting (no task switch: the next receive is the connection's
+        checkpoint); -> the rest, still to send."""
+        try:
+            n = os.write(self.fd, parts[0]) if len(parts) == 1 else os.writev(self.fd, parts[:_IOV_MAX])
+        except BlockingIOError:
+            return parts
+        except OSError as exc:  # reset, broken pipe: as the stream's send_all would say
+            raise trio.BrokenResourceError(f"socket send failed: {exc}") from exc
+        rest = []
+        for part in parts:
+            size = len(part)
+            if n >= size:
+                n -= size
+            else:
+                rest.append(memoryview(part)[n:] if n else part)
+                n = 0
+        return rest
 
     async def run(self, cancel_scope: trio.CancelScope) -> None:
         try:
@@ -95,6 +125,23 @@ class _Outbox:
         except Exception:  # a bug must never take the broker down
             self.clog.exception("connection.error")
         cancel_scope.cancel()
+
+
+async def _watch_idle(outbox: _Outbox, idle_s: float, read_scope: trio.CancelScope, clog, idle_ms: int) -> None:
+    """connections.max.idle.ms: ends the reading of a connection that waited for the client's bytes with nothing
+    received or sent for that long (a connection busy with a request -- a long poll -- is not idle). One task per
+    connection that sleeps until the moment it could be idle, so the reading itself runs with no cancel scope."""
+    while True:
+        due = outbox.last_active + idle_s
+        if trio.current_time() < due:
+            await trio.sleep_until(due)
+            continue
+        if outbox.receiving:
+            clog.info("connection.closed", reason="idle", idle_ms=idle_ms)
+            read_scope.cancel()
+            return
+        wake = outbox.idle_wake = trio.Event()  # set when the reader waits for bytes again
+        await wake.wait()
 
 
 def raw_socket(stream) -> trio.socket.SocketType:
@@ -130,7 +177,11 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter
         async with trio.open_nursery() as nursery:
             outbox = _Outbox(stream, clog)
             nursery.start_soon(outbox.run, nursery.cancel_scope)
-            await _read_requests(broker, stream, peer, clog, outbox, inter_broker, auth, conn)
+            idle_ms = broker.config.get("connections.max.idle.ms")
+            with trio.CancelScope() as read_scope:
+                if idle_ms >= 0:
+                    nursery.start_soon(_watch_idle, outbox, idle_ms / 1000.0, read_scope, clog, idle_ms)
+                await _read_requests(broker, stream, peer, clog, outbox, inter_broker, auth, conn)
             # responses to requests handled before the end are sent first, as one-at-a-time would
             with trio.move_on_after(30):
                 await outbox.wait_turn(False)
@@ -208,22 +259,25 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                                 return
                             continue
                     want = max(1, min(1 << 20, size - reader.buffered))  # the rest of this request only
-                with trio.move_on_at(outbox.last_active + idle_s):
+                # idle for connections.max.idle.ms while waiting here: _watch_idle cancels the reading
+                outbox.receiving = True
+                if outbox.idle_wake is not None:
+                    outbox.idle_wake.set()
+                    outbox.idle_wake = None
+                try:
                     data = await stream.receive_some(want)
-                    outbox.last_active = trio.current_time()
-                    if not data:
-                        if reader.buffered or reader.pending_size is not None:
-                            clog.warning("connection.closed", reason="truncated frame at end of stream",
-                                         buffered=reader.buffered)
-                        return
-                    reader.feed(data)
-                    continue
-                if trio.current_time() >= outbox.last_active + idle_s:  # else a response went out meanwhile
-                    clog.info("connection.closed", reason="idle", idle_ms=idle_ms)
+                finally:
+                    outbox.receiving = False
+                outbox.last_active = trio.current_time()
+                if not data:
+                    if reader.buffered or reader.pending_size is not None:
+                        clog.warning("connection.closed", reason="truncated frame at end of stream",
+                                     buffered=reader.buffered)
                     return
+                reader.feed(data)
                 continue
             try:
-                now_ms = int(time.time() * 1000)
+                now_ms = int(time.time() * 1000) if auth is not None else 0
                 if auth is not None and auth.done:
                     # KIP-368, as Kafka's SocketServer: a SaslHandshake on a session with an end re-authenticates;
                     # any other request after the session's end closes the connection

@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextvars
 import socket
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import trio
@@ -18,6 +17,9 @@ if TYPE_CHECKING:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+_now_ms = now_ms  # RequestContext's own field is called now_ms
 
 
 # The socket of the connection whose request this task handles (set by server/connection.py).
@@ -55,20 +57,43 @@ async def wait_unless_peer_closed(wait: Callable[[], Awaitable[object]]) -> None
         raise PeerClosed("the client closed the connection while its request waited")
 
 
-@dataclass
 class RequestContext:
-    broker: "Broker"
-    request: Request
-    peer: str = ""
-    log: Any = None
-    now_ms: int = field(default_factory=now_ms)
-    # Awaited before the response is sent; the connection may read and handle the next Produce
-    # meanwhile (see server/connection.py). Produce puts its wait for the fsync here.
-    before_send: list = field(default_factory=list)
-    fault_log_entry: Any = None  # this request's entry in the fault injector's request log, when one is on
-    # who sent it (security/authorizer.py): User:ANONYMOUS, the SASL user, or an SSL client certificate's DN
-    principal: str = ANONYMOUS
-    inter_broker: bool = False  # on the inter-broker listener: the brokers' own requests, never refused
+    """One request's context. Built for every request, so it is lean: slots, and the request's logger is bound
+    (peer, api, version, correlation id, client id) only when a handler logs."""
+    __slots__ = ("broker", "request", "peer", "_log", "_conn_log", "now_ms", "before_send", "fault_log_entry",
+                 "principal", "inter_broker", "partition_errors", "close_after")
+
+    def __init__(self, broker: "Broker", request: Request, peer: str = "", log: Any = None, now_ms: int | None = None,
+                 principal: str = ANONYMOUS, inter_broker: bool = False, conn_log: Any = None):
+        self.broker = broker
+        self.request = request
+        self.peer = peer
+        self._log = log  # bound already (a caller's own), or None: bound from conn_log on first use
+        self._conn_log = conn_log  # the connection's logger
+        self.now_ms = _now_ms() if now_ms is None else now_ms
+        # Awaited before the response is sent; the connection may read and handle the next Produce
+        # meanwhile (see server/connection.py). Produce puts its wait for the fsync here.
+        self.before_send: list = []
+        self.fault_log_entry: Any = None  # this request's entry in the fault injector's request log, when one is on
+        # who sent it (security/authorizer.py): User:ANONYMOUS, the SASL user, or an SSL client certificate's DN
+        self.principal = principal
+        self.inter_broker = inter_broker  # on the inter-broker listener: the brokers' own requests, never refused
+        # the control plane's (control/model.py): a partition's injected error patched into the response, and
+        # whether the connection closes after handling (an acks=0 Produce that got one)
+        self.partition_errors: Any = None
+        self.close_after = False
+
+    @property
+    def log(self) -> Any:
+        if self._log is None and self._conn_log is not None:
+            req = self.request
+            self._log = self._conn_log.bind(api=req.api_name, version=req.api_version,
+                                            correlation_id=req.correlation_id, client_id=req.client_id)
+        return self._log
+
+    @log.setter
+    def log(self, value: Any) -> None:
+        self._log = value
 
     @property
     def client_host(self) -> str:

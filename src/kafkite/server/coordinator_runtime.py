@@ -106,7 +106,7 @@ class CoordinatorRuntime:
         if token is not None:  # parked first: another request may complete it while we wait
             slot = self._parked[token] = [trio.Event(), None]
         try:
-            if shard is not None and result.records and not error:
+            if shard is not None and result.records and not error and self._must_wait(shard.partition):
                 # shielded: the follow-up (e.g. SyncGroup's propagation) must run even if the client left
                 with trio.CancelScope(shield=True):
                     try:
@@ -152,6 +152,12 @@ class CoordinatorRuntime:
         lg = b.replicas.get(self.topic, partition)
         self._last_write[partition] = (lg, out.base_offset + len(records) - 1)
         return 0
+
+    def _must_wait(self, partition: int) -> bool:
+        """Whether the last write must still be made durable or reach the ISR (else the answer goes at once, with no
+        cancel scope entered: in memory, or already flushed, on an unreplicated partition)."""
+        return self._pending(partition) or (partition in self._last_write
+                                            and self.broker.replicas.replicated(self.topic, partition))
 
     def _pending(self, partition: int) -> bool:
         last = self._last_write.get(partition)

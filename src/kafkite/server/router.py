@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Awaitable, Callable
 
-import structlog
 from kafka.protocol.api_key import ApiKey
 
+from ..log import current_request
 from ..wire import codec
 from ..wire.errors import E
 from .context import RequestContext
@@ -128,13 +128,14 @@ class Router:
         except codec.MalformedRequest as exc:
             raise CloseConnection(str(exc)) from None
 
-        _, _, handler = ROUTES[req.api_key] if req.api_key in ROUTES else INTER_BROKER_ROUTES[req.api_key]
-        rlog = log.bind(api=req.api_name, version=req.api_version, correlation_id=req.correlation_id,
-                        client_id=req.client_id)
-        ctx = RequestContext(self.broker, req, peer=peer, log=rlog, inter_broker=inter_broker)
+        route = ROUTES.get(req.api_key) or INTER_BROKER_ROUTES[req.api_key]
+        # the request's logger is bound only if a handler logs (RequestContext.log); lines logged anywhere while it
+        # is handled carry its api and correlation id (kafkite.log.add_request)
+        ctx = RequestContext(self.broker, req, peer, conn_log=log, inter_broker=inter_broker)
         if principal is not None:
             ctx.principal = principal
-        with structlog.contextvars.bound_contextvars(api=req.api_name, correlation_id=req.correlation_id):
+        token = current_request.set(req)
+        try:
             faults = None if inter_broker else self.broker.faults  # faults are the clients' (not replication's)
             if faults is not None:  # control/model.py: version caps, holds, latency, drops, injected errors
                 early = await faults.before(ctx)
@@ -142,11 +143,13 @@ class Router:
                     raise CloseConnection("control plane: closed before handling (a drop, a version cap)")
                 if early is not None:
                     return codec.encode_response(early[0], early[1], req.correlation_id), []
-            response = await handler(ctx)
+            response = await route[2](ctx)
             if faults is not None:
                 response = faults.after(ctx, response)
                 if faults.should_drop(ctx):
                     raise CloseConnection("control plane: response dropped after processing")
+        finally:
+            current_request.reset(token)
         if response is None:  # e.g. Produce with acks=0
             return None, ctx.before_send
         if hasattr(response, "encode_frames"):  # Fetch: a list of buffers, records not copied
