@@ -19,7 +19,7 @@ Kafka's LogManager schedules, each a loop here:
   replica.high.watermark.checkpoint.interval.ms (written and fsynced in a worker thread;
   storage/log_manager.py).
 
-A disk error in any of them takes the log dir offline (ReplicaManager.handle_log_dir_failure), as
+A disk error in any of them takes the log dir offline (LogLifecycle.handle_log_dir_failure), as
 Kafka's LogManager and LogCleaner report an IOException to the LogDirFailureChannel; the offline
 logs leave `state.replicas.logs`, so no service touches them again.
 """
@@ -45,7 +45,7 @@ class Storage:
         self.config = state.config
         self.replicas = ReplicaManager(state, node_id=node_id, data_dir=data_dir, in_memory=in_memory,
                                        replicated=True)
-        self.replicas.open_all(now_ms())
+        self.replicas.lifecycle.open_all(now_ms())
         self.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"))
 
 
@@ -65,19 +65,19 @@ class StorageHooks:
 
     def on_topic_deleted(self, topic) -> None:
         for s in self.storages.values():
-            s.replicas.on_topic_deleted(topic)
+            s.replicas.lifecycle.on_topic_deleted(topic)
 
     def on_configs_changed(self, topic) -> None:
         for s in self.storages.values():
-            s.replicas.on_configs_changed(topic)
+            s.replicas.lifecycle.on_configs_changed(topic)
 
 
 def attach(state) -> None:
     from .server.context import now_ms
     from .server.replica_manager import ReplicaManager
     state.replicas = ReplicaManager(state)
-    state.hooks.append(state.replicas)
-    state.replicas.open_all(now_ms())
+    state.hooks.append(state.replicas.lifecycle)
+    state.replicas.lifecycle.open_all(now_ms())
     state.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"))
 
 
