@@ -277,3 +277,34 @@ def test_deleting_a_topic_fsyncs_nothing_per_partition_on_the_event_loop(tmp_pat
             p = r.responses[0].partitions[0]
             assert p.error_code == 0 and p.high_watermark == 0 and not p.records
         admin.close()
+
+
+def test_an_in_process_cluster_makes_and_recovers_its_logs_in_a_worker_thread(tmp_path, monkeypatch):
+    """An in-process cluster on disk: the logs a broker opens with its partitions' first leader and ISR -- 30 new
+    partitions, then, after a crash (no clean-shutdown marker), the same logs loaded and recovered -- are made in a
+    worker thread (before: each on the event loop, inside the metadata writer's callback), and serve their records
+    once that is done."""
+    from kafka import KafkaProducer
+    from kafkite.storage.log_loader import LogLoader
+    from kafkite.testing.cluster import KafkiteCluster
+    data = tmp_path / "data"
+    with KafkiteCluster(brokers=2, data_dir=data) as c:
+        with OnTheLoop(monkeypatch, LogLoader, "load") as loads:
+            admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers)
+            admin.create_topics([NewTopic("spread", 30, 2)])
+            admin.close()
+            p = KafkaProducer(bootstrap_servers=c.bootstrap_servers, acks="all")
+            for i in range(30):
+                p.send("spread", b"v%d" % i, partition=i)
+            p.flush()
+            p.close()
+        loads.check(0)
+        wait_until(lambda: all(c.log_end_offsets("spread", i) == {1: 1, 2: 1} for i in range(30)), timeout=30,
+                   what="every copy written")
+    for marker in data.glob("broker-*/.kafka_cleanshutdown"):
+        marker.unlink()  # as after a crash: every log is recovered
+    with OnTheLoop(monkeypatch, LogLoader, "load") as loads:
+        with KafkiteCluster(brokers=2, data_dir=data) as c:
+            wait_until(lambda: all(c.log_end_offsets("spread", i) == {1: 1, 2: 1} for i in range(30)), timeout=30,
+                       what="the recovered logs served")
+    loads.check(0)

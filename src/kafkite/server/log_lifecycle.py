@@ -83,14 +83,21 @@ class LogLifecycle:
         return FileLog(self.dir_of(topic.name, partition), self.log_config(topic), now_ms=now_ms,
                        topic_id=topic.topic_id, rng=self.segment_rng, **self.log_dir.load_options(topic.name, partition))
 
-    async def prepare_logs(self, topic: "TopicInfo", indexes: list[int] | None = None) -> None:
+    async def prepare_logs(self, topic: "TopicInfo", indexes: list[int] | None = None, *,
+                           existing: bool = False) -> None:
         """The new logs of a topic's partitions (all, or `indexes`) made in a worker thread (server/prepared_logs.py)
-        for `open` to take; the caller holds `making_logs` and calls `discard_prepared` once it is done."""
+        for `open` to take; the caller holds `making_logs` and calls `discard_prepared` once it is done. With
+        `existing`, the logs whose directory exists are loaded (and recovered) there too."""
         if not self.in_memory and not self.offline_log_dirs:
             now = self.clock()
             indexes = [p.index for p in topic.partitions] if indexes is None else indexes
             await self.prepared.prepare([(topic.name, i) for i in indexes], topic.topic_id,
-                                        self.logs.__contains__, lambda key: self._make_file_log(topic, key[1], now))
+                                        self.logs.__contains__, lambda key: self._make_file_log(topic, key[1], now),
+                                        existing=existing)
+
+    def must_load(self, key: Key) -> bool:
+        """Whether opening the partition's log would make or load it here (on disk, neither open nor prepared)."""
+        return not self.in_memory and key not in self.logs and key not in self.prepared and not self.offline_log_dirs
 
     def discard_prepared(self, topic: "TopicInfo", indexes: list[int] | None = None) -> None:
         indexes = [p.index for p in topic.partitions] if indexes is None else indexes
