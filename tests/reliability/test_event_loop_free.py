@@ -283,13 +283,16 @@ def test_an_in_process_cluster_makes_and_recovers_its_logs_in_a_worker_thread(tm
     """An in-process cluster on disk: the logs a broker opens with its partitions' first leader and ISR -- 30 new
     partitions, then, after a crash (no clean-shutdown marker), the same logs loaded and recovered -- are made in a
     worker thread (before: each on the event loop, inside the metadata writer's callback), and serve their records
-    once that is done."""
+    once that is done. The leader-epoch checkpoint the first records of an epoch change (leader's and follower's)
+    is written by the worker writing them (before: on the event loop, one file per partition)."""
     from kafka import KafkaProducer
+    import kafkite.storage.leader_epoch_file_cache as epoch_cache
     from kafkite.storage.log_loader import LogLoader
     from kafkite.testing.cluster import KafkiteCluster
     data = tmp_path / "data"
     with KafkiteCluster(brokers=2, data_dir=data) as c:
-        with OnTheLoop(monkeypatch, LogLoader, "load") as loads:
+        with OnTheLoop(monkeypatch, LogLoader, "load") as loads, \
+                OnTheLoop(monkeypatch, epoch_cache, "write_checkpoint") as epoch_writes:
             admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers)
             admin.create_topics([NewTopic("spread", 30, 2)])
             admin.close()
@@ -298,9 +301,13 @@ def test_an_in_process_cluster_makes_and_recovers_its_logs_in_a_worker_thread(tm
                 p.send("spread", b"v%d" % i, partition=i)
             p.flush()
             p.close()
+            wait_until(lambda: all(c.log_end_offsets("spread", i) == {1: 1, 2: 1} for i in range(30)), timeout=30,
+                       what="every copy written")
         loads.check(0)
-        wait_until(lambda: all(c.log_end_offsets("spread", i) == {1: 1, 2: 1} for i in range(30)), timeout=30,
-                   what="every copy written")
+        epoch_writes.check(0)
+        checkpoints = [(data / f"broker-{b}" / f"spread-{i}" / "leader-epoch-checkpoint").read_text().split("\n")
+                       for b in (1, 2) for i in range(30)]
+        assert all(lines[:3] == ["0", "1", "0 0"] for lines in checkpoints), checkpoints[:2]
     for marker in data.glob("broker-*/.kafka_cleanshutdown"):
         marker.unlink()  # as after a crash: every log is recovered
     with OnTheLoop(monkeypatch, LogLoader, "load") as loads:
