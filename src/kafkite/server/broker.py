@@ -76,6 +76,9 @@ def inter_broker_listener(config, client_host: str) -> tuple[str, int]:
     return inter.host or "0.0.0.0", inter.port
 
 
+LOAD_CHUNK = 100  # partitions whose (loaded) logs Broker._load_logs puts in service in one step of the loop
+
+
 class Broker:
     """One broker: a node id, a listener, and the shared state behind it."""
 
@@ -155,7 +158,8 @@ class Broker:
         """Whether this broker copies partitions from their leaders (ZooKeeper mode, an in-process cluster)."""
         return self.replicas.is_replicated
 
-    def _apply_partition_states(self, cache: MetadataCache, *, inline: bool = False) -> None:
+    def _apply_partition_states(self, cache: MetadataCache, *, inline: bool = False,
+                                only: set[tuple[str, int]] | None = None) -> None:
         """An in-process cluster: the controller's view applied to this broker's replicas as Kafka's LeaderAndIsr
         (a partition at a newer leader epoch: leader or follower), UpdateMetadata (the ISR of a partition it
         leads) and StopReplica (a partition it no longer hosts) would apply it. A partition whose log is to be made
@@ -171,6 +175,8 @@ class Broker:
                     continue
                 key = (t.name, p.index)
                 hosted.add(key)
+                if only is not None and key not in only:
+                    continue
                 if key not in rm.leader_epochs or p.leader_epoch > rm.leader_epochs[key]:
                     if not inline and self._nursery is not None and lc.must_load(key):
                         self._to_load.add(key)
@@ -178,15 +184,17 @@ class Broker:
                     rm.become_replica(t, dataclasses.replace(p, replicas=list(p.replicas), isr=list(p.isr)))
                 elif p.leader == self.node_id:
                     rm.on_isr_changed(t.name, p.index, list(p.isr), p.partition_epoch)
-        for key in [k for k in rm.leader_epochs if k not in hosted]:
-            rm.stop_replica(*key, delete=False)  # (a deleted topic's files go with StorageHooks.on_topic_deleted)
+        if only is None:
+            for key in [k for k in rm.leader_epochs if k not in hosted]:
+                rm.stop_replica(*key, delete=False)  # (a deleted topic's files go with StorageHooks.on_topic_deleted)
         if self._to_load and not self._loading:
             self._loading = True
             self._nursery.start_soon(self._load_logs)
 
     async def _load_logs(self) -> None:
         """Make or load (recover) the logs `_apply_partition_states` left, in a worker thread, then apply the
-        controller's latest view to them (what the worker could not make is opened there, as before)."""
+        controller's latest view to them, LOAD_CHUNK partitions a step (what the worker could not make is opened
+        there, as before)."""
         lc = self.replicas.lifecycle
         try:
             while self._to_load:
@@ -202,6 +210,10 @@ class Broker:
                             if info is not None:
                                 prepared.append((info, indexes))
                                 await lc.prepare_logs(info, indexes, existing=True)
+                        ordered = sorted(keys)
+                        for i in range(0, len(ordered), LOAD_CHUNK):
+                            self._apply_partition_states(self.cache, inline=True, only=set(ordered[i:i + LOAD_CHUNK]))
+                            await trio.sleep(0)  # (other tasks run between two chunks)
                     finally:
                         if self._nursery is not None:  # (still serving)
                             self._apply_partition_states(self.cache, inline=True)

@@ -61,6 +61,7 @@ class LogLifecycle:
         # the random source of the segments' roll jitter (segment.jitter.ms) in the logs opened from now on: None
         # for the `random` module; a test sets its own to make the jitter deterministic
         self.segment_rng = None
+        self._log_configs: dict[tuple, LogConfig] = {}  # log_config's, by effective configs
         # called with the partition whose log was closed (stop_replica); once the log dir went offline
         self.on_removed: Callable[[Key], None] = lambda key: None
         self.on_offline: Callable[[], None] = lambda: None
@@ -73,7 +74,16 @@ class LogLifecycle:
         return cfg
 
     def log_config(self, topic: "TopicInfo") -> LogConfig:
-        return LogConfig.from_topic_configs(self.effective_configs(topic))
+        """The topic's LogConfig; one object for equal effective configs (parsing one took ~0.15 ms: a LeaderAndIsr
+        of 1,000 partitions parsed the same one 1,000 times on the event loop). Never changed in place."""
+        effective = self.effective_configs(topic)
+        key = tuple(sorted(effective.items()))
+        cfg = self._log_configs.get(key)
+        if cfg is None:
+            if len(self._log_configs) >= 256:
+                self._log_configs.clear()
+            cfg = self._log_configs[key] = LogConfig.from_topic_configs(effective)
+        return cfg
 
     def dir_of(self, topic: str, partition: int) -> Path:
         assert self.data_dir is not None
