@@ -284,8 +284,11 @@ def test_an_in_process_cluster_makes_and_recovers_its_logs_in_a_worker_thread(tm
     partitions, then, after a crash (no clean-shutdown marker), the same logs loaded and recovered -- are made in a
     worker thread (before: each on the event loop, inside the metadata writer's callback), and serve their records
     once that is done. The leader-epoch checkpoint the first records of an epoch change (leader's and follower's)
-    is written by the worker writing them (before: on the event loop, one file per partition)."""
+    is written by the worker writing them (before: on the event loop, one file per partition); the controller's
+    metadata snapshot for an election (a broker gone) and for ISR changes (AlterPartition) is written in a worker
+    thread (before: at once, on the loop), and the brokers told once it is."""
     from kafka import KafkaProducer
+    import kafkite.controller.metadata as metadata_module
     import kafkite.storage.leader_epoch_file_cache as epoch_cache
     from kafkite.storage.log_loader import LogLoader
     from kafkite.testing.cluster import KafkiteCluster
@@ -308,6 +311,14 @@ def test_an_in_process_cluster_makes_and_recovers_its_logs_in_a_worker_thread(tm
         checkpoints = [(data / f"broker-{b}" / f"spread-{i}" / "leader-epoch-checkpoint").read_text().split("\n")
                        for b in (1, 2) for i in range(30)]
         assert all(lines[:3] == ["0", "1", "0 0"] for lines in checkpoints), checkpoints[:2]
+        # the controller's elections and ISR changes: its metadata snapshot written off the loop too
+        with OnTheLoop(monkeypatch, metadata_module, "write_atomically") as snaps:
+            c.stop_broker(2)  # broker 1 leads everything, alone in the ISRs
+            assert all(c.leader("spread", i) == 1 and c.isr("spread", i) == [1] for i in range(30))
+            c.start_broker(2)
+            wait_until(lambda: all(sorted(c.isr("spread", i)) == [1, 2] for i in range(30)), timeout=30,
+                       what="broker 2 back in every ISR (AlterPartition)")
+        snaps.check(0)
     for marker in data.glob("broker-*/.kafka_cleanshutdown"):
         marker.unlink()  # as after a crash: every log is recovered
     with OnTheLoop(monkeypatch, LogLoader, "load") as loads:

@@ -98,6 +98,8 @@ async def _on_controller(brokers: dict, action: str, *args) -> None:
     if controller is None:
         raise ValueError("no active controller in this process")
     getattr(controller, action)(*args)
+    if state.writer is not None:  # done once the brokers know it: the controller's change is written first
+        await state.writer.durable()
 
 
 # -- replication cut between two brokers -------------------------------------------------------------------------

@@ -185,6 +185,10 @@ class DeferredWrites(Protocol):
     def write_now(self) -> None:
         """Write every change made so far before returning (OSError when it cannot)."""
 
+    def write_soon(self) -> None:
+        """A controller's change (an election, an ISR) waits to be written; once it is, the brokers are told (they
+        are told only what is on disk: `published_snapshot`)."""
+
 
 @dataclass(frozen=True)
 class PendingWrite:
@@ -297,10 +301,14 @@ class ClusterMetadata:
         }
 
     def persist(self) -> None:
-        """Write every change made so far now (the controller's: elections, ISRs; OSError when it cannot)."""
+        """Write every change made so far now (the controller's: elections, ISRs; OSError when it cannot).
+        Deferred: written soon, off the event loop, and the brokers told then (`DeferredWrites.write_soon`; a
+        caller that must not answer before, such as AlterPartition, awaits the writer's `durable()`); a failed
+        write is not undone (the controller's view keeps it, the next write puts it on disk)."""
         self.version += 1
         if self._writes is not None:
-            self._writes.write_now()
+            self.dirty = True
+            self._writes.write_soon()
             return
         self.store.save(self.snapshot())
         self.durable_version = self.version

@@ -152,6 +152,8 @@ class Broker:
         self._nursery: trio.Nursery | None = None  # the broker's own tasks, while it serves
         self._to_load: set[tuple[str, int]] = set()  # in-process cluster: partitions whose logs _load_logs makes
         self._loading = False
+        self._loaded = trio.Event()  # set whenever _load_logs has nothing left to do
+        self._loaded.set()
 
     @property
     def replicated(self) -> bool:
@@ -188,8 +190,19 @@ class Broker:
             for key in [k for k in rm.leader_epochs if k not in hosted]:
                 rm.stop_replica(*key, delete=False)  # (a deleted topic's files go with StorageHooks.on_topic_deleted)
         if self._to_load and not self._loading:
-            self._loading = True
-            self._nursery.start_soon(self._load_logs)
+            try:
+                self._nursery.start_soon(self._load_logs)
+            except RuntimeError:  # the broker is stopping (its nursery closed): they open with its next start
+                self._to_load.clear()
+            else:
+                self._loading = True
+                self._loaded = trio.Event()
+
+    async def logs_settled(self) -> None:
+        """Once the logs the controller's view asked for so far are made and in service (an in-process cluster:
+        CreateTopics and CreatePartitions are answered then, as when they were made inline)."""
+        while self._loading:
+            await self._loaded.wait()
 
     async def _load_logs(self) -> None:
         """Make or load (recover) the logs `_apply_partition_states` left, in a worker thread, then apply the
@@ -221,6 +234,7 @@ class Broker:
                             lc.discard_prepared(info, indexes)  # (those no longer this broker's)
         finally:
             self._loading = False
+            self._loaded.set()
 
     # -- what handlers use ---------------------------------------------------
     @property

@@ -235,7 +235,9 @@ class ClusterState:
 
         async def finish() -> TopicInfo:
             with self._storage(what):
-                return await wait(waiter)
+                info = await wait(waiter)
+            await self.logs_settled()
+            return info
         return finish
 
     def _roll_back(self, undo, info: TopicInfo | None = None) -> None:
@@ -343,7 +345,14 @@ class ClusterState:
             md.add_partitions(name, replicas)
             if changed is not None:
                 changed()
-            return await self.durable(added)
+            n = await self.durable(added)
+        await self.logs_settled()
+        return n
+
+    async def logs_settled(self) -> None:
+        """An in-process cluster: once its brokers made (in a worker thread) the logs they were told of so far."""
+        for b in list(self.brokers.values()):
+            await b.logs_settled()
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         validate_topic_configs(configs)

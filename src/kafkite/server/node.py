@@ -58,7 +58,15 @@ class Node:
             raise RuntimeError(f"broker {node_id} is running")
         if port is None:
             port = self.ports.get(node_id)
-        return await self._nursery.start(self._run_broker, node_id, port)
+        b = await self._nursery.start(self._run_broker, node_id, port)
+        await self._settled()
+        return b
+
+    async def _settled(self) -> None:
+        """The controller's changes so far (elections, a broker come or gone) written and told to the brokers."""
+        if self.state.writer is not None:
+            await self.state.writer.durable()
+        await self.state.logs_settled()
 
     def stop_broker(self, node_id: int) -> None:
         """Stop a broker as if its process died: listener closed, connections dropped, session ended
@@ -68,6 +76,7 @@ class Node:
     async def wait_stopped(self, node_id: int) -> None:
         while node_id in self.state.brokers or node_id in self._scopes:
             await trio.sleep(0.01)
+        await self._settled()
 
     async def _run_broker(self, node_id: int, port: int | None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         b = Broker(self.state, node_id=node_id, port=port, rack=self.racks.get(node_id))
@@ -129,6 +138,7 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
                 from .metadata_writer import MetadataWriter
                 state.writer = MetadataWriter(state.metadata)
                 state.writer.batch = state._one_publish
+                state.writer.publish = state.publish
                 await nursery.start(state.writer.run)
             for storage in storages:
                 await nursery.start(services.run, storage)

@@ -160,7 +160,8 @@ class KafkiteCluster(TrioThread):
         self.call(lambda: self.brokers[broker_id].replicas.replication.resume())
 
     def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
-        self.call(lambda: self.state.active_controller().move_leader(topic, partition, broker_id))
+        from ..control import views
+        self.call(views.move_leader, self.brokers, topic, partition, broker_id)
 
     def make_leaderless(self, topic: str, partition: int) -> None:
         """POST /v1/leaderless: the partition has no leader (leader -1; Metadata answers LEADER_NOT_AVAILABLE,

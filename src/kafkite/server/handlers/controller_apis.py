@@ -202,6 +202,13 @@ async def handle_alter_partition(ctx: RequestContext):
              for t in r.topics for p in t.partitions]
     if zk is None:  # an in-process cluster: its controller runs on this thread
         err, out = b.controller.alter_partition(r.broker_id, r.broker_epoch, items)
+        if not err and b.state.writer is not None:  # answered once the new ISRs are on disk (written off the loop)
+            try:
+                await b.state.writer.durable()
+            except OSError as exc:
+                log.warning("alter_partition.not_written", error=str(exc))
+                return AlterPartitionResponse(version=v, throttle_time_ms=0, error_code=E.UNKNOWN_SERVER_ERROR,
+                                              topics=[])
     else:
         err, out = await zk.call(lambda: zk.controller.alter_partition(r.broker_id, r.broker_epoch, items))
     if err:
