@@ -256,16 +256,18 @@ def _run(data: Path, own_dir: bool, *, compact_mb: float, recover_mb: float, par
                            "the restarted broker back in every ISR")
                 Recorder.phases[Recorder.phase].seconds = time.monotonic() - t0
 
-                Recorder.phase = "recovery"
-                t0 = time.monotonic()
+                # the log closed (StopReplica: its flush is not the recovery's, and not timed) and opened again with
+                # its next leader and ISR, as after a crash: this data dir had no clean-shutdown marker and the log
+                # no recovery point, so the whole log is recovered
+                Recorder.phase = "stop_replica"
                 rm = c.brokers[others[0]].replicas
                 rec_end = c.replica_log(others[0], "rec", 0).log_end_offset
+                assert not rm.log_dir.had_clean_shutdown and ("rec", 0) not in rm.log_dir.recovery_points
+                c.call(lambda: rm.stop_replica("rec", 0, delete=False))
+                Recorder.phase = "recovery"
+                t0 = time.monotonic()
 
                 def reopen() -> None:
-                    """The log closed and opened again (its next leader and ISR) as after a crash: this data dir had
-                    no clean-shutdown marker and the log no recovery point, so the whole log is recovered."""
-                    assert not rm.log_dir.had_clean_shutdown and ("rec", 0) not in rm.log_dir.recovery_points
-                    rm.stop_replica("rec", 0, delete=False)
                     c.state.publish()
                 from kafkite.storage import log_loader
                 checked, real_recover = [], log_loader.LogLoader._recover
