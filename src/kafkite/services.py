@@ -19,7 +19,10 @@ Kafka's LogManager schedules, each a loop here:
   replica.high.watermark.checkpoint.interval.ms (written and fsynced in a worker thread;
   storage/log_manager.py).
 
-A disk error in any of them takes the log dir offline (ReplicaManager.handle_log_dir_failure), as
+Retention, segment file deletion and the flush scheduler look at LOGS_PER_STEP logs in one step of the event loop,
+then let other tasks run (a log deleted or moved meanwhile is skipped).
+
+A disk error in any of them takes the log dir offline (LogLifecycle.handle_log_dir_failure), as
 Kafka's LogManager and LogCleaner report an IOException to the LogDirFailureChannel; the offline
 logs leave `state.replicas.logs`, so no service touches them again.
 """
@@ -45,7 +48,7 @@ class Storage:
         self.config = state.config
         self.replicas = ReplicaManager(state, node_id=node_id, data_dir=data_dir, in_memory=in_memory,
                                        replicated=True)
-        self.replicas.open_all(now_ms())
+        self.replicas.lifecycle.open_all(now_ms())
         self.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"))
 
 
@@ -65,24 +68,39 @@ class StorageHooks:
 
     def on_topic_deleted(self, topic) -> None:
         for s in self.storages.values():
-            s.replicas.on_topic_deleted(topic)
+            s.replicas.lifecycle.on_topic_deleted(topic)
 
     def on_configs_changed(self, topic) -> None:
         for s in self.storages.values():
-            s.replicas.on_configs_changed(topic)
+            s.replicas.lifecycle.on_configs_changed(topic)
 
 
 def attach(state) -> None:
     from .server.context import now_ms
     from .server.replica_manager import ReplicaManager
     state.replicas = ReplicaManager(state)
-    state.hooks.append(state.replicas)
-    state.replicas.open_all(now_ms())
+    state.hooks.append(state.replicas.lifecycle)
+    state.replicas.lifecycle.open_all(now_ms())
     state.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"))
 
 
 def _logs(state):
     return [(f"{topic}-{partition}", lg) for (topic, partition), lg in list(state.replicas.logs.items())]
+
+
+LOGS_PER_STEP = 100  # the periodic services look at this many logs in one step of the event loop, then let others run
+
+
+async def _pace(i: int) -> None:
+    """Every LOGS_PER_STEP logs a periodic service looks at, let the other tasks run (a broker of thousands of
+    partitions held the loop 100-600 ms per pass when they went in one step)."""
+    if i and i % LOGS_PER_STEP == 0:
+        await trio.sleep(0)
+
+
+def _serving(state, key, lg) -> bool:
+    """The log is still the partition's (not deleted nor moved while the service let other tasks run)."""
+    return state.replicas.logs.get(key) is lg
 
 
 async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -106,14 +124,19 @@ async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
 async def retention(state) -> None:
     while True:
         await trio.sleep(state.config.get("log.retention.check.interval.ms") / 1000)
-        for name, lg in _logs(state):
+        for i, ((topic, partition), lg) in enumerate(list(state.replicas.logs.items())):
+            await _pace(i)
+            if not _serving(state, (topic, partition), lg):
+                continue
+            name = f"{topic}-{partition}"
             if "delete" in lg.config.cleanup_policy:
                 try:
                     n = lg.enforce_retention(state.replicas.log_now_ms())
                 except OSError as exc:
-                    if lg in state.replicas.logs.values():  # else deleted meanwhile: not a disk fault
+                    if state.replicas.get(topic, partition) is lg:  # else deleted meanwhile: not a disk fault
                         state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {name}")
                         break
+                    continue
                 if n:
                     log.info("log.retention", log=name, segments_deleted=n, log_start_offset=lg.log_start_offset)
 
@@ -125,7 +148,10 @@ async def delete_segment_files(state) -> None:
     """Remove the `.deleted` files whose file.delete.delay.ms has passed, in a worker thread."""
     while True:
         await trio.sleep(FILE_DELETE_CHECK_S)
-        for (topic, partition), lg in list(state.replicas.logs.items()):
+        for i, ((topic, partition), lg) in enumerate(list(state.replicas.logs.items())):
+            await _pace(i)
+            if not _serving(state, (topic, partition), lg):
+                continue
             run = lg.files_to_delete(state.replicas.log_now_ms())
             if run is None:
                 continue
@@ -172,7 +198,10 @@ async def _clean(state, cleaner: LogCleaner, job) -> bool:
 async def flush_logs(state) -> None:
     while True:
         await trio.sleep(min(state.config.get("log.flush.scheduler.interval.ms"), 1000) / 1000)
-        for (topic, partition), lg in list(state.replicas.logs.items()):
+        for i, ((topic, partition), lg) in enumerate(list(state.replicas.logs.items())):
+            await _pace(i)
+            if not _serving(state, (topic, partition), lg):
+                continue
             job = lg.scheduled_flush(state.replicas.log_now_ms())
             if job is not None:
                 target, run = job

@@ -12,7 +12,7 @@ from helpers import kp_consume_all
 
 
 class LargestJitter:
-    """The broker's segment jitter source (ReplicaManager.segment_rng): every draw the largest value."""
+    """The broker's segment jitter source (LogLifecycle.segment_rng): every draw the largest value."""
 
     def randrange(self, n: int) -> int:
         return n - 1
@@ -21,7 +21,7 @@ class LargestJitter:
 def test_storage_topic_configs_over_the_wire(broker_factory, tmp_path):
     data = tmp_path / "data"
     b = broker_factory(data_dir=data, overrides={"log.retention.check.interval.ms": "100"})
-    b.state.replicas.segment_rng = LargestJitter()  # the logs opened from now on draw from it
+    b.state.replicas.lifecycle.segment_rng = LargestJitter()  # the logs opened from now on draw from it
     bs = b.bootstrap_servers
     admin = KafkaAdminClient(bootstrap_servers=bs)
     try:

@@ -25,7 +25,7 @@ def _batch(n: int) -> bytes:
 
 def _rm(state, path) -> ReplicaManager:
     rm = ReplicaManager(state, node_id=1, data_dir=path, in_memory=False, replicated=True)
-    rm.open_all(0)
+    rm.lifecycle.open_all(0)
     return rm
 
 
@@ -60,6 +60,6 @@ def test_a_partition_without_a_checkpoint_starts_at_zero(tmp_path):
     rm.close()
     # a single broker's data dir never gets the file (its logs are not replicated)
     single = ReplicaManager(state, node_id=1, data_dir=tmp_path / "single", in_memory=False, replicated=False)
-    single.open_all(0)
+    single.lifecycle.open_all(0)
     single.close()
     assert not (tmp_path / "single" / HIGH_WATERMARK_CHECKPOINT_FILE).exists()

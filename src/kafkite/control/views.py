@@ -112,7 +112,10 @@ async def _on_controller(brokers: dict, action: str, *args):
     controller = state.active_controller()
     if controller is None:
         raise ValueError("no active controller in this process")
-    return getattr(controller, action)(*args)
+    result = getattr(controller, action)(*args)
+    if state.writer is not None:  # done once the brokers know it: the controller's change is written first
+        await state.writer.durable()
+    return result
 
 
 # -- replication cut between two brokers -------------------------------------------------------------------------

@@ -18,7 +18,6 @@ Sans-IO: no sockets; the time comes from `now_ms`; the in-process store fires wa
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Callable
 
@@ -65,7 +64,7 @@ class MetadataCache(ClusterMetadata):
             log.warning("metadata.stale_controller_epoch", broker=self.node_id, got=cmd.controller_epoch,
                         newest=self.latest_controller_epoch, sender=cmd.controller_id)
             return int(E.STALE_CONTROLLER_EPOCH)
-        old = copy.deepcopy(self.topics)
+        old = self.topics  # (load_snapshot makes a new dict of new objects: this one stays as it was)
         self.latest_controller_epoch = cmd.controller_epoch
         self.controller_id = cmd.controller_id
         self.controller_epoch = cmd.controller_epoch

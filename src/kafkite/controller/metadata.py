@@ -185,6 +185,10 @@ class DeferredWrites(Protocol):
     def write_now(self) -> None:
         """Write every change made so far before returning (OSError when it cannot)."""
 
+    def write_soon(self) -> None:
+        """A controller's change (an election, an ISR) waits to be written; once it is, the brokers are told (they
+        are told only what is on disk: `published_snapshot`)."""
+
 
 @dataclass(frozen=True)
 class PendingWrite:
@@ -199,6 +203,17 @@ def new_cluster_id() -> str:
     """Kafka's cluster ids are 16 random bytes, URL-safe base64 without padding."""
     import base64
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def copy_snapshot(snap: dict) -> dict:
+    """A copy of a snapshot (`ClusterMetadata.snapshot`) sharing nothing mutable with it: copy.deepcopy's result,
+    made ~10x faster by knowing its shape (a publish of 1,000 partitions took 100-200 ms of the event loop)."""
+    out = copy.deepcopy({k: v for k, v in snap.items() if k != "topics"})
+    out["topics"] = [{**t, "configs": dict(t["configs"]),
+                      "partitions": [{**p, "replicas": list(p["replicas"]), "isr": list(p["isr"])}
+                                     for p in t["partitions"]]}
+                     for t in snap["topics"]]
+    return out
 
 
 class ClusterMetadata:
@@ -286,10 +301,14 @@ class ClusterMetadata:
         }
 
     def persist(self) -> None:
-        """Write every change made so far now (the controller's: elections, ISRs; OSError when it cannot)."""
+        """Write every change made so far now (the controller's: elections, ISRs; OSError when it cannot).
+        Deferred: written soon, off the event loop, and the brokers told then (`DeferredWrites.write_soon`; a
+        caller that must not answer before, such as AlterPartition, awaits the writer's `durable()`); a failed
+        write is not undone (the controller's view keeps it, the next write puts it on disk)."""
         self.version += 1
         if self._writes is not None:
-            self._writes.write_now()
+            self.dirty = True
+            self._writes.write_soon()
             return
         self.store.save(self.snapshot())
         self.durable_version = self.version
@@ -321,7 +340,7 @@ class ClusterMetadata:
         sees a change a crash could still take back; else the current one."""
         if self._writes is None or self.version == self.durable_version or self._durable_snapshot is None:
             return self.snapshot(include_brokers=True)
-        return {**copy.deepcopy(self._durable_snapshot), "brokers": [vars(b).copy() for b in self.brokers.values()]}
+        return {**copy_snapshot(self._durable_snapshot), "brokers": [vars(b).copy() for b in self.brokers.values()]}
 
     def written(self, pending: PendingWrite) -> None:
         """`pending` is on disk: its changes are durable and can no longer be undone."""

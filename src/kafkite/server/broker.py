@@ -76,6 +76,9 @@ def inter_broker_listener(config, client_host: str) -> tuple[str, int]:
     return inter.host or "0.0.0.0", inter.port
 
 
+LOAD_CHUNK = 100  # partitions whose (loaded) logs Broker._load_logs puts in service in one step of the loop
+
+
 class Broker:
     """One broker: a node id, a listener, and the shared state behind it."""
 
@@ -146,17 +149,27 @@ class Broker:
         self.faults = None  # testing.faults.Faults when fault injection is on
         self.bound_port: int | None = None
         self._cancel: trio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None  # the broker's own tasks, while it serves
+        self._to_load: set[tuple[str, int]] = set()  # in-process cluster: partitions whose logs _load_logs makes
+        self._loading = False
+        self._loaded = trio.Event()  # set whenever _load_logs has nothing left to do
+        self._loaded.set()
 
     @property
     def replicated(self) -> bool:
         """Whether this broker copies partitions from their leaders (ZooKeeper mode, an in-process cluster)."""
         return self.replicas.is_replicated
 
-    def _apply_partition_states(self, cache: MetadataCache) -> None:
+    def _apply_partition_states(self, cache: MetadataCache, *, inline: bool = False,
+                                only: set[tuple[str, int]] | None = None) -> None:
         """An in-process cluster: the controller's view applied to this broker's replicas as Kafka's LeaderAndIsr
         (a partition at a newer leader epoch: leader or follower), UpdateMetadata (the ISR of a partition it
-        leads) and StopReplica (a partition it no longer hosts) would apply it."""
+        leads) and StopReplica (a partition it no longer hosts) would apply it. A partition whose log is to be made
+        or loaded (and recovered) from disk waits for it: it is made in a worker thread (`_load_logs`), as
+        handle_leader_and_isr does in ZooKeeper mode, and its state applied then (meanwhile this broker answers
+        NOT_LEADER_OR_FOLLOWER for it, as a Kafka broker does before its LeaderAndIsr is done)."""
         rm = self.replicas
+        lc = rm.lifecycle
         hosted = set()
         for t in list(cache.topics.values()):
             for p in t.partitions:
@@ -164,12 +177,64 @@ class Broker:
                     continue
                 key = (t.name, p.index)
                 hosted.add(key)
+                if only is not None and key not in only:
+                    continue
                 if key not in rm.leader_epochs or p.leader_epoch > rm.leader_epochs[key]:
+                    if not inline and self._nursery is not None and lc.must_load(key):
+                        self._to_load.add(key)
+                        continue
                     rm.become_replica(t, dataclasses.replace(p, replicas=list(p.replicas), isr=list(p.isr)))
                 elif p.leader == self.node_id:
                     rm.on_isr_changed(t.name, p.index, list(p.isr), p.partition_epoch)
-        for key in [k for k in rm.leader_epochs if k not in hosted]:
-            rm.stop_replica(*key, delete=False)  # (a deleted topic's files go with StorageHooks.on_topic_deleted)
+        if only is None:
+            for key in [k for k in rm.leader_epochs if k not in hosted]:
+                rm.stop_replica(*key, delete=False)  # (a deleted topic's files go with StorageHooks.on_topic_deleted)
+        if self._to_load and not self._loading:
+            try:
+                self._nursery.start_soon(self._load_logs)
+            except RuntimeError:  # the broker is stopping (its nursery closed): they open with its next start
+                self._to_load.clear()
+            else:
+                self._loading = True
+                self._loaded = trio.Event()
+
+    async def logs_settled(self) -> None:
+        """Once the logs the controller's view asked for so far are made and in service (an in-process cluster:
+        CreateTopics and CreatePartitions are answered then, as when they were made inline)."""
+        while self._loading:
+            await self._loaded.wait()
+
+    async def _load_logs(self) -> None:
+        """Make or load (recover) the logs `_apply_partition_states` left, in a worker thread, then apply the
+        controller's latest view to them, LOAD_CHUNK partitions a step (what the worker could not make is opened
+        there, as before)."""
+        lc = self.replicas.lifecycle
+        try:
+            while self._to_load:
+                keys, self._to_load = self._to_load, set()
+                by_topic: dict[str, list[int]] = {}
+                for t, i in sorted(keys):
+                    by_topic.setdefault(t, []).append(i)
+                prepared = []
+                async with lc.making_logs:
+                    try:
+                        for name, indexes in by_topic.items():
+                            info = self.cache.topic(name)
+                            if info is not None:
+                                prepared.append((info, indexes))
+                                await lc.prepare_logs(info, indexes, existing=True)
+                        ordered = sorted(keys)
+                        for i in range(0, len(ordered), LOAD_CHUNK):
+                            self._apply_partition_states(self.cache, inline=True, only=set(ordered[i:i + LOAD_CHUNK]))
+                            await trio.sleep(0)  # (other tasks run between two chunks)
+                    finally:
+                        if self._nursery is not None:  # (still serving)
+                            self._apply_partition_states(self.cache, inline=True)
+                        for info, indexes in prepared:
+                            lc.discard_prepared(info, indexes)  # (those no longer this broker's)
+        finally:
+            self._loading = False
+            self._loaded.set()
 
     # -- what handlers use ---------------------------------------------------
     @property
@@ -368,6 +433,7 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
+                self._nursery = nursery
                 if self.zk is None:
                     nursery.start_soon(self._accept_loops, listeners, nursery)
                 if internal:
@@ -407,6 +473,7 @@ class Broker:
             # The broker's session ends: its registration (and the controller claim, if held) vanish,
             # and the remaining brokers elect a controller and move leadership.
             self.state.brokers.pop(self.node_id, None)
+            self._nursery = None
             if self.zk is None:
                 if self.replicated:
                     self.replicas.replication = None  # its fetchers stopped with it

@@ -186,23 +186,24 @@ class ClusterState:
         if rm is None or rm.in_memory or rm.is_replicated:
             return self._create_topic(name, num_partitions, replication_factor, assignments, configs,
                                       max_records=max_records)
-        async with rm.making_logs:  # let go once the metadata has the topic: the next one's logs are made meanwhile
+        lc = rm.lifecycle
+        async with lc.making_logs:  # let go once the metadata has the topic: the next one's logs are made meanwhile
             planned = self.check_topic(name, num_partitions, replication_factor, assignments, configs,
                                        max_records=max_records)  # MetadataError as it would
             planned.topic_id = uuid.uuid4()
-            await rm.prepare_logs(planned)
+            await lc.prepare_logs(planned)
             try:
                 finish = self._create_topic(name, num_partitions, replication_factor, assignments, configs,
                                             max_records=max_records, topic_id=planned.topic_id)
             except BaseException:
-                rm.discard_prepared(planned)
+                lc.discard_prepared(planned)
                 raise
 
         async def finished() -> TopicInfo:
             try:
                 return await finish()
             finally:
-                rm.discard_prepared(planned)  # (those its callback did not take)
+                lc.discard_prepared(planned)  # (those its callback did not take)
         return finished
 
     def _plan_topic(self, name: str, num_partitions: int, replication_factor: int,
@@ -253,7 +254,9 @@ class ClusterState:
 
         async def finish() -> TopicInfo:
             with self._storage(what):
-                return await wait(waiter)
+                info = await wait(waiter)
+            await self.logs_settled()
+            return info
         return finish
 
     def _roll_back(self, undo, info: TopicInfo | None = None) -> None:
@@ -271,13 +274,13 @@ class ClusterState:
 
     def _check_log_dir(self) -> None:
         if self.replicas is not None:
-            self.replicas.check_log_dir()
+            self.replicas.lifecycle.check_log_dir()
 
     @contextmanager
     def _storage(self, what: str):
         """A failed metadata write or log creation: the log dir goes offline, and the request is answered
         KAFKA_STORAGE_ERROR (MetadataError)."""
-        from .replica_manager import KafkaStorageException
+        from .log_lifecycle import KafkaStorageException
         try:
             yield
         except OSError as exc:
@@ -325,19 +328,20 @@ class ClusterState:
         rm = self.replicas
         if rm is None or rm.in_memory or rm.is_replicated:
             return await self._add_partitions(name, count, assignments, max_records)
-        await rm.making_logs.acquire()
+        lc = rm.lifecycle
+        await lc.making_logs.acquire()
         try:
             md.check_create_partitions(name, count, assignments, max_records)  # MetadataError before any log is made
             topic = md.topic(name)
             indexes = list(range(len(topic.partitions), count))
-            await rm.prepare_logs(topic, indexes)
+            await lc.prepare_logs(topic, indexes)
             try:
-                return await self._add_partitions(name, count, assignments, max_records, changed=rm.making_logs.release)
+                return await self._add_partitions(name, count, assignments, max_records, changed=lc.making_logs.release)
             finally:
-                rm.discard_prepared(topic, indexes)
+                lc.discard_prepared(topic, indexes)
         finally:
-            if rm.making_logs.locked() and rm.making_logs.statistics().owner is trio.lowlevel.current_task():
-                rm.making_logs.release()
+            if lc.making_logs.locked() and lc.making_logs.statistics().owner is trio.lowlevel.current_task():
+                lc.making_logs.release()
 
     async def _add_partitions(self, name: str, count: int, assignments, max_records: int,
                               changed: Callable[[], None] | None = None) -> int:
@@ -360,7 +364,14 @@ class ClusterState:
             md.add_partitions(name, replicas)
             if changed is not None:
                 changed()
-            return await self.durable(added)
+            n = await self.durable(added)
+        await self.logs_settled()
+        return n
+
+    async def logs_settled(self) -> None:
+        """An in-process cluster: once its brokers made (in a worker thread) the logs they were told of so far."""
+        for b in list(self.brokers.values()):
+            await b.logs_settled()
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         validate_topic_configs(configs)

@@ -60,7 +60,15 @@ class Node:
             raise RuntimeError(f"broker {node_id} is running")
         if port is None:
             port = self.ports.get(node_id)
-        return await self._nursery.start(self._run_broker, node_id, port)
+        b = await self._nursery.start(self._run_broker, node_id, port)
+        await self._settled()
+        return b
+
+    async def _settled(self) -> None:
+        """The controller's changes so far (elections, a broker come or gone) written and told to the brokers."""
+        if self.state.writer is not None:
+            await self.state.writer.durable()
+        await self.state.logs_settled()
 
     def stop_broker(self, node_id: int) -> None:
         """Stop a broker as if its process died: listener closed, connections dropped, session ended
@@ -70,6 +78,7 @@ class Node:
     async def wait_stopped(self, node_id: int) -> None:
         while node_id in self.state.brokers or node_id in self._scopes:
             await trio.sleep(0.01)
+        await self._settled()
 
     async def start_services(self, node_id: int, storage) -> None:
         """Run a broker's storage services (services.run) until `remove_broker` (or the node's end)."""
@@ -223,6 +232,7 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
                 from .metadata_writer import MetadataWriter
                 state.writer = MetadataWriter(state.metadata)
                 state.writer.batch = state._one_publish
+                state.writer.publish = state.publish
                 await nursery.start(state.writer.run)
             node = Node(state, nursery, faults=faults, racks=racks)
             if single:

@@ -1,11 +1,10 @@
 """The partitions this process hosts: their logs, appends and reads (Kafka's ReplicaManager).
 
-Owns one log per (topic, partition) -- `FileLog` under `<data dir>/<topic>-<N>/`
-or `MemoryLog` for --in-memory -- created when the topic is created and removed
-when it is deleted. Produce validates and appends here (with the idempotent
-producer checks); a waiting Fetch watches the partitions it reads (`watch`), and an
-append (or a deferred write moving the high watermark) wakes the fetches watching
-that partition at once, and no others.
+The logs themselves -- made, opened, recovered, closed, deleted, and the data dir taken offline on a disk
+fault -- are its `lifecycle`'s (log_lifecycle.py, Kafka's LogManager role), whose `logs` it reads. Produce
+validates and appends here (with the idempotent producer checks); a waiting Fetch watches the partitions it
+reads (`watch`), and an append (or a deferred write moving the high watermark) wakes the fetches watching that
+partition at once, and no others.
 
 Replicated partitions (LeaderAndIsr, followers' fetches and appends, acks=all, consumers reading from a
 follower) are served by the base class in replicated_partitions.py; the preferred read replica is Partition's.
@@ -32,7 +31,6 @@ stay one step on the loop.
 from __future__ import annotations
 
 import functools
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,35 +38,25 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from ..config import TOPIC_CONFIGS
 from ..controller.metadata import INTERNAL_TOPICS
 from ..storage.batch import build_control_batch
-from ..storage.checkpoint_file import fsync_dir
-from ..storage.log_config import LogConfig
-from ..storage.log_loader import InconsistentTopicId
-from ..storage.log_manager import DELETE_DIR_SUFFIX, LogDirectory
 from ..storage.log_segment import CorruptRecordException
 from ..storage.log_validator import NeedsWorker, Validated, prepare_append
-from ..storage.unified_log import FileLog, MemoryLog, OffsetOutOfRange
+from ..storage.unified_log import OffsetOutOfRange
 from ..wire.errors import E
 from .context import now_ms
+from .log_lifecycle import KafkaStorageException, LogLifecycle
 from .partition import Partition, replica_selector
-from .prepared_logs import PreparedLogs
 from .purgatory import DelayedOperationPurgatory
 from .replicated_partitions import LogReadResult, ReplicatedPartitions
 
 if TYPE_CHECKING:
     from ..controller.controller import MetadataCache
-    from ..controller.metadata import TopicInfo
     from .broker import ClusterState
     from .replication import Replication
 
 log = structlog.get_logger("kafkite.replica_manager")
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
-
-
-class KafkaStorageException(Exception):
-    """Kafka's KafkaStorageException: the partition's log dir is offline (KAFKA_STORAGE_ERROR)."""
 
 
 @dataclass
@@ -93,19 +81,19 @@ class ReplicaManager(ReplicatedPartitions):
         (ZooKeeper mode, and each broker of an in-process cluster); else every partition of the metadata is open
         here and this broker is its only replica."""
         self.state = state
-        self.in_memory = state.in_memory if in_memory is None else in_memory
-        self.data_dir = None if self.in_memory else Path(data_dir if data_dir is not None else state.data_dir)
+        in_memory = state.in_memory if in_memory is None else in_memory
         self.is_replicated = state.zk is not None if replicated is None else replicated
-        self.logs: dict[tuple[str, int], object] = {}
+        self.lifecycle = LogLifecycle(
+            state, data_dir=None if in_memory else Path(data_dir if data_dir is not None else state.data_dir),
+            in_memory=in_memory, is_replicated=self.is_replicated, clock=self.log_now_ms)
+        self.lifecycle.on_removed = self._log_removed
+        self.lifecycle.on_offline = self._log_dir_went_offline
+        lc = self.lifecycle
+        # the lifecycle's own objects (mutated in place, never rebound), here for the data path's reads
+        self.in_memory, self.data_dir, self.log_dir = lc.in_memory, lc.data_dir, lc.log_dir
+        self.logs, self._keys, self.offline_log_dirs = lc.logs, lc.keys, lc.offline_log_dirs
         self.purgatory = DelayedOperationPurgatory()  # Fetch (min_bytes) and acks=all Produce waiting on partitions
-        self._keys: dict[int, tuple[str, int]] = {}  # id(log) -> its partition
-        self._closed = False
         self._flushing: dict[int, trio.Event] = {}  # id(log) -> set when its running fsync ends
-        # the data dir's own files: clean-shutdown marker, offset checkpoints (storage/log_manager.py)
-        self.log_dir = None if self.in_memory else LogDirectory(self.data_dir)
-        self.prepared = PreparedLogs(lambda key: self._dir(*key), lambda key: self._delete_dir(*key))
-        self.making_logs = trio.Lock()  # held from prepare_logs to discard_prepared: no two makers in one directory
-        self.offline_log_dirs: dict[str, str] = {}  # Kafka's LogDirFailureChannel: failed dir -> what failed
         self._append_locks: dict[tuple[str, int], trio.Lock] = {}  # held while a worker validates
         # ZooKeeper mode: the leader epoch of each partition's last LeaderAndIsr applied here
         self.leader_epochs: dict[tuple[str, int], int] = {}
@@ -115,9 +103,6 @@ class ReplicaManager(ReplicatedPartitions):
         self.replication: "Replication | None" = None  # the broker's fetchers and ISR requests (ZooKeeper mode)
         self.rack_aware = replica_selector(state.config)  # KIP-392: consumers sent to a replica of their rack
         self.consumer_reads_as_follower = 0  # consumer fetches this broker answered from a follower's copy
-        # the random source of the segments' roll jitter (segment.jitter.ms) in the logs opened from now on: None
-        # for the `random` module; a test sets its own to make the jitter deterministic
-        self.segment_rng = None
         # the log clock (what retention, the cleaner, segment.ms rolls and LogAppendTime read): the wall clock plus
         # this, which a test control moves forward (control/views.py advance_clock)
         self.clock_advanced_ms = 0
@@ -125,216 +110,37 @@ class ReplicaManager(ReplicatedPartitions):
     def log_now_ms(self) -> int:
         return now_ms() + self.clock_advanced_ms
 
-    # -- lifecycle ------------------------------------------------------------
-    def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
-        cfg = {}
-        for name in TOPIC_CONFIGS:
-            cfg[name] = topic.configs[name] if name in topic.configs else self.state.config.topic_default(name)[0]
-        return cfg
-
-    def log_config(self, topic: "TopicInfo") -> LogConfig:
-        return LogConfig.from_topic_configs(self.effective_configs(topic))
-
-    def _dir(self, topic: str, partition: int) -> Path:
-        assert self.data_dir is not None
-        return self.data_dir / f"{topic}-{partition}"
-
-    def _make_file_log(self, topic: "TopicInfo", partition: int, now_ms: int) -> FileLog:
-        return FileLog(self._dir(topic.name, partition), self.log_config(topic), now_ms=now_ms,
-                       topic_id=topic.topic_id, rng=self.segment_rng, **self.log_dir.load_options(topic.name, partition))
-
-    async def prepare_logs(self, topic: "TopicInfo", indexes: list[int] | None = None) -> None:
-        """The new logs of a topic's partitions (all, or `indexes`) made in a worker thread (server/prepared_logs.py)
-        for `_open` to take; the caller holds `making_logs` and calls `discard_prepared` once it is done."""
-        if not self.in_memory and not self.offline_log_dirs:
-            now = self.log_now_ms()
-            indexes = [p.index for p in topic.partitions] if indexes is None else indexes
-            await self.prepared.prepare([(topic.name, i) for i in indexes], topic.topic_id,
-                                        self.logs.__contains__, lambda key: self._make_file_log(topic, key[1], now))
-
-    def discard_prepared(self, topic: "TopicInfo", indexes: list[int] | None = None) -> None:
-        indexes = [p.index for p in topic.partitions] if indexes is None else indexes
-        self.prepared.discard((topic.name, i) for i in indexes)
-
-    def _open(self, topic: "TopicInfo", partition: int, now_ms: int):
-        cfg = self.log_config(topic)
-        prepared = None if self.in_memory else self.prepared.take((topic.name, partition), topic.topic_id)
-        if prepared is not None:
-            lg = prepared
-            lg.config = cfg
-        elif self.in_memory:
-            lg = MemoryLog(cfg, now_ms=now_ms, rng=self.segment_rng)
-        else:
-            d = self._dir(topic.name, partition)
-            try:
-                lg = self._make_file_log(topic, partition, now_ms)
-            except InconsistentTopicId as exc:  # another topic's records: kept aside, never served here
-                aside = self.log_dir.set_aside(d, topic.name, partition)
-                log.warning("log.inconsistent_topic_id", partition=d.name, topic_id=str(topic.topic_id),
-                            found_topic_id=str(exc.found), moved_to=str(aside),
-                            message=f"{exc}: the directory is set aside as {aside.name}, the partition starts empty")
-                lg = FileLog(d, cfg, now_ms=now_ms, topic_id=topic.topic_id, rng=self.segment_rng)
-        self.logs[(topic.name, partition)] = lg
-        self._keys[id(lg)] = (topic.name, partition)
-        return lg
-
-    def open_all(self, now_ms: int) -> None:
-        """At start-up: open (and recover) every partition the metadata knows."""
-        if self.log_dir is not None:
-            self.log_dir.startup()
-            log.info("log_dir.loading", data_dir=str(self.log_dir.path),
-                     clean_shutdown=self.log_dir.had_clean_shutdown)
-        if not self.is_replicated:  # replicated: a partition's log opens with its first LeaderAndIsr
-            for t in self.state.metadata.topics.values():
-                for p in t.partitions:
-                    self._open(t, p.index, now_ms)
-        # producer ids found in the logs are never handed out again, even if the metadata forgot them
-        seen = max((pid for lg in self.logs.values() for pid in lg.producer_state.producers), default=-1)
-        self.state.metadata.raise_producer_id_floor(seen + 1)
-
-    def on_topic_created(self, topic: "TopicInfo") -> None:
-        """Open the new topic's logs; KafkaStorageException when the disk fails (the log dir is then offline)."""
-        self.on_partitions_added(topic)
-
-    def on_partitions_added(self, topic: "TopicInfo") -> None:
-        self.check_log_dir()
-        for p in topic.partitions:
-            if (topic.name, p.index) not in self.logs:
-                try:
-                    self._open(topic, p.index, self.log_now_ms())
-                except OSError as exc:
-                    raise self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{p.index}") from None
-
+    # -- the logs' lifecycle (log_lifecycle.py) ------------------------------------------------------
     def stop_replica(self, topic: str, partition: int, *, delete: bool) -> None:
         """StopReplica (ZooKeeper mode): close the partition's log; with `delete`, remove its directory."""
-        self.leader_epochs.pop((topic, partition), None)
-        self.partitions.pop((topic, partition), None)
+        self.lifecycle.remove(topic, partition, delete=delete)
+
+    def _log_removed(self, key: tuple[str, int]) -> None:
+        """The lifecycle closed the partition's log (StopReplica, its topic deleted): this broker no longer
+        replicates it; what waits on it looks again."""
+        self.leader_epochs.pop(key, None)
+        self.partitions.pop(key, None)
         if self.replication is not None:
-            self.replication.remove_fetch((topic, partition))
-        lg = self.logs.pop((topic, partition), None)
-        if lg is not None:
-            self._keys.pop(id(lg), None)
-            if delete and not self.in_memory:  # not flushed (no fsync, no index written): its files go next
-                lg.close_for_deletion()
-            else:
-                lg.close()
-        if delete and not self.in_memory:
-            self._delete_dir(topic, partition)
-        self.notify(topic, partition)
+            self.replication.remove_fetch(key)
+        self.notify(*key)
 
-    def _delete_dir(self, topic: str, partition: int) -> None:
-        """Kafka's LogManager.asyncDelete: renamed at once (a new log of the name starts clean); the rename made
-        durable and the directory removed in a worker thread (a big log takes a while, and a topic of many
-        partitions would fsync the log dir once each on the event loop); a removal a crash cut short is finished
-        at the next start."""
-        d = self._dir(topic, partition)
-        if not d.exists():
-            return
-        try:
-            doomed = self.log_dir.set_aside(d, topic, partition, DELETE_DIR_SUFFIX, sync=False)
-        except OSError as exc:
-            log.warning("log.delete_failed", partition=d.name, error=repr(exc))
-            return
+    def _log_dir_went_offline(self) -> None:
+        """Waiting fetches and produces answer KAFKA_STORAGE_ERROR now; the coordinators give up their partitions."""
+        self.purgatory.check_all()
+        for b in [b for b in self.state.brokers.values() if b.replicas is self]:
+            b.groups.on_metadata(b.cache)
+            b.transactions.on_metadata(b.cache)
 
-        def remove() -> None:
-            try:
-                fsync_dir(d.parent)
-            except OSError as exc:  # the directory is gone at the next start all the same (a -delete name)
-                log.warning("log.delete_rename_not_synced", partition=d.name, error=repr(exc))
-            shutil.rmtree(doomed, ignore_errors=True)
-        self._in_worker(remove)
-
-    def on_topic_deleted(self, topic: "TopicInfo") -> None:
-        for p in topic.partitions:
-            self.stop_replica(topic.name, p.index, delete=True)
-
-    def on_configs_changed(self, topic: "TopicInfo") -> None:
-        cfg = self.log_config(topic)
-        for p in topic.partitions:
-            lg = self.logs.get((topic.name, p.index))
-            if lg is not None:
-                lg.config = cfg
-
-    # -- log dir failure --------------------------------------------------------------------------
     @property
     def log_dir_offline(self) -> bool:
         return bool(self.offline_log_dirs)
 
-    def check_log_dir(self) -> None:
-        """KafkaStorageException while the data dir is offline (nothing may be created in it)."""
-        if self.offline_log_dirs:
-            d, what = next(iter(self.offline_log_dirs.items()))
-            raise KafkaStorageException(f"Log directory {d} is offline ({what})")
-
     def handle_log_dir_failure(self, exc: BaseException, what: str) -> KafkaStorageException:
-        """A write or fsync in the data dir failed (see the module comment): take it offline, once.
-        Returns the KafkaStorageException for the caller to raise or answer."""
-        d = str(self.data_dir)
-        if d not in self.offline_log_dirs:
-            self.offline_log_dirs[d] = f"{what}: {exc}"
-            log.error("log_dir.failed", dir=d, what=what, error=str(exc), partitions=len(self.logs),
-                      message=f"Stopping serving replicas in dir {d} because the log directory has failed; "
-                              "it stays offline until the broker restarts")
-            logs, self.logs = self.logs, {}
-            self._keys.clear()
-            runs = [lg.fail() for lg in logs.values()]
-            self.purgatory.check_all()  # waiting fetches and produces answer KAFKA_STORAGE_ERROR now
-            for b in [b for b in self.state.brokers.values() if b.replicas is self]:  # coordinators give up theirs
-                b.groups.on_metadata(b.cache)
-                b.transactions.on_metadata(b.cache)
-            self._abandon(runs)
-        return KafkaStorageException(f"Log directory {d} is offline ({self.offline_log_dirs[d]})")
-
-    def _abandon(self, runs: list) -> None:
-        """Cut and close the failed logs' files in a worker thread (a write under way ends first)."""
-        def run_all() -> None:
-            for run in runs:
-                try:
-                    run()
-                except Exception:  # best effort: recovery checks what the disk kept at the next start
-                    log.exception("log_dir.abandon_failed")
-        self._in_worker(run_all)
-
-    @staticmethod
-    def _in_worker(fn) -> None:
-        """Run `fn` in a worker thread, off the event loop, without waiting for it (inline outside Trio)."""
-        async def in_worker() -> None:
-            await trio.to_thread.run_sync(fn, abandon_on_cancel=True)
-        try:
-            trio.lowlevel.spawn_system_task(in_worker)
-        except RuntimeError:  # not inside Trio (tools, tests)
-            fn()
+        """A write or fsync in the data dir failed (see the module comment): LogLifecycle.handle_log_dir_failure."""
+        return self.lifecycle.handle_log_dir_failure(exc, what)
 
     def close(self) -> None:
-        """Close (flush) every log; when all of them closed without an error, write the
-        checkpoints (recovery points: the log end offsets) and the clean-shutdown marker. An offline
-        log dir gets neither (as Kafka's LogManager writes them for live dirs only): its next start recovers."""
-        clean = not self.offline_log_dirs
-        ends = {tp: lg.log_end_offset for tp, lg in self.logs.items()}
-        starts = LogDirectory.log_start_offsets_of(self.logs) if self.log_dir is not None else {}
-        hws = LogDirectory.high_watermarks_of(self.logs) if self.log_dir is not None and self.is_replicated else {}
-        for lg in self.logs.values():
-            try:
-                clean = lg.close() is not False and clean
-            except Exception:  # closing is best effort at shutdown
-                clean = False
-                log.exception("log.close_failed")
-        self.logs.clear()
-        if self.log_dir is None:
-            return
-        try:
-            if clean:
-                self.log_dir.write_recovery_points(ends)
-                self.log_dir.write_log_start_offsets(starts)
-                if self.is_replicated:
-                    self.log_dir.write_high_watermarks(hws)
-                self.log_dir.write_clean_shutdown()
-        except OSError:
-            clean = False
-            log.exception("log_dir.checkpoint_failed", data_dir=str(self.log_dir.path))
-        if not clean:
-            log.warning("log_dir.unclean_shutdown", data_dir=str(self.log_dir.path),
-                        message="a log could not be flushed: the next start recovers the logs")
+        self.lifecycle.close()
 
     # -- Kafka's ReplicaManager: what handlers call ----------------------------------------------
     def leader_check(self, cache: "MetadataCache", topic: str, partition: int, current_leader_epoch: int = -1) -> int:
@@ -603,7 +409,7 @@ class ReplicaManager(ReplicatedPartitions):
             if not lg.flush_pending(offset):
                 return  # durable before any failure: fail() keeps it, so it is acknowledged
             if self.offline_log_dirs and lg.durable:
-                self.check_log_dir()
+                self.lifecycle.check_log_dir()
             running = self._flushing.get(id(lg))
             if running is not None:
                 await running.wait()

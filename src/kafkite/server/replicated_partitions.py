@@ -10,7 +10,7 @@ by the replica fetcher, replication.py) and may answer a consumer's fetch from i
 
 `ReplicatedPartitions` is a base class of ReplicaManager, not used alone: its methods work on the
 ReplicaManager's state (logs, partitions, leader_epochs, replication, node_id, is_replicated, log_dir,
-offline_log_dirs) and call its leader_check, notify, watch, unwatch, handle_log_dir_failure and _open.
+offline_log_dirs) and call its leader_check, notify, watch, unwatch, handle_log_dir_failure and lifecycle.open.
 `LogReadResult` (one partition of a Fetch, a follower's or a consumer's) is defined here, below
 replica_manager.py, which imports it.
 """
@@ -59,7 +59,7 @@ class ReplicatedPartitions:
         lg = self.logs.get(key)
         if lg is None:
             try:
-                lg = self._open(topic, state.index, self.log_now_ms())
+                lg = self.lifecycle.open(topic, state.index, self.log_now_ms())
             except OSError as exc:
                 self.handle_log_dir_failure(exc, f"creating the log of {topic.name}-{state.index}")
                 return int(E.KAFKA_STORAGE_ERROR)

@@ -1,10 +1,18 @@
 """Kafka's LeaderEpochFileCache: (leader epoch, start offset) pairs in increasing order,
 persisted as the partition's `leader-epoch-checkpoint` (Kafka's text checkpoint: version 0,
-the entry count, then `epoch startOffset` lines) when a path is given."""
+the entry count, then `epoch startOffset` lines) when a path is given.
+
+An append whose write the caller leaves to a worker thread (UnifiedLog's deferred flush) defers the checkpoint's
+write too (`assign(..., defer=True)`): `take_pending()` hands the write of the entries as they are to that worker,
+which runs it before the records' own write (so the file never lacks the epoch of a record on disk: one it names
+for records not written is cut at the next load, as Kafka's truncateFromEnd). A newer write (inline, or another
+worker's) is never overwritten by an older one."""
 from __future__ import annotations
 
 import bisect
+import threading
 from pathlib import Path
+from typing import Callable
 
 from .checkpoint_file import read_checkpoint, write_checkpoint
 
@@ -17,17 +25,34 @@ class LeaderEpochFileCache:
             self.entries: list[tuple[int, int]] = [(int(a), int(b)) for a, b in rows or []]
         except ValueError:  # unreadable: start empty, as Kafka rebuilds it from the log
             self.entries = []
+        self._version = 0  # of the entries (each change); the newest written is _written
+        self._written = 0
+        self._pending = False  # a change whose write is deferred (take_pending)
+        self._lock = threading.Lock()
 
     @property
     def latest_epoch(self) -> int:
         return self.entries[-1][0] if self.entries else -1
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Note that `epoch` starts at `start_offset` (only a newer epoch is recorded)."""
+    def assign(self, epoch: int, start_offset: int, *, defer: bool = False) -> None:
+        """Note that `epoch` starts at `start_offset` (only a newer epoch is recorded); `defer`: the file is written
+        by the worker the caller runs `take_pending()` in."""
         if epoch < 0 or (self.entries and (epoch <= self.entries[-1][0] or start_offset < self.entries[-1][1])):
             return
         self.entries.append((epoch, start_offset))
-        self._save()
+        if defer and self.path is not None:
+            self._version += 1
+            self._pending = True
+        else:
+            self._save()
+
+    def take_pending(self) -> Callable[[], None] | None:
+        """The deferred write of the entries as they are now, for a worker thread (None: nothing deferred)."""
+        if not self._pending:
+            return None
+        self._pending = False
+        entries, version = list(self.entries), self._version
+        return lambda: self._write(entries, version)
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs starting at or after end_offset (log truncated to end_offset)."""
@@ -73,7 +98,15 @@ class LeaderEpochFileCache:
 
     def _save(self) -> None:
         if self.path is not None:
-            write_checkpoint(self.path, self.entries)
+            self._version += 1
+            self._pending = False
+            self._write(list(self.entries), self._version)
+
+    def _write(self, entries: list[tuple[int, int]], version: int) -> None:
+        with self._lock:
+            if version > self._written:
+                write_checkpoint(self.path, entries)
+                self._written = version
 
 
 LeaderEpochCache = LeaderEpochFileCache  # older name

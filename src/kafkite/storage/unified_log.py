@@ -217,7 +217,7 @@ class UnifiedLog(LocalLog):
             self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
                                sync=flush_due, max_index_bytes=self.config.segment_index_bytes)
             for pos, h in headers:
-                self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+                self.epochs.assign(h.partition_leader_epoch, h.base_offset, defer=deferring)
                 if h.is_control:
                     done = self.producer_state.update(h, marker=read_marker(buf, pos, h))
                     self._note_txn(done, self.active.base, write=True)
@@ -260,8 +260,11 @@ class UnifiedLog(LocalLog):
     def _flush_run(self, force_sync: bool) -> Callable[[], None]:
         closing = [s for s in self.segments[:-1] if s.closing]
         active = self.active
+        epochs = self.epochs.take_pending()  # (written before the records: see leader_epoch_file_cache.py)
 
         def run() -> None:
+            if epochs is not None:
+                epochs()
             for seg in closing:
                 seg.finish_roll()
             active.write_deferred(force_sync)

@@ -186,7 +186,8 @@ class KafkiteCluster(TrioThread):
         self.call(lambda: self.brokers[broker_id].replicas.replication.resume())
 
     def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
-        self.call(lambda: self.state.active_controller().move_leader(topic, partition, broker_id))
+        from ..control import views
+        self.call(views.move_leader, self.brokers, topic, partition, broker_id)
 
     def shuffle_leaders(self, topics: list[str] | None = None, seed: int | None = None) -> list[dict]:
         """POST /v1/leaders/shuffle: every partition (of topics) whose ISR has another live member is led by one of

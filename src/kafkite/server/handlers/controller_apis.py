@@ -70,7 +70,7 @@ async def handle_leader_and_isr(ctx: RequestContext):
     """Kafka's becomeLeaderOrFollower. The logs new to this broker are made (or loaded and recovered) in a worker
     thread first, as Kafka makes them on its request handler threads, not its network threads; one LeaderAndIsr at
     a time (making_logs)."""
-    rm = ctx.broker.replicas
+    rm = ctx.broker.replicas.lifecycle
     async with rm.making_logs:
         new = await _prepare_new_logs(ctx)
         try:
@@ -91,7 +91,7 @@ async def _prepare_new_logs(ctx: RequestContext) -> list[tuple[object, list[int]
         indexes = [ps.partition_index for ps in t.partition_states
                    if b.node_id in ps.replicas and (t.topic_name, ps.partition_index) not in b.replicas.logs]
         if info is not None and indexes:
-            await b.replicas.prepare_logs(info, indexes)
+            await b.replicas.lifecycle.prepare_logs(info, indexes)
             new.append((info, indexes))
     return new
 
@@ -202,6 +202,13 @@ async def handle_alter_partition(ctx: RequestContext):
              for t in r.topics for p in t.partitions]
     if zk is None:  # an in-process cluster: its controller runs on this thread
         err, out = b.controller.alter_partition(r.broker_id, r.broker_epoch, items)
+        if not err and b.state.writer is not None:  # answered once the new ISRs are on disk (written off the loop)
+            try:
+                await b.state.writer.durable()
+            except OSError as exc:
+                log.warning("alter_partition.not_written", error=str(exc))
+                return AlterPartitionResponse(version=v, throttle_time_ms=0, error_code=E.UNKNOWN_SERVER_ERROR,
+                                              topics=[])
     else:
         err, out = await zk.call(lambda: zk.controller.alter_partition(r.broker_id, r.broker_epoch, items))
     if err:

@@ -1,0 +1,334 @@
+"""The event loop under heavy storage work, with traffic running (issue 24, item 2's acceptance).
+
+    PYTHONPATH=src python benchmarks/loop_stalls.py [--compact-mb 200] [--recover-mb 200] [--partitions 1000]
+                                                    [--retention-segments 100] [--bound-ms 200] [--watchdog-ms 100]
+
+An in-process cluster of 3 brokers on disk (KafkiteCluster: one Trio loop for the three, so whatever one broker
+holds the loop with, every client of every broker waits for). A client thread sends Metadata and Produce (acks=1,
+one small batch) in turn, one request at a time, to a broker that stays up, and times each; meanwhile, phase by
+phase:
+
+- leader_and_isr: CreateTopics of N partitions, replication factor 3 (each broker makes N logs on disk and
+  becomes their leader or follower), until every copy is open;
+- retention: a topic of R+1 small segments (1 replica) whose retention.ms passes: retention deletes R segments;
+- compaction: a compacted topic of C MB (1 replica, the same keys over and over) made cleanable: the cleaner
+  rewrites it, until it is swapped in;
+- failover: the controller broker stops (the others elect a controller, which moves the leadership of the
+  partitions it led), then starts again and catches up;
+- recovery: a log of M MB (1 replica) is closed and opened again (its partition stopped, then given its leader
+  and ISR again) as after a crash: the cluster's data dirs started without a clean-shutdown marker and the log has
+  no recovery point, so it is recovered whole (every batch read and checked, its indexes rebuilt).
+
+Per phase it prints the longest step the loop ran (and its task), the watchdog's WARN lines
+(`event_loop.blocked`, over --watchdog-ms), the slowest client request and the requests over --bound-ms. The
+figures depend on the machine (a shared one is noisy: a step's wall time counts the time the process was not
+scheduled too). tests/reliability/test_event_loop_free.py runs it scaled down.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import trio  # noqa: E402
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic  # noqa: E402
+from kafka.protocol.metadata import MetadataRequest  # noqa: E402
+from kafka.protocol.producer import ProduceRequest  # noqa: E402
+from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
+
+import kafkite.loop_watchdog as loop_watchdog  # noqa: E402
+from kafkite.testing.cluster import KafkiteCluster  # noqa: E402
+from kafkite.testing.wire_client import WireClient  # noqa: E402
+
+PHASES = ("leader_and_isr", "retention", "compaction", "failover", "recovery")
+
+
+@dataclass
+class Phase:
+    longest_ms: float = 0.0
+    longest_task: str = ""
+    warns: int = 0
+    warn_tasks: dict = field(default_factory=dict)
+    requests: int = 0
+    errors: int = 0
+    slowest_ms: float = 0.0
+    over_bound: int = 0
+    seconds: float = 0.0
+
+
+class Recorder(loop_watchdog.LoopWatchdog):
+    """The watchdog (its WARN lines as always), plus the longest step and the WARNs of the current phase."""
+    phase = "setup"
+    phases: dict[str, Phase] = {}
+
+    def after_task_step(self, task) -> None:
+        start = self._started.get(task)
+        super().after_task_step(task)
+        if start is None:
+            return
+        held = (time.perf_counter() - start) * 1000
+        p = self.phases.setdefault(self.phase, Phase())
+        if held > p.longest_ms:
+            p.longest_ms, p.longest_task = held, task.name
+        if held > self.threshold_s * 1000:
+            p.warns += 1
+            p.warn_tasks[task.name] = max(p.warn_tasks.get(task.name, 0.0), round(held, 1))
+
+
+@contextlib.contextmanager
+def recorder_installed(threshold_ms: float):
+    """Every loop started meanwhile (KafkiteCluster's) gets a Recorder as its watchdog."""
+    def install(ms=None):
+        dog = Recorder(threshold_ms)
+        trio.lowlevel.add_instrument(dog)
+        return dog
+    real, loop_watchdog.install = loop_watchdog.install, install
+    try:
+        yield
+    finally:
+        loop_watchdog.install = real
+
+
+def batch(n: int, value_size: int, key_space: int | None = None) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    now = int(time.time() * 1000)
+    value = os.urandom(value_size)
+    for i in range(n):
+        b.append(i, timestamp=now, key=b"k%d" % (i % (key_space or n)), value=value, headers=[])
+    return bytes(b.build())
+
+
+def produce_request(topic: str, data: bytes, acks: int = 1, partition: int = 0):
+    T = ProduceRequest.TopicProduceData
+    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=30000, topic_data=[
+        T(name=topic, topic_id=None, partition_data=[T.PartitionProduceData(index=partition, records=data)])])
+
+
+def fill(bootstrap: str, topic: str, megabytes: float, data: bytes) -> None:
+    """About `megabytes` of `data` batches into topic-0 (acks=1)."""
+    n = max(1, int(megabytes * (1 << 20) / len(data)))
+    with WireClient.connect(bootstrap, timeout=120) as w:
+        for _ in range(n):
+            r = w.request(produce_request(topic, data), 9).responses[0].partition_responses[0]
+            assert r.error_code == 0, r
+
+
+class Traffic:
+    """One client, one request at a time: Metadata and a small acks=1 Produce in turn, each timed."""
+
+    def __init__(self, bootstrap: str, bound_ms: float) -> None:
+        self.bootstrap, self.bound_ms = bootstrap, bound_ms
+        self.stop = threading.Event()
+        self.failures: list[str] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.data = batch(1, 100)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+    def _run(self) -> None:
+        T = MetadataRequest.MetadataRequestTopic
+        meta = MetadataRequest(topics=[T(name="traffic")], allow_auto_topic_creation=False)
+        try:
+            with WireClient.connect(self.bootstrap, timeout=60) as w:
+                while not self.stop.is_set():
+                    for req, v in ((meta, 4), (produce_request("traffic", self.data), 9)):
+                        t0 = time.perf_counter()
+                        resp = w.request(req, v)
+                        ms = (time.perf_counter() - t0) * 1000
+                        p = Recorder.phases.setdefault(Recorder.phase, Phase())
+                        p.requests += 1
+                        p.slowest_ms = max(p.slowest_ms, ms)
+                        p.over_bound += ms > self.bound_ms
+                        if v == 9 and resp.responses[0].partition_responses[0].error_code:
+                            p.errors += 1
+                    time.sleep(0.002)
+        except Exception as exc:  # reported, not raised in the thread
+            self.failures.append(repr(exc))
+
+
+def wait_until(cond, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def run(*, compact_mb: float = 200, recover_mb: float = 200, partitions: int = 1000, retention_segments: int = 100,
+        bound_ms: float = 200, watchdog_ms: float = 100, data_dir: Path | None = None,
+        timeout: float = 600) -> dict[str, Phase]:
+    """The scenario of the module comment -> each phase's figures."""
+    Recorder.phases = {}
+    Recorder.phase = "setup"
+    own_dir = data_dir is None
+    data = Path(tempfile.mkdtemp(prefix="loop-stalls-")) if own_dir else Path(data_dir)
+    with recorder_installed(watchdog_ms):
+        _run(data, own_dir, compact_mb=compact_mb, recover_mb=recover_mb, partitions=partitions,
+             retention_segments=retention_segments, bound_ms=bound_ms, timeout=timeout)
+    return {name: Recorder.phases.get(name, Phase()) for name in PHASES}
+
+
+def _run(data: Path, own_dir: bool, *, compact_mb: float, recover_mb: float, partitions: int,
+         retention_segments: int, bound_ms: float, timeout: float) -> None:
+    overrides = {"log.retention.check.interval.ms": "100", "log.cleaner.backoff.ms": "100",
+                 "auto.leader.rebalance.enable": "false"}
+    try:
+        with KafkiteCluster(brokers=3, data_dir=data, overrides=overrides) as c:
+            admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers, request_timeout_ms=120000)
+            ctrl = c.controller_id
+            served = next(i for i in c.node_ids if i != ctrl)  # the traffic's broker: it stays up
+            others = [i for i in c.node_ids if i != served]
+            seg = 16 << 10
+            cmp_seg = max(1 << 20, min(32 << 20, int(compact_mb * (1 << 20) / 8)))
+            held = {"cleanup.policy": "compact", "segment.bytes": str(cmp_seg), "min.compaction.lag.ms": "86400000",
+                    "min.cleanable.dirty.ratio": "0.01"}
+            admin.create_topics([
+                NewTopic("traffic", -1, -1, replica_assignments={0: [served]}),
+                NewTopic("ret", -1, -1, replica_assignments={0: [others[0]]}, topic_configs={"segment.bytes": str(seg)}),
+                NewTopic("cmp", -1, -1, replica_assignments={0: [others[1]]}, topic_configs=held),
+                NewTopic("rec", -1, -1, replica_assignments={0: [others[0]]}, topic_configs={"segment.bytes": str(64 << 20)})])
+            boot = c.bootstrap_of(served)
+            wait_until(lambda: all(c.replica_log(b, t, 0) is not None for t, b in
+                                   (("traffic", served), ("ret", others[0]), ("cmp", others[1]), ("rec", others[0]))),
+                       60, "the topics' logs")
+            big = batch(900, 1000, key_space=900)  # ~0.9 MB, the same 900 keys each time
+            fill(c.bootstrap_of(others[1]), "cmp", compact_mb, big)
+            fill(c.bootstrap_of(others[0]), "rec", recover_mb, big)
+            small = batch(10, 1000)
+            fill(c.bootstrap_of(others[0]), "ret", (retention_segments + 1) * seg / (1 << 20) * 1.02, small)
+            ret = c.replica_log(others[0], "ret", 0)
+            wait_until(lambda: len(ret.segments) > retention_segments, 30, "the segments to delete")
+            with Traffic(boot, bound_ms) as traffic:
+                time.sleep(0.5)
+
+                Recorder.phase = "leader_and_isr"
+                t0 = time.monotonic()
+                admin.create_topics([NewTopic("many", partitions, 3)])
+                wait_until(lambda: c.call(lambda: all(c.brokers[b].replicas.get("many", i) is not None
+                                                      for b in c.live_brokers for i in range(partitions))),
+                           timeout, "every copy of the new partitions")
+                Recorder.phases[Recorder.phase].seconds = time.monotonic() - t0
+
+                Recorder.phase = "retention"
+                t0 = time.monotonic()
+                n = len(ret.segments)
+                admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "ret", configs={
+                    "segment.bytes": str(seg), "retention.ms": "1"})])
+                wait_until(lambda: len(ret.segments) == 1, timeout, "retention")
+                Recorder.phases[Recorder.phase].seconds = time.monotonic() - t0
+                assert n - 1 >= retention_segments, n
+
+                Recorder.phase = "compaction"
+                t0 = time.monotonic()
+                cmp = c.replica_log(others[1], "cmp", 0)
+                size = cmp.size_bytes
+                admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "cmp", configs={
+                    **held, "min.compaction.lag.ms": "0"})])
+                wait_until(lambda: cmp.size_bytes < size / 2, timeout, "the compaction")
+                Recorder.phases[Recorder.phase].seconds = time.monotonic() - t0
+
+                Recorder.phase = "failover"
+                t0 = time.monotonic()
+                ctrl = c.controller_id
+                assert ctrl != served
+                c.stop_broker(ctrl)
+                wait_until(lambda: c.controller_id not in (-1, ctrl) and all(
+                    c.leader("many", i) not in (-1, ctrl) for i in range(partitions)), timeout, "a new controller")
+                c.start_broker(ctrl)
+                wait_until(lambda: all(ctrl in c.isr("many", i) for i in range(partitions)), timeout,
+                           "the restarted broker back in every ISR")
+                Recorder.phases[Recorder.phase].seconds = time.monotonic() - t0
+
+                # the log closed (StopReplica: its flush is not the recovery's, and not timed) and opened again with
+                # its next leader and ISR, as after a crash: this data dir had no clean-shutdown marker and the log
+                # no recovery point, so the whole log is recovered
+                Recorder.phase = "stop_replica"
+                rm = c.brokers[others[0]].replicas
+                rec_end = c.replica_log(others[0], "rec", 0).log_end_offset
+                assert not rm.log_dir.had_clean_shutdown and ("rec", 0) not in rm.log_dir.recovery_points
+                c.call(lambda: rm.stop_replica("rec", 0, delete=False))
+                Recorder.phase = "recovery"
+                t0 = time.monotonic()
+
+                def reopen() -> None:
+                    c.state.publish()
+                from kafkite.storage import log_loader
+                checked, real_recover = [], log_loader.LogLoader._recover
+
+                def recover(loader, seg, *, check_crc):  # (counts the segments of rec-0 recovered whole)
+                    if loader.dir.name == "rec-0" and check_crc:
+                        checked.append(seg.base)
+                    return real_recover(loader, seg, check_crc=check_crc)
+                log_loader.LogLoader._recover = recover
+                try:
+                    c.call(reopen)
+                    wait_until(lambda: c.call(lambda: (lambda lg: lg is not None and lg.log_end_offset == rec_end)(
+                        rm.get("rec", 0))), timeout, "the recovered log")
+                finally:
+                    log_loader.LogLoader._recover = real_recover
+                recovered = len(checked) == len(rm.get("rec", 0).segments)
+                assert recovered, "the log was not recovered"
+                Recorder.phases[Recorder.phase].seconds = time.monotonic() - t0
+                Recorder.phase = "stopping"
+            admin.close()
+            assert not traffic.failures, traffic.failures
+    finally:
+        if own_dir:
+            shutil.rmtree(data, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--compact-mb", type=float, default=200)
+    ap.add_argument("--recover-mb", type=float, default=200)
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--retention-segments", type=int, default=100)
+    ap.add_argument("--bound-ms", type=float, default=200)
+    ap.add_argument("--watchdog-ms", type=float, default=100)
+    ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--switch-interval-ms", type=float, default=None,
+                    help="sys.setswitchinterval (Python's default 5 ms: how long a busy worker thread may keep the "
+                         "GIL from the event loop)")
+    args = ap.parse_args()
+    if args.switch_interval_ms is not None:
+        sys.setswitchinterval(args.switch_interval_ms / 1000)
+    import structlog
+
+    def warnings_only(_logger, method: str, event: dict) -> dict:
+        if method in ("debug", "info"):
+            raise structlog.DropEvent
+        return event
+    structlog.configure(processors=[warnings_only, structlog.processors.TimeStamper("%H:%M:%S"),
+                                    structlog.dev.ConsoleRenderer()])
+    phases = run(compact_mb=args.compact_mb, recover_mb=args.recover_mb, partitions=args.partitions,
+                 retention_segments=args.retention_segments, bound_ms=args.bound_ms, watchdog_ms=args.watchdog_ms,
+                 data_dir=args.data_dir)
+    print(f"\n{'phase':<16}{'secs':>7}{'longest hold ms':>17}  {'task':<52}{'WARNs':>6}{'requests':>10}"
+          f"{'slowest ms':>12}{'>' + str(int(args.bound_ms)) + ' ms':>9}{'errors':>8}")
+    for name, p in phases.items():
+        print(f"{name:<16}{p.seconds:>7.1f}{p.longest_ms:>17.1f}  {p.longest_task[-52:]:<52}{p.warns:>6}"
+              f"{p.requests:>10}{p.slowest_ms:>12.1f}{p.over_bound:>9}{p.errors:>8}")
+    for name, p in phases.items():
+        if p.warn_tasks:
+            print(f"  {name}: WARN tasks (longest ms): {p.warn_tasks}")
+
+
+if __name__ == "__main__":
+    main()
