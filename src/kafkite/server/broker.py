@@ -6,7 +6,8 @@ one broker over it, whose partitions are the process's (`state.replicas`); the i
 cluster has several, each with its own node id, listeners, metadata cache, group coordinator
 and partitions (`state.storages[node_id]`, replicated between the brokers as between
 processes). `Broker` owns the Trio side: the listening sockets, one task per connection,
-and shutdown by cancelling its nursery.
+and shutdown by cancelling its nursery. Where the cluster's metadata lives (this process, or ZooKeeper) is its
+`admin` (admin_manager.py), chosen once: admin requests, its controller, its registration and stop go there.
 """
 from __future__ import annotations
 
