@@ -6,21 +6,22 @@ one broker over it, whose partitions are the process's (`state.replicas`); the i
 cluster has several, each with its own node id, listeners, metadata cache, group coordinator
 and partitions (`state.storages[node_id]`, replicated between the brokers as between
 processes). `Broker` owns the Trio side: the listening sockets, one task per connection,
-and shutdown by cancelling its nursery.
+and shutdown by cancelling its nursery. Where the cluster's metadata lives (this process, or ZooKeeper) is its
+`admin` (admin_manager.py), chosen once: admin requests, its controller, its registration and stop go there.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
-import uuid
 
 import structlog
 import trio
 
-from ..controller.controller import Controller, MetadataCache
+from ..controller.controller import MetadataCache
 from ..controller.metadata import MAX_RECORDS_PER_USER_OP, BrokerInfo, TopicInfo
 from ..wire.errors import E
+from .admin_manager import admin_manager
 from .cluster_state import ClusterState
 from .connection import serve_connection
 from .fetch_session import FetchSessionCache
@@ -119,25 +120,15 @@ class Broker:
         # the partitions this broker hosts: its own in an in-process cluster, else the process's
         storage = state.storages.get(self.node_id)
         self.replicas = storage.replicas if storage is not None else state.replicas
-        if state.zk is not None:  # the cluster's id is ZooKeeper's /cluster/id (loaded by open_zk)
-            self.cache.cluster_id = state.metadata.cluster_id
         self.broker_epoch = -1  # ZooKeeper mode: the czxid of its registration (Kafka's broker epoch)
-        self.zk = state.zk
-        if self.zk is not None:
-            if state.brokers or (node_id is not None and node_id != state.config.node_id):
-                raise ValueError("a ZooKeeper-mode process runs one broker, the one of its broker.id/node.id")
-            self.controller = self.zk.new_controller(self)
-        else:
-            from .context import now_ms
-            self.controller = Controller(self.node_id, state.store, state.metadata, state.deliver, now_ms=now_ms,
-                                         auto_leader_rebalance=state.config.get("auto.leader.rebalance.enable"),
-                                         unclean_default=lambda: bool(state.config.get(
-                                             "unclean.leader.election.enable")), leaderless=state.leaderless)
+        self.zk = state.zk  # zk_mode.ZkMode in ZooKeeper mode, else None (router.py reads it; nothing here branches)
+        # the cluster's metadata as this broker reaches it, in-process or in ZooKeeper (admin_manager.py): admin
+        # requests, its controller, its life cycle against it
+        self.admin = admin_manager(self)
+        self.controller = self.admin.controller
         self.router = Router(self)
         self.groups = GroupCoordinatorService(self)
         self.transactions = TransactionCoordinatorService(self)
-        if self.zk is None and self.replicas.is_replicated:  # an in-process cluster's broker: first its replicas
-            self.cache.listeners.append(lambda _old, cache: self._apply_partition_states(cache))
         self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
         self.cache.listeners.append(lambda _old, cache: self.transactions.on_metadata(cache))
         self.connections: set[trio.abc.Stream] = set()
@@ -247,135 +238,70 @@ class Broker:
     def controller_id(self) -> int:
         return self.cache.controller_id
 
+    # the admin requests: the side chosen at construction (admin_manager.py) makes them
     def is_admin_controller(self) -> bool:
         """Whether this broker takes CreateTopics, DeleteTopics and CreatePartitions: in ZooKeeper mode only the
         active controller does (others answer NOT_CONTROLLER, and clients go to the controller Metadata names);
         in-process, every broker does."""
-        return self.zk is None or self.controller.active
+        return self.admin.is_admin_controller()
 
     def check_create_topic(self, name, num_partitions, replication_factor, assignments, configs, *,
                            max_records: int = MAX_RECORDS_PER_USER_OP) -> TopicInfo:
         """Validate a CreateTopics entry (MetadataError when Kafka refuses it) -> the topic it would make."""
-        if self.zk is None:
-            return self.state.check_topic(name, num_partitions, replication_factor, assignments, configs,
-                                          max_records=max_records)
-        from ..controller.metadata import PartitionInfo
-        _, _, replicas = self.zk.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                                    max_records=max_records)
-        return TopicInfo(name, uuid.UUID(int=0), [PartitionInfo(i, r, r[0], 0, list(r)) for i, r in enumerate(replicas)],
-                         {k: v for k, v in configs.items() if v is not None})
+        return self.admin.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                             max_records=max_records)
 
     async def create_topic(self, name, num_partitions, replication_factor, assignments, configs, *,
                            validate_only: bool = False, max_records: int = MAX_RECORDS_PER_USER_OP,
                            wait: bool = True) -> TopicInfo | None:
         """Create a topic -> it, once this broker's metadata has it (ZooKeeper mode without `wait`: None at once)."""
-        if validate_only:
-            return self.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                           max_records=max_records)
-        if self.zk is None:
-            return await self.state.create_topic_off_loop(name, num_partitions, replication_factor, assignments,
-                                                          configs, max_records=max_records)
-        return await self.zk.create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                          wait=wait, max_records=max_records)
+        return await self.admin.create_topic(name, num_partitions, replication_factor, assignments, configs,
+                                             validate_only=validate_only, max_records=max_records, wait=wait)
 
     async def create_topics(self, entries, *,
                             max_records: int = MAX_RECORDS_PER_USER_OP) -> list[TopicInfo | Exception]:
         """The topics of one CreateTopics, an iterable of (name, partitions, replication factor, assignments, configs)
         taken in order, each made before the next is taken -> each one's TopicInfo or MetadataError. In-process all
         are made, then written with one metadata write; in ZooKeeper mode one by one."""
-        from ..controller.metadata import MetadataError
-        if self.zk is None:
-            return await self.state.create_topics_off_loop(entries, max_records=max_records)
-        out: list[TopicInfo | Exception] = []
-        for entry in entries:
-            try:
-                out.append(await self.zk.create_topic(*entry, wait=True, max_records=max_records))
-            except MetadataError as exc:
-                out.append(exc)
-        return out
+        return await self.admin.create_topics(entries, max_records=max_records)
 
     async def delete_topic(self, name: str) -> None:
-        if self.zk is None:
-            await self.state.delete_topic(name)
-        else:
-            await self.zk.delete_topic(name)
+        await self.admin.delete_topic(name)
 
     async def delete_topics(self, names: list[str]) -> dict:
         """Delete topics -> {name: the MetadataError it failed with} (none: all deleted). In-process with one
         metadata write for all (DeleteTopics, the control plane's reset to empty); in ZooKeeper mode one by one."""
-        from ..controller.metadata import MetadataError
-        failed = {}
-        if self.zk is None:
-            known = [n for n in names if self.state.metadata.topic(n) is not None]
-            failed = {n: MetadataError(E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-                      for n in names if n not in known}  # (taken by a concurrent deletion not yet durable)
-            try:
-                if known:
-                    await self.state.delete_topics(known)
-            except MetadataError as exc:
-                failed.update(dict.fromkeys(known, exc))
-            return failed
-        for name in names:
-            try:
-                await self.zk.delete_topic(name)
-            except MetadataError as exc:
-                failed[name] = exc
-        return failed
+        return await self.admin.delete_topics(names)
 
     async def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False,
                                 max_records: int = MAX_RECORDS_PER_USER_OP) -> int:
-        if self.zk is None:
-            return await self.state.create_partitions(name, count, assignments, validate_only=validate_only,
-                                                      max_records=max_records)
-        if validate_only:
-            return len(self.cache.check_create_partitions(name, count, assignments, max_records))
-        return await self.zk.create_partitions(name, count, assignments, max_records=max_records)
+        return await self.admin.create_partitions(name, count, assignments, validate_only=validate_only,
+                                                  max_records=max_records)
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        if self.zk is None:
-            await self.state.set_topic_configs(name, configs)
-        else:
-            from ..config import validate_topic_configs
-            validate_topic_configs(configs)
-            await self.zk.set_topic_configs(name, configs)
+        await self.admin.set_topic_configs(name, configs)
 
     async def allocate_producer_id(self) -> int:
-        if self.zk is None:
-            return await self.state.allocate_producer_id()
-        return await self.zk.allocate_producer_id()
+        return await self.admin.allocate_producer_id()
 
     async def user_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
         """Users' configs as the store has them now (ZooKeeper is read, not this broker's cache, as Kafka's
         AdminZkClient does): those named, or every user's."""
-        if self.zk is not None:
-            return await self.zk.user_configs(names)
-        users = self.state.metadata.users
-        return {u: dict(c) for u, c in users.items() if names is None or u in names}
+        return await self.admin.user_configs(names)
 
     async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
         """Users' configs (SCRAM credentials): in the metadata snapshot, or ZooKeeper's /config/users."""
-        if self.zk is None:
-            await self.state.set_user_configs(changes)
-        else:
-            await self.zk.set_user_configs(changes)
+        await self.admin.set_user_configs(changes)
 
     async def alter_acls(self, add, remove) -> None:
         """ACLs added and removed: in the metadata snapshot, or ZooKeeper's /kafka-acl with its notifications (every
         broker follows them); this broker's authorizer has them at once. OSError when they cannot be written."""
-        if self.zk is not None:
-            await self.zk.alter_acls(add, remove)
-        else:
-            await self.state.set_acls((self.state.metadata.acls | set(add)) - set(remove))
-        if self.state.authorizer is not None:
-            self.state.authorizer.load(self.state.metadata.acls)
+        await self.admin.alter_acls(add, remove)
 
     async def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
         """AlterConfigs on a broker resource: this broker's id, or "" for the cluster-wide default. In ZooKeeper
         mode they are kept in /config/brokers/<id> or /config/brokers/<default>, which every broker follows."""
-        if self.zk is not None:
-            await self.zk.set_broker_configs(resource_name, configs)
-        else:
-            self.state.set_dynamic_broker_configs(configs, default=resource_name == "")
+        await self.admin.set_dynamic_broker_configs(resource_name, configs)
 
     async def maybe_auto_create_topic(self, name: str, allowed: bool = True) -> tuple[int, TopicInfo | None]:
         """Kafka's AutoTopicCreationManager, for Metadata and Produce: an unknown topic is created when
@@ -387,17 +313,7 @@ class Broker:
             return int(E.INVALID_TOPIC_EXCEPTION), None
         if not allowed or name in INTERNAL_TOPICS or not self.config.get("auto.create.topics.enable"):
             return int(E.UNKNOWN_TOPIC_OR_PARTITION), None
-        try:
-            if self.zk is None:
-                return 0, await self.state.create_topic_off_loop(name, -1, -1, None, {})
-            # ZooKeeper mode (Kafka's ZK-mode AutoTopicCreationManager): written to ZooKeeper, and answered
-            # LEADER_NOT_AVAILABLE until the controller has elected its leaders (clients retry)
-            await self.create_topic(name, -1, -1, None, {}, wait=False)
-            return int(E.LEADER_NOT_AVAILABLE), None
-        except MetadataError as exc:
-            if self.zk is not None and exc.code == E.TOPIC_ALREADY_EXISTS:
-                return int(E.LEADER_NOT_AVAILABLE), None
-            return int(exc.code), None
+        return await self.admin.auto_create_topic(name)
 
     # -- Trio ---------------------------------------------------------------
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -434,8 +350,8 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 self._nursery = nursery
-                if self.zk is None:
-                    nursery.start_soon(self._accept_loops, listeners, nursery)
+                accept = functools.partial(nursery.start_soon, self._accept_loops, listeners, nursery)
+                self.admin.starting(accept)  # in-process: clients are taken from now on
                 if internal:
                     nursery.start_soon(self._accept_loop, internal, nursery, self.inter_broker_listener)
                 await nursery.start(self.groups.run)
@@ -446,9 +362,7 @@ class Broker:
                     iport = internal[0].socket.getsockname()[1]
                     ihost = self.internal_host if self.internal_host not in ("0.0.0.0", "::", "") else adv_host
                     endpoints = [[self.inter_broker_listener.name, ihost, iport]]
-                    if self.zk is None:  # an in-process broker (re)starting: it learns its partitions afresh
-                        self.replicas.leader_epochs.clear()
-                        self.replicas.partitions.clear()
+                    self.admin.replication_starting()
                     self.replicas.replication = Replication(self)
                     await nursery.start(self.replicas.replication.run)
                 # the other client listeners, by name (Metadata answers each client with its listener's endpoints)
@@ -458,15 +372,8 @@ class Broker:
                                 listener=self.primary_listener,
                                 protocols={s.name: s.endpoint.protocol for s in self.client_listeners + (
                                     [self.inter_broker_listener] if self.replicated else [])})
-                if self.zk is None:
-                    self.controller.startup(me)
-                else:
-                    await self.zk.register(me)
-                    # As Kafka enables request processing at the end of start-up: the client port is bound (a
-                    # port 0 had to be known to register) but no client connection is taken before this broker
-                    # knows the cluster, so no client ever sees Metadata without the live brokers.
-                    await self._knows_the_cluster()
-                    nursery.start_soon(self._accept_loops, listeners, nursery)
+                # it joins the cluster (ZooKeeper mode: it takes clients once it knows the cluster)
+                await self.admin.register(me, accept)
                 task_status.started(self.bound_port)
                 await trio.sleep(math.inf)
         finally:
@@ -474,13 +381,7 @@ class Broker:
             # and the remaining brokers elect a controller and move leadership.
             self.state.brokers.pop(self.node_id, None)
             self._nursery = None
-            if self.zk is None:
-                if self.replicated:
-                    self.replicas.replication = None  # its fetchers stopped with it
-                self.controller.shutdown()
-                self.state.store.end_session(self.node_id)
-            else:
-                await self.zk.close()
+            await self.admin.stopped()
             for lst in [x for _, bound in listeners for x in bound] + internal:
                 with trio.CancelScope(shield=True):
                     await lst.aclose()
@@ -490,7 +391,7 @@ class Broker:
         c = self.cache
         return self.node_id in c.brokers and c.controller_id in c.brokers
 
-    async def _knows_the_cluster(self) -> None:
+    async def wait_until_it_knows_the_cluster(self) -> None:
         ready = trio.Event()
 
         def check(_old, _cache) -> None:

@@ -53,7 +53,7 @@ async def _learn_topics(ctx: RequestContext, topics: list[tuple[str, object]]) -
     new = [(name, tid) for name, tid in topics if b.cache.topic(name) is None]
     if not new:
         return
-    configs = await b.state.zk.topic_configs([name for name, _ in new])
+    configs = await b.admin.topic_configs([name for name, _ in new])
     for name, tid in new:
         if b.cache.topic(name) is None:  # (a cache's persist is a no-op)
             b.cache.create_topic(name, [], configs.get(name, {}), topic_id=tid)
@@ -184,9 +184,8 @@ async def handle_stop_replica(ctx: RequestContext):
 async def handle_controlled_shutdown(ctx: RequestContext):
     b, r, v = ctx.broker, ctx.body, ctx.version
     R = ControlledShutdownResponse.RemainingPartition
-    zk = b.state.zk
     epoch = r.broker_epoch if v >= 2 else -1  # v0-1 carry none: not checked, as Kafka's controller
-    err, left = await zk.call(lambda: zk.controller.controlled_shutdown(r.broker_id, epoch))
+    err, left = await b.admin.controlled_shutdown(r.broker_id, epoch)
     log.info("controlled_shutdown.request", broker=r.broker_id, error=E(err).name if err else None,
              remaining=len(left))
     return ControlledShutdownResponse(version=v, error_code=err, remaining_partitions=[
@@ -197,20 +196,9 @@ async def handle_alter_partition(ctx: RequestContext):
     """AlterPartition (the controller taking a partition leader's new ISR): see ZkController.alter_partition."""
     b, r, v = ctx.broker, ctx.body, ctx.version
     T, P = AlterPartitionResponse.TopicData, AlterPartitionResponse.TopicData.PartitionData
-    zk = b.state.zk
     items = [(t.topic_name, p.partition_index, p.leader_epoch, list(p.new_isr), p.partition_epoch)
              for t in r.topics for p in t.partitions]
-    if zk is None:  # an in-process cluster: its controller runs on this thread
-        err, out = b.controller.alter_partition(r.broker_id, r.broker_epoch, items)
-        if not err and b.state.writer is not None:  # answered once the new ISRs are on disk (written off the loop)
-            try:
-                await b.state.writer.durable()
-            except OSError as exc:
-                log.warning("alter_partition.not_written", error=str(exc))
-                return AlterPartitionResponse(version=v, throttle_time_ms=0, error_code=E.UNKNOWN_SERVER_ERROR,
-                                              topics=[])
-    else:
-        err, out = await zk.call(lambda: zk.controller.alter_partition(r.broker_id, r.broker_epoch, items))
+    err, out = await b.admin.alter_partition(r.broker_id, r.broker_epoch, items)
     if err:
         return AlterPartitionResponse(version=v, throttle_time_ms=0, error_code=err, topics=[])
     topics: dict[str, list] = {}
