@@ -43,6 +43,9 @@ class Node:
         self._scopes: dict[int, trio.CancelScope] = {}
         # an in-process cluster: each broker's storage services (retention, cleaner, flushes), stopped on removal
         self._services: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
+        # set before open_node's exit: the node ends as a killed process does (no controlled shutdown; the logs'
+        # files closed without a flush, checkpoints or the clean-shutdown marker: the next start recovers them)
+        self.killed = False
 
     @property
     def live_brokers(self) -> list[int]:
@@ -217,6 +220,7 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
     else:
         services.attach(state)
     single = not state.storages
+    node = None
     try:
         async with trio.open_nursery() as nursery:
             if state.zk is None and not state.in_memory:  # the metadata snapshot written off the loop
@@ -236,15 +240,16 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
             for node_id, port in plan:
                 await node.start_broker(node_id, port=port)
             yield node
-            if state.zk is not None:  # a clean stop: leadership moves off this broker first (Kafka's)
+            if state.zk is not None and not node.killed:  # a clean stop: leadership moves off it first (Kafka's)
                 await state.zk.controlled_shutdown()
             nursery.cancel_scope.cancel()
     finally:
         # the logs' last flushes, fsyncs and checkpoints, in a worker: nothing else runs on this node any more,
         # and another node of this loop (or a test's) is not held meanwhile
+        close = services.abandon if node is not None and node.killed else services.close
         with trio.CancelScope(shield=True):
             for storage in [state] if single else list(state.storages.values()):  # (removed brokers' are closed)
-                await trio.to_thread.run_sync(services.close, storage)
+                await trio.to_thread.run_sync(close, storage)
 
 
 async def _preferred_leader_checks(state: ClusterState) -> None:
