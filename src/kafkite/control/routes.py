@@ -465,6 +465,10 @@ class ControlApp:
                              for i, b in sorted(brokers.items())], "controller": controller}
 
     def _topology_node(self):
+        runner = self._runner()
+        if runner is not None:  # ZooKeeper mode: the running broker's node
+            self._brokers()  # (409 while stopped)
+            return runner.node
         node = None if self.node is None else self.node()
         if node is None:
             raise BadRequest(404, "this control listener has no view of its brokers")
