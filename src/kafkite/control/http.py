@@ -22,7 +22,8 @@ work on the broker process's one control model (control/model.py):
   POST         /v1/controller/cut, /v1/controller/heal  {"broker"}: the controller's link to it; GET /v1/controller
   GET|POST|DELETE /v1/leaderless         {"topic", "partition"}: leader -1 until restored (DELETE)
   GET|POST     /v1/clock                 {"advance_ms", "broker"}: the log clock moved forward
-  GET          /v1/brokers               live or stopped; POST /v1/brokers/stop, /v1/brokers/start {"broker"}
+  GET          /v1/brokers               live or stopped; POST /v1/brokers/stop {"broker", "clean"}, /v1/brokers/start
+                                         {"broker"} (ZooKeeper mode: the process's own broker, control/zk_restart.py)
   POST|DELETE  /v1/brokers               {"broker", "rack"} / {"broker"}: add a broker / decommission one;
                                          POST /v1/brokers/rack {"broker", "rack"}: its broker.rack changed
   POST         /v1/compact, /v1/retention  {"topic", "partition"} (retention: "advance_ms"): run them now
