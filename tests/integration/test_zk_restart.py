@@ -10,6 +10,7 @@ import collections
 import gc
 import os
 import re
+import socket
 import threading
 import time
 import uuid
@@ -119,6 +120,11 @@ def test_a_zookeeper_broker_stopped_and_started_over_its_own_listener_leaves_not
             assert code == 400 and "broker 1 is not running" in out["error"]
             code, out = http(url, "GET", "/v1/partitions")  # a control that needs the broker
             assert code == 409 and "broker 1 is stopped" in out["error"]
+            if clean:  # a start that fails (its port taken meanwhile) leaves nothing behind and can be tried again
+                with socket.create_server(("127.0.0.1", port)):
+                    code, out = http(url, "POST", "/v1/brokers/start", {"broker": 1})
+                assert code == 500 and "Address already in use" in out["error"], out
+                assert zk.get("/brokers/ids/1") is None
             code, out = http(url, "POST", "/v1/brokers/start", {"broker": 1})
             assert code == 200 and out["brokers"] == [{"id": 1, "live": True, "port": port, "rack": None}], out
             assert zk.get("/brokers/ids/1") is not None and not marker.exists()  # registered; the marker taken

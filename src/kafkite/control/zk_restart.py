@@ -120,5 +120,11 @@ class ZkBrokerRunner:
         async with self._busy:
             if self.node is not None:
                 raise ValueError(f"broker {broker_id} is running")
-            node = await self._start()
+            try:
+                node = await self._start()
+            except Exception as exc:  # (nothing of it is left: open_node closed what it had opened)
+                while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+                    exc = exc.exceptions[0]
+                log.warning("broker.start_failed", broker=broker_id, error=repr(exc))
+                raise RuntimeError(f"broker {broker_id} did not start: {exc}") from None
             log.info("broker.restarted", broker=broker_id, bootstrap=node.bootstrap_servers)
