@@ -36,7 +36,8 @@ class _ServedZkBroker(TrioThread):
         self.runner = r = ZkBrokerRunner(self.config, data_dir=self.data_dir, in_memory=False, faults=Faults())
         async with trio.open_nursery() as n:
             await n.start(r.run)
-            port = await n.start(serve_control, ControlApp(Faults(), [r.node_id], lambda: r.brokers, lambda: r), "127.0.0.1", 0)
+            app = ControlApp(Faults(), [r.node_id], lambda: r.brokers, lambda: r)
+            port = await n.start(serve_control, app, "127.0.0.1", 0)
             self.url = f"http://127.0.0.1:{port}"
             await self._started()
 
@@ -89,8 +90,8 @@ def test_a_zookeeper_broker_stopped_and_started_over_its_own_listener_leaves_not
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
     connect = kafkite_zookeeper.chroot(f"zk-restart-{uuid.uuid4().hex[:8]}")
-    config = BrokerConfig(static={"zookeeper.connect": connect, "broker.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0",
-                                  "zookeeper.session.timeout.ms": "6000"})
+    config = BrokerConfig(static={"zookeeper.connect": connect, "broker.id": "1",
+                                  "listeners": "PLAINTEXT://127.0.0.1:0", "zookeeper.session.timeout.ms": "6000"})
     zk = ZooKeeperStore(connect, owner=99, session_timeout_ms=6000)
     with _ServedZkBroker(config, tmp_path) as s:
         url, marker = s.url, tmp_path / ".kafka_cleanshutdown"

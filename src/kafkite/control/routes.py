@@ -180,16 +180,15 @@ ROUTES: dict[str, dict[str, Route]] = {
                                        _obj({"broker": _TARGET, "rack": {**_OPT_STR, "description": "null: none"}},
                                             ("broker", "rack")))},
     "/v1/brokers/stop": {"POST": Route(
-        "stop a broker as if its process died: listeners closed, connections dropped, its session ended (the "
-        "controller moves its leaderships); answers once it is out of the cluster. ZooKeeper mode: this process's "
-        "broker, its logs left as a kill leaves them, the control listener stays up; clean: a controlled shutdown "
-        "first and the logs closed clean, as SIGTERM does", "stop_broker",
-        _obj({"broker": _TARGET, "clean": {"type": "boolean", "description": "ZooKeeper mode: a controlled shutdown "
-                                           "instead of a kill (default false)"}}, ("broker",)))},
+        "stop a broker as if its process died (listeners closed, connections dropped, its session ended: its "
+        "leaderships move); answers once it is out of the cluster. ZooKeeper mode: this process's broker, its logs "
+        "left as a kill leaves them (see control/zk_restart.py)", "stop_broker", _obj({"broker": _TARGET, "clean": {
+            "type": "boolean", "description": "ZooKeeper mode: a controlled shutdown, the logs closed clean, as "
+            "SIGTERM does (default: a kill)"}}, ("broker",)))},
     "/v1/brokers/start": {"POST": Route(
-        "start a stopped broker again on its port and data dir (ZooKeeper mode: rebuilt from the process's config as "
-        "a restarted `kafkite serve`: new session, registration, log recovery, catch-up); answers once it is "
-        "registered and serving", "start_broker", _obj({"broker": _TARGET}, ("broker",)))},
+        "start a stopped broker again on its port and data dir (ZooKeeper mode: as `kafkite serve` restarted: a new "
+        "session, the logs recovered, the replicas caught up); answers once it is registered and serving",
+        "start_broker", _obj({"broker": _TARGET}, ("broker",)))},
     "/v1/compact": {"POST": Route("compact every compacted replica (of topic, partition) now, the records committed "
                                   "so far included", "compact", _obj({"topic": _OPT_STR, "partition": _OPT_INT}))},
     "/v1/retention": {"POST": Route("apply retention to every delete-policy replica (of topic, partition) now, or "
@@ -449,10 +448,8 @@ class ControlApp:
 
     def brokers_view(self, body, query, path):
         runner = self._runner()
-        if runner is not None and runner.node is None:  # stopped: its last port
-            from ..server.listeners import listeners_of
-            port = runner.ports.get(listeners_of(runner.config).client[0].listener)
-            return {"brokers": [{"id": runner.node_id, "live": False, "port": port, "rack": None}], "controller": None}
+        if runner is not None and runner.node is None:
+            return runner.stopped_view()
         brokers = self._brokers()
         state = brokers[min(brokers)].state if brokers else None
         if state is not None and state.zk is not None:  # this process's broker; the controller as it knows it
@@ -540,8 +537,9 @@ class ControlApp:
 
     async def make_leaderless(self, body, query, path):
         await views.make_leaderless(self._brokers(), body["topic"], body["partition"])
-        return {"partitions": [p for p in views.partitions(self._brokers(), body["topic"])
-                               if p["partition"] == body["partition"]], "leaderless": views.leaderless(self._brokers())}
+        brokers = self._brokers()
+        return {"partitions": [p for p in views.partitions(brokers, body["topic"])
+                               if p["partition"] == body["partition"]], "leaderless": views.leaderless(brokers)}
 
     async def restore_leader(self, body, query, path):
         topic, partition = self._where(body)

@@ -92,8 +92,14 @@ class ZkBrokerRunner:
     def _listeners_on(self, ports: dict[str, int]) -> str:
         """`listeners` with each client listener configured on port 0 on the port it bound the first time."""
         from ..server.broker import _listeners
-        return ",".join(f"{name}://{f'[{host}]' if ':' in host else host}:{ports.get(name, port) if port == 0 else port}"
+        return ",".join(f"{name}://{f'[{host}]' if ':' in host else host}:{port or ports.get(name, 0)}"
                         for name, host, port in _listeners(self.config.get("listeners")))
+
+    def stopped_view(self) -> dict:
+        """GET /v1/brokers while stopped: the broker, not live, on the port it comes back on."""
+        from ..server.listeners import listeners_of
+        port = self.ports.get(listeners_of(self.config).client[0].listener)
+        return {"brokers": [{"id": self.node_id, "live": False, "port": port, "rack": None}], "controller": None}
 
     def _check(self, broker_id: int) -> None:
         if broker_id != self.node_id:
