@@ -89,7 +89,7 @@ async def _connection(stream: trio.SocketStream, app: ControlApp, token: str | N
             await stream.aclose()
 
 
-async def _answer(app: ControlApp, token: str | None, request: h11.Request, raw: bytes) -> tuple[int, Any]:
+async def _answer(app: ControlApp, token: str | None, request: h11.Request, raw: bytes) -> tuple[int, bytes]:
     method, target = request.method.decode(), request.target.decode()
     try:
         if token is not None:
@@ -101,13 +101,14 @@ async def _answer(app: ControlApp, token: str | None, request: h11.Request, raw:
         except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise BadRequest(400, f"the body is not usable JSON: {str(exc)[:200]}") from None
         status, out = await app.handle_async(method, target, body)
+        data = json.dumps(out).encode()  # (here: an answer that is not JSON is a 500, not the listener's end)
     except BadRequest as exc:
-        status, out = exc.status, {"error": str(exc)}
+        status, data = exc.status, json.dumps({"error": str(exc)}).encode()
     except Exception as exc:  # a bug or a broker that failed: answered, never the listener's (or broker's) end
         log.exception("control.failed", method=method, target=target)
-        status, out = 500, {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+        status, data = 500, json.dumps({"error": f"{type(exc).__name__}: {str(exc)[:500]}"}).encode()
     log.info("control.request", method=method, target=target, status=status)
-    return status, out
+    return status, data
 
 
 async def _next_event(conn: h11.Connection, stream: trio.SocketStream):
@@ -120,7 +121,7 @@ async def _next_event(conn: h11.Connection, stream: trio.SocketStream):
 
 
 async def _send(conn: h11.Connection, stream: trio.SocketStream, status: int, body: Any) -> None:
-    data = json.dumps(body).encode()
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = [("content-type", "application/json"), ("content-length", str(len(data)))]
     await stream.send_all(conn.send(h11.Response(status_code=status, headers=headers)))
     await stream.send_all(conn.send(h11.Data(data=data)))
