@@ -28,6 +28,9 @@ async def serve(config: BrokerConfig, *, data_dir: Path | None, in_memory: bool,
         if control is not None:  # the control listener (control/http.py): faults and the request log
             from .testing.faults import Faults
             faults = Faults()
+        if control is not None and config.get("zookeeper.connect"):
+            await _serve_zk_with_control(config, data_dir, in_memory, faults, control, signals, task_status)
+            return
         async with open_node(config, data_dir=data_dir, in_memory=in_memory, brokers=brokers,
                              faults=faults) as node, trio.open_nursery() as side:
             first = node.brokers[min(node.brokers)]
@@ -38,11 +41,42 @@ async def serve(config: BrokerConfig, *, data_dir: Path | None, in_memory: bool,
                 bound = await side.start(serve_control, ControlApp(faults, sorted(node.brokers), lambda: node.brokers, lambda: node),
                                      host, port, token)
                 extra["control"] = f"http://{host}:{bound}"
-            log.info("ready", bootstrap=node.bootstrap_servers, node_id=first.node_id,
-                     brokers=len(node.brokers), cluster_id=node.state.metadata.cluster_id,
-                     data_dir=None if node.state.in_memory else str(node.state.data_dir), **extra)
+            _ready(node, first, extra)
             task_status.started(first)
             async for signum in signals:
                 log.info("shutdown", signal=signal.Signals(signum).name)
                 break
             side.cancel_scope.cancel()
+
+
+def _ready(node, first, extra: dict) -> None:
+    log.info("ready", bootstrap=node.bootstrap_servers, node_id=first.node_id,
+             brokers=len(node.brokers), cluster_id=node.state.metadata.cluster_id,
+             data_dir=None if node.state.in_memory else str(node.state.data_dir), **extra)
+
+
+async def _serve_zk_with_control(config, data_dir, in_memory, faults, control, signals, task_status) -> None:
+    """A ZooKeeper-mode broker with a control listener: the broker runs under control/zk_restart.py's runner, so
+    POST /v1/brokers/stop and /start stop it (as if its process died) and start it again from the same config while
+    the control listener stays up. SIGINT/SIGTERM: a clean stop (a controlled shutdown) when it is running."""
+    from .control.http import ControlApp, serve_control
+    from .control.zk_restart import ZkBrokerRunner
+    runner = ZkBrokerRunner(config, data_dir=data_dir, in_memory=in_memory, faults=faults)
+    async with trio.open_nursery() as side:
+        node = await side.start(runner.run)
+        first = node.brokers[min(node.brokers)]
+        host, port, token = control
+        bound = await side.start(serve_control, ControlApp(faults, [runner.node_id], lambda: runner.brokers,
+                                                           lambda: runner), host, port, token)
+        _ready(node, first, {"control": f"http://{host}:{bound}"})
+        task_status.started(first)
+        async for signum in signals:
+            log.info("shutdown", signal=signal.Signals(signum).name)
+            break
+        with trio.CancelScope(shield=True), trio.move_on_after(120):
+            if runner.node is not None:
+                try:
+                    await runner.stop(runner.node_id, clean=True)
+                except ValueError:  # stopped meanwhile over the control listener
+                    pass
+        side.cancel_scope.cancel()

@@ -231,3 +231,16 @@ async def checkpoint(state, interval_key: str, collect, write) -> None:
 
 def close(state) -> None:
     state.replicas.close()
+
+
+def abandon(state) -> None:
+    """Close the logs' files as a killed process leaves them (control/zk_restart.py): what was written stays (the
+    OS has it), but nothing is flushed or fsynced and no checkpoint or clean-shutdown marker is written, so the next
+    start recovers the logs from their recovery points."""
+    replicas = state.replicas
+    for lg in list(replicas.logs.values()):
+        try:
+            lg.close_for_deletion()  # (its pending writes completed, its files closed; nothing flushed)
+        except Exception:
+            log.exception("log.close_failed")
+    replicas.logs.clear()

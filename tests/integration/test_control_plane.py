@@ -118,7 +118,7 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         admin.create_topics([NewTopic("zk-ctl", num_partitions=1, replication_factor=3)])["zk-ctl"].result(30)
         leader = c.wait_until(lambda: c.leader("zk-ctl", 0) > 0 and c.leader("zk-ctl", 0), 30, "a leader")
         url = c.control_url(leader)
-        p = Producer({"bootstrap.servers": c.bootstrap_servers, "retry.backoff.ms": 50})
+        p = Producer({"bootstrap.servers": c.bootstrap_servers, "retry.backoff.ms": 50, "acks": "all"})
         p.produce("zk-ctl", value=b"warm-up")
         assert p.flush(30) == 0
         assert control(url, "requests", "--clear")[0] == 0
@@ -131,9 +131,27 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         [part] = control(url, "partitions", "--topic", "zk-ctl")[1]["partitions"]  # this process's view
         assert part["leader"] == leader and sorted(part["replicas"]) == [1, 2, 3]
         assert part["local_replicas"][str(leader)]["log_end_offset"] == 2
-        # a broker's process is stopped by the cluster (ProcessCluster.stop_broker), not over its own listener
+        # the leader stopped over its own control listener, as if its process died (the process and its listener
+        # stay): out of ZooKeeper at once, the leadership moves, acks=all traffic goes on; another process's broker
+        # id, and a second stop, are refused and change nothing
+        other = next(i for i in (1, 2, 3) if i != leader)
+        code, out = control(url, "stop", str(other))
+        assert code == 1 and f"unknown broker {other}" in out["error"] and c.live_brokers == [1, 2, 3]
         code, out = control(url, "stop", str(leader))
-        assert code == 1 and "ZooKeeper mode" in out["error"] and leader in c.live_brokers
+        assert code == 0 and out["brokers"] == [{"id": leader, "live": False, "port": c.ports[leader], "rack": None}]
+        assert leader not in c.live_brokers and c.is_running(leader)
+        assert control(url, "stop", str(leader))[0] == 1
+        c.wait_until(lambda: c.leader("zk-ctl", 0) not in (-1, leader), 30, "the leadership moved")
+        for i in range(20):
+            p.produce("zk-ctl", value=b"while %d is down %d" % (leader, i))
+        assert p.flush(60) == 0
+        # started again on its port and data dir: registered, listed in Metadata, caught up into the ISR
+        code, out = control(url, "start", str(leader))
+        assert code == 0 and out["brokers"][0]["live"] and leader in c.live_brokers, out
+        assert leader in [b[0] for b in c.metadata_view(other)["brokers"]]
+        c.wait_until(lambda: leader in c.metadata_view(other)["topics"]["zk-ctl"][0][2], 30, "back in the ISR")
+        c.wait_until(lambda: http(url, "GET", "/v1/partitions?topic=zk-ctl")[1]["partitions"][0]["local_replicas"][
+            str(leader)]["log_end_offset"] == 22, 30, "every record on the restarted replica")
         # compaction now, on every broker's replicas (each process compacts its own): a consumer reads the result
         admin.create_topics([NewTopic("zk-compact", num_partitions=1, replication_factor=3,
                                       config={"cleanup.policy": "compact"})])["zk-compact"].result(30)

@@ -90,6 +90,8 @@ def test_a_broker_stopped_and_started_over_http_with_acks_all_traffic_nothing_lo
 def test_a_broker_stopped_twice_is_refused():
     with KafkiteCluster(brokers=2, control=True) as cluster:
         url = cluster.control_url
+        code, out = control(url, "stop", "2", "--clean")  # a controlled shutdown: ZooKeeper mode's (zk_restart.py)
+        assert code == 1 and "clean is served in ZooKeeper mode" in out["error"] and cluster.live_brokers == [1, 2]
         ok(control(url, "stop", "2"))
         code, out = control(url, "stop", "2")
         assert code == 1 and "broker 2 is not running" in out["error"]

@@ -15,7 +15,7 @@ printed on stderr with exit code 1.
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
     kafkite control --url ... replicas TOPIC PARTITION B1 [B2 ...]
     kafkite control --url ... shuffle-leaders [TOPIC ...] [--coordinators] [--seed N]
-    kafkite control --url ... brokers | stop BROKER | start BROKER | coordinator GROUP BROKER
+    kafkite control --url ... brokers | stop BROKER [--clean] | start BROKER | coordinator GROUP BROKER
     kafkite control --url ... add-broker [BROKER] [--rack R] | remove-broker BROKER | rack BROKER [RACK]
     kafkite control --url ... pause-replication BROKER | resume-replication BROKER | replication
     kafkite control --url ... cut-replication FOLLOWER LEADER | heal-replication FOLLOWER LEADER
@@ -140,9 +140,13 @@ def add_subparser(sub) -> None:
     rk = act.add_parser("rack", help="set a running broker's broker.rack (no RACK: none)")
     rk.add_argument("broker", type=int)
     rk.add_argument("rack", nargs="?")
-    for name, what in (("stop", "stop a broker as if its process died"), ("start", "start a stopped broker again")):
-        sb = act.add_parser(name, help=f"{what} (one-process clusters: kafkite serve --brokers N)")
+    for name, what in (("stop", "stop a broker as if its process died (ZooKeeper mode: the listener's own broker)"),
+                       ("start", "start a stopped broker again on its port and data dir")):
+        sb = act.add_parser(name, help=what)
         sb.add_argument("broker", type=int)
+        if name == "stop":
+            sb.add_argument("--clean", action="store_true",
+                            help="ZooKeeper mode: a controlled shutdown (leaderships moved first, logs closed clean)")
     for name, what in (("compact", "compact the compacted topics' replicas now"),
                        ("retention", "apply retention to the delete-policy replicas now")):
         dc = act.add_parser(name, help=what)
@@ -258,7 +262,8 @@ def _request(args) -> tuple[str, str, object]:
     if a == "rack":
         return "POST", "/v1/brokers/rack", {"broker": args.broker, "rack": args.rack}
     if a in ("stop", "start"):
-        return "POST", f"/v1/brokers/{a}", {"broker": args.broker}
+        return "POST", f"/v1/brokers/{a}", {"broker": args.broker, **({"clean": True} if getattr(
+            args, "clean", False) else {})}
     if a in ("compact", "retention"):
         body = {"topic": args.topic, "partition": args.partition}
         if a == "retention" and args.advance_ms is not None:

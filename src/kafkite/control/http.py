@@ -22,7 +22,8 @@ work on the broker process's one control model (control/model.py):
   POST         /v1/controller/cut, /v1/controller/heal  {"broker"}: the controller's link to it; GET /v1/controller
   GET|POST|DELETE /v1/leaderless         {"topic", "partition"}: leader -1 until restored (DELETE)
   GET|POST     /v1/clock                 {"advance_ms", "broker"}: the log clock moved forward
-  GET          /v1/brokers               live or stopped; POST /v1/brokers/stop, /v1/brokers/start {"broker"}
+  GET          /v1/brokers               live or stopped; POST /v1/brokers/stop {"broker", "clean"}, /v1/brokers/start
+                                         {"broker"} (ZooKeeper mode: the process's own broker, control/zk_restart.py)
   POST|DELETE  /v1/brokers               {"broker", "rack"} / {"broker"}: add a broker / decommission one;
                                          POST /v1/brokers/rack {"broker", "rack"}: its broker.rack changed
   POST         /v1/compact, /v1/retention  {"topic", "partition"} (retention: "advance_ms"): run them now
@@ -88,7 +89,7 @@ async def _connection(stream: trio.SocketStream, app: ControlApp, token: str | N
             await stream.aclose()
 
 
-async def _answer(app: ControlApp, token: str | None, request: h11.Request, raw: bytes) -> tuple[int, Any]:
+async def _answer(app: ControlApp, token: str | None, request: h11.Request, raw: bytes) -> tuple[int, bytes]:
     method, target = request.method.decode(), request.target.decode()
     try:
         if token is not None:
@@ -100,13 +101,14 @@ async def _answer(app: ControlApp, token: str | None, request: h11.Request, raw:
         except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise BadRequest(400, f"the body is not usable JSON: {str(exc)[:200]}") from None
         status, out = await app.handle_async(method, target, body)
+        data = json.dumps(out).encode()  # (here: an answer that is not JSON is a 500, not the listener's end)
     except BadRequest as exc:
-        status, out = exc.status, {"error": str(exc)}
+        status, data = exc.status, json.dumps({"error": str(exc)}).encode()
     except Exception as exc:  # a bug or a broker that failed: answered, never the listener's (or broker's) end
         log.exception("control.failed", method=method, target=target)
-        status, out = 500, {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+        status, data = 500, json.dumps({"error": f"{type(exc).__name__}: {str(exc)[:500]}"}).encode()
     log.info("control.request", method=method, target=target, status=status)
-    return status, out
+    return status, data
 
 
 async def _next_event(conn: h11.Connection, stream: trio.SocketStream):
@@ -119,7 +121,7 @@ async def _next_event(conn: h11.Connection, stream: trio.SocketStream):
 
 
 async def _send(conn: h11.Connection, stream: trio.SocketStream, status: int, body: Any) -> None:
-    data = json.dumps(body).encode()
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = [("content-type", "application/json"), ("content-length", str(len(data)))]
     await stream.send_all(conn.send(h11.Response(status_code=status, headers=headers)))
     await stream.send_all(conn.send(h11.Data(data=data)))

@@ -3,8 +3,9 @@ its body's JSON schema. The same table validates a request's body, answers it, a
 (GET /v1/openapi.json), so the document cannot list a route that is not served or miss one that is.
 
 Bad input answers 4xx with {"error": "<what is wrong>"} and changes nothing: 400 for a body or value that cannot
-be used, 401 for a missing or wrong token, 404 for an unknown route, 405 for a method a route does not take, 413
-for a body over MAX_BODY (http.py)."""
+be used, 401 for a missing or wrong token, 404 for an unknown route, 405 for a method a route does not take, 409
+for a control that needs the broker while a ZooKeeper-mode process's broker is stopped (POST /v1/brokers/start
+first), 413 for a body over MAX_BODY (http.py)."""
 from __future__ import annotations
 
 import inspect
@@ -178,10 +179,16 @@ ROUTES: dict[str, dict[str, Route]] = {
                                        "rack-aware fetching and assignment see it", "set_rack",
                                        _obj({"broker": _TARGET, "rack": {**_OPT_STR, "description": "null: none"}},
                                             ("broker", "rack")))},
-    "/v1/brokers/stop": {"POST": Route("stop a broker as if its process died (one-process clusters); answers once it "
-                                       "is out of the cluster", "stop_broker", _obj({"broker": _TARGET}, ("broker",)))},
-    "/v1/brokers/start": {"POST": Route("start a stopped broker again on its port (one-process clusters); answers "
-                                        "once it listens", "start_broker", _obj({"broker": _TARGET}, ("broker",)))},
+    "/v1/brokers/stop": {"POST": Route(
+        "stop a broker as if its process died (listeners closed, connections dropped, its session ended: its "
+        "leaderships move); answers once it is out of the cluster. ZooKeeper mode: this process's broker, its logs "
+        "left as a kill leaves them (see control/zk_restart.py)", "stop_broker", _obj({"broker": _TARGET, "clean": {
+            "type": "boolean", "description": "ZooKeeper mode: a controlled shutdown, the logs closed clean, as "
+            "SIGTERM does (default: a kill)"}}, ("broker",)))},
+    "/v1/brokers/start": {"POST": Route(
+        "start a stopped broker again on its port and data dir (ZooKeeper mode: as `kafkite serve` restarted: a new "
+        "session, the logs recovered, the replicas caught up); answers once it is registered and serving",
+        "start_broker", _obj({"broker": _TARGET}, ("broker",)))},
     "/v1/compact": {"POST": Route("compact every compacted replica (of topic, partition) now, the records committed "
                                   "so far included", "compact", _obj({"topic": _OPT_STR, "partition": _OPT_INT}))},
     "/v1/retention": {"POST": Route("apply retention to every delete-policy replica (of topic, partition) now, or "
@@ -387,7 +394,7 @@ class ControlApp:
     def _view(self, fn, query, name):
         if self.brokers is None:
             raise BadRequest(404, f"this control listener has no view of its brokers' {name}")
-        return fn(self.brokers(), query[name][0] if name in query else None)
+        return fn(self._brokers(), query[name][0] if name in query else None)
 
     def partitions(self, body, query, path):
         return {"partitions": self._view(views.partitions, query, "topic")}
@@ -397,7 +404,7 @@ class ControlApp:
         zk = brokers[min(brokers)].state.zk if brokers else None
         broker = body["broker"] if zk is not None else self._broker(body["broker"])  # ZooKeeper: any broker id
         await views.move_leader(brokers, body["topic"], body["partition"], broker)
-        return {"partitions": [p for p in views.partitions(self.brokers(), body["topic"])
+        return {"partitions": [p for p in views.partitions(self._brokers(), body["topic"])
                                if p["partition"] == body["partition"]]}
 
     async def reassign(self, body, query, path):
@@ -420,21 +427,33 @@ class ControlApp:
     def _brokers(self) -> dict:
         if self.brokers is None:
             raise BadRequest(404, "this control listener has no view of its brokers")
-        return self.brokers()
+        brokers = self.brokers()
+        runner = self._runner()
+        if runner is not None and not brokers:
+            raise BadRequest(409, f"broker {runner.node_id} is stopped: start it first (POST /v1/brokers/start)")
+        return brokers
+
+    def _runner(self):
+        """A ZooKeeper-mode process's broker runner (control/zk_restart.py), else None."""
+        from .zk_restart import ZkBrokerRunner
+        node = None if self.node is None else self.node()
+        return node if isinstance(node, ZkBrokerRunner) else None
 
     def _node(self):
         node = None if self.node is None else self.node()
-        if node is None or node.state.zk is not None:
-            raise BadRequest(400, "stopping and starting a broker over HTTP is served for one-process clusters "
-                                  "(kafkite serve --brokers N, KafkiteCluster); in ZooKeeper mode stop its process "
-                                  "(ProcessCluster.stop_broker)")
+        if node is None or (self._runner() is None and node.state.zk is not None):
+            raise BadRequest(400, "this control listener cannot stop and start its broker: a ZooKeeper-mode broker "
+                                  "does so over its own control listener (kafkite serve --control-port)")
         return node
 
     def brokers_view(self, body, query, path):
+        runner = self._runner()
+        if runner is not None and runner.node is None:
+            return runner.stopped_view()
         brokers = self._brokers()
         state = brokers[min(brokers)].state if brokers else None
         if state is not None and state.zk is not None:  # this process's broker; the controller as it knows it
-            controller = brokers[min(brokers)].controller_id
+            controller = brokers[min(brokers)].controller_id()
         else:
             c = state.active_controller() if state is not None else None
             controller = None if c is None else c.node_id
@@ -443,6 +462,10 @@ class ControlApp:
                              for i, b in sorted(brokers.items())], "controller": controller}
 
     def _topology_node(self):
+        runner = self._runner()
+        if runner is not None:  # ZooKeeper mode: the running broker's node
+            self._brokers()  # (409 while stopped)
+            return runner.node
         node = None if self.node is None else self.node()
         if node is None:
             raise BadRequest(404, "this control listener has no view of its brokers")
@@ -467,6 +490,13 @@ class ControlApp:
         return self.brokers_view(body, query, path)
 
     async def stop_broker(self, body, query, path):
+        runner = self._runner()
+        if runner is not None:  # ZooKeeper mode: this process's broker (any other id is refused there)
+            await runner.stop(body["broker"], clean=bool(body.get("clean")))
+            return self.brokers_view(body, query, path)
+        if body.get("clean"):
+            raise BadRequest(400, "clean is served in ZooKeeper mode (a controlled shutdown); a one-process "
+                                  "cluster's broker stops as if its process died")
         node, bid = self._node(), self._broker(body["broker"])
         if bid not in node.live_brokers:
             raise BadRequest(400, f"broker {bid} is not running")
@@ -475,6 +505,10 @@ class ControlApp:
         return self.brokers_view(body, query, path)
 
     async def start_broker(self, body, query, path):
+        runner = self._runner()
+        if runner is not None:
+            await runner.start(body["broker"])
+            return self.brokers_view(body, query, path)
         node, bid = self._node(), self._broker(body["broker"])
         if bid in node.live_brokers or bid in node._scopes:
             raise BadRequest(400, f"broker {bid} is running")
@@ -503,15 +537,16 @@ class ControlApp:
 
     async def make_leaderless(self, body, query, path):
         await views.make_leaderless(self._brokers(), body["topic"], body["partition"])
-        return {"partitions": [p for p in views.partitions(self.brokers(), body["topic"])
-                               if p["partition"] == body["partition"]], "leaderless": views.leaderless(self.brokers())}
+        brokers = self._brokers()
+        return {"partitions": [p for p in views.partitions(brokers, body["topic"])
+                               if p["partition"] == body["partition"]], "leaderless": views.leaderless(brokers)}
 
     async def restore_leader(self, body, query, path):
         topic, partition = self._where(body)
         await views.restore_leader(self._brokers(), topic, partition)
-        return {"partitions": [p for p in views.partitions(self.brokers(), topic)
+        return {"partitions": [p for p in views.partitions(self._brokers(), topic)
                                if partition in (None, p["partition"])] if topic is not None else [],
-                "leaderless": views.leaderless(self.brokers())}
+                "leaderless": views.leaderless(self._brokers())}
 
     def replication(self, body, query, path):
         return views.replication_state(self._brokers())

@@ -43,6 +43,9 @@ class Node:
         self._scopes: dict[int, trio.CancelScope] = {}
         # an in-process cluster: each broker's storage services (retention, cleaner, flushes), stopped on removal
         self._services: dict[int, tuple[trio.CancelScope, trio.Event]] = {}
+        # set before open_node's exit: the node ends as a killed process does (no controlled shutdown; the logs'
+        # files closed without a flush, checkpoints or the clean-shutdown marker: the next start recovers them)
+        self.killed = False
 
     @property
     def live_brokers(self) -> list[int]:
@@ -217,44 +220,50 @@ async def open_node(config: BrokerConfig, *, data_dir: str | Path | None = None,
         if brokers != 1 or (node_ids is not None and list(node_ids) != [config.node_id]):
             raise ValueError("with zookeeper.connect a process runs one broker (start one process per broker)")
         await state.open_zk()
-    plan = broker_plan(config, brokers, node_ids)
-    if len(plan) > 1:  # an in-process cluster: each broker its own partitions, replicated between them
-        for node_id, _ in plan:
-            state.storages[node_id] = services.Storage(
-                state, node_id, None if state.in_memory else state.data_dir / f"broker-{node_id}", state.in_memory)
-        state.hooks.append(services.StorageHooks(state.storages))
-    else:
-        services.attach(state)
-    single = not state.storages
     try:
-        async with trio.open_nursery() as nursery:
-            if state.zk is None and not state.in_memory:  # the metadata snapshot written off the loop
-                from .metadata_writer import MetadataWriter
-                state.writer = MetadataWriter(state.metadata)
-                state.writer.batch = state._one_publish
-                state.writer.publish = state.publish
-                await nursery.start(state.writer.run)
-            node = Node(state, nursery, faults=faults, racks=racks)
-            if single:
-                await nursery.start(services.run, state)
-            for node_id, storage in list(state.storages.items()):
-                await node.start_services(node_id, storage)
-            if state.zk is not None:
-                await nursery.start(state.zk.run)
-            else:
-                nursery.start_soon(_preferred_leader_checks, state)
-            for node_id, port in plan:
-                await node.start_broker(node_id, port=port)
-            yield node
-            if state.zk is not None:  # a clean stop: leadership moves off this broker first (Kafka's)
-                await state.zk.controlled_shutdown()
-            nursery.cancel_scope.cancel()
+        plan = broker_plan(config, brokers, node_ids)
+        if len(plan) > 1:  # an in-process cluster: each broker its own partitions, replicated between them
+            for node_id, _ in plan:
+                state.storages[node_id] = services.Storage(
+                    state, node_id, None if state.in_memory else state.data_dir / f"broker-{node_id}", state.in_memory)
+            state.hooks.append(services.StorageHooks(state.storages))
+        else:
+            services.attach(state)
+        single = not state.storages
+        node = None
+        try:
+            async with trio.open_nursery() as nursery:
+                if state.zk is None and not state.in_memory:  # the metadata snapshot written off the loop
+                    from .metadata_writer import MetadataWriter
+                    state.writer = MetadataWriter(state.metadata)
+                    state.writer.batch = state._one_publish
+                    state.writer.publish = state.publish
+                    await nursery.start(state.writer.run)
+                node = Node(state, nursery, faults=faults, racks=racks)
+                if single:
+                    await nursery.start(services.run, state)
+                for node_id, storage in list(state.storages.items()):
+                    await node.start_services(node_id, storage)
+                if state.zk is not None:
+                    await nursery.start(state.zk.run)
+                else:
+                    nursery.start_soon(_preferred_leader_checks, state)
+                for node_id, port in plan:
+                    await node.start_broker(node_id, port=port)
+                yield node
+                if state.zk is not None and not node.killed:  # a clean stop: leadership moves off it first (Kafka's)
+                    await state.zk.controlled_shutdown()
+                nursery.cancel_scope.cancel()
+        finally:
+            # the logs' last flushes, fsyncs and checkpoints, in a worker: nothing else runs on this node any more,
+            # and another node of this loop (or a test's) is not held meanwhile
+            close = services.abandon if node is not None and node.killed else services.close
+            with trio.CancelScope(shield=True):
+                for storage in [state] if single else list(state.storages.values()):  # (removed brokers' are closed)
+                    await trio.to_thread.run_sync(close, storage)
     finally:
-        # the logs' last flushes, fsyncs and checkpoints, in a worker: nothing else runs on this node any more,
-        # and another node of this loop (or a test's) is not held meanwhile
-        with trio.CancelScope(shield=True):
-            for storage in [state] if single else list(state.storages.values()):  # (removed brokers' are closed)
-                await trio.to_thread.run_sync(services.close, storage)
+        if state.zk is not None:  # (a no-op once the broker ended its session; else a start that failed on the way)
+            await state.zk.close()
 
 
 async def _preferred_leader_checks(state: ClusterState) -> None:

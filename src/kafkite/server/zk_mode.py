@@ -116,6 +116,7 @@ class ZkMode:
         self._token: trio.lowlevel.TrioToken | None = None
         self._last_config_change: int | None = None  # the last /config/changes sequence applied (-1: none)
         self._pid_next = self._pid_end = 0
+        self._closed = False
 
     # -- start and stop --------------------------------------------------------------------------
     async def open(self) -> ClusterMetadata:
@@ -136,6 +137,7 @@ class ZkMode:
             self.acls = ZkAclStore(self.store)
             acls = await self.events.call(self.acls.load_all)
         except Exception as exc:
+            self._closed = True
             self.events.stop()
             raise RuntimeError(f"cannot connect to ZooKeeper at {self.connect}: {exc!r}") from None
         for entity, configs in dynamic.items():
@@ -188,7 +190,11 @@ class ZkMode:
         return await self.events.call(fn)
 
     async def close(self) -> None:
-        """End the session: the registration (and /controller when held) go at once."""
+        """End the session: the registration (and /controller when held) go at once. Once only."""
+        if self._closed:
+            return
+        self._closed = True
+
         def end() -> None:
             self.controller.shutdown() if self.controller is not None else None
             if self.store is not None:
