@@ -139,8 +139,22 @@ def test_leader_killed_loses_no_acknowledged_record_and_rejoins_the_isr(cluster)
     c.wait_until(lambda: _replicas_agree(c, "failover"), 20, "replicas byte-identical after the restart")
 
 
-def test_paused_follower_leaves_the_isr_and_rejoins(cluster):
-    c = cluster
+PATIENT_SESSION_MS = 10000
+
+
+@pytest.fixture
+def patient_cluster(kafkite_zookeeper):
+    """ZooKeeper sessions of 10 s: a paused broker is dropped from the ISR by its leader (replica.lag.time.max.ms
+    1.5 s) long before its session would expire, even on a loaded machine."""
+    c = _start(kafkite_zookeeper, session_ms=PATIENT_SESSION_MS)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_paused_follower_leaves_the_isr_and_rejoins(patient_cluster):
+    c = patient_cluster
     ctl = c.controller_id
     leader, paused = [b for b in (1, 2, 3) if b != ctl]  # the controller (who takes AlterPartition) stays up
     _create(c, "lagging", [leader, ctl, paused])
@@ -148,7 +162,8 @@ def test_paused_follower_leaves_the_isr_and_rejoins(cluster):
     try:
         # the leader drops it after replica.lag.time.max.ms, well before its ZooKeeper session expires
         c.wait_until(lambda: sorted(_state(c, "lagging").get("isr", [])) == sorted([leader, ctl]),
-                     SESSION_MS / 1000 - 0.5, f"broker {paused} out of the ISR")
+                     PATIENT_SESSION_MS / 1000 - 0.5, f"broker {paused} out of the ISR")
+        assert paused in c.live_brokers  # (its session holds: the leader's AlterPartition took it out, by lag)
         acked = _produce(c, "lagging", [b"p-%d" % i for i in range(50)], via=leader)  # min.insync.replicas=2 holds
     finally:
         c.resume_broker(paused)
