@@ -182,7 +182,11 @@ def main() -> None:
             for name, broker in MODES:
                 with broker() as bs:
                     topic = f"bench-{size}-{rnd}"
-                    create_topic(bs, topic)
+                    try:
+                        create_topic(bs, topic)
+                    except Exception:
+                        print(f"throughput.py: creating {topic} on {name} ({bs}) failed", file=sys.stderr)
+                        raise
                     runs.setdefault(name, []).append((produce(bs, topic, n, size), *consume(bs, topic, n)))
         res = {name: tuple(statistics.median(x[i] for x in r) for i in range(4)) for name, r in runs.items()}
         rows.append((size, n, res))
