@@ -155,6 +155,7 @@ class Faults:
         self._latency: dict[tuple[int | None, int | None], int] = {}  # (broker, api key) -> ms
         self._holds: list[Hold] = []
         self._versions: dict[tuple[int | None, int], tuple[int, int] | None] = {}  # None: removed
+        self._followers: dict[tuple[str, int], int] = {}  # (topic, partition) -> the preferred read replica
         self.requests: collections.deque[dict] = collections.deque(maxlen=self.REQUEST_LOG_SIZE)
         self._seq = 0
 
@@ -165,6 +166,7 @@ class Faults:
         with self._lock:
             held = [w for h in self._holds for w in h.waiting]
             self._errors, self._drops, self._latency, self._holds, self._versions = [], [], {}, [], {}
+            self._followers = {}
         _wake(held)
 
     def reset(self) -> None:
@@ -186,7 +188,23 @@ class Faults:
                     "versions": [{"broker": b, "api": _name(a), "removed": r is None,
                                   "min_version": None if r is None else r[0],
                                   "max_version": None if r is None else r[1]}
-                                 for (b, a), r in self._versions.items()]}
+                                 for (b, a), r in self._versions.items()],
+                    "followers": [{"topic": t, "partition": p, "broker": b}
+                                  for (t, p), b in sorted(self._followers.items())]}
+
+    # -- the follower consumers are sent to (librdkafka's mock partition_set_follower) -----------------
+    def set_follower(self, topic: str, partition: int, broker_id: int | None) -> None:
+        """The partition's leader answers every consumer Fetch (v11+) with `broker_id` as its preferred read
+        replica (KIP-392) and no records, whatever the client's rack, so the consumer fetches from that replica,
+        which serves its own copy up to its high watermark; None: no longer (the replica selector chooses)."""
+        with self._lock:
+            if broker_id is None:
+                self._followers.pop((topic, partition), None)
+            else:
+                self._followers[(topic, partition)] = broker_id
+
+    def preferred_follower(self, topic: str, partition: int) -> int | None:
+        return self._followers.get((topic, partition)) if self._followers else None
 
     # -- errors ---------------------------------------------------------------------------------
     def inject_error(self, api, error, *, count: int = 1, broker_id: int | None = None, version: int | None = None,

@@ -84,6 +84,15 @@ ROUTES: dict[str, dict[str, Route]] = {
                       _obj({"api": _API, "min_version": _OPT_INT, "max_version": _OPT_INT, "broker": _BROKER,
                             "remove": {"type": "boolean"}}, ("api",))),
         "DELETE": Route("remove every version cap", "clear_versions")},
+    "/v1/followers": {
+        "GET": Route("the followers consumers are sent to", "state"),
+        "POST": Route("the partition's leader answers consumers' Fetch (v11+) with this replica as the preferred read "
+                      "replica and no records, whatever their rack (librdkafka's mock partition_set_follower): they "
+                      "fetch from it, up to its high watermark; broker null: no longer", "set_follower",
+                      _obj({"topic": {"type": "string"}, "partition": {"type": "integer", "minimum": 0},
+                            "broker": {**_OPT_INT, "description": "a replica of the partition; null: none"}},
+                           ("topic", "partition", "broker"))),
+        "DELETE": Route("remove every follower set", "clear_followers")},
     **TOPOLOGY_ROUTES,
     "/v1/requests": {
         "GET": Route("the request log (the newest 10,000 client requests)", "requests", query=(
@@ -268,6 +277,24 @@ class ControlApp(TopologyAnswers):
         else:
             self.faults.set_api_versions(api, max_version=body.get("max_version"),
                                          min_version=body.get("min_version"), broker_id=broker)
+        return self._state(path)
+
+    def set_follower(self, body, query, path):
+        topic, partition, broker = body["topic"], body["partition"], body["broker"]
+        if broker is not None and self.brokers is not None:
+            brokers = self._brokers()
+            p = brokers[min(brokers)].metadata.partition(topic, partition) if brokers else None
+            if p is None:
+                raise BadRequest(400, f"no partition {_short(topic)}-{partition}")
+            if broker not in p.replicas:
+                raise BadRequest(400, f"broker {broker} is not a replica of {_short(topic)}-{partition}: its replicas "
+                                      f"are {p.replicas}")
+        self.faults.set_follower(topic, partition, broker)
+        return self._state(path)
+
+    def clear_followers(self, body, query, path):
+        for f in self.faults.state()["followers"]:
+            self.faults.set_follower(f["topic"], f["partition"], None)
         return self._state(path)
 
     def clear_versions(self, body, query, path):

@@ -251,6 +251,14 @@ class KafkiteCluster(TrioThread):
         return self.call(lambda: {i: self.brokers[i].cache.snapshot(include_brokers=True) for i in self.live_brokers})
 
     # -- controls (kafkite.control.model; `self.faults` has them all) ------------------------------
+    def set_follower(self, topic: str, partition: int, broker_id: int | None) -> None:
+        """Consumers of the partition are sent to replica `broker_id` (the leader names it their preferred read
+        replica, librdkafka's mock partition_set_follower); None: no longer."""
+        p = self.state.metadata.partition(topic, partition)
+        if broker_id is not None and (p is None or broker_id not in p.replicas):
+            raise ValueError(f"broker {broker_id} is not a replica of {topic}-{partition}")
+        self.faults.set_follower(topic, partition, broker_id)
+
     def inject_error(self, api, error, count: int = 1, broker_id: int | None = None, **filters) -> int:
         """`error`: a code or a sequence answered in turn; filters: version, client_id, topic, partition."""
         error = [int(e) for e in error] if isinstance(error, (list, tuple)) else int(error)

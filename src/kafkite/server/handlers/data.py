@@ -12,7 +12,7 @@ from ..replica_manager import AppendOutcome
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
 from ..context import RequestContext, now_ms, wait_unless_peer_closed
 from ..fetch_session import FINAL_EPOCH, ZERO_UUID, PartitionRequest, TopicIdPartition
-from .leader_hints import fill_fetch, fill_produce
+from .leader_hints import fill_fetch, fill_produce, follow
 
 
 # -- Produce -------------------------------------------------------------------
@@ -266,6 +266,7 @@ def _read_fetch(b, body, v: int, interesting, max_bytes: int, replica_id: int = 
                           aborted_transactions=r.aborted_transactions,
                           preferred_read_replica=r.preferred_read_replica,
                           records=r.records if r.records is not None else ())  # Kafka: empty, never null
+        follow(b, v, replica_id, name, p)  # a follower a test set: the consumer is sent there
         total += p.records_size
         out.append((tp, p))
     return out

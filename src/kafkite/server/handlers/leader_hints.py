@@ -4,7 +4,10 @@ answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, carry the partition's cu
 moves to the new leader without waiting for a Metadata refresh. As Kafka's KafkaApis.getCurrentLeader: the leader
 and epoch this broker knows (-1, -1 for a partition it does not know: left out), the endpoint only of a live
 leader with that listener. Errors injected by the control plane (control/responses.py) carry none, as the
-librdkafka mock's injected errors."""
+librdkafka mock's injected errors.
+
+Also the preferred read replica a test sets (`follow`, control/model.py's set_follower: librdkafka's mock
+partition_set_follower): the leader sends consumers to that replica."""
 from __future__ import annotations
 
 from ...wire.errors import E
@@ -53,3 +56,18 @@ def fill_fetch(broker, version: int, response) -> None:
             if p.error_code in _FETCH_ERRORS:
                 p.current_leader = _leader(broker, t.topic, p.partition_index, nodes)
     response.node_endpoints = [(n, h, port, rack) for n, (h, port, rack) in sorted(nodes.items())]
+
+
+def follow(broker, version: int, replica_id: int, topic: str, p) -> None:
+    """A consumer's Fetch (v11+) of a partition this broker leads, answered without error: when a test set the
+    partition's follower (another broker), the answer names it the preferred read replica and carries no records,
+    as Kafka's leader answers when its replica selector picks another replica."""
+    faults = broker.faults
+    if faults is None or version < 11 or replica_id >= 0 or p.error_code:
+        return
+    follower = faults.preferred_follower(topic, p.partition_index)
+    if follower is None or follower == broker.node_id:
+        return
+    info = broker.metadata.partition(topic, p.partition_index)
+    if info is not None and info.leader == broker.node_id:
+        p.preferred_read_replica, p.records = follower, ()

@@ -1,6 +1,7 @@
 """KIP-951 (Kafka 3.7+): a Produce v10+ partition answered NOT_LEADER_OR_FOLLOWER, and a Fetch v16+ partition
 answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, carry CurrentLeader (leader id and epoch) and the response
-the leader's endpoint (NodeEndpoints); older versions carry neither (server/handlers/leader_hints.py)."""
+the leader's endpoint (NodeEndpoints); older versions carry neither (server/handlers/leader_hints.py). And the
+follower a test sends consumers to (POST /v1/followers)."""
 from __future__ import annotations
 
 import time
@@ -12,6 +13,8 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from helpers import wait_until
+from test_control_model import consume, control, ok
+from test_control_plane import http
 from kafkite.testing.cluster import KafkiteCluster
 from kafkite.testing.wire_client import WireClient
 from kafkite.wire.errors import E
@@ -99,3 +102,42 @@ def test_not_leader_answers_name_the_current_leader_and_a_producer_follows_a_mov
             assert produced[-1] == 2, produced
         finally:
             cluster.faults.clear()
+
+
+def test_consumers_sent_to_the_follower_a_test_sets_over_http_and_the_cli():
+    """POST /v1/followers (`kafkite control follower T P B`, KafkiteCluster.set_follower; librdkafka's mock
+    partition_set_follower): the leader names that replica the preferred read replica, a confluent-kafka consumer
+    fetches from it and reads everything; removed, it fetches from the leader again."""
+    with KafkiteCluster(brokers=2, control=True) as cluster:
+        bs, url = cluster.bootstrap_servers, cluster.control_url
+        admin = AdminClient({"bootstrap.servers": bs})
+        topic = "followed"
+        admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2]])])[topic].result(30)
+        prod = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0})
+        for i in range(5):
+            prod.produce(topic, value=b"%d" % i)
+        assert prod.flush(30) == 0
+        assert ok(control(url, "follower", topic, "0", "2")) == {"followers": [
+            {"topic": topic, "partition": 0, "broker": 2}]}
+        cluster.faults.clear_requests()
+        assert [v for _, v in consume(bs, topic, [0], 5)] == [b"%d" % i for i in range(5)]
+        fetched = {e["broker"] for e in cluster.faults.requests if e["api"] == "Fetch"}
+        assert 2 in fetched, fetched
+        topic_id = cluster.brokers[1].metadata.topic(topic).topic_id
+        with WireClient.connect(cluster.bootstrap_of(1)) as w:  # the leader: no records, the follower named
+            p = _fetch(w, topic, topic_id, 16).responses[0].partitions[0]
+            assert (p.error_code, p.preferred_read_replica, p.records) == (0, 2, b"")
+            p = _fetch(w, topic, topic_id, 10).responses[0].partitions[0]  # before v11: served by the leader
+            assert p.error_code == 0 and p.records
+            cluster.set_follower(topic, 0, None)  # the in-process API
+            assert cluster.faults.state()["followers"] == []
+            p = _fetch(w, topic, topic_id, 16).responses[0].partitions[0]
+            assert (p.error_code, p.preferred_read_replica) == (0, -1) and p.records
+        # bad input: 4xx, nothing set
+        assert http(url, "POST", "/v1/followers", {"topic": topic, "partition": 0, "broker": 9})[0] == 400
+        assert http(url, "POST", "/v1/followers", {"topic": "no-such", "partition": 0, "broker": 1})[0] == 400
+        assert http(url, "POST", "/v1/followers", {"topic": topic, "partition": 0})[0] == 400
+        assert http(url, "POST", "/v1/followers", {"topic": topic, "partition": -1, "broker": 1})[0] == 400
+        assert ok(control(url, "followers")) == {"followers": []}
+        ok(control(url, "follower", topic, "0", "1"))
+        assert http(url, "DELETE", "/v1/followers", None)[1] == {"followers": []}
