@@ -88,7 +88,8 @@ ROUTES: dict[str, dict[str, Route]] = {
         "GET": Route("the followers consumers are sent to", "state"),
         "POST": Route("the partition's leader answers consumers' Fetch (v11+) with this replica as the preferred read "
                       "replica and no records, whatever their rack (librdkafka's mock partition_set_follower): they "
-                      "fetch from it, up to its high watermark; broker null: no longer", "set_follower",
+                      "fetch from it, up to its high watermark; broker null: no longer (ZooKeeper mode: the leader's "
+                      "listener)", "set_follower",
                       _obj({"topic": {"type": "string"}, "partition": {"type": "integer", "minimum": 0},
                             "broker": {**_OPT_INT, "description": "a replica of the partition; null: none"}},
                            ("topic", "partition", "broker"))),
