@@ -141,3 +141,40 @@ def test_consumers_sent_to_the_follower_a_test_sets_over_http_and_the_cli():
         assert ok(control(url, "followers")) == {"followers": []}
         ok(control(url, "follower", topic, "0", "1"))
         assert http(url, "DELETE", "/v1/followers", None)[1] == {"followers": []}
+
+
+def test_metadata_answers_name_a_pushed_leader_in_turn_over_http_and_the_cli():
+    """POST /v1/metadata/leaders (`kafkite control push-leader T P L E`, KafkiteCluster.push_metadata_leader;
+    librdkafka's mock partition_push_leader_response): the next Metadata answers name that leader and epoch, one
+    each, then the real one again; the partition is unchanged."""
+    from kafka.protocol.metadata import MetadataRequest
+    with KafkiteCluster(brokers=2, control=True) as cluster:
+        bs, url = cluster.bootstrap_servers, cluster.control_url
+        admin = AdminClient({"bootstrap.servers": bs})
+        topic = "pushed"
+        admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2]])])[topic].result(30)
+        epoch = cluster.leader_epoch(topic, 0)
+        assert ok(control(url, "push-leader", topic, "0", "2", "7", "--count", "2"))["metadata_leaders"] == [
+            {"topic": topic, "partition": 0, "leader": 2, "leader_epoch": 7}] * 2
+        cluster.push_metadata_leader(topic, 0, -1, 8)  # the in-process API: after those two
+        T = MetadataRequest.MetadataRequestTopic
+
+        def leader():
+            with WireClient.connect(cluster.bootstrap_of(1)) as w:
+                r = w.request(MetadataRequest(topics=[T(name=topic, topic_id=None)], allow_auto_topic_creation=False,
+                                              include_topic_authorized_operations=False), 9)
+                p = r.topics[0].partitions[0]
+                return p.leader_id, p.leader_epoch
+        assert [leader() for _ in range(4)] == [(2, 7), (2, 7), (-1, 8), (1, epoch)]
+        assert cluster.leader(topic, 0) == 1 and cluster.leader_epoch(topic, 0) == epoch
+        assert http(url, "GET", "/v1/metadata/leaders")[1] == {"metadata_leaders": []}
+        ok(control(url, "push-leader", topic, "0", "2", "9"))
+        assert http(url, "DELETE", "/v1/metadata/leaders")[1] == {"metadata_leaders": []}
+        assert leader() == (1, epoch)
+        # bad input: 4xx, nothing pushed
+        body = {"topic": topic, "partition": 0, "leader": 2, "leader_epoch": 1}
+        assert http(url, "POST", "/v1/metadata/leaders", {**body, "topic": "no-such"})[0] == 400
+        assert http(url, "POST", "/v1/metadata/leaders", {**body, "leader": -2})[0] == 400
+        assert http(url, "POST", "/v1/metadata/leaders", {**body, "count": 0})[0] == 400
+        assert http(url, "POST", "/v1/metadata/leaders", {"topic": topic, "partition": 0})[0] == 400
+        assert http(url, "GET", "/v1/metadata/leaders")[1] == {"metadata_leaders": []}

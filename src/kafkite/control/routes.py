@@ -94,6 +94,17 @@ ROUTES: dict[str, dict[str, Route]] = {
                             "broker": {**_OPT_INT, "description": "a replica of the partition; null: none"}},
                            ("topic", "partition", "broker"))),
         "DELETE": Route("remove every follower set", "clear_followers")},
+    "/v1/metadata/leaders": {
+        "GET": Route("the leaders Metadata answers are to name", "metadata_leaders"),
+        "POST": Route("the next count Metadata answers that list the partition name this leader and leader epoch "
+                      "(stale or made-up metadata; the partition is unchanged), one answer each, in the order pushed "
+                      "(librdkafka's mock partition_push_leader_response)", "push_metadata_leader",
+                      _obj({"topic": {"type": "string"}, "partition": {"type": "integer", "minimum": 0},
+                            "leader": {"type": "integer", "minimum": -1, "description": "a broker id; -1: none"},
+                            "leader_epoch": {"type": "integer", "minimum": -1},
+                            "count": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "default 1"}},
+                           ("topic", "partition", "leader", "leader_epoch"))),
+        "DELETE": Route("remove every pushed leader", "clear_metadata_leaders")},
     **TOPOLOGY_ROUTES,
     "/v1/requests": {
         "GET": Route("the request log (the newest 10,000 client requests)", "requests", query=(
@@ -292,6 +303,22 @@ class ControlApp(TopologyAnswers):
                                       f"are {p.replicas}")
         self.faults.set_follower(topic, partition, broker)
         return self._state(path)
+
+    def push_metadata_leader(self, body, query, path):
+        topic, partition = body["topic"], body["partition"]
+        if self.brokers is not None:
+            brokers = self._brokers()
+            if brokers and brokers[min(brokers)].metadata.partition(topic, partition) is None:
+                raise BadRequest(400, f"no partition {_short(topic)}-{partition}")
+        self.faults.push_metadata_leader(topic, partition, body["leader"], body["leader_epoch"], body.get("count", 1))
+        return self._state("/v1/metadata_leaders")
+
+    def metadata_leaders(self, body, query, path):
+        return self._state("/v1/metadata_leaders")
+
+    def clear_metadata_leaders(self, body, query, path):
+        self.faults.clear_metadata_leaders()
+        return self._state("/v1/metadata_leaders")
 
     def clear_followers(self, body, query, path):
         for f in self.faults.state()["followers"]:

@@ -259,6 +259,12 @@ class KafkiteCluster(TrioThread):
             raise ValueError(f"broker {broker_id} is not a replica of {topic}-{partition}")
         self.faults.set_follower(topic, partition, broker_id)
 
+    def push_metadata_leader(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
+                             count: int = 1) -> None:
+        """The next `count` Metadata answers listing the partition name this leader and epoch (librdkafka's mock
+        partition_push_leader_response); the partition is unchanged."""
+        self.faults.push_metadata_leader(topic, partition, leader_id, leader_epoch, count)
+
     def inject_error(self, api, error, count: int = 1, broker_id: int | None = None, **filters) -> int:
         """`error`: a code or a sequence answered in turn; filters: version, client_id, topic, partition."""
         error = [int(e) for e in error] if isinstance(error, (list, tuple)) else int(error)
