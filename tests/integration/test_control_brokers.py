@@ -187,10 +187,11 @@ def test_leaders_shuffled_and_coordinators_rehashed():
         assert {i: cluster.leader(topic, i) for i in range(4)} == leaders
 
 
-def test_a_partition_reassigned_its_log_copied_and_its_leader_moved():
+def test_a_partition_reassigned_its_log_copied_and_its_leader_moved(tmp_path):
     """replicas T P B...: the new replica copies the log and joins the ISR before the old one leaves; the leader that
-    leaves hands over (kfake's SetFollowers: the brokers serving a partition)."""
-    with KafkiteCluster(brokers=3, control=True) as cluster:
+    leaves hands over (kfake's SetFollowers: the brokers serving a partition); the replica removed has its log
+    directory deleted, as Kafka's StopReplica(deletePartition=true) has it."""
+    with KafkiteCluster(brokers=3, control=True, data_dir=tmp_path) as cluster:
         bs, url = cluster.bootstrap_servers, cluster.control_url
         admin = AdminClient({"bootstrap.servers": bs})
         topic = topic_name("reassigned")
@@ -199,8 +200,13 @@ def test_a_partition_reassigned_its_log_copied_and_its_leader_moved():
         for i in range(10):
             p.produce(topic, value=b"%d" % i)
         assert p.flush(30) == 0
+        dirs = {b: tmp_path / f"broker-{b}" / f"{topic}-0" for b in (1, 2, 3)}
+        assert dirs[1].is_dir() and not dirs[3].exists()
         [part] = ok(control(url, "replicas", topic, "0", "3", "2"))["partitions"]
         assert (part["replicas"], part["leader"], sorted(part["isr"])) == ([3, 2], 3, [2, 3])
+        wait_until(lambda: not dirs[1].exists() and not any((tmp_path / "broker-1").glob(f"{topic}-0.*-delete")),
+                   30, what="the removed replica's log directory deleted")
+        assert dirs[2].is_dir() and dirs[3].is_dir()
         assert cluster.log_end_offsets(topic, 0)[3] == 10 and cluster.leader(topic, 0) == 3
         wait_until(lambda: _leader(admin, topic) == 3, 30, what="the client seeing the new leader")
         for i in range(10, 15):

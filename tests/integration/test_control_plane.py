@@ -74,7 +74,8 @@ def test_latency_drops_and_clear(served):
     t0 = time.monotonic()
     kp.send("ctl-lat", b"slow").get(timeout=30)
     assert time.monotonic() - t0 >= 0.3
-    assert control(url, "clear")[1] == {"errors": [], "drops": [], "latency": [], "holds": [], "versions": []}
+    assert control(url, "clear")[1] == {"errors": [], "drops": [], "latency": [], "holds": [], "versions": [],
+                                                    "followers": [], "metadata_leaders": []}
     assert control(url, "drop", "Produce", "--count", "1")[0] == 0
     kp.send("ctl-lat", b"dropped-then-retried").get(timeout=30)  # the producer retries on the cut connection
     kp.close()
@@ -348,7 +349,8 @@ def test_the_openapi_document_lists_every_route_and_the_cli_uses_only_those(serv
                 ["add-broker", "4", "--rack", "r"], ["remove-broker", "4"], ["rack", "2", "r"], ["rack", "2"],
                 ["cut-controller", "2"], ["heal-controller", "2"], ["controller"],
                 ["shuffle-leaders"], ["shuffle-leaders", "t", "u", "--seed", "3"], ["shuffle-leaders", "--coordinators"],
-                ["replicas", "t", "0", "3", "2"]]
+                ["replicas", "t", "0", "3", "2"], ["follower", "t", "0", "2"], ["follower", "t", "0"], ["followers"],
+                ["push-leader", "t", "0", "1", "0", "--count", "2"]]
     actions = parser._subparsers._group_actions[0].choices["control"]._subparsers._group_actions[0].choices
     assert {c[0] for c in commands} == set(actions), "a CLI sub-command this test does not check"
     for argv in commands:
@@ -375,5 +377,6 @@ def test_reset_removes_every_control_and_empties_the_log(served):
     from kafka import KafkaAdminClient
     KafkaAdminClient(bootstrap_servers=served.bootstrap_servers).close()  # something in the request log
     assert control(url, "requests")[1]["requests"]
-    assert control(url, "reset")[1] == {"errors": [], "drops": [], "latency": [], "holds": [], "versions": []}
+    assert control(url, "reset")[1] == {"errors": [], "drops": [], "latency": [], "holds": [], "versions": [],
+                                                    "followers": [], "metadata_leaders": []}
     assert control(url, "requests")[1]["requests"] == []

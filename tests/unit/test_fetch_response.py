@@ -28,9 +28,15 @@ def reference(data: FetchResponseData, version: int, corr: int) -> bytes:
                                              aborted_transactions=None if p.aborted_transactions is None else
                                              [A(producer_id=a, first_offset=b) for a, b in p.aborted_transactions],
                                              preferred_read_replica=p.preferred_read_replica,
-                                             records=None if p.records is None else b"".join(p.records))
+                                             records=None if p.records is None else b"".join(p.records),
+                                             **({} if p.current_leader is None or version < 12 else {
+                                                 "current_leader": P.LeaderIdAndEpoch(
+                                                     leader_id=p.current_leader[0],
+                                                     leader_epoch=p.current_leader[1])}))
                                            for p in t.partitions])
-                             for t in data.responses])
+                             for t in data.responses],
+                         **({"node_endpoints": [FetchResponse.NodeEndpoint(node_id=n, host=h, port=port, rack=r)
+                                                for n, h, port, r in data.node_endpoints]} if version >= 16 else {}))
     resp.API_VERSION = version
     resp.with_header(correlation_id=corr)
     return bytes(resp.encode(header=True, framed=True))
@@ -42,7 +48,8 @@ partitions = st.builds(
     log_start_offset=st.integers(-1, 2**62),
     aborted_transactions=st.none() | st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**62)), max_size=3),
     preferred_read_replica=st.integers(-1, 5),
-    records=st.none() | st.lists(st.binary(max_size=300), max_size=4))
+    records=st.none() | st.lists(st.binary(max_size=300), max_size=4),
+    current_leader=st.none() | st.tuples(st.integers(-1, 2**31 - 1), st.integers(-1, 2**31 - 1)))
 topics = st.builds(TopicData, topic=st.text(max_size=20), topic_id=st.builds(uuid.UUID, int=st.integers(0, 2**128 - 1)),
                    partitions=st.lists(partitions, max_size=4))
 
@@ -51,7 +58,10 @@ topics = st.builds(TopicData, topic=st.text(max_size=20), topic_id=st.builds(uui
 @settings(max_examples=60, deadline=None)
 @given(data=st.builds(FetchResponseData, responses=st.lists(topics, max_size=3),
                       throttle_time_ms=st.integers(0, 1000), error_code=st.integers(0, 100),
-                      session_id=st.integers(0, 2**31 - 1)),
+                      session_id=st.integers(0, 2**31 - 1),
+                      node_endpoints=st.lists(st.tuples(st.integers(0, 2**31 - 1), st.text(max_size=20),
+                                                        st.integers(0, 65535), st.none() | st.text(max_size=5)),
+                                              max_size=3)),
        corr=st.integers(-2**31, 2**31 - 1))
 def test_same_bytes_as_kafka_python(version, data, corr):
     assert b"".join(data.encode_frames(version, corr)) == reference(data, version, corr)

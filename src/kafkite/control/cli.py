@@ -14,6 +14,8 @@ printed on stderr with exit code 1.
     kafkite control --url ... requests [--api Produce] [--since SEQ] [--clear]
     kafkite control --url ... partitions [--topic t] | groups [--group g] | leader TOPIC PARTITION BROKER
     kafkite control --url ... replicas TOPIC PARTITION B1 [B2 ...]
+    kafkite control --url ... follower TOPIC PARTITION [BROKER] | followers   # consumers sent to BROKER (none: not)
+    kafkite control --url ... push-leader TOPIC PARTITION LEADER EPOCH [--count N]   # what Metadata answers name
     kafkite control --url ... shuffle-leaders [TOPIC ...] [--coordinators] [--seed N]
     kafkite control --url ... brokers | stop BROKER [--clean] | start BROKER | coordinator GROUP BROKER
     kafkite control --url ... add-broker [BROKER] [--rack R] | remove-broker BROKER | rack BROKER [RACK]
@@ -97,6 +99,19 @@ def add_subparser(sub) -> None:
     ra.add_argument("topic")
     ra.add_argument("partition", type=int)
     ra.add_argument("replicas", type=int, nargs="+")
+    fo = act.add_parser("follower", help="send a partition's consumers to a replica (the leader names it their "
+                                         "preferred read replica): follower TOPIC PARTITION [BROKER] (none: no longer)")
+    fo.add_argument("topic")
+    fo.add_argument("partition", type=int)
+    fo.add_argument("broker", type=int, nargs="?")
+    act.add_parser("followers", help="the followers consumers are sent to")
+    pl = act.add_parser("push-leader", help="the next Metadata answers name this leader and epoch for the "
+                                            "partition: push-leader TOPIC PARTITION LEADER EPOCH [--count N]")
+    pl.add_argument("topic")
+    pl.add_argument("partition", type=int)
+    pl.add_argument("leader", type=int)
+    pl.add_argument("leader_epoch", type=int)
+    pl.add_argument("--count", type=int, default=1)
     sh = act.add_parser("shuffle-leaders", help="every partition (of TOPIC ...) led by another live ISR member, at "
                                                "random; --coordinators: the groups' and transactions' coordinators")
     sh.add_argument("topics", nargs="*")
@@ -223,6 +238,14 @@ def _request(args) -> tuple[str, str, object]:
         return "POST", "/v1/leaders", {"topic": args.topic, "partition": args.partition, "broker": args.broker}
     if a == "replicas":
         return "POST", "/v1/replicas", {"topic": args.topic, "partition": args.partition, "replicas": args.replicas}
+    if a == "follower":
+        return "POST", "/v1/followers", {"topic": args.topic, "partition": args.partition, "broker": args.broker}
+    if a == "followers":
+        return "GET", "/v1/followers", None
+    if a == "push-leader":
+        return "POST", "/v1/metadata/leaders", {"topic": args.topic, "partition": args.partition,
+                                                "leader": args.leader, "leader_epoch": args.leader_epoch,
+                                                "count": args.count}
     if a == "shuffle-leaders":
         body = {"topics": args.topics or None, "seed": args.seed}
         if args.coordinators:

@@ -12,6 +12,9 @@ work on the broker process's one control model (control/model.py):
   GET|POST|DELETE /v1/holds              {"api", "broker", "client_id"}; POST /v1/holds/release {"api", "id", "count"}
   GET|POST|DELETE /v1/versions           {"api", "min_version", "max_version", "broker", "remove"}
   GET|DELETE   /v1/requests              the request log (?api=Produce, ?since=SEQ) / empty it
+  GET|POST|DELETE /v1/followers          {"topic", "partition", "broker"}: consumers sent to that replica
+  GET|POST|DELETE /v1/metadata/leaders   {"topic", "partition", "leader", "leader_epoch", "count"}: what the next
+                                         Metadata answers name as the partition's leader
   GET          /v1/partitions, /v1/groups  partition and group state (?topic=, ?group=)
   POST         /v1/leaders               {"topic", "partition", "broker"}: move a partition's leader
   POST         /v1/replicas              {"topic", "partition", "replicas"}: a reassignment (new ones catch up first)

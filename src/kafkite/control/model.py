@@ -155,6 +155,8 @@ class Faults:
         self._latency: dict[tuple[int | None, int | None], int] = {}  # (broker, api key) -> ms
         self._holds: list[Hold] = []
         self._versions: dict[tuple[int | None, int], tuple[int, int] | None] = {}  # None: removed
+        self._followers: dict[tuple[str, int], int] = {}  # (topic, partition) -> the preferred read replica
+        self._leader_pushes: dict[tuple[str, int], list[tuple[int, int]]] = {}  # -> (leader, epoch) in turn
         self.requests: collections.deque[dict] = collections.deque(maxlen=self.REQUEST_LOG_SIZE)
         self._seq = 0
 
@@ -165,6 +167,7 @@ class Faults:
         with self._lock:
             held = [w for h in self._holds for w in h.waiting]
             self._errors, self._drops, self._latency, self._holds, self._versions = [], [], {}, [], {}
+            self._followers, self._leader_pushes = {}, {}
         _wake(held)
 
     def reset(self) -> None:
@@ -186,7 +189,49 @@ class Faults:
                     "versions": [{"broker": b, "api": _name(a), "removed": r is None,
                                   "min_version": None if r is None else r[0],
                                   "max_version": None if r is None else r[1]}
-                                 for (b, a), r in self._versions.items()]}
+                                 for (b, a), r in self._versions.items()],
+                    "followers": [{"topic": t, "partition": p, "broker": b}
+                                  for (t, p), b in sorted(self._followers.items())],
+                    "metadata_leaders": [{"topic": t, "partition": p, "leader": lead, "leader_epoch": e}
+                                         for (t, p), q in sorted(self._leader_pushes.items()) for lead, e in q]}
+
+    # -- the follower consumers are sent to (librdkafka's mock partition_set_follower) -----------------
+    def set_follower(self, topic: str, partition: int, broker_id: int | None) -> None:
+        """The partition's leader answers every consumer Fetch (v11+) with `broker_id` as its preferred read
+        replica (KIP-392) and no records, whatever the client's rack, so the consumer fetches from that replica,
+        which serves its own copy up to its high watermark; None: no longer (the replica selector chooses)."""
+        with self._lock:
+            if broker_id is None:
+                self._followers.pop((topic, partition), None)
+            else:
+                self._followers[(topic, partition)] = broker_id
+
+    def preferred_follower(self, topic: str, partition: int) -> int | None:
+        return self._followers.get((topic, partition)) if self._followers else None
+
+    # -- a leader Metadata answers, in turn (librdkafka's mock partition_push_leader_response) ---------------
+    def push_metadata_leader(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
+                             count: int = 1) -> None:
+        """The next `count` Metadata answers that list the partition name `leader_id` at `leader_epoch` as its
+        leader (stale or made-up metadata, one answer each, in the order pushed); the partition itself is unchanged."""
+        with self._lock:
+            self._leader_pushes.setdefault((topic, partition), []).extend([(leader_id, leader_epoch)] * count)
+
+    def clear_metadata_leaders(self) -> None:
+        with self._lock:
+            self._leader_pushes = {}
+
+    def _pushed_leaders(self, response) -> None:
+        with self._lock:
+            for t in response.topics:
+                for p in t.partitions or ():
+                    q = self._leader_pushes.get((t.name, p.partition_index))
+                    if q:
+                        p.leader_id, leader_epoch = q.pop(0)
+                        if hasattr(p, "leader_epoch"):
+                            p.leader_epoch = leader_epoch
+                        if not q:
+                            del self._leader_pushes[(t.name, p.partition_index)]
 
     # -- errors ---------------------------------------------------------------------------------
     def inject_error(self, api, error, *, count: int = 1, broker_id: int | None = None, version: int | None = None,
@@ -451,4 +496,6 @@ class Faults:
         errs = getattr(ctx, "partition_errors", None)
         if errs and response is not None:
             responses.add_partition_errors(ctx, response, errs)
+        if self._leader_pushes and response is not None and ctx.request.api_key == ApiKey.Metadata:
+            self._pushed_leaders(response)
         return response

@@ -9,7 +9,6 @@ first), 413 for a body over MAX_BODY (http.py)."""
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,28 +16,13 @@ from kafka.protocol.api_key import ApiKey
 
 from . import views
 from .model import Faults, api_key, error_code
-from .schema import BadRequest, _short, openapi, validate  # noqa: F401 (BadRequest, validate: also this module's API)
+from .schema import _BROKER, _OPT_INT, _OPT_STR, BadRequest, Route, _obj, _short, openapi, validate
+from .topology_routes import TOPOLOGY_ROUTES, TopologyAnswers
 
 MAX_BODY = 1 << 20
 
 _API = {"type": ["string", "integer"], "description": "a Kafka API name (Produce, Fetch, JoinGroup, ...) or key"}
 _ERR = {"type": ["string", "integer"], "description": "a Kafka error name (NOT_LEADER_OR_FOLLOWER, NONE, ...) or code"}
-_BROKER = {"type": ["integer", "null"], "minimum": 0, "description": "a broker of this process; null: any"}
-_OPT_INT = {"type": ["integer", "null"], "minimum": 0}
-_OPT_STR = {"type": ["string", "null"]}
-_TARGET = {"type": "integer", "minimum": 0, "description": "a broker of this process"}
-
-
-def _obj(properties: dict, required: tuple = ()) -> dict:
-    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
-
-
-@dataclass(frozen=True)
-class Route:
-    summary: str
-    action: str                 # the ControlApp method that answers it
-    body: dict | None = None    # the JSON schema of its body (None: takes none)
-    query: tuple = ()           # (name, schema, description) of its query parameters
 
 
 ROUTES: dict[str, dict[str, Route]] = {
@@ -100,105 +84,28 @@ ROUTES: dict[str, dict[str, Route]] = {
                       _obj({"api": _API, "min_version": _OPT_INT, "max_version": _OPT_INT, "broker": _BROKER,
                             "remove": {"type": "boolean"}}, ("api",))),
         "DELETE": Route("remove every version cap", "clear_versions")},
-    "/v1/partitions": {"GET": Route("the partitions: leader, epochs, replicas, ISR, this process's replicas' offsets",
-                                    "partitions", query=(("topic", {"type": "string"}, "only this topic"),))},
-    "/v1/leaders": {"POST": Route("make a live ISR member the partition's leader (one-process clusters; ZooKeeper "
-                                  "mode: the controller's listener)",
-                                  "move_leader", _obj({"topic": {"type": "string"}, "partition": {"type": "integer",
-                                                                                                  "minimum": 0},
-                                                       "broker": {"type": "integer", "minimum": 0}},
-                                                      ("topic", "partition", "broker")))},
-    "/v1/replicas": {"POST": Route("reassign a partition: the new replicas copy the log and join the ISR, then those not "
-                                   "kept leave (a leader not kept hands over); answers once done (ZooKeeper mode: the "
-                                   "controller's listener)",
-                                   "reassign", _obj({"topic": {"type": "string"},
-                                                     "partition": {"type": "integer", "minimum": 0},
-                                                     "replicas": {"type": "array", "minItems": 1, "maxItems": 1000,
-                                                                  "items": {"type": "integer", "minimum": 0}}},
-                                                    ("topic", "partition", "replicas")))},
-    "/v1/leaders/shuffle": {"POST": Route(
-        "every partition (of topics) whose ISR has another live member is led by one of them, chosen at random "
-        "(kfake's ShufflePartitionLeaders); coordinators: the __consumer_offsets and __transaction_state partitions "
-        "(kfake's RehashCoordinators). ZooKeeper mode: the controller's listener", "shuffle_leaders",
-        _obj({"topics": {"type": ["array", "null"], "items": {"type": "string"}, "maxItems": 10_000},
-              "coordinators": {"type": "boolean"}, "seed": {"type": ["integer", "null"],
-                                                            "description": "the same seed, the same choice"}}))},
-    "/v1/leaderless": {
-        "GET": Route("the partitions kept leaderless", "leaderless"),
-        "POST": Route("make a partition leaderless, as when no ISR member is live: leader -1 at a new leader epoch "
-                      "(Metadata: LEADER_NOT_AVAILABLE; Produce, Fetch: NOT_LEADER_OR_FOLLOWER) until restored "
-                      "(one-process clusters and single brokers; ZooKeeper mode: the controller's listener)",
-                      "make_leaderless", _obj({"topic": {"type": "string"}, "partition": {"type": "integer",
-                                                                                            "minimum": 0}},
-                                              ("topic", "partition"))),
-        "DELETE": Route("restore leaderless partitions (of topic, or that one, or all): the first live ISR member "
-                        "leads", "restore_leader", _obj({"topic": _OPT_STR, "partition": _OPT_INT}))},
-    "/v1/coordinators": {"POST": Route("make a broker the coordinator of a group (or transactional id): it leads that "
-                                       "key's __consumer_offsets (__transaction_state) partition", "move_coordinator",
-                                       _obj({"group": _OPT_STR, "transactional_id": _OPT_STR,
-                                             "broker": {"type": "integer", "minimum": 0}}, ("broker",)))},
-    "/v1/replication/pause": {"POST": Route("a broker of this process stops fetching as a follower (it serves clients): "
-                                            "after replica.lag.time.max.ms it leaves the ISRs", "pause_replication",
-                                            _obj({"broker": _TARGET}, ("broker",)))},
-    "/v1/replication/resume": {"POST": Route("the broker's followers fetch again, catch up and rejoin the ISRs",
-                                             "resume_replication", _obj({"broker": _TARGET}, ("broker",)))},
-    "/v1/replication": {"GET": Route("each replicating broker of this process: paused, the leaders it is cut from",
-                                     "replication")},
-    "/v1/replication/cut": {"POST": Route("broker follower stops fetching from broker leader only (the others it "
-                                          "goes on copying): after replica.lag.time.max.ms it leaves that leader's "
-                                          "ISRs (ZooKeeper mode: the follower's listener)", "cut_replication",
-                                          _obj({"follower": _TARGET, "leader": {"type": "integer", "minimum": 0}},
-                                               ("follower", "leader")))},
-    "/v1/replication/heal": {"POST": Route("the follower fetches from the leader again, catches up and rejoins",
-                                           "heal_replication", _obj({"follower": _TARGET,
-                                                                     "leader": {"type": "integer", "minimum": 0}},
-                                                                    ("follower", "leader")))},
-    "/v1/controller": {"GET": Route("the controller, and the brokers its connection is cut from", "controller_links")},
-    "/v1/controller/cut": {"POST": Route("cut the controller's connection to a broker: its LeaderAndIsr and "
-                                         "UpdateMetadata do not reach it, it keeps its old view (ZooKeeper mode: the "
-                                         "controller's listener)", "cut_controller",
-                                         _obj({"broker": {"type": "integer", "minimum": 0}}, ("broker",)))},
-    "/v1/controller/heal": {"POST": Route("heal it: the broker gets what it missed and catches up", "heal_controller",
-                                          _obj({"broker": {"type": "integer", "minimum": 0}}, ("broker",)))},
-    "/v1/clock": {"GET": Route("each broker's log clock: the wall clock plus what it was advanced by", "clock"),
-                  "POST": Route("move the log clock forward (of this process's brokers, or one): what retention, "
-                                "compaction, segment.ms and LogAppendTime read", "advance_clock",
-                                _obj({"advance_ms": {"type": "integer", "minimum": 0, "maximum": 10 ** 13},
-                                      "broker": _BROKER}, ("advance_ms",)))},
-    "/v1/brokers": {
-        "GET": Route("this process's brokers: live or stopped, port, rack; the controller", "brokers_view"),
-        "POST": Route("add a broker (one-process clusters of several brokers): empty, on a free port; answers once "
-                      "Metadata lists it (topics and partitions made later are placed on it too)", "add_broker",
-                      _obj({"broker": {**_OPT_INT, "description": "its id; default: the next one"},
-                            "rack": {**_OPT_STR, "description": "its broker.rack"}})),
-        "DELETE": Route("decommission a broker (one-process clusters): each of its partitions gets another live "
-                        "broker in its place, which copies the log and joins the ISR; then the broker leaves them "
-                        "(its leaderships move) and stops for good", "remove_broker",
-                        _obj({"broker": _TARGET}, ("broker",)))},
-    "/v1/brokers/rack": {"POST": Route("change a running broker's broker.rack (one-process clusters): Metadata and "
-                                       "rack-aware fetching and assignment see it", "set_rack",
-                                       _obj({"broker": _TARGET, "rack": {**_OPT_STR, "description": "null: none"}},
-                                            ("broker", "rack")))},
-    "/v1/brokers/stop": {"POST": Route(
-        "stop a broker as if its process died (listeners closed, connections dropped, its session ended: its "
-        "leaderships move); answers once it is out of the cluster. ZooKeeper mode: this process's broker, its logs "
-        "left as a kill leaves them (see control/zk_restart.py)", "stop_broker", _obj({"broker": _TARGET, "clean": {
-            "type": "boolean", "description": "ZooKeeper mode: a controlled shutdown, the logs closed clean, as "
-            "SIGTERM does (default: a kill)"}}, ("broker",)))},
-    "/v1/brokers/start": {"POST": Route(
-        "start a stopped broker again on its port and data dir (ZooKeeper mode: as `kafkite serve` restarted: a new "
-        "session, the logs recovered, the replicas caught up); answers once it is registered and serving",
-        "start_broker", _obj({"broker": _TARGET}, ("broker",)))},
-    "/v1/compact": {"POST": Route("compact every compacted replica (of topic, partition) now, the records committed "
-                                  "so far included", "compact", _obj({"topic": _OPT_STR, "partition": _OPT_INT}))},
-    "/v1/retention": {"POST": Route("apply retention to every delete-policy replica (of topic, partition) now, or "
-                                    "as if advance_ms later", "retention",
-                                    _obj({"topic": _OPT_STR, "partition": _OPT_INT,
-                                          "advance_ms": {"type": "integer", "minimum": 0, "maximum": 10 ** 13,
-                                                         "description": "evaluate retention.ms this much later "
-                                                                        "than now"}}))},
-    "/v1/groups": {"GET": Route("the groups coordinated in this process: state, generation, members, offsets",
-                                "groups", query=(("group", {"type": "string"}, "only this group"),))},
+    "/v1/followers": {
+        "GET": Route("the followers consumers are sent to", "state"),
+        "POST": Route("the partition's leader answers consumers' Fetch (v11+) with this replica as the preferred read "
+                      "replica and no records, whatever their rack (librdkafka's mock partition_set_follower): they "
+                      "fetch from it, up to its high watermark; broker null: no longer (ZooKeeper mode: the leader's "
+                      "listener)", "set_follower",
+                      _obj({"topic": {"type": "string"}, "partition": {"type": "integer", "minimum": 0},
+                            "broker": {**_OPT_INT, "description": "a replica of the partition; null: none"}},
+                           ("topic", "partition", "broker"))),
+        "DELETE": Route("remove every follower set", "clear_followers")},
+    "/v1/metadata/leaders": {
+        "GET": Route("the leaders Metadata answers are to name", "metadata_leaders"),
+        "POST": Route("the next count Metadata answers that list the partition name this leader and leader epoch "
+                      "(stale or made-up metadata; the partition is unchanged), one answer each, in the order pushed "
+                      "(librdkafka's mock partition_push_leader_response)", "push_metadata_leader",
+                      _obj({"topic": {"type": "string"}, "partition": {"type": "integer", "minimum": 0},
+                            "leader": {"type": "integer", "minimum": -1, "description": "a broker id; -1: none"},
+                            "leader_epoch": {"type": "integer", "minimum": -1},
+                            "count": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "default 1"}},
+                           ("topic", "partition", "leader", "leader_epoch"))),
+        "DELETE": Route("remove every pushed leader", "clear_metadata_leaders")},
+    **TOPOLOGY_ROUTES,
     "/v1/requests": {
         "GET": Route("the request log (the newest 10,000 client requests)", "requests", query=(
             ("api", {"type": "string"}, "only this API"), ("since", {"type": "integer"}, "only after this seq"))),
@@ -221,8 +128,9 @@ def _error(value: Any) -> int:
                               "code") from None
 
 
-class ControlApp:
-    """The routes over one Faults model and the ids of this process's brokers."""
+class ControlApp(TopologyAnswers):
+    """The routes over one Faults model and the ids of this process's brokers (the topology and data answers:
+    topology_routes.py)."""
 
     def __init__(self, faults: Faults, broker_ids: list[int], brokers: Callable[[], dict] | None = None,
                  node: Callable[[], Any] | None = None) -> None:
@@ -307,10 +215,6 @@ class ControlApp:
         self.faults.reset()
         return {**self.faults.state(), "emptied": emptied, "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
-    def _zk_mode(self) -> bool:
-        brokers = self._brokers()
-        return bool(brokers) and brokers[min(brokers)].state.zk is not None
-
     async def _reset_zk_data(self):
         import time
         from . import zk_reset
@@ -387,223 +291,43 @@ class ControlApp:
                                          min_version=body.get("min_version"), broker_id=broker)
         return self._state(path)
 
+    def set_follower(self, body, query, path):
+        topic, partition, broker = body["topic"], body["partition"], body["broker"]
+        if broker is not None and self.brokers is not None:
+            brokers = self._brokers()
+            p = brokers[min(brokers)].metadata.partition(topic, partition) if brokers else None
+            if p is None:
+                raise BadRequest(400, f"no partition {_short(topic)}-{partition}")
+            if broker not in p.replicas:
+                raise BadRequest(400, f"broker {broker} is not a replica of {_short(topic)}-{partition}: its replicas "
+                                      f"are {p.replicas}")
+        self.faults.set_follower(topic, partition, broker)
+        return self._state(path)
+
+    def push_metadata_leader(self, body, query, path):
+        topic, partition = body["topic"], body["partition"]
+        if self.brokers is not None:
+            brokers = self._brokers()
+            if brokers and brokers[min(brokers)].metadata.partition(topic, partition) is None:
+                raise BadRequest(400, f"no partition {_short(topic)}-{partition}")
+        self.faults.push_metadata_leader(topic, partition, body["leader"], body["leader_epoch"], body.get("count", 1))
+        return self._state("/v1/metadata_leaders")
+
+    def metadata_leaders(self, body, query, path):
+        return self._state("/v1/metadata_leaders")
+
+    def clear_metadata_leaders(self, body, query, path):
+        self.faults.clear_metadata_leaders()
+        return self._state("/v1/metadata_leaders")
+
+    def clear_followers(self, body, query, path):
+        for f in self.faults.state()["followers"]:
+            self.faults.set_follower(f["topic"], f["partition"], None)
+        return self._state(path)
+
     def clear_versions(self, body, query, path):
         self.faults.clear_versions()
         return self._state(path)
-
-    def _view(self, fn, query, name):
-        if self.brokers is None:
-            raise BadRequest(404, f"this control listener has no view of its brokers' {name}")
-        return fn(self._brokers(), query[name][0] if name in query else None)
-
-    def partitions(self, body, query, path):
-        return {"partitions": self._view(views.partitions, query, "topic")}
-
-    async def move_leader(self, body, query, path):
-        brokers = self._brokers()
-        zk = brokers[min(brokers)].state.zk if brokers else None
-        broker = body["broker"] if zk is not None else self._broker(body["broker"])  # ZooKeeper: any broker id
-        await views.move_leader(brokers, body["topic"], body["partition"], broker)
-        return {"partitions": [p for p in views.partitions(self._brokers(), body["topic"])
-                               if p["partition"] == body["partition"]]}
-
-    async def reassign(self, body, query, path):
-        from . import topology
-        return {"partitions": [await topology.reassign(self._topology_node(), body["topic"], body["partition"],
-                                                       body["replicas"])]}
-
-    async def shuffle_leaders(self, body, query, path):
-        topics = body.get("topics")
-        if body.get("coordinators"):
-            if topics is not None:
-                raise BadRequest(400, "give topics or coordinators")
-            brokers = self._brokers()
-            known = brokers[min(brokers)].metadata.topics if brokers else {}
-            topics = [t for t in ("__consumer_offsets", "__transaction_state") if t in known]
-            if not topics:
-                return {"moved": []}
-        return {"moved": await views.shuffle_leaders(self._brokers(), topics, body.get("seed"))}
-
-    def _brokers(self) -> dict:
-        if self.brokers is None:
-            raise BadRequest(404, "this control listener has no view of its brokers")
-        brokers = self.brokers()
-        runner = self._runner()
-        if runner is not None and not brokers:
-            raise BadRequest(409, f"broker {runner.node_id} is stopped: start it first (POST /v1/brokers/start)")
-        return brokers
-
-    def _runner(self):
-        """A ZooKeeper-mode process's broker runner (control/zk_restart.py), else None."""
-        from .zk_restart import ZkBrokerRunner
-        node = None if self.node is None else self.node()
-        return node if isinstance(node, ZkBrokerRunner) else None
-
-    def _node(self):
-        node = None if self.node is None else self.node()
-        if node is None or (self._runner() is None and node.state.zk is not None):
-            raise BadRequest(400, "this control listener cannot stop and start its broker: a ZooKeeper-mode broker "
-                                  "does so over its own control listener (kafkite serve --control-port)")
-        return node
-
-    def brokers_view(self, body, query, path):
-        runner = self._runner()
-        if runner is not None and runner.node is None:
-            return runner.stopped_view()
-        brokers = self._brokers()
-        state = brokers[min(brokers)].state if brokers else None
-        if state is not None and state.zk is not None:  # this process's broker; the controller as it knows it
-            controller = brokers[min(brokers)].controller_id()
-        else:
-            c = state.active_controller() if state is not None else None
-            controller = None if c is None else c.node_id
-        live = set(state.brokers) if state is not None and state.zk is None else set(brokers)
-        return {"brokers": [{"id": i, "live": i in live, "port": b.bound_port, "rack": b.rack}
-                             for i, b in sorted(brokers.items())], "controller": controller}
-
-    def _topology_node(self):
-        runner = self._runner()
-        if runner is not None:  # ZooKeeper mode: the running broker's node
-            self._brokers()  # (409 while stopped)
-            return runner.node
-        node = None if self.node is None else self.node()
-        if node is None:
-            raise BadRequest(404, "this control listener has no view of its brokers")
-        return node
-
-    async def add_broker(self, body, query, path):
-        from . import topology
-        node = self._topology_node()
-        added = await topology.add_broker(node, body.get("broker"), body.get("rack"))
-        return {**self.brokers_view(body, query, path), **added}
-
-    async def remove_broker(self, body, query, path):
-        from . import topology
-        node, bid = self._topology_node(), self._broker(body["broker"])
-        removed = await topology.remove_broker(node, bid)
-        return {**self.brokers_view(body, query, path), **removed}
-
-    def set_rack(self, body, query, path):
-        from . import topology
-        node, bid = self._topology_node(), self._broker(body["broker"])
-        topology.set_rack(node, bid, body["rack"])
-        return self.brokers_view(body, query, path)
-
-    async def stop_broker(self, body, query, path):
-        runner = self._runner()
-        if runner is not None:  # ZooKeeper mode: this process's broker (any other id is refused there)
-            await runner.stop(body["broker"], clean=bool(body.get("clean")))
-            return self.brokers_view(body, query, path)
-        if body.get("clean"):
-            raise BadRequest(400, "clean is served in ZooKeeper mode (a controlled shutdown); a one-process "
-                                  "cluster's broker stops as if its process died")
-        node, bid = self._node(), self._broker(body["broker"])
-        if bid not in node.live_brokers:
-            raise BadRequest(400, f"broker {bid} is not running")
-        node.stop_broker(bid)
-        await node.wait_stopped(bid)
-        return self.brokers_view(body, query, path)
-
-    async def start_broker(self, body, query, path):
-        runner = self._runner()
-        if runner is not None:
-            await runner.start(body["broker"])
-            return self.brokers_view(body, query, path)
-        node, bid = self._node(), self._broker(body["broker"])
-        if bid in node.live_brokers or bid in node._scopes:
-            raise BadRequest(400, f"broker {bid} is running")
-        await node.start_broker(bid)
-        return self.brokers_view(body, query, path)
-
-    def _where(self, body) -> tuple:
-        if body.get("partition") is not None and body.get("topic") is None:
-            raise BadRequest(400, "partition needs topic")
-        return body.get("topic"), body.get("partition")
-
-    async def compact(self, body, query, path):
-        return {"compacted": await views.compact(self._brokers(), *self._where(body))}
-
-    def retention(self, body, query, path):
-        return {"retention": views.apply_retention(self._brokers(), *self._where(body), body.get("advance_ms", 0))}
-
-    def clock(self, body, query, path):
-        return {"clock": views.clock(self._brokers())}
-
-    def advance_clock(self, body, query, path):
-        return {"clock": views.advance_clock(self._brokers(), body["advance_ms"], self._broker(body.get("broker")))}
-
-    def leaderless(self, body, query, path):
-        return {"leaderless": views.leaderless(self._brokers())}
-
-    async def make_leaderless(self, body, query, path):
-        await views.make_leaderless(self._brokers(), body["topic"], body["partition"])
-        brokers = self._brokers()
-        return {"partitions": [p for p in views.partitions(brokers, body["topic"])
-                               if p["partition"] == body["partition"]], "leaderless": views.leaderless(brokers)}
-
-    async def restore_leader(self, body, query, path):
-        topic, partition = self._where(body)
-        await views.restore_leader(self._brokers(), topic, partition)
-        return {"partitions": [p for p in views.partitions(self._brokers(), topic)
-                               if partition in (None, p["partition"])] if topic is not None else [],
-                "leaderless": views.leaderless(self._brokers())}
-
-    def replication(self, body, query, path):
-        return views.replication_state(self._brokers())
-
-    def _cut(self, body, cut: bool):
-        follower = self._broker(body["follower"])
-        leader = body["leader"] if self._zk_mode() else self._broker(body["leader"])  # ZooKeeper: another process's
-        return views.cut_replication(self._brokers(), follower, leader, cut)
-
-    def cut_replication(self, body, query, path):
-        return self._cut(body, True)
-
-    def heal_replication(self, body, query, path):
-        return self._cut(body, False)
-
-    def controller_links(self, body, query, path):
-        return views.controller_links(self._brokers())
-
-    def _cut_controller(self, body, cut: bool):
-        broker = body["broker"] if self._zk_mode() else self._broker(body["broker"])  # ZooKeeper: any broker id
-        return views.cut_controller(self._brokers(), broker, cut)
-
-    def cut_controller(self, body, query, path):
-        return self._cut_controller(body, True)
-
-    def heal_controller(self, body, query, path):
-        return self._cut_controller(body, False)
-
-    async def move_coordinator(self, body, query, path):
-        from ..coordinator.hashing import partition_for
-        if (body.get("group") is None) == (body.get("transactional_id") is None):
-            raise BadRequest(400, "give group or transactional_id")
-        topic, key = (("__consumer_offsets", body["group"]) if body.get("group") is not None
-                      else ("__transaction_state", body["transactional_id"]))
-        brokers = self._brokers()
-        info = brokers[min(brokers)].metadata.topics.get(topic) if brokers else None
-        if info is None:
-            raise BadRequest(400, f"no {topic} yet: it is made when a client first finds a coordinator")
-        return await self.move_leader({"topic": topic, "partition": partition_for(key, len(info.partitions)),
-                                       "broker": body["broker"]}, query, path)
-
-    def _replication(self, body):
-        broker = self._brokers().get(self._broker(body["broker"]))
-        if broker is None or broker.replicas is None or not broker.replicated:
-            raise BadRequest(400, f"broker {body['broker']} does not replicate (a single broker)")
-        return broker.replicas.replication
-
-    def pause_replication(self, body, query, path):
-        self._replication(body).pause()
-        return {"broker": body["broker"], "replication_paused": True}
-
-    def resume_replication(self, body, query, path):
-        self._replication(body).resume()
-        return {"broker": body["broker"], "replication_paused": False}
-
-    def groups(self, body, query, path):
-        return {"groups": self._view(views.groups, query, "group")}
 
     def requests(self, body, query, path):
         rows = list(self.faults.requests)

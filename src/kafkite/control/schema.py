@@ -2,7 +2,26 @@
 route table as an OpenAPI document."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+_BROKER = {"type": ["integer", "null"], "minimum": 0, "description": "a broker of this process; null: any"}
+_OPT_INT = {"type": ["integer", "null"], "minimum": 0}
+_OPT_STR = {"type": ["string", "null"]}
+_TARGET = {"type": "integer", "minimum": 0, "description": "a broker of this process"}
+
+
+def _obj(properties: dict, required: tuple = ()) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class Route:
+    """One method of one path of the control plane's route table (control/routes.py)."""
+    summary: str
+    action: str                 # the ControlApp method that answers it
+    body: dict | None = None    # the JSON schema of its body (None: takes none)
+    query: tuple = ()           # (name, schema, description) of its query parameters
 
 
 class BadRequest(Exception):

@@ -179,7 +179,11 @@ class Broker:
                     rm.on_isr_changed(t.name, p.index, list(p.isr), p.partition_epoch)
         if only is None:
             for key in [k for k in rm.leader_epochs if k not in hosted]:
-                rm.stop_replica(*key, delete=False)  # (a deleted topic's files go with StorageHooks.on_topic_deleted)
+                # a replica a reassignment took off this broker: its files go, as StopReplica(deletePartition=true)
+                # has them go on Kafka (renamed now, removed in a worker thread: LogLifecycle._delete_dir); a
+                # deleted topic's files go with StorageHooks.on_topic_deleted
+                t = cache.topics.get(key[0])
+                rm.stop_replica(*key, delete=t is not None and key[1] < len(t.partitions))
         if self._to_load and not self._loading:
             try:
                 self._nursery.start_soon(self._load_logs)

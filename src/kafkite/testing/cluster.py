@@ -251,6 +251,20 @@ class KafkiteCluster(TrioThread):
         return self.call(lambda: {i: self.brokers[i].cache.snapshot(include_brokers=True) for i in self.live_brokers})
 
     # -- controls (kafkite.control.model; `self.faults` has them all) ------------------------------
+    def set_follower(self, topic: str, partition: int, broker_id: int | None) -> None:
+        """Consumers of the partition are sent to replica `broker_id` (the leader names it their preferred read
+        replica, librdkafka's mock partition_set_follower); None: no longer."""
+        p = self.state.metadata.partition(topic, partition)
+        if broker_id is not None and (p is None or broker_id not in p.replicas):
+            raise ValueError(f"broker {broker_id} is not a replica of {topic}-{partition}")
+        self.faults.set_follower(topic, partition, broker_id)
+
+    def push_metadata_leader(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
+                             count: int = 1) -> None:
+        """The next `count` Metadata answers listing the partition name this leader and epoch (librdkafka's mock
+        partition_push_leader_response); the partition is unchanged."""
+        self.faults.push_metadata_leader(topic, partition, leader_id, leader_epoch, count)
+
     def inject_error(self, api, error, count: int = 1, broker_id: int | None = None, **filters) -> int:
         """`error`: a code or a sequence answered in turn; filters: version, client_id, topic, partition."""
         error = [int(e) for e in error] if isinstance(error, (list, tuple)) else int(error)

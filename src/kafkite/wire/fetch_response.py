@@ -27,6 +27,7 @@ from .varint import write_uvarint
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _PART_HEAD = struct.Struct(">ihqq")   # partition_index, error_code, high_watermark, last_stable_offset
 _ABORTED = struct.Struct(">qq")
+_LEADER = struct.Struct(">Bii")  # KIP-951's CurrentLeader (partition tag 1): its size, leader id, leader epoch
 FIRST_VERSION, LAST_VERSION, FIRST_FLEXIBLE = 4, 16, 12
 _SMALL = 64 << 10  # buffers under this are merged into one write
 
@@ -41,6 +42,7 @@ class PartitionData:
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
     records: Sequence = ()  # record batch buffers, in order (empty: no records); None: null
+    current_leader: tuple[int, int] | None = None  # (leader id, leader epoch), KIP-951: flexible versions only
 
     @property
     def records_size(self) -> int:
@@ -60,6 +62,8 @@ class FetchResponseData:
     throttle_time_ms: int = 0
     error_code: int = 0
     session_id: int = 0
+    # KIP-951 (v16+): (node id, host, port, rack) of the leaders the partitions' current_leader names
+    node_endpoints: list[tuple[int, str, int, str | None]] = field(default_factory=list)
 
     def encode_frames(self, version: int, correlation_id: int) -> list:
         """The whole response frame (size, header, body) as a list of buffers to write in order."""
@@ -113,13 +117,29 @@ class FetchResponseData:
                             chunks.append(cur)
                             chunks.append(r)
                             cur = bytearray()
-                if flex:
-                    cur.append(0)  # partition tagged fields
+                if flex:  # partition tagged fields: CurrentLeader (tag 1) when not the default (-1, -1)
+                    leader = p.current_leader
+                    if leader is None or leader == (-1, -1):
+                        cur.append(0)
+                    else:
+                        cur += b"\x01\x01" + _LEADER.pack(9, *leader) + b"\x00"
             if flex:
                 cur.append(0)  # topic tagged fields
-        if flex:
+        if version >= 16 and self.node_endpoints:  # top-level tagged fields: NodeEndpoints (tag 0)
+            body = bytearray(write_uvarint(len(self.node_endpoints) + 1))
+            for node_id, host, port, rack in self.node_endpoints:
+                body += _I32.pack(node_id) + _compact_string(host) + _I32.pack(port) + _compact_string(rack) + b"\x00"
+            cur += b"\x01\x00" + write_uvarint(len(body)) + body
+        elif flex:
             cur.append(0)  # top-level tagged fields
         chunks.append(cur)
         size = sum(len(c) for c in chunks)
         chunks[0][0:0] = _I32.pack(size)  # chunks[0] is always one of the bytearrays built here
         return chunks
+
+
+def _compact_string(value: str | None) -> bytes:
+    if value is None:
+        return b"\x00"
+    raw = value.encode()
+    return write_uvarint(len(raw) + 1) + raw

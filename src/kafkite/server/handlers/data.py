@@ -12,6 +12,7 @@ from ..replica_manager import AppendOutcome
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
 from ..context import RequestContext, now_ms, wait_unless_peer_closed
 from ..fetch_session import FINAL_EPOCH, ZERO_UUID, PartitionRequest, TopicIdPartition
+from .leader_hints import fill_fetch, fill_produce, follow
 
 
 # -- Produce -------------------------------------------------------------------
@@ -87,8 +88,12 @@ async def handle_produce(ctx: RequestContext):
                     ctx.log.info("produce.not_replicated", topic=topic, partition=part.index, error=E(code).name)
                 if code:
                     fail(part, code)
+            fill_produce(b, ctx.version, response)  # KIP-951: after the waits (their errors count too)
         ctx.before_send.append(fsynced)
-    return ProduceResponse(version=ctx.version, responses=topics, throttle_time_ms=0)
+    response = ProduceResponse(version=ctx.version, responses=topics, throttle_time_ms=0)
+    if not waits:
+        fill_produce(b, ctx.version, response)  # KIP-951: a NOT_LEADER_OR_FOLLOWER names the current leader
+    return response
 
 
 # KIP-890 part 1: verification errors as a Produce answers them (Kafka's ReplicaManager), by produce version
@@ -205,7 +210,9 @@ async def handle_fetch(ctx: RequestContext):
     # the session records what this response carries: once per answered request
     error, session_id, updates = context.update_and_generate(read + erroneous)
     # encoded by wire/fetch_response.py: record batches go to the socket as the log holds them
-    return FetchResponseData(responses=_group_by_topic(updates, v), error_code=error, session_id=session_id)
+    response = FetchResponseData(responses=_group_by_topic(updates, v), error_code=error, session_id=session_id)
+    fill_fetch(b, v, response)  # KIP-951: a NOT_LEADER_OR_FOLLOWER names the current leader
+    return response
 
 
 def _fetch_data(body, v: int, md) -> tuple[dict[TopicIdPartition, PartitionRequest], list[TopicIdPartition]]:
@@ -259,6 +266,7 @@ def _read_fetch(b, body, v: int, interesting, max_bytes: int, replica_id: int = 
                           aborted_transactions=r.aborted_transactions,
                           preferred_read_replica=r.preferred_read_replica,
                           records=r.records if r.records is not None else ())  # Kafka: empty, never null
+        follow(b, v, replica_id, name, p)  # a follower a test set: the consumer is sent there
         total += p.records_size
         out.append((tp, p))
     return out
