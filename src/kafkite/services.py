@@ -85,7 +85,8 @@ def attach(state) -> None:
 
 
 def _logs(state):
-    return [(f"{topic}-{partition}", lg) for (topic, partition), lg in list(state.replicas.logs.items())]
+    return [(f"{topic}-{partition}", lg) for (topic, partition), lg in list(state.replicas.logs.items())
+            if not lg.busy]
 
 
 LOGS_PER_STEP = 100  # the periodic services look at this many logs in one step of the event loop, then let others run
@@ -99,8 +100,9 @@ async def _pace(i: int) -> None:
 
 
 def _serving(state, key, lg) -> bool:
-    """The log is still the partition's (not deleted nor moved while the service let other tasks run)."""
-    return state.replicas.logs.get(key) is lg
+    """The log is still the partition's (not deleted nor moved while the service let other tasks run) and no worker
+    is changing it (a follower's truncation: it is left for the next round)."""
+    return state.replicas.logs.get(key) is lg and not lg.busy
 
 
 async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -177,7 +177,12 @@ class LogLifecycle:
 
     # -- closing and deleting logs ------------------------------------------------------------------
     def remove(self, topic: str, partition: int, *, delete: bool) -> None:
-        """Close the partition's log (StopReplica, a deleted topic); with `delete`, remove its directory."""
+        """Close the partition's log (StopReplica, a deleted topic); with `delete`, remove its directory. A log a
+        worker is changing (a follower's truncation) is closed once it is done."""
+        lg = self.logs.get((topic, partition))
+        if lg is not None and lg.busy:
+            lg.after_busy.append(lambda: self.remove(topic, partition, delete=delete))
+            return
         lg = self.logs.pop((topic, partition), None)
         if lg is not None:
             self.keys.pop(id(lg), None)

@@ -86,6 +86,11 @@ class UnifiedLog(LocalLog):
         self._last_flush_ms = now_ms
         self._dirty_from: int | None = None  # first offset whose deferred fsync has not happened
         self.version = 0  # bumped by every change other than an append or a roll (the cleaner checks it)
+        # a worker thread is changing the log (a follower's truncation, server/replication.py): the broker's
+        # services and requests leave it alone, and the changes that arrive meanwhile (a LeaderAndIsr, StopReplica)
+        # wait in `after_busy`, run in order once the worker is done
+        self.busy = False
+        self.after_busy: list[Callable[[], None]] = []
         self.aborted = AbortedTxns()
         self._rebuild_producer_state()
 
