@@ -240,6 +240,7 @@ def abandon(state) -> None:
     OS has it), but nothing is flushed or fsynced and no checkpoint or clean-shutdown marker is written, so the next
     start recovers the logs from their recovery points."""
     replicas = state.replicas
+    replicas.lifecycle.wait_closing()  # (StopReplica's closes under way: theirs is the next start's directory too)
     for lg in list(replicas.logs.values()):
         try:
             lg.close_for_deletion()  # (its pending writes completed, its files closed; nothing flushed)

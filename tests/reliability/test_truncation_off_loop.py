@@ -119,3 +119,42 @@ def test_a_follower_cuts_its_log_in_a_worker_while_requests_and_a_leader_change_
         values = [m.value for m in consumer]
         consumer.close()
         assert values == [b"a0", b"a1", b"a2", b"b0", b"b1", b"c0", b"c1", b"c2", b"c3"]
+
+
+def test_stop_replica_closes_the_log_in_a_worker(tmp_path, monkeypatch):
+    """A replica leaves a partition (a reassignment from [1, 2] to [1]: broker 2's StopReplica): its log's close --
+    the last writes, the fsync and the index files -- runs in a worker thread (was: on the event loop), with every
+    fsync taking 0.5 s; the broker answers Metadata meanwhile, the watchdog sees no step hold the loop for it, and a
+    reassignment back to [1, 2] opens the directory again once the close is done, every record there."""
+    import os
+    from helpers import OnTheLoop
+    with KafkiteCluster(brokers=2, data_dir=tmp_path) as c:
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers)
+        admin.create_topics([NewTopic(TOPIC, 1, 2)])
+        admin.close()
+        wait_until(lambda: len(c.isr(TOPIC, 0)) == 2, timeout=15, what="the ISR")
+        with WireClient.connect(c.bootstrap_of(c.leader(TOPIC, 0)), timeout=10) as w:
+            assert produce(w, records("a", 5)) == 0
+        if c.leader(TOPIC, 0) != 1:
+            c.move_leader(TOPIC, 0, 1)
+        lifecycle = c.brokers[2].replicas.lifecycle
+        real_fsync = os.fsync
+
+        def slow(fd):
+            time.sleep(0.5)
+            real_fsync(fd)
+        monkeypatch.setattr(os, "fsync", slow)
+        with structlog.testing.capture_logs() as logs, OnTheLoop(monkeypatch) as fsyncs:
+            c.reassign(TOPIC, 0, [1])
+            wait_until(lambda: (TOPIC, 0) not in c.brokers[2].replicas.logs, timeout=15, what="broker 2's replica gone")
+            with WireClient.connect(c.bootstrap_of(2), timeout=10) as w:
+                T = MetadataRequest.MetadataRequestTopic
+                assert w.request(MetadataRequest(topics=[T(name=TOPIC)], allow_auto_topic_creation=False),
+                                 4).topics[0].error_code == 0
+            wait_until(lambda: not lifecycle.closing, timeout=30, what="the close done")
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        fsyncs.check(0)
+        assert not [e for e in logs if e.get("event") == "event_loop.blocked" and e.get("held_ms", 0) >= 400], \
+            [e for e in logs if e.get("event") == "event_loop.blocked"]
+        c.reassign(TOPIC, 0, [1, 2])
+        wait_until(lambda: c.log_end_offsets(TOPIC, 0) == {1: 5, 2: 5}, timeout=15, what="broker 2's copy again")
