@@ -133,7 +133,11 @@ async def retention(state) -> None:
             name = f"{topic}-{partition}"
             if "delete" in lg.config.cleanup_policy:
                 try:
-                    n = lg.enforce_retention(state.replicas.log_now_ms())
+                    n = lg.enforce_retention(state.replicas.log_now_ms(), defer_renames=True)
+                    renames = lg.renames()
+                    if renames is not None:  # the segments' files renamed `.deleted` in a worker thread
+                        await trio.to_thread.run_sync(renames)
+                        lg.schedule_renamed()
                 except OSError as exc:
                     if state.replicas.get(topic, partition) is lg:  # else deleted meanwhile: not a disk fault
                         state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {name}")

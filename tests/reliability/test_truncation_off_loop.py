@@ -158,3 +158,55 @@ def test_stop_replica_closes_the_log_in_a_worker(tmp_path, monkeypatch):
             [e for e in logs if e.get("event") == "event_loop.blocked"]
         c.reassign(TOPIC, 0, [1, 2])
         wait_until(lambda: c.log_end_offsets(TOPIC, 0) == {1: 5, 2: 5}, timeout=15, what="broker 2's copy again")
+
+
+def test_retention_renames_segments_in_a_worker(tmp_path, monkeypatch):
+    """Retention deleting 30 segments: the renames of their files to `.deleted` run in a worker thread (was: on the
+    event loop, ~0.2 ms a segment), here with every such rename taking 10 ms; Metadata is answered meanwhile, the
+    watchdog sees no step hold the loop for it, the log starts after the deleted segments, its other records are
+    served, and the `.deleted` files are removed after file.delete.delay.ms."""
+    import os
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from helpers import OnTheLoop
+    from kafkite.testing.runner import BrokerThread
+    over = {"log.retention.check.interval.ms": "100", "file.delete.delay.ms": "200"}
+    with BrokerThread(data_dir=tmp_path / "data", overrides=over) as b:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        small = {"segment.bytes": "100", "retention.ms": str(86400000)}
+        admin.create_topics([NewTopic(TOPIC, 1, 1, topic_configs=small)])
+        with WireClient.connect(b.bootstrap_servers, timeout=10) as w:
+            for i in range(31):  # a segment each (a batch is over segment.bytes)
+                assert produce(w, records(f"r{i}-", 12)) == 0
+        lg = b.state.replicas.get(TOPIC, 0)
+        assert len(lg.segments) == 31
+        real_replace = os.replace
+
+        def slow_replace(src, dst, *a, **kw):
+            if str(dst).endswith(".deleted"):
+                time.sleep(0.01)
+            return real_replace(src, dst, *a, **kw)
+        monkeypatch.setattr(os, "replace", slow_replace)
+        with structlog.testing.capture_logs() as logs, OnTheLoop(monkeypatch, os, "replace") as renames:
+            # records 10 minutes old as far as retention is concerned: every closed segment goes
+            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={**small, "retention.ms": "1"})])
+            with WireClient.connect(b.bootstrap_servers, timeout=10) as w:
+                T = MetadataRequest.MetadataRequestTopic
+                latencies = []
+                while lg.log_start_offset < 30 * 12:
+                    t0 = time.monotonic()
+                    assert w.request(MetadataRequest(topics=[T(name=TOPIC)], allow_auto_topic_creation=False),
+                                     4).topics[0].error_code == 0
+                    latencies.append(time.monotonic() - t0)
+            wait_until(lambda: not list((tmp_path / "data" / f"{TOPIC}-0").glob("*.deleted")), timeout=15,
+                       what="the .deleted files removed")
+        admin.close()
+        monkeypatch.setattr(os, "replace", real_replace)
+        assert not [s for s in renames.stacks if "retire" in s], renames.stacks[:1]
+        assert not [e for e in logs if e.get("event") == "event_loop.blocked" and e.get("held_ms", 0) >= 250], \
+            [e for e in logs if e.get("event") == "event_loop.blocked"]
+        assert len(lg.segments) == 1 and lg.log_start_offset == 30 * 12 and lg.log_end_offset == 31 * 12
+        consumer = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=3000)
+        consumer.assign([TopicPartition(TOPIC, 0)])
+        assert [m.value for m in consumer] == [b"r30-%d" % i for i in range(12)]
+        consumer.close()
