@@ -169,10 +169,10 @@ def test_retention_renames_segments_in_a_worker(tmp_path, monkeypatch):
     from kafka.admin import ConfigResource, ConfigResourceType
     from helpers import OnTheLoop
     from kafkite.testing.runner import BrokerThread
-    over = {"log.retention.check.interval.ms": "100", "file.delete.delay.ms": "200"}
+    over = {"log.retention.check.interval.ms": "100"}
     with BrokerThread(data_dir=tmp_path / "data", overrides=over) as b:
         admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
-        small = {"segment.bytes": "100", "retention.ms": str(86400000)}
+        small = {"segment.bytes": "100", "retention.ms": str(86400000), "file.delete.delay.ms": "200"}
         admin.create_topics([NewTopic(TOPIC, 1, 1, topic_configs=small)])
         with WireClient.connect(b.bootstrap_servers, timeout=10) as w:
             for i in range(31):  # a segment each (a batch is over segment.bytes)
@@ -197,8 +197,9 @@ def test_retention_renames_segments_in_a_worker(tmp_path, monkeypatch):
                     assert w.request(MetadataRequest(topics=[T(name=TOPIC)], allow_auto_topic_creation=False),
                                      4).topics[0].error_code == 0
                     latencies.append(time.monotonic() - t0)
-            wait_until(lambda: not list((tmp_path / "data" / f"{TOPIC}-0").glob("*.deleted")), timeout=15,
-                       what="the .deleted files removed")
+            d = tmp_path / "data" / f"{TOPIC}-0"
+            wait_until(lambda: not [p for p in d.glob("0*") if int(p.name[:20]) < 360], timeout=30,
+                       what="the deleted segments' files renamed, then removed")
         admin.close()
         monkeypatch.setattr(os, "replace", real_replace)
         assert not [s for s in renames.stacks if "retire" in s], renames.stacks[:1]
