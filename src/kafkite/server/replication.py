@@ -294,7 +294,8 @@ class Replication:
                         mine_epoch, mine_end = lg.end_offset_for_epoch(rp.leader_epoch)
                         target = min(rp.end_offset, mine_end) if mine_end >= 0 else rp.end_offset
                         done = mine_epoch == rp.leader_epoch or mine_epoch < 0
-                    await self._change_in_worker(k, p, "truncating", lambda p=p, t=target: p.truncate_to(t))
+                    if target < lg.log_end_offset:  # (else nothing to cut: no worker, the log never busy)
+                        await self._change_in_worker(k, p, "truncating", lambda p=p, t=target: p.truncate_to(t))
                     if done:
                         s.truncating = False
                     if lg.log_end_offset != before:
