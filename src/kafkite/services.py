@@ -85,7 +85,8 @@ def attach(state) -> None:
 
 
 def _logs(state):
-    return [(f"{topic}-{partition}", lg) for (topic, partition), lg in list(state.replicas.logs.items())]
+    return [(f"{topic}-{partition}", lg) for (topic, partition), lg in list(state.replicas.logs.items())
+            if not lg.busy]
 
 
 LOGS_PER_STEP = 100  # the periodic services look at this many logs in one step of the event loop, then let others run
@@ -99,8 +100,9 @@ async def _pace(i: int) -> None:
 
 
 def _serving(state, key, lg) -> bool:
-    """The log is still the partition's (not deleted nor moved while the service let other tasks run)."""
-    return state.replicas.logs.get(key) is lg
+    """The log is still the partition's (not deleted nor moved while the service let other tasks run) and no worker
+    is changing it (a follower's truncation: it is left for the next round)."""
+    return state.replicas.logs.get(key) is lg and not lg.busy
 
 
 async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -131,7 +133,11 @@ async def retention(state) -> None:
             name = f"{topic}-{partition}"
             if "delete" in lg.config.cleanup_policy:
                 try:
-                    n = lg.enforce_retention(state.replicas.log_now_ms())
+                    n = lg.enforce_retention(state.replicas.log_now_ms(), defer_renames=True)
+                    renames = lg.renames()
+                    if renames is not None:  # the segments' files renamed `.deleted` in a worker thread
+                        await trio.to_thread.run_sync(renames)
+                        lg.schedule_renamed()
                 except OSError as exc:
                     if state.replicas.get(topic, partition) is lg:  # else deleted meanwhile: not a disk fault
                         state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {name}")
@@ -238,6 +244,7 @@ def abandon(state) -> None:
     OS has it), but nothing is flushed or fsynced and no checkpoint or clean-shutdown marker is written, so the next
     start recovers the logs from their recovery points."""
     replicas = state.replicas
+    replicas.lifecycle.wait_closing()  # (StopReplica's closes under way: theirs is the next start's directory too)
     for lg in list(replicas.logs.values()):
         try:
             lg.close_for_deletion()  # (its pending writes completed, its files closed; nothing flushed)

@@ -17,6 +17,7 @@ an in-process cluster's brokers are reached through services.StorageHooks.
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -65,6 +66,8 @@ class LogLifecycle:
         # called with the partition whose log was closed (stop_replica); once the log dir went offline
         self.on_removed: Callable[[Key], None] = lambda key: None
         self.on_offline: Callable[[], None] = lambda: None
+        self.closing: dict[Key, threading.Event] = {}  # StopReplica's closes under way in worker threads
+        self.unclean_closes = 0  # of those, the ones whose flush failed (the shutdown is then not a clean one)
 
     # -- making and opening logs --------------------------------------------------------------------
     def effective_configs(self, topic: "TopicInfo") -> dict[str, str]:
@@ -90,6 +93,7 @@ class LogLifecycle:
         return self.data_dir / f"{topic}-{partition}"
 
     def _make_file_log(self, topic: "TopicInfo", partition: int, now_ms: int) -> FileLog:
+        self._wait_closed((topic.name, partition))
         return FileLog(self.dir_of(topic.name, partition), self.log_config(topic), now_ms=now_ms,
                        topic_id=topic.topic_id, rng=self.segment_rng, **self.log_dir.load_options(topic.name, partition))
 
@@ -177,17 +181,54 @@ class LogLifecycle:
 
     # -- closing and deleting logs ------------------------------------------------------------------
     def remove(self, topic: str, partition: int, *, delete: bool) -> None:
-        """Close the partition's log (StopReplica, a deleted topic); with `delete`, remove its directory."""
+        """Close the partition's log (StopReplica, a deleted topic); with `delete`, remove its directory. A log a
+        worker is changing (a follower's truncation) is closed once it is done."""
+        lg = self.logs.get((topic, partition))
+        if lg is not None and lg.busy:
+            lg.after_busy.append(lambda: self.remove(topic, partition, delete=delete))
+            return
         lg = self.logs.pop((topic, partition), None)
         if lg is not None:
             self.keys.pop(id(lg), None)
             if delete and not self.in_memory:  # not flushed (no fsync, no index written): its files go next
                 lg.close_for_deletion()
-            else:
+            elif self.in_memory:
                 lg.close()
+            else:
+                self._close_in_worker((topic, partition), lg)
         if delete and not self.in_memory:
             self._delete_dir(topic, partition)
         self.on_removed((topic, partition))
+
+    def _close_in_worker(self, key: Key, lg) -> None:
+        """StopReplica's close of a log (its last writes, fsync and index files: Kafka's LogManager.close of a
+        stopped replica) in a worker thread; the log is out of service already. A log of the partition opened again
+        meanwhile waits for it (`_wait_closed`, in the worker that loads it), and so does the broker's shutdown."""
+        done = self.closing[key] = threading.Event()
+
+        def close() -> None:
+            try:
+                if lg.close() is False:
+                    self.unclean_closes += 1
+            except Exception:
+                self.unclean_closes += 1
+                log.exception("log.close_failed", partition=f"{key[0]}-{key[1]}")
+            finally:
+                done.set()
+                if self.closing.get(key) is done:
+                    self.closing.pop(key, None)
+        in_worker(close)
+
+    def _wait_closed(self, key: Key) -> None:
+        """Wait for a close of the partition's previous log still under way (`_close_in_worker`)."""
+        done = self.closing.get(key)
+        if done is not None:
+            done.wait()
+
+    def wait_closing(self) -> None:
+        """Wait for every close under way (the broker's shutdown, in a worker thread)."""
+        for done in list(self.closing.values()):
+            done.wait()
 
     def _delete_dir(self, topic: str, partition: int) -> None:
         """Kafka's LogManager.asyncDelete: renamed at once (a new log of the name starts clean); the rename made
@@ -215,7 +256,8 @@ class LogLifecycle:
         """Close (flush) every log; when all of them closed without an error, write the
         checkpoints (recovery points: the log end offsets) and the clean-shutdown marker. An offline
         log dir gets neither (as Kafka's LogManager writes them for live dirs only): its next start recovers."""
-        clean = not self.offline_log_dirs
+        self.wait_closing()
+        clean = not self.offline_log_dirs and not self.unclean_closes
         ends = {tp: lg.log_end_offset for tp, lg in self.logs.items()}
         starts = LogDirectory.log_start_offsets_of(self.logs) if self.log_dir is not None else {}
         hws = LogDirectory.high_watermarks_of(self.logs) if self.log_dir is not None and self.is_replicated else {}

@@ -152,7 +152,9 @@ class ReplicaManager(ReplicatedPartitions):
             return E.UNKNOWN_TOPIC_OR_PARTITION
         if self.offline_log_dirs and cache.node_id in p.replicas:
             return E.KAFKA_STORAGE_ERROR
-        if p.leader != cache.node_id or (topic, partition) not in self.logs:  # (not opened: no LeaderAndIsr yet)
+        lg = self.logs.get((topic, partition))
+        # (not opened: no LeaderAndIsr yet; busy: a follower's truncation under way, its LeaderAndIsr waits for it)
+        if p.leader != cache.node_id or lg is None or lg.busy:
             return E.NOT_LEADER_OR_FOLLOWER
         if current_leader_epoch is not None and current_leader_epoch >= 0:
             if current_leader_epoch < p.leader_epoch:

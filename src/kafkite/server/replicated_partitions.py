@@ -57,6 +57,10 @@ class ReplicatedPartitions:
         if self.offline_log_dirs:
             return int(E.KAFKA_STORAGE_ERROR)
         lg = self.logs.get(key)
+        if lg is not None and lg.busy:  # the replica fetcher is cutting it (replication.py): applied once it is done
+            lg.after_busy.append(lambda: self.become_replica(topic, state))
+            self.leader_epochs[key] = state.leader_epoch
+            return 0
         if lg is None:
             try:
                 lg = self.lifecycle.open(topic, state.index, self.log_now_ms())
@@ -165,7 +169,7 @@ class ReplicatedPartitions:
         p = cache.partition(topic, partition)
         key = (topic, partition)
         if p is None or not self.is_replicated or key not in self.logs or key not in self.partitions \
-                or self.node_id not in p.replicas:
+                or self.node_id not in p.replicas or self.logs[key].busy:  # (busy: being truncated)
             return int(E.NOT_LEADER_OR_FOLLOWER)
         if current_leader_epoch is not None and current_leader_epoch >= 0:
             if current_leader_epoch < p.leader_epoch:

@@ -294,8 +294,8 @@ class Replication:
                         mine_epoch, mine_end = lg.end_offset_for_epoch(rp.leader_epoch)
                         target = min(rp.end_offset, mine_end) if mine_end >= 0 else rp.end_offset
                         done = mine_epoch == rp.leader_epoch or mine_epoch < 0
-                    with self._disk(k, "truncating"):
-                        p.truncate_to(target)
+                    if target < lg.log_end_offset:  # (else nothing to cut: no worker, the log never busy)
+                        await self._change_in_worker(k, p, "truncating", lambda p=p, t=target: p.truncate_to(t))
                     if done:
                         s.truncating = False
                     if lg.log_end_offset != before:
@@ -305,6 +305,27 @@ class Replication:
                 return
         for s in f.partitions.values():
             s.truncating = False
+
+    async def _change_in_worker(self, key: Key, p: "Partition", what: str, change) -> None:
+        """Cut a follower's log (`change`: its truncation) in a worker thread: it fsyncs, rescans the cut segment
+        and walks every segment's batch headers to rebuild the producer state, seconds for a big log of small
+        batches. This fetcher is the log's only writer and waits for it; meanwhile the log is `busy`: the
+        periodic services skip it, requests for it are answered NOT_LEADER_OR_FOLLOWER, and a LeaderAndIsr or
+        StopReplica that arrives waits in `after_busy`, applied in order once the cut is done (as Kafka's
+        makeLeader waits for the partition's lock the fetcher's truncation holds)."""
+        lg = p.log
+        lg.busy, lg.after_busy = True, []
+        lg.version += 1  # a cleaning under way is not swapped in
+        try:
+            with self._disk(key, what):
+                await trio.to_thread.run_sync(change)
+        finally:
+            waiting, lg.busy, lg.after_busy = lg.after_busy, False, []
+            for run in waiting:
+                try:
+                    run()
+                except Exception:  # one bad change must not keep the others from being applied
+                    log.exception("replica.deferred_change_failed", topic=key[0], partition=key[1])
 
     @contextmanager
     def _disk(self, key: Key, what: str):
@@ -352,8 +373,8 @@ class Replication:
             if asked[key] < rp.log_start_offset:
                 log.info("replica.start_over", topic=key[0], partition=key[1], leader=f.leader,
                          log_start_offset=rp.log_start_offset)
-                with self._disk(key, "starting over"):
-                    p.truncate_fully_and_start_at(rp.log_start_offset)
+                await self._change_in_worker(key, p, "starting over",
+                                             lambda: p.truncate_fully_and_start_at(rp.log_start_offset))
             else:
                 s.truncating = True
             return

@@ -24,6 +24,7 @@ files when it opens the directory.
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -56,6 +57,9 @@ class LocalLog:
         self._rng = rng if rng is not None else random
         self._doomed: list[DeletedFiles] = []  # renamed .deleted, waiting for file.delete.delay.ms
         self._swept_version = 0  # the version whose segments' retired files were collected
+        self._to_rename: list[tuple[LogSegment, int | None]] = []  # retired, files not renamed yet (_retire_later)
+        self._renamed: list[tuple[DeletedFiles, int | None]] = []  # renamed by a worker, to schedule
+        self._retiring = threading.Lock()  # held while those are renamed
         for seg in segments:
             seg.roll_jitter_ms = self._random_jitter()
         if config.preallocate:
@@ -100,6 +104,7 @@ class LocalLog:
 
     def _make_segment(self, base: int, now_ms: int) -> LogSegment:
         """A new segment of the log's kind: its roll jitter drawn, its file preallocated (preallocate)."""
+        self.retire_left()  # (a retired segment of that base is renamed first: its names are the new one's)
         seg = self._new_segment(base, now_ms)
         seg.roll_jitter_ms = self._random_jitter()
         if self.config.preallocate:
@@ -130,6 +135,42 @@ class LocalLog:
         files = seg.retire()
         if files is not None:
             self._schedule(files, now_ms)
+
+    def _retire_later(self, seg: LogSegment, now_ms: int | None) -> None:
+        """As `_retire`, but a file segment's renames are left for `renames()` (retention: ~0.2 ms a segment, 100
+        segments would hold the event loop ~20 ms); the segment has left the log already."""
+        if self.dir is None:
+            self._retire(seg, now_ms)
+        else:
+            with self._retiring:
+                self._to_rename.append((seg, now_ms))
+
+    def renames(self) -> Callable[[], None] | None:
+        """The renames to `.deleted` that `_retire_later` left, as a function for a worker thread (None: none);
+        the caller then schedules their deletion on the log's thread (`schedule_renamed`). Whatever makes a
+        segment, closes or deletes the log does what is left of them first (`retire_left`)."""
+        return self._rename_left if self._to_rename else None
+
+    def _rename_left(self) -> None:
+        with self._retiring:  # a second caller meanwhile waits: the names are free once it returns
+            left, self._to_rename = self._to_rename, []
+            for seg, now_ms in left:
+                files = seg.retire()
+                if files is not None:
+                    self._renamed.append((files, now_ms))
+
+    def schedule_renamed(self) -> None:
+        """Schedule the deletion of the files renamed by `renames()`' function (file.delete.delay.ms)."""
+        with self._retiring:
+            done, self._renamed = self._renamed, []
+        for files, now_ms in done:
+            self._schedule(files, now_ms)
+
+    def retire_left(self) -> None:
+        """Rename the files of the segments `_retire_later` left, on the caller's thread, and schedule them."""
+        if self._to_rename or self._renamed:
+            self._rename_left()
+            self.schedule_renamed()
 
     def _schedule(self, files: DeletedFiles, now_ms: int | None) -> None:
         for older in self._doomed:  # a name the new files took over (the same base offset): theirs now
@@ -184,6 +225,7 @@ class LocalLog:
 
     def _close_doomed(self) -> None:
         """Close what keeps the `.deleted` files open; the files stay (LogLoader removes them at the next start)."""
+        self.retire_left()
         self._collect_retired(None)
         doomed, self._doomed = self._doomed, []
         for files in doomed:

@@ -86,6 +86,11 @@ class UnifiedLog(LocalLog):
         self._last_flush_ms = now_ms
         self._dirty_from: int | None = None  # first offset whose deferred fsync has not happened
         self.version = 0  # bumped by every change other than an append or a roll (the cleaner checks it)
+        # a worker thread is changing the log (a follower's truncation, server/replication.py): the broker's
+        # services and requests leave it alone, and the changes that arrive meanwhile (a LeaderAndIsr, StopReplica)
+        # wait in `after_busy`, run in order once the worker is done
+        self.busy = False
+        self.after_busy: list[Callable[[], None]] = []
         self.aborted = AbortedTxns()
         self._rebuild_producer_state()
 
@@ -397,10 +402,13 @@ class UnifiedLog(LocalLog):
         self.aborted.drop_below(offset)
         self._save_log_start()
 
-    def _delete_oldest(self, now_ms: int | None) -> LogSegment:
+    def _delete_oldest(self, now_ms: int | None, defer_renames: bool = False) -> LogSegment:
         self.version += 1
         seg = self.segments.pop(0)
-        self._retire(seg, now_ms)
+        if defer_renames:
+            self._retire_later(seg, now_ms)
+        else:
+            self._retire(seg, now_ms)
         return seg
 
     def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
@@ -415,10 +423,11 @@ class UnifiedLog(LocalLog):
             self._delete_oldest(now_ms)
         return self.log_start_offset
 
-    def enforce_retention(self, now_ms: int) -> int:
+    def enforce_retention(self, now_ms: int, defer_renames: bool = False) -> int:
         """cleanup.policy=delete: delete the oldest segments whose largest timestamp is older than
         retention.ms, then while the log exceeds retention.bytes by at least a segment. The
-        active segment stays. Returns the number of segments deleted."""
+        active segment stays. Returns the number of segments deleted. With `defer_renames` their files'
+        renames to `.deleted` are left for `renames()` (a worker thread)."""
         cfg, n = self.config, 0
         total = self.size_bytes
         while len(self.segments) > 1:
@@ -427,7 +436,7 @@ class UnifiedLog(LocalLog):
             too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
             if not (too_old or too_big):
                 break
-            total -= self._delete_oldest(now_ms).size
+            total -= self._delete_oldest(now_ms, defer_renames).size
             n += 1
         if n:
             self._advance_log_start(self.segments[0].base)
