@@ -203,7 +203,7 @@ def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatc
     from kafka import KafkaProducer
     from kafka.admin import NewPartitions
     from kafka.protocol.producer import InitProducerIdRequest
-    import kafkite.controller.metadata as metadata_module
+    import kafkite.controller.metadata_store as metadata_module
     from kafkite.storage.log_loader import LogLoader
     data = tmp_path / "data"
     with BrokerThread(data_dir=data) as b:
@@ -246,7 +246,7 @@ def test_deleting_a_topic_fsyncs_nothing_per_partition_on_the_event_loop(tmp_pat
     metadata snapshot is written in a worker thread too, once for the three topics. So the event loop fsyncs nothing, whatever the partition count (before: the .log
     and both indexes of every partition and the log dir once per partition, ~160 fsyncs; then the snapshot's file
     and directory); the directories are gone and a topic of the same name starts empty."""
-    import kafkite.controller.metadata as metadata_module
+    import kafkite.controller.metadata_store as metadata_module
     with BrokerThread(data_dir=tmp_path / "data") as b:
         bs = b.bootstrap_servers
         admin = KafkaAdminClient(bootstrap_servers=bs)
@@ -288,7 +288,7 @@ def test_an_in_process_cluster_makes_and_recovers_its_logs_in_a_worker_thread(tm
     metadata snapshot for an election (a broker gone) and for ISR changes (AlterPartition) is written in a worker
     thread (before: at once, on the loop), and the brokers told once it is."""
     from kafka import KafkaProducer
-    import kafkite.controller.metadata as metadata_module
+    import kafkite.controller.metadata_store as metadata_module
     import kafkite.storage.leader_epoch_file_cache as epoch_cache
     from kafkite.storage.log_loader import LogLoader
     from kafkite.testing.cluster import KafkiteCluster
