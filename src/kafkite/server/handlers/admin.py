@@ -108,7 +108,7 @@ def _over_records_bound(apis, body, dupes) -> BatchTooLarge | None:
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
         try:
             info = apis.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
-                                        max_records=left)
+                                                 max_records=left)
         except BatchTooLarge as exc:
             return exc
         except MetadataError:

@@ -141,7 +141,7 @@ async def handle_update_metadata(apis: KafkaApis, ctx: RequestContext):
     if err:
         return UpdateMetadataResponse(version=v, error_code=err)
     await _learn_topics(apis, ctx, [(t.topic_name, t.topic_id) for t in r.topic_states
-                              if any(p.leader != LEADER_DURING_DELETE for p in t.partition_states)])
+                                    if any(p.leader != LEADER_DURING_DELETE for p in t.partition_states)])
     brokers = {}
     for lb in r.live_brokers:
         # the client listener: the first endpoint that is not the inter-broker one (the controller sends it first)

@@ -128,7 +128,7 @@ async def _verify_transaction(apis: KafkaApis, ctx: RequestContext, writable
         for pd in td.partition_data:
             h = transactional_header(pd.records)
             if h is not None and apis.replica_manager.needs_txn_verification(td.name, pd.index, h.producer_id,
-                                                                   h.producer_epoch):
+                                                                             h.producer_epoch):
                 need.setdefault((h.producer_id, h.producer_epoch), []).append((td.name, pd.index))
     out = {}
     for (pid, epoch), parts in need.items():

@@ -161,8 +161,8 @@ async def handle_heartbeat(apis: KafkaApis, ctx: RequestContext):
     if not _group_ok(apis, ctx, Op.READ, body.group_id):
         return HeartbeatResponse(version=v, throttle_time_ms=0, error_code=_GROUP_DENIED)
     err = await apis.group_coordinator.heartbeat(group_id=body.group_id, generation_id=body.generation_id,
-                                            member_id=body.member_id,
-                                            group_instance_id=body.group_instance_id if v >= 3 else None)
+                                                 member_id=body.member_id,
+                                                 group_instance_id=body.group_instance_id if v >= 3 else None)
     return HeartbeatResponse(version=v, throttle_time_ms=0, error_code=int(err))
 
 
@@ -230,15 +230,15 @@ async def _fetch_group(apis, ctx, group_id, topics, require_stable, member_id=No
     parts = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     if parts is None:
         err, rows = await apis.group_coordinator.fetch_offsets(group_id=group_id, partitions=None,
-                                                          require_stable=require_stable, member_id=member_id,
-                                                          member_epoch=member_epoch)
+                                                               require_stable=require_stable, member_id=member_id,
+                                                               member_epoch=member_epoch)
         described = apis.authorize(ctx, Op.DESCRIBE, ResourceType.TOPIC, {r[0] for r in rows})
         return err, [r for r in rows if r[0] in described]
     described = apis.authorize(ctx, Op.DESCRIBE, ResourceType.TOPIC, {t for t, _ in parts})
     err, rows = await apis.group_coordinator.fetch_offsets(group_id=group_id,
-                                                      partitions=[tp for tp in parts if tp[0] in described],
-                                                      require_stable=require_stable, member_id=member_id,
-                                                      member_epoch=member_epoch)
+                                                           partitions=[tp for tp in parts if tp[0] in described],
+                                                           require_stable=require_stable, member_id=member_id,
+                                                           member_epoch=member_epoch)
     denied = [(t, p, None, int(E.TOPIC_AUTHORIZATION_FAILED)) for t, p in parts if t not in described]
     return err, list(rows) + denied
 

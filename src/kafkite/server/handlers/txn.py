@@ -89,7 +89,7 @@ async def _add_partitions_batched(apis: KafkaApis, ctx: RequestContext):
             codes = await apis.txn_coordinator.verify(txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
         else:
             err = await apis.txn_coordinator.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                                      wanted)
+                                                            wanted)
             codes = {tp: int(err) for tp in wanted}
         by_topic: dict[str, list] = {}
         for (t, p), code in codes.items():
@@ -110,7 +110,7 @@ async def handle_add_offsets_to_txn(apis: KafkaApis, ctx: RequestContext):
         err = int(E.INVALID_GROUP_ID)
     else:
         err = await apis.txn_coordinator.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                  [apis.txn_coordinator.offsets_partition(body.group_id)])
+                                                        [apis.txn_coordinator.offsets_partition(body.group_id)])
     return AddOffsetsToTxnResponse(version=v, throttle_time_ms=0, error_code=_fenced(err, "AddOffsetsToTxn", v))
 
 
@@ -119,7 +119,7 @@ async def handle_end_txn(apis: KafkaApis, ctx: RequestContext):
     if not _txn_ok(apis, ctx, body.transactional_id):
         return EndTxnResponse(version=v, throttle_time_ms=0, error_code=_TXN_DENIED)
     err = await apis.txn_coordinator.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                body.committed)
+                                             body.committed)
     if err:
         ctx.log.info("end_txn.refused", transactional_id=body.transactional_id, error=E(err).name)
     return EndTxnResponse(version=v, throttle_time_ms=0, error_code=_fenced(err, "EndTxn", v))
@@ -145,7 +145,7 @@ async def _verify_offsets_partition(apis: KafkaApis, ctx: RequestContext) -> int
     if not apis.replica_manager.needs_txn_verification(topic, partition, body.producer_id, body.producer_epoch):
         return 0
     code = (await apis.txn_coordinator.verify(body.transactional_id, body.producer_id, body.producer_epoch,
-                                        [(topic, partition)]))[(topic, partition)]
+                                              [(topic, partition)]))[(topic, partition)]
     if not code:
         return 0
     ctx.log.info("txn_offset_commit.not_in_transaction", transactional_id=body.transactional_id,
