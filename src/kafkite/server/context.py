@@ -66,7 +66,7 @@ class RequestContext:
 
     def __init__(self, broker: "Broker", request: Request, peer: str = "", log: Any = None, now_ms: int | None = None,
                  principal: str = ANONYMOUS, inter_broker: bool = False, conn_log: Any = None):
-        self.broker = broker
+        self.broker = broker  # read by the control plane only (control/model.py); handlers use KafkaApis
         self.request = request
         self.peer = peer
         self._log = log  # bound already (a caller's own), or None: bound from conn_log on first use
