@@ -270,9 +270,9 @@ def test_runner_fails_a_slow_handler_by_its_request_and_lets_a_long_poll_wait(mo
 
         lo, hi, real = router.ROUTES[fuzz.FETCH]
 
-        async def stuck(ctx):  # a handler that waits when the request asks for no waiting
+        async def stuck(apis, ctx):  # a handler that waits when the request asks for no waiting
             await trio.sleep(30)
-            return await real(ctx)
+            return await real(apis, ctx)
         monkeypatch.setitem(router.ROUTES, fuzz.FETCH, (lo, hi, stuck))
         no_wait = _fetch_frame(max_wait_ms=0, min_bytes=1, offset=end)
         outcome = bt.call(runner.run, no_wait)

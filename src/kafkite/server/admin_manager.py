@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 class AdminManager:
     """What both sides share; `admin_manager(broker)` picks the side."""
+    # whether the controller's requests (LeaderAndIsr, ...) come over the network to the inter-broker listener
+    controller_requests_over_network: bool = False
 
     def __init__(self, broker: "Broker"):
         self.broker = broker
@@ -145,6 +147,8 @@ class AdminManager:
 
 class InProcessAdminManager(AdminManager):
     """The metadata of this process's `ClusterState`, written by the in-process controller (see the module)."""
+    # the controller's LeaderAndIsr, UpdateMetadata, StopReplica are calls in the process, not requests
+    controller_requests_over_network = False
 
     def __init__(self, broker: "Broker"):
         super().__init__(broker)
@@ -259,6 +263,9 @@ class InProcessAdminManager(AdminManager):
 
 class ZkAdminManager(AdminManager):
     """The metadata of ZooKeeper, through this process's `ZkMode` (see the module)."""
+    # the controller (maybe in another process) sends LeaderAndIsr, UpdateMetadata, StopReplica, and is sent
+    # ControlledShutdown: the inter-broker listener serves them (router.INTER_BROKER_ROUTES)
+    controller_requests_over_network = True
 
     def __init__(self, broker: "Broker"):
         super().__init__(broker)

@@ -20,7 +20,6 @@ import trio
 
 from ..controller.controller import MetadataCache
 from ..controller.metadata import MAX_RECORDS_PER_USER_OP, BrokerInfo, TopicInfo
-from ..wire.errors import E
 from .admin_manager import admin_manager
 from .cluster_state import ClusterState
 from .connection import serve_connection
@@ -28,6 +27,7 @@ from .fetch_session import FetchSessionCache
 from .group_coordinator_service import GroupCoordinatorService
 from .transaction_coordinator_service import TransactionCoordinatorService
 from .quotas import ConnectionQuotas, MemoryPool, accept_loop
+from .kafka_apis import KafkaApis
 from .router import Router
 from .listeners import PROTOCOLS, WILDCARDS, inter_broker_name, listeners_of, serve_listener
 
@@ -121,23 +121,23 @@ class Broker:
         storage = state.storages.get(self.node_id)
         self.replicas = storage.replicas if storage is not None else state.replicas
         self.broker_epoch = -1  # ZooKeeper mode: the czxid of its registration (Kafka's broker epoch)
-        self.zk = state.zk  # zk_mode.ZkMode in ZooKeeper mode, else None (router.py reads it; nothing here branches)
         # the cluster's metadata as this broker reaches it, in-process or in ZooKeeper (admin_manager.py): admin
         # requests, its controller, its life cycle against it
         self.admin = admin_manager(self)
         self.controller = self.admin.controller
-        self.router = Router(self)
         self.groups = GroupCoordinatorService(self)
         self.transactions = TransactionCoordinatorService(self)
+        # this broker's incremental fetch sessions (KIP-227): in memory, lost when the broker restarts
+        self.fetch_sessions = FetchSessionCache(self.config.get("max.incremental.fetch.session.cache.slots"))
+        # the request handler (Kafka's KafkaApis) holding the managers above, and the router calling it
+        self.apis = KafkaApis(self)
+        self.router = Router(self, self.apis)
         self.cache.listeners.append(lambda _old, cache: self.groups.on_metadata(cache))
         self.cache.listeners.append(lambda _old, cache: self.transactions.on_metadata(cache))
         self.connections: set[trio.abc.Stream] = set()
         self.client_connections: set = set()  # listeners.Connection of each open connection (listener, principal)
         self.connection_quotas = ConnectionQuotas(self.config)  # max.connections, max.connections.per.ip
         self.memory_pool = MemoryPool.from_config(self.config)  # queued.max.request.bytes
-        # this broker's incremental fetch sessions (KIP-227): in memory, lost when the broker restarts
-        self.fetch_sessions = FetchSessionCache(self.config.get("max.incremental.fetch.session.cache.slots"))
-        self.faults = None  # testing.faults.Faults when fault injection is on
         self.bound_port: int | None = None
         self._cancel: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None  # the broker's own tasks, while it serves
@@ -231,7 +231,16 @@ class Broker:
             self._loading = False
             self._loaded.set()
 
-    # -- what handlers use ---------------------------------------------------
+    @property
+    def faults(self):
+        """The control plane (control/model.py: testing's Faults) when fault injection is on, else None."""
+        return self.apis.faults
+
+    @faults.setter
+    def faults(self, value) -> None:
+        self.apis.faults = value
+
+    # -- what the control plane and the harness use ----------------------------
     @property
     def metadata(self) -> MetadataCache:
         return self.cache
@@ -306,18 +315,6 @@ class Broker:
         """AlterConfigs on a broker resource: this broker's id, or "" for the cluster-wide default. In ZooKeeper
         mode they are kept in /config/brokers/<id> or /config/brokers/<default>, which every broker follows."""
         await self.admin.set_dynamic_broker_configs(resource_name, configs)
-
-    async def maybe_auto_create_topic(self, name: str, allowed: bool = True) -> tuple[int, TopicInfo | None]:
-        """Kafka's AutoTopicCreationManager, for Metadata and Produce: an unknown topic is created when
-        auto.create.topics.enable (and the request) allow it -> (error, the topic)."""
-        from ..controller.metadata import INTERNAL_TOPICS, MetadataError, validate_topic_name
-        try:
-            validate_topic_name(name)
-        except MetadataError:
-            return int(E.INVALID_TOPIC_EXCEPTION), None
-        if not allowed or name in INTERNAL_TOPICS or not self.config.get("auto.create.topics.enable"):
-            return int(E.UNKNOWN_TOPIC_OR_PARTITION), None
-        return await self.admin.auto_create_topic(name)
 
     # -- Trio ---------------------------------------------------------------
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -1,4 +1,5 @@
-"""What a handler gets: the broker it runs on, the decoded request, the time."""
+"""What a handler gets besides the request handler object (kafka_apis.py): the decoded request, who sent it,
+the time, the request's logger, the waits before its answer is sent."""
 from __future__ import annotations
 
 import contextvars
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import trio
 
-from ..security.authorizer import ANONYMOUS, CLUSTER_NAME, SUPPORTED_OPS, Op, ResourceType
+from ..security.authorizer import ANONYMOUS
 from ..wire.codec import Request
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class RequestContext:
 
     def __init__(self, broker: "Broker", request: Request, peer: str = "", log: Any = None, now_ms: int | None = None,
                  principal: str = ANONYMOUS, inter_broker: bool = False, conn_log: Any = None):
-        self.broker = broker
+        self.broker = broker  # read by the control plane only (control/model.py); handlers use KafkaApis
         self.request = request
         self.peer = peer
         self._log = log  # bound already (a caller's own), or None: bound from conn_log on first use
@@ -98,47 +99,6 @@ class RequestContext:
     @property
     def client_host(self) -> str:
         return self.peer.rsplit(":", 1)[0].strip("[]") if self.peer else ""
-
-    @property
-    def authorizing(self) -> bool:
-        """Whether requests are authorized at all (an authorizer is configured, not the inter-broker listener): lets
-        a handler skip work that only feeds an authorization (nothing is allowed or refused on it)."""
-        return self.broker.state.authorizer is not None and not self.inter_broker
-
-    def authorized(self, operation: int, resource_type: int, name: str, log_denied: bool = True) -> bool:
-        """The one authorization call site (Kafka's AuthHelper.authorize): may this request's principal perform
-        the operation on the resource? True when no authorizer is configured."""
-        auth = self.broker.state.authorizer
-        if auth is None or self.inter_broker:
-            return True
-        ok = auth.authorize(self.principal, self.client_host, operation, resource_type, name)
-        if not ok and log_denied and self.log is not None:
-            self.log.info("authorizer.denied", principal=self.principal, host=self.client_host,
-                          operation=Op(operation).name, resource_type=ResourceType(resource_type).name, name=name)
-        return ok
-
-    def authorize(self, operation: int, resource_type: int, names, log_denied: bool = True) -> set:
-        """The names among `names` this request may perform the operation on (Kafka's filterByAuthorized)."""
-        if not self.authorizing:
-            return set(names)
-        return {n for n in set(names) if self.authorized(operation, resource_type, n, log_denied)}
-
-    def authorized_cluster(self, operation: int, log_denied: bool = True) -> bool:
-        return self.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied)
-
-    def authorize_any(self, operation: int, resource_type: int) -> bool:
-        """Kafka's authorizeByResourceType (e.g. idempotent producers without a cluster IDEMPOTENT_WRITE ACL)."""
-        auth = self.broker.state.authorizer
-        if auth is None or self.inter_broker:
-            return True
-        return auth.authorize_any(self.principal, self.client_host, operation, resource_type)
-
-    def authorized_operations(self, resource_type: int, name: str) -> set[int]:
-        """KIP-430's field: every supported operation without an authorizer, else those allowed."""
-        auth = self.broker.state.authorizer
-        if auth is None or self.inter_broker:
-            return set(SUPPORTED_OPS.get(resource_type, ()))
-        return auth.authorized_operations(self.principal, self.client_host, resource_type, name)
 
     @property
     def version(self) -> int:

@@ -14,9 +14,10 @@ from ..log import current_request
 from ..wire import codec
 from ..wire.errors import E
 from .context import RequestContext
+from .kafka_apis import KafkaApis
 from .handlers import acls, admin, configs, controller_apis, data, groups, metadata, scram, txn
 
-Handler = Callable[[RequestContext], Awaitable[object | None]]
+Handler = Callable[[KafkaApis, RequestContext], Awaitable[object | None]]
 
 # api key -> (min version, max version, handler)
 ROUTES: dict[int, tuple[int, int, Handler]] = {
@@ -101,9 +102,15 @@ class CloseConnection(Exception):
 
 
 class Router:
-    def __init__(self, broker):
+    """Decodes a frame, calls its API's handler with the request handler object (kafka_apis.py) and the request's
+    context, encodes the answer."""
+
+    def __init__(self, broker, apis: KafkaApis):
         self.broker = broker
-        self._inter_broker = _INTER_BROKER if getattr(broker, "zk", None) is not None else _IN_PROCESS_INTER_BROKER
+        self.apis = apis
+        apis.api_versions = _SUPPORTED
+        # the inter-broker listener serves the controller's requests only where they come over the network
+        self._inter_broker = _INTER_BROKER if apis.admin.controller_requests_over_network else _IN_PROCESS_INTER_BROKER
 
     @staticmethod
     def supported() -> dict[int, tuple[int, int]]:
@@ -136,14 +143,14 @@ class Router:
             ctx.principal = principal
         token = current_request.set(req)
         try:
-            faults = None if inter_broker else self.broker.faults  # faults are the clients' (not replication's)
+            faults = None if inter_broker else self.apis.faults  # faults are the clients' (not replication's)
             if faults is not None:  # control/model.py: version caps, holds, latency, drops, injected errors
                 early = await faults.before(ctx)
                 if early == "close":
                     raise CloseConnection("control plane: closed before handling (a drop, a version cap)")
                 if early is not None:
                     return codec.encode_response(early[0], early[1], req.correlation_id), []
-            response = await route[2](ctx)
+            response = await route[2](self.apis, ctx)
             if faults is not None:
                 response = faults.after(ctx, response)
                 if faults.should_drop(ctx):

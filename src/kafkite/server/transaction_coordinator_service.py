@@ -38,20 +38,20 @@ _CONFIG_KEYS = ["transaction.state.log.num.partitions", "transaction.max.timeout
                 "transaction.remove.expired.transaction.cleanup.interval.ms"]
 
 
-async def write_markers_locally(b: "Broker", *, producer_id: int, producer_epoch: int, commit: bool,
+async def write_markers_locally(rm, groups, cache, *, producer_id: int, producer_epoch: int, commit: bool,
                                 coordinator_epoch: int, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Append one producer's marker to each partition this broker leads (Kafka's WriteTxnMarkers handling) ->
     error per partition, once each is durable and, on a replicated partition, in the ISR (markers are written
-    with acks=all). A marker for __consumer_offsets goes through the group coordinator, which applies it."""
+    with acks=all). A marker for __consumer_offsets goes through the group coordinator, which applies it. `rm` the
+    replica manager, `groups` the group coordinator (service), `cache` the metadata cache."""
     out: dict[tuple[str, int], int] = {}
     waits = []
-    rm = b.replicas
     for t, p in partitions:
         if t == OFFSETS_TOPIC:
-            out[(t, p)] = await b.groups.complete_transaction(p, producer_id=producer_id, producer_epoch=producer_epoch,
-                                                              commit=commit, coordinator_epoch=coordinator_epoch)
+            out[(t, p)] = await groups.complete_transaction(p, producer_id=producer_id, producer_epoch=producer_epoch,
+                                                            commit=commit, coordinator_epoch=coordinator_epoch)
             continue
-        o = rm.write_txn_marker(b.metadata, t, p, producer_id=producer_id, producer_epoch=producer_epoch,
+        o = rm.write_txn_marker(cache, t, p, producer_id=producer_id, producer_epoch=producer_epoch,
                                 commit=commit, coordinator_epoch=coordinator_epoch, now_ms=now_ms())
         out[(t, p)] = int(o.error)
         if not o.error:
@@ -180,7 +180,7 @@ class TransactionCoordinatorService:
                         by_leader.setdefault(info.leader, []).append((t, p))
                 for leader, parts in by_leader.items():
                     if leader == b.node_id:
-                        codes = await write_markers_locally(b, producer_id=job.producer_id,
+                        codes = await write_markers_locally(b.replicas, b.groups, b.cache, producer_id=job.producer_id,
                                                             producer_epoch=job.producer_epoch, commit=job.commit,
                                                             coordinator_epoch=coordinator_epoch, partitions=parts)
                     else:

@@ -14,6 +14,7 @@ from kafka.protocol.admin import CreateAclsResponse, DeleteAclsResponse, Describ
 from ...security.authorizer import AclBinding, AclError, AclFilter, Op, validate_binding, validate_filter
 from ...wire.errors import E
 from ..context import RequestContext
+from ..kafka_apis import KafkaApis
 
 _DISABLED = "No Authorizer is configured."
 _Created = CreateAclsResponse.AclCreationResult
@@ -30,17 +31,17 @@ def _filter(f) -> AclFilter:
 
 
 
-def _refused(ctx: RequestContext, op: int) -> tuple[int, str] | None:
-    if not ctx.authorized_cluster(op):
+def _refused(apis, ctx: RequestContext, op: int) -> tuple[int, str] | None:
+    if not apis.authorized_cluster(ctx, op):
         return int(E.CLUSTER_AUTHORIZATION_FAILED), "Cluster authorization failed."
-    if ctx.broker.state.authorizer is None:
+    if apis.authorizer is None:
         return int(E.SECURITY_DISABLED), _DISABLED
     return None
 
 
-async def handle_create_acls(ctx: RequestContext):
+async def handle_create_acls(apis: KafkaApis, ctx: RequestContext):
     creations = ctx.body.creations or []
-    refused = _refused(ctx, Op.ALTER)
+    refused = _refused(apis, ctx, Op.ALTER)
     if refused:
         return CreateAclsResponse(version=ctx.version, throttle_time_ms=0,
                                   results=[_Created(error_code=refused[0], error_message=refused[1])
@@ -58,7 +59,7 @@ async def handle_create_acls(ctx: RequestContext):
         results.append([0, None])
     if valid:
         try:
-            await ctx.broker.alter_acls(valid, ())
+            await apis.admin.alter_acls(valid, ())
         except Exception as exc:  # the metadata (OSError) or ZooKeeper could not be written
             for r in results:
                 if r[0] == 0:
@@ -70,11 +71,11 @@ async def handle_create_acls(ctx: RequestContext):
                               results=[_Created(error_code=c, error_message=m) for c, m in results])
 
 
-async def handle_describe_acls(ctx: RequestContext):
+async def handle_describe_acls(apis: KafkaApis, ctx: RequestContext):
     def answer(code=0, message=None, resources=()):
         return DescribeAclsResponse(version=ctx.version, throttle_time_ms=0, error_code=int(code),
                                     error_message=message, resources=list(resources))
-    refused = _refused(ctx, Op.DESCRIBE)
+    refused = _refused(apis, ctx, Op.DESCRIBE)
     if refused:
         return answer(*refused)
     flt = _filter(ctx.body)
@@ -83,21 +84,21 @@ async def handle_describe_acls(ctx: RequestContext):
     except AclError as exc:
         return answer(E.INVALID_REQUEST, str(exc))
     grouped: dict[tuple, list] = {}
-    for b in ctx.broker.state.authorizer.matching(flt):
+    for b in apis.authorizer.matching(flt):
         grouped.setdefault((b.resource_type, b.name, b.pattern_type), []).append(
             _Desc(principal=b.principal, host=b.host, operation=b.operation, permission_type=b.permission))
     return answer(resources=[_Res(resource_type=rt, resource_name=n, pattern_type=pt, acls=acls)
                              for (rt, n, pt), acls in grouped.items()])
 
 
-async def handle_delete_acls(ctx: RequestContext):
+async def handle_delete_acls(apis: KafkaApis, ctx: RequestContext):
     filters = ctx.body.filters or []
-    refused = _refused(ctx, Op.ALTER)
+    refused = _refused(apis, ctx, Op.ALTER)
     if refused:
         return DeleteAclsResponse(version=ctx.version, throttle_time_ms=0,
                                   filter_results=[_FilterResult(error_code=refused[0], error_message=refused[1],
                                                                 matching_acls=[]) for _ in filters])
-    auth = ctx.broker.state.authorizer
+    auth = apis.authorizer
     results, doomed = [], set()
     for f in filters:
         flt = _filter(f)
@@ -112,7 +113,7 @@ async def handle_delete_acls(ctx: RequestContext):
     code, message = 0, None
     if doomed:
         try:
-            await ctx.broker.alter_acls((), doomed)
+            await apis.admin.alter_acls((), doomed)
         except Exception as exc:  # the metadata (OSError) or ZooKeeper could not be written
             code, message = int(E.KAFKA_STORAGE_ERROR if isinstance(exc, OSError) else E.UNKNOWN_SERVER_ERROR), \
                 str(exc) or type(exc).__name__

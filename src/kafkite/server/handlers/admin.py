@@ -10,12 +10,12 @@ from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
 from .configs import topic_config_entries
+from ..kafka_apis import KafkaApis
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-async def handle_create_topics(ctx: RequestContext):
-    b = ctx.broker
+async def handle_create_topics(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
     v = ctx.version
     R = CreateTopicsResponse.CreatableTopicResult
@@ -23,7 +23,7 @@ async def handle_create_topics(ctx: RequestContext):
     validate_only = bool(body.validate_only) if v >= 1 else False
     names = [t.name for t in body.topics]
     dupes = {n for n in names if names.count(n) > 1}
-    too_large = _over_records_bound(b, body, dupes)
+    too_large = _over_records_bound(apis, body, dupes)
     if too_large is not None:  # Kafka: the whole request fails, nothing is created
         ctx.log.info("create_topics.rejected", topics=len(names), error=E.POLICY_VIOLATION.name,
                      message=too_large.message)
@@ -32,8 +32,8 @@ async def handle_create_topics(ctx: RequestContext):
               num_partitions=-1, replication_factor=-1, configs=None) for t in body.topics])
     results = []
     # Kafka: CREATE on the cluster, or on the topic
-    creatable = ({t.name for t in body.topics} if ctx.authorized_cluster(Op.CREATE, False)
-                 else ctx.authorize(Op.CREATE, ResourceType.TOPIC, (t.name for t in body.topics)))
+    creatable = ({t.name for t in body.topics} if apis.authorized_cluster(ctx, Op.CREATE, False)
+                 else apis.authorize(ctx, Op.CREATE, ResourceType.TOPIC, (t.name for t in body.topics)))
     # each topic checked and made in request order (validated only: checked), then the creations waited for
     # together: one metadata write for all of them (on one broker process)
     outcomes: dict[int, TopicInfo | Exception] = {}
@@ -47,16 +47,16 @@ async def handle_create_topics(ctx: RequestContext):
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
             if validate_only:
                 try:
-                    outcomes[i] = b.check_create_topic(t.name, t.num_partitions, t.replication_factor, assignments,
-                                                       configs)
+                    outcomes[i] = apis.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor,
+                                                                assignments, configs)
                 except MetadataError as exc:
                     outcomes[i] = exc
-            elif not b.is_admin_controller():
+            elif not apis.admin.is_admin_controller():
                 outcomes[i] = MetadataError(E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
             else:
                 order.append(i)
                 yield t.name, t.num_partitions, t.replication_factor, assignments, configs
-    made = await b.create_topics(entries())
+    made = await apis.admin.create_topics(entries())
     outcomes.update(zip(order, made))
     for i, t in enumerate(body.topics):
         if t.name not in dupes and t.name not in creatable:
@@ -80,7 +80,7 @@ async def handle_create_topics(ctx: RequestContext):
             ctx.log.warning("create_topics.name_warning", topic=t.name,
                             message="Due to limitations in metric names, topics with a period ('.') or underscore "
                                     "('_') could collide. To avoid issues it is best to use either, but not both.")
-        if not ctx.authorized(Op.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name, log_denied=False):
+        if not apis.authorized(ctx, Op.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name, log_denied=False):
             # Kafka: created, but its configs and layout are shown only to who may describe its configs
             results.append(R(name=t.name, topic_id=info.topic_id, error_code=0, error_message=None,
                              topic_config_error_code=int(E.TOPIC_AUTHORIZATION_FAILED), num_partitions=-1,
@@ -88,14 +88,14 @@ async def handle_create_topics(ctx: RequestContext):
             continue
         entries = [C(name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
                      is_sensitive=False)
-                   for e in topic_config_entries(b, info.name, info.configs, None, synonyms=False, version=1)]
+                   for e in topic_config_entries(apis, info.name, info.configs, None, synonyms=False, version=1)]
         results.append(R(name=t.name, topic_id=info.topic_id, error_code=0, error_message=None,
                          num_partitions=len(info.partitions), replication_factor=len(info.partitions[0].replicas),
                          configs=entries))
     return CreateTopicsResponse(version=v, throttle_time_ms=0, topics=results)
 
 
-def _over_records_bound(b, body, dupes) -> BatchTooLarge | None:
+def _over_records_bound(apis, body, dupes) -> BatchTooLarge | None:
     """KRaft makes one batch of metadata records for a CreateTopics (per topic a TopicRecord, its ConfigRecords
     and a PartitionRecord per partition); over MAX_RECORDS_PER_USER_OP the controller refuses the whole request.
     A dry run in request order, each topic checked against what the ones before it left, placing nothing
@@ -107,8 +107,8 @@ def _over_records_bound(b, body, dupes) -> BatchTooLarge | None:
         configs = {c.name: c.value for c in t.configs}
         assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
         try:
-            info = b.check_create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
-                                        max_records=left)
+            info = apis.admin.check_create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
+                                                 max_records=left)
         except BatchTooLarge as exc:
             return exc
         except MetadataError:
@@ -117,15 +117,14 @@ def _over_records_bound(b, body, dupes) -> BatchTooLarge | None:
     return None
 
 
-async def handle_delete_topics(ctx: RequestContext):
+async def handle_delete_topics(apis: KafkaApis, ctx: RequestContext):
     """Kafka's ControllerApis.deleteTopics: every row is checked before anything is deleted. A row with
     neither or both of name and id, a name or id given twice, a name whose id another row gives: each is
     answered INVALID_REQUEST once and deletes nothing; the other rows proceed. (Kafka shuffles its
     answers; these come in the order of the rows.)"""
-    b = ctx.broker
     v = ctx.version
     R = DeleteTopicsResponse.DeletableTopicResult
-    md = b.metadata
+    md = apis.metadata_cache
     if v >= 6:
         rows = [(t.name, t.topic_id if t.topic_id != ZERO_UUID else None) for t in ctx.body.topics]
     else:
@@ -151,7 +150,7 @@ async def handle_delete_topics(ctx: RequestContext):
         t = md.topic_by_id(key)
         if t is None:
             answers[i] = (None, key, E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
-        elif not ctx.authorized(Op.DELETE, ResourceType.TOPIC, t.name):  # Kafka: DELETE on the topic
+        elif not apis.authorized(ctx, Op.DELETE, ResourceType.TOPIC, t.name):  # Kafka: DELETE on the topic
             answers[i] = (None, key, E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         else:
             to_delete[key] = i
@@ -159,7 +158,7 @@ async def handle_delete_topics(ctx: RequestContext):
         if key in dups or isinstance(key, uuid.UUID):
             continue
         t = md.topic(key)
-        if not ctx.authorized(Op.DELETE, ResourceType.TOPIC, key):
+        if not apis.authorized(ctx, Op.DELETE, ResourceType.TOPIC, key):
             answers[i] = (key, None, E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         elif t is None:
             answers[i] = (key, None, E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -173,14 +172,15 @@ async def handle_delete_topics(ctx: RequestContext):
     doomed: dict[str, tuple[int, uuid.UUID]] = {}  # name -> (row, topic id)
     for tid, i in to_delete.items():
         name = md.topic_by_id(tid).name
-        if not b.config.get("delete.topic.enable"):
+        if not apis.config.get("delete.topic.enable"):
             answers[i] = (name, tid, E.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        elif not b.is_admin_controller():
+        elif not apis.admin.is_admin_controller():
             answers[i] = (name, tid, E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
         else:
             doomed[name] = (i, tid)
     if doomed:
-        failed = await b.delete_topics(list(doomed))  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
+        # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
+        failed = await apis.admin.delete_topics(list(doomed))
         for name, (i, tid) in doomed.items():
             exc = failed.get(name)
             answers[i] = (name, tid, 0, None) if exc is None else (name, tid, exc.code, exc.message)
@@ -189,8 +189,7 @@ async def handle_delete_topics(ctx: RequestContext):
     return DeleteTopicsResponse(version=v, throttle_time_ms=0, responses=results)
 
 
-async def handle_create_partitions(ctx: RequestContext):
-    b = ctx.broker
+async def handle_create_partitions(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
     R = CreatePartitionsResponse.CreatePartitionsTopicResult
     names = [t.name for t in body.topics]
@@ -203,16 +202,16 @@ async def handle_create_partitions(ctx: RequestContext):
                 answered.add(t.name)
                 results.append(R(name=t.name, error_code=int(E.INVALID_REQUEST), error_message="Duplicate topic name."))
             continue
-        if not ctx.authorized(Op.ALTER, ResourceType.TOPIC, t.name):  # Kafka: ALTER on the topic
+        if not apis.authorized(ctx, Op.ALTER, ResourceType.TOPIC, t.name):  # Kafka: ALTER on the topic
             results.append(R(name=t.name, error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
                              error_message="Authorization failed."))
             continue
         assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
         try:
-            if not b.is_admin_controller():
+            if not apis.admin.is_admin_controller():
                 raise MetadataError(E.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
-            left -= await b.create_partitions(t.name, t.count, assignments, validate_only=bool(body.validate_only),
-                                              max_records=left)
+            left -= await apis.admin.create_partitions(t.name, t.count, assignments,
+                                                       validate_only=bool(body.validate_only), max_records=left)
         except MetadataError as exc:
             ctx.log.info("create_partitions.rejected", topic=t.name, error=E(exc.code).name, message=exc.message)
             results.append(R(name=t.name, error_code=exc.code, error_message=exc.message))

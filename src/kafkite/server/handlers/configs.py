@@ -11,6 +11,7 @@ from ...config import (BROKER_CONFIGS, NOT_IMPLEMENTED_TOPIC_CONFIGS, TOPIC_CONF
 from ...controller.metadata import MetadataError
 from ...wire.errors import E
 from ..context import RequestContext
+from ..kafka_apis import KafkaApis
 
 log = structlog.get_logger("kafkite.configs")
 
@@ -24,7 +25,7 @@ Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceRes
 Synonym = Entry.DescribeConfigsSynonym
 
 
-def topic_config_entries(broker, topic: str, overrides: dict[str, str], keys, *, synonyms: bool,
+def topic_config_entries(apis, topic: str, overrides: dict[str, str], keys, *, synonyms: bool,
                          version: int, documentation: bool = False) -> list:
     out = []
     for name, d in sorted(TOPIC_CONFIGS.items()):
@@ -35,9 +36,9 @@ def topic_config_entries(broker, topic: str, overrides: dict[str, str], keys, *,
             value, source = overrides[name], ConfigSource.TOPIC_CONFIG
             syns.append(Synonym(name=name, value=value, source=int(source)))
         else:
-            value, source, _ = broker.config.topic_default(name)
+            value, source, _ = apis.config.topic_default(name)
         if synonyms:
-            for sname, svalue, ssource in broker.config.topic_synonyms(name):
+            for sname, svalue, ssource in apis.config.topic_synonyms(name):
                 syns.append(Synonym(name=sname, value=svalue, source=int(ssource)))
             if source == ConfigSource.DEFAULT_CONFIG and not any(s.name == d.synonyms[0] for s in syns):
                 syns.append(Synonym(name=d.synonyms[0], value=d.default, source=int(ConfigSource.DEFAULT_CONFIG)))
@@ -48,43 +49,42 @@ def topic_config_entries(broker, topic: str, overrides: dict[str, str], keys, *,
     return out
 
 
-def broker_config_entries(broker, keys, *, synonyms: bool, documentation: bool) -> list:
+def broker_config_entries(apis, keys, *, synonyms: bool, documentation: bool) -> list:
     out = []
     for name, d in sorted(BROKER_CONFIGS.items()):
         if keys is not None and name not in keys:
             continue
-        value, source = broker.config.raw(name)
+        value, source = apis.config.raw(name)
         secret = d.type == ConfigType.PASSWORD  # Kafka never shows a password's value: null, is_sensitive
         if secret:
             value = None
         syns = [Synonym(name=name, value=None if secret else v, source=int(src))
-                for v, src in broker.config.layers(name)] if synonyms else []
+                for v, src in apis.config.layers(name)] if synonyms else []
         out.append(Entry(name=name, value=value, read_only=not d.dynamic, config_source=int(source),
                          is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=d.type == ConfigType.PASSWORD,
                          synonyms=syns, config_type=int(d.type), documentation=None))
     return out
 
 
-def _broker_resource_error(broker, name: str) -> str | None:
+def _broker_resource_error(apis, name: str) -> str | None:
     if name == "":
         return None
-    if name != str(broker.node_id):
-        return f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}"
+    if name != str(apis.node_id):
+        return f"Unexpected broker id, expected {apis.node_id} or empty string, but received {name}"
     return None
 
 
-def _denied(ctx: RequestContext, op: int, res) -> tuple[int, str] | None:
+def _denied(apis, ctx: RequestContext, op: int, res) -> tuple[int, str] | None:
     """Kafka: a topic's configs need DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, a broker's on the cluster."""
     from ...security.authorizer import ResourceType
-    if res.resource_type == TOPIC and not ctx.authorized(op, ResourceType.TOPIC, res.resource_name):
+    if res.resource_type == TOPIC and not apis.authorized(ctx, op, ResourceType.TOPIC, res.resource_name):
         return int(E.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."
-    if res.resource_type in (BROKER, BROKER_LOGGER) and not ctx.authorized_cluster(op):
+    if res.resource_type in (BROKER, BROKER_LOGGER) and not apis.authorized_cluster(ctx, op):
         return int(E.CLUSTER_AUTHORIZATION_FAILED), "Cluster authorization failed."
     return None
 
 
-async def handle_describe_configs(ctx: RequestContext):
-    b = ctx.broker
+async def handle_describe_configs(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
     v = ctx.version
     R = DescribeConfigsResponse.DescribeConfigsResult
@@ -93,26 +93,26 @@ async def handle_describe_configs(ctx: RequestContext):
     results = []
     for res in body.resources:
         keys = None if res.configuration_keys is None else set(res.configuration_keys)
-        if denied := _denied(ctx, 10, res):  # DESCRIBE_CONFIGS
+        if denied := _denied(apis, ctx, 10, res):  # DESCRIBE_CONFIGS
             results.append(R(error_code=denied[0], error_message=denied[1], resource_type=res.resource_type,
                              resource_name=res.resource_name, configs=[]))
             continue
         if res.resource_type == TOPIC:
-            t = b.metadata.topic(res.resource_name)
+            t = apis.metadata_cache.topic(res.resource_name)
             if t is None:
                 results.append(R(error_code=int(E.UNKNOWN_TOPIC_OR_PARTITION),
                                  error_message=f"Topic {res.resource_name} does not exist",
                                  resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
                 continue
-            entries = topic_config_entries(b, t.name, t.configs, keys, synonyms=synonyms, version=v,
+            entries = topic_config_entries(apis, t.name, t.configs, keys, synonyms=synonyms, version=v,
                                            documentation=doc)
         elif res.resource_type == BROKER:
-            err = _broker_resource_error(b, res.resource_name)
+            err = _broker_resource_error(apis, res.resource_name)
             if err:
                 results.append(R(error_code=int(E.INVALID_REQUEST), error_message=err,
                                  resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
                 continue
-            entries = broker_config_entries(b, keys, synonyms=synonyms, documentation=doc)
+            entries = broker_config_entries(apis, keys, synonyms=synonyms, documentation=doc)
         else:
             results.append(R(error_code=int(E.INVALID_REQUEST),
                              error_message=f"Unsupported resource type {res.resource_type}",
@@ -130,8 +130,8 @@ class _Reject(Exception):
         self.msg = msg
 
 
-async def _apply_topic(b, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
-    t = b.metadata.topic(name)
+async def _apply_topic(apis, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
+    t = apis.metadata_cache.topic(name)
     if t is None:
         raise _Reject(E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
     try:
@@ -141,7 +141,7 @@ async def _apply_topic(b, name: str, new_configs: dict[str, str], validate_only:
     if not validate_only:
         before = dict(t.configs)
         try:
-            await b.set_topic_configs(name, new_configs)
+            await apis.admin.set_topic_configs(name, new_configs)
         except MetadataError as exc:  # e.g. KAFKA_STORAGE_ERROR: the metadata could not be written
             raise _Reject(exc.code, exc.message) from None
         mfv = new_configs.get("message.format.version")
@@ -157,9 +157,9 @@ async def _apply_topic(b, name: str, new_configs: dict[str, str], validate_only:
 _NOT_IMPLEMENTED_SYNONYMS = {syn: name for name in NOT_IMPLEMENTED_TOPIC_CONFIGS for syn in TOPIC_CONFIGS[name].synonyms}
 
 
-async def _apply_broker(b, name: str, new_dynamic: dict[str, str], validate_only: bool) -> None:
+async def _apply_broker(apis, name: str, new_dynamic: dict[str, str], validate_only: bool) -> None:
     """The dynamic configs of one broker (`name` its id) or the cluster-wide default (`name` empty)."""
-    err = _broker_resource_error(b, name)
+    err = _broker_resource_error(apis, name)
     if err:
         raise _Reject(E.INVALID_REQUEST, err)
     for k, val in new_dynamic.items():
@@ -175,30 +175,29 @@ async def _apply_broker(b, name: str, new_dynamic: dict[str, str], validate_only
             raise _Reject(E.INVALID_CONFIG, f"Invalid value {val} for configuration {k}: Kafkite does not implement "
                                             f"{k} ({NOT_IMPLEMENTED_TOPIC_CONFIGS[topic_key]})")
     if not validate_only:
-        await b.set_dynamic_broker_configs(name, new_dynamic)
+        await apis.admin.set_dynamic_broker_configs(name, new_dynamic)
 
 
 def _responses(cls, items):
     return [cls(error_code=code, error_message=msg, resource_type=rt, resource_name=rn) for code, msg, rt, rn in items]
 
 
-async def handle_alter_configs(ctx: RequestContext):
+async def handle_alter_configs(apis: KafkaApis, ctx: RequestContext):
     """Legacy AlterConfigs: the given set replaces all dynamic configs of the resource."""
-    b = ctx.broker
     body = ctx.body
     out = []
     for res in body.resources:
         configs = {c.name: c.value for c in res.configs}
         try:
-            if denied := _denied(ctx, 11, res):  # ALTER_CONFIGS
+            if denied := _denied(apis, ctx, 11, res):  # ALTER_CONFIGS
                 raise _Reject(*denied)
             if any(v is None for v in configs.values()):
                 raise _Reject(E.INVALID_REQUEST, "Null value not supported for: "
                               + ",".join(k for k, v in configs.items() if v is None))
             if res.resource_type == TOPIC:
-                await _apply_topic(b, res.resource_name, configs, bool(body.validate_only))
+                await _apply_topic(apis, res.resource_name, configs, bool(body.validate_only))
             elif res.resource_type == BROKER:
-                await _apply_broker(b, res.resource_name, configs, bool(body.validate_only))
+                await _apply_broker(apis, res.resource_name, configs, bool(body.validate_only))
             else:
                 raise _Reject(E.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             out.append((0, None, res.resource_type, res.resource_name))
@@ -237,20 +236,19 @@ def _incremental(current: dict[str, str], ops, defaults_of) -> dict[str, str]:
     return new
 
 
-async def handle_incremental_alter_configs(ctx: RequestContext):
-    b = ctx.broker
+async def handle_incremental_alter_configs(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
     out = []
     for res in body.resources:
         try:
-            if denied := _denied(ctx, 11, res):  # ALTER_CONFIGS
+            if denied := _denied(apis, ctx, 11, res):  # ALTER_CONFIGS
                 raise _Reject(*denied)
             names = [c.name for c in res.configs]
             if len(set(names)) != len(names):
                 raise _Reject(E.INVALID_REQUEST, "Error due to duplicate config keys")
             if res.resource_type == TOPIC:
-                async with b.state.topic_configs_lock:  # read, change, durable: one at a time
-                    t = b.metadata.topic(res.resource_name)
+                async with apis.topic_configs_lock:  # read, change, durable: one at a time
+                    t = apis.metadata_cache.topic(res.resource_name)
                     if t is None:
                         raise _Reject(E.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist")
                     for c in res.configs:
@@ -259,14 +257,14 @@ async def handle_incremental_alter_configs(ctx: RequestContext):
                     base = dict(t.configs)
                     for c in res.configs:
                         if c.config_operation in (APPEND, SUBTRACT) and c.name not in base:
-                            base[c.name] = b.config.topic_default(c.name)[0]
+                            base[c.name] = apis.config.topic_default(c.name)[0]
                     new = _incremental(base, res.configs, lambda n: TOPIC_CONFIGS[n].type)
-                    await _apply_topic(b, res.resource_name, new, bool(body.validate_only))
+                    await _apply_topic(apis, res.resource_name, new, bool(body.validate_only))
             elif res.resource_type == BROKER:
-                current = b.config.dynamic_default if res.resource_name == "" else b.config.dynamic
+                current = apis.config.dynamic_default if res.resource_name == "" else apis.config.dynamic
                 new = _incremental(dict(current), res.configs,
                                    lambda n: BROKER_CONFIGS[n].type if n in BROKER_CONFIGS else None)
-                await _apply_broker(b, res.resource_name, new, bool(body.validate_only))
+                await _apply_broker(apis, res.resource_name, new, bool(body.validate_only))
             else:
                 raise _Reject(E.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             out.append((0, None, res.resource_type, res.resource_name))

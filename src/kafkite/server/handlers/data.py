@@ -12,14 +12,14 @@ from ..replica_manager import AppendOutcome
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
 from ..context import RequestContext, now_ms, wait_unless_peer_closed
 from ..fetch_session import FINAL_EPOCH, ZERO_UUID, PartitionRequest, TopicIdPartition
+from ..kafka_apis import KafkaApis
 from .leader_hints import fill_fetch, fill_produce, follow
 
 
 # -- Produce -------------------------------------------------------------------
-async def handle_produce(ctx: RequestContext):
-    b = ctx.broker
+async def handle_produce(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
-    rm = b.replicas
+    rm = apis.replica_manager
     T = ProduceResponse.TopicProduceResponse
     P = T.PartitionProduceResponse
     acks = body.acks
@@ -29,22 +29,23 @@ async def handle_produce(ctx: RequestContext):
     # Kafka's handleProduceRequest: transactional records need WRITE on the transactional id (else the whole
     # request fails), each topic WRITE (else its partitions fail)
     tid = body.transactional_id if ctx.version >= 3 else None
-    transactional = ctx.authorizing and any(  # Kafka's RequestUtils.hasTransactionalRecords
+    transactional = apis.authorizing(ctx) and any(  # Kafka's RequestUtils.hasTransactionalRecords
         transactional_header(pd.records) is not None for td in body.topic_data for pd in td.partition_data)
-    if transactional and (tid is None or not ctx.authorized(Op.WRITE, ResourceType.TRANSACTIONAL_ID, tid)):
+    if transactional and (tid is None or not apis.authorized(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, tid)):
         return ProduceResponse(version=ctx.version, throttle_time_ms=0, responses=[
             T(name=td.name, partition_responses=[
                 P(index=pd.index, error_code=int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), base_offset=-1,
                   log_append_time_ms=-1, log_start_offset=-1, record_errors=[], error_message=None)
                 for pd in td.partition_data]) for td in body.topic_data])
-    writable = ctx.authorize(Op.WRITE, ResourceType.TOPIC, (td.name for td in body.topic_data))
-    unverified = await _verify_transaction(ctx, writable)
+    writable = apis.authorize(ctx, Op.WRITE, ResourceType.TOPIC, (td.name for td in body.topic_data))
+    unverified = await _verify_transaction(apis, ctx, writable)
     for td in body.topic_data:
         name = td.name
         parts = []
-        if name in writable and b.metadata.topic(name) is None and (
-                ctx.authorized_cluster(Op.CREATE, False) or ctx.authorized(Op.CREATE, ResourceType.TOPIC, name)):
-            await b.maybe_auto_create_topic(name)
+        if name in writable and apis.metadata_cache.topic(name) is None and (
+                apis.authorized_cluster(ctx, Op.CREATE, False)
+                or apis.authorized(ctx, Op.CREATE, ResourceType.TOPIC, name)):
+            await apis.maybe_auto_create_topic(name)
         for pd in td.partition_data:
             if name not in writable:
                 out = AppendOutcome(error=int(E.TOPIC_AUTHORIZATION_FAILED))
@@ -52,8 +53,8 @@ async def handle_produce(ctx: RequestContext):
                 code, message = unverified[(name, pd.index)]
                 out = AppendOutcome(error=code, error_message=message)
             else:
-                out = await rm.append_records(b.metadata, name, pd.index, pd.records or b"", acks=acks, now_ms=now,
-                                              produce_version=ctx.version)
+                out = await rm.append_records(apis.metadata_cache, name, pd.index, pd.records or b"", acks=acks,
+                                              now_ms=now, produce_version=ctx.version)
             if out.error:
                 ctx.log.info("produce.rejected", topic=name, partition=pd.index, error=E(out.error).name,
                              message=out.log_message or out.error_message)
@@ -88,11 +89,11 @@ async def handle_produce(ctx: RequestContext):
                     ctx.log.info("produce.not_replicated", topic=topic, partition=part.index, error=E(code).name)
                 if code:
                     fail(part, code)
-            fill_produce(b, ctx.version, response)  # KIP-951: after the waits (their errors count too)
+            fill_produce(apis, ctx.version, response)  # KIP-951: after the waits (their errors count too)
         ctx.before_send.append(fsynced)
     response = ProduceResponse(version=ctx.version, responses=topics, throttle_time_ms=0)
     if not waits:
-        fill_produce(b, ctx.version, response)  # KIP-951: a NOT_LEADER_OR_FOLLOWER names the current leader
+        fill_produce(apis, ctx.version, response)  # KIP-951: a NOT_LEADER_OR_FOLLOWER names the current leader
     return response
 
 
@@ -115,12 +116,13 @@ def _verification_error(code: int, version: int) -> tuple[int, str | None]:
     return int(code), None
 
 
-async def _verify_transaction(ctx: RequestContext, writable) -> dict[tuple[str, int], tuple[int, str | None]]:
+async def _verify_transaction(apis: KafkaApis, ctx: RequestContext, writable
+                              ) -> dict[tuple[str, int], tuple[int, str | None]]:
     """KIP-890 part 1 (transaction.partition.verification.enable, on by default in Kafka 3.6+): a transactional
     batch to a partition where its producer has no ongoing transaction yet is appended only if the transaction
     coordinator says the partition was added to the transaction, so a late or stray write can leave no hanging
     transaction. -> the refused partitions with their error and message."""
-    b, body = ctx.broker, ctx.body
+    body = ctx.body
     tid = body.transactional_id if ctx.version >= 3 else None
     if not tid:
         return {}
@@ -130,12 +132,12 @@ async def _verify_transaction(ctx: RequestContext, writable) -> dict[tuple[str, 
             continue
         for pd in td.partition_data:
             h = transactional_header(pd.records)
-            if h is not None and b.replicas.needs_txn_verification(td.name, pd.index, h.producer_id,
-                                                                   h.producer_epoch):
+            if h is not None and apis.replica_manager.needs_txn_verification(td.name, pd.index, h.producer_id,
+                                                                             h.producer_epoch):
                 need.setdefault((h.producer_id, h.producer_epoch), []).append((td.name, pd.index))
     out = {}
     for (pid, epoch), parts in need.items():
-        codes = await b.transactions.verify(tid, pid, epoch, parts)
+        codes = await apis.txn_coordinator.verify(tid, pid, epoch, parts)
         for tp, code in codes.items():
             if code:
                 out[tp] = _verification_error(code, ctx.version)
@@ -145,14 +147,13 @@ async def _verify_transaction(ctx: RequestContext, writable) -> dict[tuple[str, 
 
 
 # -- Fetch ---------------------------------------------------------------------
-async def handle_fetch(ctx: RequestContext):
+async def handle_fetch(apis: KafkaApis, ctx: RequestContext):
     """Kafka's handleFetchRequest: the fetch session context (server/fetch_session.py) says which partitions
     to read -- the request's, or an incremental session's -- and which of them the response carries."""
-    b = ctx.broker
     body = ctx.body
     v = ctx.version
-    rm = b.replicas
-    md = b.metadata
+    rm = apis.replica_manager
+    md = apis.metadata_cache
     # a follower's fetch (Kafka: replica id in the body, in ReplicaState from v15): reads up to the log end
     # (a tagged field from v15: absent for consumers)
     replica_id = body.replica_id if v < 15 else (body.replica_state.replica_id if body.replica_state else -1)
@@ -161,16 +162,17 @@ async def handle_fetch(ctx: RequestContext):
     def topic_name(topic_id):
         meta = md.topic_by_id(topic_id)
         return meta.name if meta is not None else None
-    context = b.fetch_sessions.new_context(
+    context = apis.fetch_manager.new_context(
         v, body.session_id if v >= 7 else 0, body.session_epoch if v >= 7 else FINAL_EPOCH, replica_id >= 0,
         fetch_data, to_forget, topic_name, now_ms())
     # Kafka's KafkaApis: a partition of an unknown topic id, a topic not authorized (READ; a follower's fetch needs
     # CLUSTER_ACTION) or an unknown topic is answered at once (after the others)
     parts = list(context.partitions())
     if replica_id >= 0:
-        readable = {tp.topic for tp, _ in parts} if ctx.authorized_cluster(Op.CLUSTER_ACTION) else set()
+        readable = {tp.topic for tp, _ in parts} if apis.authorized_cluster(ctx, Op.CLUSTER_ACTION) else set()
     else:
-        readable = ctx.authorize(Op.READ, ResourceType.TOPIC, (tp.topic for tp, _ in parts if tp.topic is not None))
+        readable = apis.authorize(ctx, Op.READ, ResourceType.TOPIC,
+                                  (tp.topic for tp, _ in parts if tp.topic is not None))
     interesting, erroneous = [], []
     for tp, req in parts:
         if tp.topic is None:
@@ -191,7 +193,7 @@ async def handle_fetch(ctx: RequestContext):
     watched = [(tp.topic, tp.partition) for tp, _ in interesting]
     while True:
         with rm.purgatory.watching(watched) as event:  # DelayedFetch: an append to any of them wakes it
-            read = _read_fetch(b, body, v, interesting, max_bytes, replica_id)
+            read = _read_fetch(apis, body, v, interesting, max_bytes, replica_id)
             if max_wait == 0:
                 break
             # what the response would carry (an incremental session leaves unchanged partitions out): only its
@@ -205,13 +207,13 @@ async def handle_fetch(ctx: RequestContext):
             with trio.move_on_at(deadline):
                 await wait_unless_peer_closed(event.wait)  # a client gone ends the wait (and the connection)
         if trio.current_time() >= deadline:
-            read = _read_fetch(b, body, v, interesting, max_bytes, replica_id)
+            read = _read_fetch(apis, body, v, interesting, max_bytes, replica_id)
             break
     # the session records what this response carries: once per answered request
     error, session_id, updates = context.update_and_generate(read + erroneous)
     # encoded by wire/fetch_response.py: record batches go to the socket as the log holds them
     response = FetchResponseData(responses=_group_by_topic(updates, v), error_code=error, session_id=session_id)
-    fill_fetch(b, v, response)  # KIP-951: a NOT_LEADER_OR_FOLLOWER names the current leader
+    fill_fetch(apis, v, response)  # KIP-951: a NOT_LEADER_OR_FOLLOWER names the current leader
     return response
 
 
@@ -238,10 +240,10 @@ def _fetch_data(body, v: int, md) -> tuple[dict[TopicIdPartition, PartitionReque
     return data, forget
 
 
-def _read_fetch(b, body, v: int, interesting, max_bytes: int, replica_id: int = -1):
+def _read_fetch(apis, body, v: int, interesting, max_bytes: int, replica_id: int = -1):
     """[(TopicIdPartition, PartitionData)] read from the logs, in the context's order, within max_bytes."""
-    rm = b.replicas
-    md = b.metadata
+    rm = apis.replica_manager
+    md = apis.metadata_cache
     now = now_ms()
     out = []
     total = 0
@@ -266,7 +268,7 @@ def _read_fetch(b, body, v: int, interesting, max_bytes: int, replica_id: int = 
                           aborted_transactions=r.aborted_transactions,
                           preferred_read_replica=r.preferred_read_replica,
                           records=r.records if r.records is not None else ())  # Kafka: empty, never null
-        follow(b, v, replica_id, name, p)  # a follower a test set: the consumer is sent there
+        follow(apis, v, replica_id, name, p)  # a follower a test set: the consumer is sent there
         total += p.records_size
         out.append((tp, p))
     return out
@@ -285,15 +287,14 @@ def _group_by_topic(updates, v: int) -> list[TopicData]:
 
 
 # -- ListOffsets -----------------------------------------------------------------
-async def handle_list_offsets(ctx: RequestContext):
-    b = ctx.broker
+async def handle_list_offsets(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
     v = ctx.version
-    rm = b.replicas
+    rm = apis.replica_manager
     T = ListOffsetsResponse.ListOffsetsTopicResponse
     P = T.ListOffsetsPartitionResponse
     topics = []
-    described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, (lt.name for lt in body.topics))
+    described = apis.authorize(ctx, Op.DESCRIBE, ResourceType.TOPIC, (lt.name for lt in body.topics))
     for lt in body.topics:
         parts = []
         for lp in lt.partitions:
@@ -304,7 +305,8 @@ async def handle_list_offsets(ctx: RequestContext):
                                     leader_epoch=-1))
                 continue
             err, ts_out, off, le = rm.fetch_offset_for_timestamp(
-                b.metadata, lt.name, lp.partition_index, lp.timestamp, lp.current_leader_epoch if v >= 4 else -1,
+                apis.metadata_cache, lt.name, lp.partition_index, lp.timestamp,
+                lp.current_leader_epoch if v >= 4 else -1,
                 max_timestamp=v >= 7, read_committed=v >= 2 and body.isolation_level == 1)
             if v == 0:
                 parts.append(P(partition_index=lp.partition_index, error_code=int(err),
@@ -317,14 +319,13 @@ async def handle_list_offsets(ctx: RequestContext):
 
 
 # -- OffsetForLeaderEpoch ----------------------------------------------------------
-async def handle_offset_for_leader_epoch(ctx: RequestContext):
-    b = ctx.broker
+async def handle_offset_for_leader_epoch(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
-    rm = b.replicas
+    rm = apis.replica_manager
     T = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
     P = T.EpochEndOffset
     topics = []
-    described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, (t.topic for t in body.topics))
+    described = apis.authorize(ctx, Op.DESCRIBE, ResourceType.TOPIC, (t.topic for t in body.topics))
     for t in body.topics:
         parts = []
         for p in t.partitions:
@@ -332,44 +333,43 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext):
                 parts.append(P(error_code=int(E.TOPIC_AUTHORIZATION_FAILED), partition=p.partition, leader_epoch=-1,
                                end_offset=-1))
                 continue
-            err, epoch, end = rm.last_offset_for_leader_epoch(b.metadata, t.topic, p.partition, p.current_leader_epoch,
-                                                              p.leader_epoch)
+            err, epoch, end = rm.last_offset_for_leader_epoch(apis.metadata_cache, t.topic, p.partition,
+                                                              p.current_leader_epoch, p.leader_epoch)
             parts.append(P(error_code=int(err), partition=p.partition, leader_epoch=epoch, end_offset=end))
         topics.append(T(topic=t.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(version=ctx.version, throttle_time_ms=0, topics=topics)
 
 
 # -- InitProducerId ------------------------------------------------------------------
-async def handle_init_producer_id(ctx: RequestContext):
-    b = ctx.broker
+async def handle_init_producer_id(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
     v = ctx.version
     if body.transactional_id is not None:  # a transactional producer: its transaction coordinator answers
-        if not ctx.authorized(Op.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        if not apis.authorized(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
             return InitProducerIdResponse(version=v, throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
                                           error_code=int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         from .txn import init_transactional_producer_id
-        return await init_transactional_producer_id(ctx)
+        return await init_transactional_producer_id(apis, ctx)
     # Kafka: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
-    if not ctx.authorized_cluster(Op.IDEMPOTENT_WRITE, False) and not ctx.authorize_any(Op.WRITE, ResourceType.TOPIC):
+    if (not apis.authorized_cluster(ctx, Op.IDEMPOTENT_WRITE, False)
+            and not apis.authorize_any(ctx, Op.WRITE, ResourceType.TOPIC)):
         return InitProducerIdResponse(version=v, throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
                                       error_code=int(E.CLUSTER_AUTHORIZATION_FAILED))
     # An idempotent producer (no transactional id) always gets a new producer id at epoch 0, whatever id and epoch
     # it names (v3+): Kafka's TransactionCoordinator.handleInitProducerId "blindly accepts" it. KIP-360's epoch bump
     # of an idempotent producer is the client's own (it sends the next epoch, which the partitions take).
-    pid = await b.allocate_producer_id()
+    pid = await apis.admin.allocate_producer_id()
     return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
 
 
 # -- DeleteRecords ------------------------------------------------------------------------
-async def handle_delete_records(ctx: RequestContext):
+async def handle_delete_records(apis: KafkaApis, ctx: RequestContext):
     from kafka.protocol.admin import DeleteRecordsResponse
-    b = ctx.broker
-    rm = b.replicas
+    rm = apis.replica_manager
     T = DeleteRecordsResponse.DeleteRecordsTopicResult
     P = T.DeleteRecordsPartitionResult
     topics = []
-    deletable = ctx.authorize(Op.DELETE, ResourceType.TOPIC, (t.name for t in ctx.body.topics))
+    deletable = apis.authorize(ctx, Op.DELETE, ResourceType.TOPIC, (t.name for t in ctx.body.topics))
     for t in ctx.body.topics:
         parts = []
         for p in t.partitions:
@@ -377,7 +377,7 @@ async def handle_delete_records(ctx: RequestContext):
                 parts.append(P(partition_index=p.partition_index, low_watermark=-1,
                                error_code=int(E.TOPIC_AUTHORIZATION_FAILED)))
                 continue
-            err, low = rm.delete_records(b.metadata, t.name, p.partition_index, p.offset)
+            err, low = rm.delete_records(apis.metadata_cache, t.name, p.partition_index, p.offset)
             parts.append(P(partition_index=p.partition_index, low_watermark=low, error_code=int(err)))
         topics.append(T(name=t.name, partitions=parts))
     return DeleteRecordsResponse(version=ctx.version, throttle_time_ms=0, topics=topics)

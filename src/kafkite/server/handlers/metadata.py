@@ -12,6 +12,7 @@ from ...security.authorizer import CLUSTER_NAME, Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
 from ..listeners import current_connection, endpoint_for
+from ..kafka_apis import KafkaApis
 
 ZERO_UUID = uuid.UUID(int=0)
 AUTH_OPS_UNSET = -2147483648  # "not requested"
@@ -40,7 +41,7 @@ def api_versions_response(version: int, supported: dict[int, tuple[int, int]], e
     return ApiVersionsResponse(version=version, error_code=int(error), api_keys=keys, throttle_time_ms=0)
 
 
-async def handle_api_versions(ctx: RequestContext):
+async def handle_api_versions(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
     if ctx.version >= 3:
         import re
@@ -49,47 +50,47 @@ async def handle_api_versions(ctx: RequestContext):
             return ApiVersionsResponse(version=ctx.version, error_code=int(E.INVALID_REQUEST), api_keys=[],
                                        throttle_time_ms=0)
         ctx.log.debug("client.software", name=body.client_software_name, version=body.client_software_version)
-    supported = ctx.broker.router.supported()
-    if ctx.broker.faults is not None:  # the control plane's version caps (control/model.py)
-        supported = ctx.broker.faults.advertised(ctx.broker.node_id, supported)
+    supported = apis.api_versions
+    if apis.faults is not None:  # the control plane's version caps (control/model.py)
+        supported = apis.faults.advertised(apis.node_id, supported)
     return api_versions_response(ctx.version, supported)
 
 
-def broker_entries(broker):
-    return sorted(broker.cluster_brokers(), key=lambda b: b.node_id)
+def broker_entries(apis):
+    return sorted(apis.metadata_cache.brokers.values(), key=lambda b: b.node_id)
 
 
-def connection_listener(broker) -> str | None:
+def connection_listener(apis) -> str | None:
     """The client listener of the connection this request came on (None: the broker's primary one)."""
     conn = current_connection.get()
     return None if conn is None or conn.inter_broker else conn.listener
 
 
-def listener_endpoints(broker) -> list[tuple[object, str, int]]:
+def listener_endpoints(apis) -> list[tuple[object, str, int]]:
     """(broker info, host, port) of each live broker on the listener of this request's connection: as Kafka, a
     broker without that listener is left out."""
-    listener = connection_listener(broker)
+    listener = connection_listener(apis)
     out = []
-    for x in broker_entries(broker):
+    for x in broker_entries(apis):
         ep = endpoint_for(x, listener)
         if ep is not None:
             out.append((x, ep[0], ep[1]))
     return out
 
 
-def node_endpoint(broker, node) -> tuple[str, int] | None:
+def node_endpoint(apis, node) -> tuple[str, int] | None:
     """A broker's (host, port) on this request's listener, None when it has none there."""
-    return endpoint_for(node, connection_listener(broker))
+    return endpoint_for(node, connection_listener(apis))
 
 
-def _partitions(topic, cls, broker, listener_error: bool = False):
+def _partitions(topic, cls, apis, listener_error: bool = False):
     """`listener_error` (Metadata v6+): a live leader without the request's listener answers LISTENER_NOT_FOUND, as
     Kafka's metadata cache does (LEADER_NOT_AVAILABLE before v6)."""
-    live = set(broker.metadata.live_broker_ids)
-    reachable = {x.node_id for x, _, _ in listener_endpoints(broker)}
+    live = set(apis.metadata_cache.live_broker_ids)
+    reachable = {x.node_id for x, _, _ in listener_endpoints(apis)}
     # replicas in an offline log dir (this process's brokers whose data dir failed) are offline
     # replicas, as Kafka lists them; the leader stays and answers KAFKA_STORAGE_ERROR
-    failed = {i for i, b in broker.state.brokers.items() if b.replicas.log_dir_offline}
+    failed = {i for i, b in apis.brokers.items() if b.replicas.log_dir_offline}
     out = []
     for p in topic.partitions:
         offline = [r for r in p.replicas if r not in live or r in failed]
@@ -103,10 +104,9 @@ def _partitions(topic, cls, broker, listener_error: bool = False):
     return out
 
 
-async def handle_metadata(ctx: RequestContext):
-    b = ctx.broker
+async def handle_metadata(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
-    md = b.metadata
+    md = apis.metadata_cache
     v = ctx.version
     T = MetadataResponse.MetadataResponseTopic
     P = T.MetadataResponsePartition
@@ -114,8 +114,8 @@ async def handle_metadata(ctx: RequestContext):
 
     def topic_entry(t):
         return T(error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal,
-                 partitions=_partitions(t, P, b, v >= 6),
-                 authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, t.name) if include_ops
+                 partitions=_partitions(t, P, apis, v >= 6),
+                 authorized_operations=apis.authorized_operations(ctx, ResourceType.TOPIC, t.name) if include_ops
                  else None)
 
     def denied(name, tid=ZERO_UUID, internal=False):
@@ -126,7 +126,7 @@ async def handle_metadata(ctx: RequestContext):
     req_topics = body.topics
     if req_topics is None or (v == 0 and not req_topics):
         # Kafka: the topics this principal may not describe are left out
-        described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, md.topics, log_denied=False)
+        described = apis.authorize(ctx, Op.DESCRIBE, ResourceType.TOPIC, md.topics, log_denied=False)
         topics = [topic_entry(t) for t in sorted(md.topics.values(), key=lambda t: t.name) if t.name in described]
     else:
         allow_auto = body.allow_auto_topic_creation if v >= 4 else True
@@ -138,37 +138,38 @@ async def handle_metadata(ctx: RequestContext):
                 if t is None:
                     topics.append(T(error_code=int(E.UNKNOWN_TOPIC_ID), name=None, topic_id=tid or ZERO_UUID,
                                     partitions=[]))
-                elif not ctx.authorized(Op.DESCRIBE, ResourceType.TOPIC, t.name):
+                elif not apis.authorized(ctx, Op.DESCRIBE, ResourceType.TOPIC, t.name):
                     topics.append(denied(None, tid))
                 else:
                     topics.append(topic_entry(t))
                 continue
-            if not ctx.authorized(Op.DESCRIBE, ResourceType.TOPIC, name):
+            if not apis.authorized(ctx, Op.DESCRIBE, ResourceType.TOPIC, name):
                 topics.append(denied(name))
                 continue
             t = md.topic(name)
-            if t is None and allow_auto and b.config.get("auto.create.topics.enable") and not (
-                    ctx.authorized_cluster(Op.CREATE, False) or ctx.authorized(Op.CREATE, ResourceType.TOPIC, name)):
+            if t is None and allow_auto and apis.config.get("auto.create.topics.enable") and not (
+                    apis.authorized_cluster(ctx, Op.CREATE, False)
+                    or apis.authorized(ctx, Op.CREATE, ResourceType.TOPIC, name)):
                 topics.append(denied(name))  # Kafka: auto-creation needs CREATE on the cluster or the topic
                 continue
             if t is None:
-                err, t = await b.maybe_auto_create_topic(name, allow_auto)
+                err, t = await apis.maybe_auto_create_topic(name, allow_auto)
                 if err:
                     topics.append(T(error_code=err, name=name, topic_id=ZERO_UUID, partitions=[]))
                     continue
             topics.append(topic_entry(t))
 
     B = MetadataResponse.MetadataResponseBroker
-    brokers = [B(node_id=x.node_id, host=host, port=port, rack=x.rack) for x, host, port in listener_endpoints(b)]
+    brokers = [B(node_id=x.node_id, host=host, port=port, rack=x.rack) for x, host, port in listener_endpoints(apis)]
     cluster_ops = None  # kafka-python's bitfield: a set of operations, None = not requested
     if 8 <= v <= 10 and getattr(body, "include_cluster_authorized_operations", False):
-        cluster_ops = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+        cluster_ops = apis.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(version=v, throttle_time_ms=0, brokers=brokers, cluster_id=md.cluster_id,
-                            controller_id=b.controller_id(), topics=topics, authorized_operations=cluster_ops)
+                            controller_id=apis.metadata_cache.controller_id, topics=topics,
+                            authorized_operations=cluster_ops)
 
 
-async def handle_describe_cluster(ctx: RequestContext):
-    b = ctx.broker
+async def handle_describe_cluster(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
     B = DescribeClusterResponse.DescribeClusterBroker
     if ctx.version >= 1 and body.endpoint_type not in (1,):
@@ -176,21 +177,21 @@ async def handle_describe_cluster(ctx: RequestContext):
         return DescribeClusterResponse(version=ctx.version, error_code=int(E.UNSUPPORTED_ENDPOINT_TYPE),
                                        error_message="The request was sent to an endpoint of type BROKER, "
                                                      f"but we wanted an endpoint of type {body.endpoint_type}",
-                                       endpoint_type=1, cluster_id=b.metadata.cluster_id, controller_id=-1,
+                                       endpoint_type=1, cluster_id=apis.metadata_cache.cluster_id, controller_id=-1,
                                        brokers=[])
     return DescribeClusterResponse(
         version=ctx.version, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
-        cluster_id=b.metadata.cluster_id, controller_id=b.controller_id(),
-        brokers=[B(broker_id=x.node_id, host=host, port=port, rack=x.rack) for x, host, port in listener_endpoints(b)],
-        authorized_operations=ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+        cluster_id=apis.metadata_cache.cluster_id, controller_id=apis.metadata_cache.controller_id,
+        brokers=[B(broker_id=x.node_id, host=host, port=port, rack=x.rack)
+                 for x, host, port in listener_endpoints(apis)],
+        authorized_operations=apis.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
         if body.include_cluster_authorized_operations else None)
 
 
-async def handle_describe_topic_partitions(ctx: RequestContext):
+async def handle_describe_topic_partitions(apis: KafkaApis, ctx: RequestContext):
     """KIP-966's paginated topic describe (Java AdminClient 3.8+ uses it for describeTopics)."""
-    b = ctx.broker
     body = ctx.body
-    md = b.metadata
+    md = apis.metadata_cache
     R = DescribeTopicPartitionsResponse
     T = R.DescribeTopicPartitionsResponseTopic
     P = T.DescribeTopicPartitionsResponsePartition
@@ -198,9 +199,9 @@ async def handle_describe_topic_partitions(ctx: RequestContext):
     cursor = body.cursor
     if body.topics:
         names = sorted({t.name for t in body.topics})
-        described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, names)
+        described = apis.authorize(ctx, Op.DESCRIBE, ResourceType.TOPIC, names)
     else:  # Kafka: the topics this principal may not describe are left out
-        described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, md.topics, log_denied=False)
+        described = apis.authorize(ctx, Op.DESCRIBE, ResourceType.TOPIC, md.topics, log_denied=False)
         names = sorted(described)
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
@@ -221,7 +222,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext):
                             topic_authorized_operations=AUTH_OPS_UNSET))
             continue
         start = cursor.partition_index if cursor is not None and cursor.topic_name == name else 0
-        parts = _partitions(t, P, b, True)[start:]
+        parts = _partitions(t, P, apis, True)[start:]
         if budget <= 0:
             next_cursor = R.Cursor(topic_name=name, partition_index=start)
             break
@@ -233,20 +234,20 @@ async def handle_describe_topic_partitions(ctx: RequestContext):
             p.last_known_elr = []
         budget -= len(parts)
         topics.append(T(error_code=0, name=name, topic_id=t.topic_id, is_internal=t.internal, partitions=parts,
-                        topic_authorized_operations=_bits(*ctx.authorized_operations(ResourceType.TOPIC, name))))
+                        topic_authorized_operations=_bits(*apis.authorized_operations(ctx, ResourceType.TOPIC, name))))
         if next_cursor is not None:
             break
     return R(version=0, throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
 
-async def handle_sasl_handshake(ctx):
+async def handle_sasl_handshake(apis: KafkaApis, ctx):
     """A SaslHandshake that reaches the request handler: the connection is not on a SASL listener, or authenticated
     already (security/sasl.py runs the exchange before): Kafka's KafkaApis answers ILLEGAL_SASL_STATE."""
     from kafka.protocol.sasl import SaslHandshakeResponse
     return SaslHandshakeResponse(version=ctx.version, error_code=int(E.ILLEGAL_SASL_STATE), mechanisms=[])
 
 
-async def handle_sasl_authenticate(ctx):
+async def handle_sasl_authenticate(apis: KafkaApis, ctx):
     """As handle_sasl_handshake: ILLEGAL_SASL_STATE, with Kafka's message."""
     from kafka.protocol.sasl import SaslAuthenticateResponse
     return SaslAuthenticateResponse(version=ctx.version, error_code=int(E.ILLEGAL_SASL_STATE),

@@ -13,6 +13,7 @@ from ...security import scram
 from ...security.authorizer import Op
 from ...wire.errors import E
 from ..context import RequestContext
+from ..kafka_apis import KafkaApis
 
 log = structlog.get_logger("kafkite.scram")
 
@@ -20,14 +21,14 @@ _Described = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsRe
 _Altered = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
-async def handle_describe_user_scram_credentials(ctx: RequestContext):
+async def handle_describe_user_scram_credentials(apis: KafkaApis, ctx: RequestContext):
     users = ctx.body.users
-    if not ctx.authorized_cluster(Op.DESCRIBE):  # Kafka: DESCRIBE on the cluster
+    if not apis.authorized_cluster(ctx, Op.DESCRIBE):  # Kafka: DESCRIBE on the cluster
         return DescribeUserScramCredentialsResponse(
             version=ctx.version, throttle_time_ms=0, error_code=int(E.CLUSTER_AUTHORIZATION_FAILED),
             error_message="Cluster authorization failed.", results=[])
     names = [u.name for u in users] if users else None  # null or empty: every user
-    results = scram.describe(await ctx.broker.user_configs(names), names)
+    results = scram.describe(await apis.admin.user_configs(names), names)
     return DescribeUserScramCredentialsResponse(
         version=ctx.version, throttle_time_ms=0, error_code=0, error_message=None,
         results=[_Described(user=r["user"], error_code=r["error_code"], error_message=r["error_message"],
@@ -36,21 +37,20 @@ async def handle_describe_user_scram_credentials(ctx: RequestContext):
                  for r in results])
 
 
-async def handle_alter_user_scram_credentials(ctx: RequestContext):
-    b = ctx.broker
+async def handle_alter_user_scram_credentials(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
-    if not ctx.authorized_cluster(Op.ALTER):  # Kafka: ALTER on the cluster, every user fails
+    if not apis.authorized_cluster(ctx, Op.ALTER):  # Kafka: ALTER on the cluster, every user fails
         names = dict.fromkeys(x.name for x in (*(body.upsertions or []), *(body.deletions or [])))
         return AlterUserScramCredentialsResponse(version=ctx.version, throttle_time_ms=0, results=[
             _Altered(user=u, error_code=int(E.CLUSTER_AUTHORIZATION_FAILED), error_message=None) for u in names])
     upsertions = [scram.Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt or b""),
                                   bytes(u.salted_password or b"")) for u in body.upsertions or []]
     deletions = [scram.Deletion(d.name, d.mechanism) for d in body.deletions or []]
-    current = await b.user_configs([x.name for x in (*upsertions, *deletions)])
+    current = await apis.admin.user_configs([x.name for x in (*upsertions, *deletions)])
     results, changes = scram.alter(current, upsertions, deletions)
     if changes:
         try:
-            await b.set_user_configs(changes)
+            await apis.admin.set_user_configs(changes)
         except Exception as exc:  # the store could not be written: every change of this request failed
             log.warning("scram.alter_failed", users=sorted(changes), error=repr(exc))
             code = E.KAFKA_STORAGE_ERROR if isinstance(exc, OSError) else E.UNKNOWN_SERVER_ERROR

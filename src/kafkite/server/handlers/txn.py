@@ -15,6 +15,7 @@ from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
 from ..transaction_coordinator_service import write_markers_locally
+from ..kafka_apis import KafkaApis
 
 FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2,
                 "TxnOffsetCommit": 3}
@@ -23,8 +24,8 @@ FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn":
 _TXN_DENIED = int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
 
-def _txn_ok(ctx, tid) -> bool:
-    return ctx.authorized(Op.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
+def _txn_ok(apis, ctx, tid) -> bool:
+    return apis.authorized(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
 
 
 def _fenced(code: int, api: str, version: int) -> int:
@@ -33,10 +34,10 @@ def _fenced(code: int, api: str, version: int) -> int:
     return int(code)
 
 
-async def init_transactional_producer_id(ctx: RequestContext):
+async def init_transactional_producer_id(apis: KafkaApis, ctx: RequestContext):
     body, v = ctx.body, ctx.version
     pid, epoch = (body.producer_id, body.producer_epoch) if v >= 3 else (-1, -1)
-    r = await ctx.broker.transactions.init_producer_id(body.transactional_id, body.transaction_timeout_ms, pid, epoch)
+    r = await apis.txn_coordinator.init_producer_id(body.transactional_id, body.transaction_timeout_ms, pid, epoch)
     if r.error:
         ctx.log.info("init_producer_id.refused", transactional_id=body.transactional_id, error=E(r.error).name)
     return InitProducerIdResponse(version=v, throttle_time_ms=0, error_code=_fenced(r.error, "InitProducerId", v),
@@ -44,24 +45,25 @@ async def init_transactional_producer_id(ctx: RequestContext):
                                   producer_epoch=r.producer_epoch if not r.error else -1)
 
 
-async def handle_add_partitions_to_txn(ctx: RequestContext):
-    b, body, v = ctx.broker, ctx.body, ctx.version
+async def handle_add_partitions_to_txn(apis: KafkaApis, ctx: RequestContext):
+    body, v = ctx.body, ctx.version
     T = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
     P = T.AddPartitionsToTxnPartitionResult
     if v >= 4:  # the brokers' batched form (the inter-broker listener only): KIP-890 part 1's verification
-        return await _add_partitions_batched(ctx)
+        return await _add_partitions_batched(apis, ctx)
     wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
-    writable = ctx.authorize(Op.WRITE, ResourceType.TOPIC, {t for t, _ in wanted})
-    unknown = {tp for tp in wanted if tp[0] in writable and b.metadata.partition(*tp) is None}
+    writable = apis.authorize(ctx, Op.WRITE, ResourceType.TOPIC, {t for t, _ in wanted})
+    unknown = {tp for tp in wanted if tp[0] in writable and apis.metadata_cache.partition(*tp) is None}
     denied = {tp for tp in wanted if tp[0] not in writable}
-    if not _txn_ok(ctx, body.v3_and_below_transactional_id):
+    if not _txn_ok(apis, ctx, body.v3_and_below_transactional_id):
         codes = {tp: _TXN_DENIED for tp in wanted}
     elif unknown or denied:  # Kafka: the unauthorized / unknown ones answer their error, the rest OPERATION_NOT_ATTEMPTED
         codes = {tp: int(E.TOPIC_AUTHORIZATION_FAILED if tp in denied else E.UNKNOWN_TOPIC_OR_PARTITION
                          if tp in unknown else E.OPERATION_NOT_ATTEMPTED) for tp in wanted}
     else:
-        err = await b.transactions.add_partitions(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-                                                  body.v3_and_below_producer_epoch, wanted)
+        err = await apis.txn_coordinator.add_partitions(body.v3_and_below_transactional_id,
+                                                        body.v3_and_below_producer_id,
+                                                        body.v3_and_below_producer_epoch, wanted)
         if err:
             ctx.log.info("add_partitions_to_txn.refused", transactional_id=body.v3_and_below_transactional_id,
                          error=E(err).name)
@@ -73,10 +75,10 @@ async def handle_add_partitions_to_txn(ctx: RequestContext):
         T(name=t, results_by_partition=ps) for t, ps in by_topic.items()])
 
 
-async def _add_partitions_batched(ctx: RequestContext):
+async def _add_partitions_batched(apis: KafkaApis, ctx: RequestContext):
     """AddPartitionsToTxn v4: a partition leader asks whether partitions are in transactions (verify only), or adds
     them (a broker adding on a client's behalf). Each transaction is answered on its own, as Kafka's coordinator."""
-    b, body, v = ctx.broker, ctx.body, ctx.version
+    body, v = ctx.body, ctx.version
     R = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
     T = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
     P = T.AddPartitionsToTxnPartitionResult
@@ -84,10 +86,10 @@ async def _add_partitions_batched(ctx: RequestContext):
     for txn in body.transactions:
         wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
         if txn.verify_only:
-            codes = await b.transactions.verify(txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+            codes = await apis.txn_coordinator.verify(txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
         else:
-            err = await b.transactions.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                                      wanted)
+            err = await apis.txn_coordinator.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                            wanted)
             codes = {tp: int(err) for tp in wanted}
         by_topic: dict[str, list] = {}
         for (t, p), code in codes.items():
@@ -97,27 +99,27 @@ async def _add_partitions_batched(ctx: RequestContext):
     return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0, error_code=0, results_by_transaction=results)
 
 
-async def handle_add_offsets_to_txn(ctx: RequestContext):
-    b, body, v = ctx.broker, ctx.body, ctx.version
+async def handle_add_offsets_to_txn(apis: KafkaApis, ctx: RequestContext):
+    body, v = ctx.body, ctx.version
     # the group's __consumer_offsets partition by its hash, as Kafka's partitionFor: nothing is created here
-    if not _txn_ok(ctx, body.transactional_id):
+    if not _txn_ok(apis, ctx, body.transactional_id):
         err = _TXN_DENIED
-    elif not ctx.authorized(Op.READ, ResourceType.GROUP, body.group_id):
+    elif not apis.authorized(ctx, Op.READ, ResourceType.GROUP, body.group_id):
         err = int(E.GROUP_AUTHORIZATION_FAILED)
     elif not body.group_id:
         err = int(E.INVALID_GROUP_ID)
     else:
-        err = await b.transactions.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                  [b.transactions.offsets_partition(body.group_id)])
+        err = await apis.txn_coordinator.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                        [apis.txn_coordinator.offsets_partition(body.group_id)])
     return AddOffsetsToTxnResponse(version=v, throttle_time_ms=0, error_code=_fenced(err, "AddOffsetsToTxn", v))
 
 
-async def handle_end_txn(ctx: RequestContext):
+async def handle_end_txn(apis: KafkaApis, ctx: RequestContext):
     body, v = ctx.body, ctx.version
-    if not _txn_ok(ctx, body.transactional_id):
+    if not _txn_ok(apis, ctx, body.transactional_id):
         return EndTxnResponse(version=v, throttle_time_ms=0, error_code=_TXN_DENIED)
-    err = await ctx.broker.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                body.committed)
+    err = await apis.txn_coordinator.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,
+                                             body.committed)
     if err:
         ctx.log.info("end_txn.refused", transactional_id=body.transactional_id, error=E(err).name)
     return EndTxnResponse(version=v, throttle_time_ms=0, error_code=_fenced(err, "EndTxn", v))
@@ -132,18 +134,18 @@ _OFFSET_COMMIT_ERROR = {E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
 TXN_OFFSET_COMMIT_ABORTABLE_SINCE = 5  # TxnOffsetCommit v5 (KIP-890) knows TRANSACTION_ABORTABLE; not served yet
 
 
-async def _verify_offsets_partition(ctx: RequestContext) -> int:
+async def _verify_offsets_partition(apis: KafkaApis, ctx: RequestContext) -> int:
     """KIP-890 part 1 for TxnOffsetCommit (Kafka's GroupCoordinator.handleTxnCommitOffsets): the group's
     __consumer_offsets partition must be in the producer's ongoing transaction (AddOffsetsToTxn), at its current
     epoch, unless the producer already wrote there in this transaction -> 0 or the error every partition gets."""
-    b, body, v = ctx.broker, ctx.body, ctx.version
+    body, v = ctx.body, ctx.version
     if not body.group_id or not body.transactional_id:
         return 0  # the group coordinator answers these
-    topic, partition = b.transactions.offsets_partition(body.group_id)
-    if not b.replicas.needs_txn_verification(topic, partition, body.producer_id, body.producer_epoch):
+    topic, partition = apis.txn_coordinator.offsets_partition(body.group_id)
+    if not apis.replica_manager.needs_txn_verification(topic, partition, body.producer_id, body.producer_epoch):
         return 0
-    code = (await b.transactions.verify(body.transactional_id, body.producer_id, body.producer_epoch,
-                                        [(topic, partition)]))[(topic, partition)]
+    code = (await apis.txn_coordinator.verify(body.transactional_id, body.producer_id, body.producer_epoch,
+                                              [(topic, partition)]))[(topic, partition)]
     if not code:
         return 0
     ctx.log.info("txn_offset_commit.not_in_transaction", transactional_id=body.transactional_id,
@@ -155,24 +157,24 @@ async def _verify_offsets_partition(ctx: RequestContext) -> int:
     return _fenced(code, "TxnOffsetCommit", v)
 
 
-async def handle_txn_offset_commit(ctx: RequestContext):
+async def handle_txn_offset_commit(apis: KafkaApis, ctx: RequestContext):
     body, v = ctx.body, ctx.version
     T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
     P = T.TxnOffsetCommitResponsePartition
-    if not _txn_ok(ctx, body.transactional_id):
+    if not _txn_ok(apis, ctx, body.transactional_id):
         err = _TXN_DENIED
-    elif not ctx.authorized(Op.READ, ResourceType.GROUP, body.group_id):
+    elif not apis.authorized(ctx, Op.READ, ResourceType.GROUP, body.group_id):
         err = int(E.GROUP_AUTHORIZATION_FAILED)
     else:
-        err = await _verify_offsets_partition(ctx)
+        err = await _verify_offsets_partition(apis, ctx)
     if err:
         return TxnOffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
             T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=err) for p in t.partitions])
             for t in body.topics])
-    readable = ctx.authorize(Op.READ, ResourceType.TOPIC, (t.name for t in body.topics))
+    readable = apis.authorize(ctx, Op.READ, ResourceType.TOPIC, (t.name for t in body.topics))
     offsets = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
                 p.committed_metadata) for t in body.topics for p in t.partitions if t.name in readable]
-    rows = [] if not offsets else await ctx.broker.groups.txn_commit_offsets(
+    rows = [] if not offsets else await apis.group_coordinator.txn_commit_offsets(
         group_id=body.group_id, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
         generation_id=body.generation_id if v >= 3 else -1, member_id=body.member_id if v >= 3 else "",
         group_instance_id=body.group_instance_id if v >= 3 else None, offsets=offsets)
@@ -185,16 +187,17 @@ async def handle_txn_offset_commit(ctx: RequestContext):
                                    topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-async def handle_write_txn_markers(ctx: RequestContext):
+async def handle_write_txn_markers(apis: KafkaApis, ctx: RequestContext):
     """From a transaction coordinator on another broker (the inter-broker listener only)."""
-    b, body, v = ctx.broker, ctx.body, ctx.version
+    body, v = ctx.body, ctx.version
     R = WriteTxnMarkersResponse.WritableTxnMarkerResult
     T = R.WritableTxnMarkerTopicResult
     P = T.WritableTxnMarkerPartitionResult
     out = []
     for m in body.markers:
         parts = [(t.name, p) for t in m.topics for p in t.partition_indexes]
-        codes = await write_markers_locally(b, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+        codes = await write_markers_locally(apis.replica_manager, apis.group_coordinator, apis.metadata_cache,
+                                            producer_id=m.producer_id, producer_epoch=m.producer_epoch,
                                             commit=m.transaction_result, coordinator_epoch=m.coordinator_epoch,
                                             partitions=parts)
         by_topic: dict[str, list] = {}
@@ -204,21 +207,21 @@ async def handle_write_txn_markers(ctx: RequestContext):
     return WriteTxnMarkersResponse(version=v, markers=out)
 
 
-async def handle_describe_transactions(ctx: RequestContext):
+async def handle_describe_transactions(apis: KafkaApis, ctx: RequestContext):
     from kafka.protocol.admin.transactions import DescribeTransactionsResponse
     S = DescribeTransactionsResponse.TransactionState
-    coord = ctx.broker.transactions.coordinator
+    coord = apis.txn_coordinator.coordinator
     out = []
     for tid in ctx.body.transactional_ids:
         err, m = coord.describe(tid)
-        if not ctx.authorized(Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+        if not apis.authorized(ctx, Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
             err = _TXN_DENIED
         if err:
             out.append(S(error_code=int(err), transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
                          transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]))
             continue
         topics: dict[str, list[int]] = {}
-        described = ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, {t for t, _ in m.partitions})
+        described = apis.authorize(ctx, Op.DESCRIBE, ResourceType.TOPIC, {t for t, _ in m.partitions})
         for t, p in sorted(tp for tp in m.partitions if tp[0] in described):
             topics.setdefault(t, []).append(p)
         out.append(S(error_code=0, transactional_id=tid, transaction_state=m.state.kafka_name,
@@ -228,7 +231,7 @@ async def handle_describe_transactions(ctx: RequestContext):
     return DescribeTransactionsResponse(version=ctx.version, throttle_time_ms=0, transaction_states=out)
 
 
-async def handle_list_transactions(ctx: RequestContext):
+async def handle_list_transactions(apis: KafkaApis, ctx: RequestContext):
     """The transactions of the __transaction_state partitions this broker leads (an admin client asks every broker),
     filtered by state names, producer ids and (v1+) how long they have been running."""
     from kafka.protocol.admin.transactions import ListTransactionsResponse
@@ -242,12 +245,12 @@ async def handle_list_transactions(ctx: RequestContext):
     duration = body.duration_filter if v >= 1 else -1
     now = now_ms()
     rows = []
-    for m in sorted(ctx.broker.transactions.coordinator.list(), key=lambda m: m.transactional_id):
+    for m in sorted(apis.txn_coordinator.coordinator.list(), key=lambda m: m.transactional_id):
         if (body.state_filters and m.state not in states) or (pids and m.producer_id not in pids):
             continue
         if duration >= 0 and (m.start_ms < 0 or now - m.start_ms < duration):
             continue
-        if not ctx.authorized(Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id):
+        if not apis.authorized(ctx, Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id):
             continue
         rows.append(ListTransactionsResponse.TransactionState(
             transactional_id=m.transactional_id, producer_id=m.producer_id, transaction_state=m.state.kafka_name))
@@ -255,14 +258,13 @@ async def handle_list_transactions(ctx: RequestContext):
                                     transaction_states=rows)
 
 
-async def handle_describe_producers(ctx: RequestContext):
+async def handle_describe_producers(apis: KafkaApis, ctx: RequestContext):
     """The producers a partition's leader knows (Kafka's ReplicaManager.activeProducerState)."""
     from kafka.protocol.admin.transactions import DescribeProducersResponse
-    b = ctx.broker
     T = DescribeProducersResponse.TopicResponse
     P = T.PartitionResponse
     topics = []
-    readable = ctx.authorize(Op.READ, ResourceType.TOPIC, (t.name for t in ctx.body.topics))
+    readable = apis.authorize(ctx, Op.READ, ResourceType.TOPIC, (t.name for t in ctx.body.topics))
     for t in ctx.body.topics:
         parts = []
         for i in t.partition_indexes:
@@ -270,8 +272,8 @@ async def handle_describe_producers(ctx: RequestContext):
                 parts.append(P(partition_index=i, error_code=int(E.TOPIC_AUTHORIZATION_FAILED), error_message=None,
                                active_producers=[]))
                 continue
-            err = b.replicas.leader_check(b.metadata, t.name, i)
-            lg = b.replicas.get(t.name, i)
+            err = apis.replica_manager.leader_check(apis.metadata_cache, t.name, i)
+            lg = apis.replica_manager.get(t.name, i)
             if err or lg is None:
                 parts.append(P(partition_index=i, error_code=int(err or E.UNKNOWN_TOPIC_OR_PARTITION),
                                error_message=None, active_producers=[]))
