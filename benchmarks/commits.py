@@ -24,6 +24,10 @@ connection set-up are not counted). After it, every consumer checks that committ
 last offset it committed, on every broker. The table shows medians of --repeat rounds and the
 ratio Kafkite/Tansu. This machine is noisy: read the ratio, not the absolute numbers.
 
+Beside each rate: the broker's CPU per commit (user + system CPU of its process over the run,
+/proc/PID/stat, divided by every commit of the run, the untimed warm-up ones included), a figure
+that holds still on a noisy machine where the rates swing.
+
 --ceiling adds two brokers that do no work (benchmarks/null_broker.py: every OffsetCommit answered
 with a cached answer; "null+fsync" with an fsync per answer in a worker thread): the most any broker
 could reach with this client on this machine, in memory and with an fsync per acknowledgement.
@@ -47,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # policy) on a free port, and Tansu (memory engine, ready on an ApiVersions answer) from peer.py
 from throughput import broker_on_free_port, confluent_version, kafkite, kafkite_disk  # noqa: E402
 from peer import tansu  # noqa: E402
+from proc_cpu import BrokerCpu  # noqa: E402
 
 TOPIC = "commits"
 WARMUP = 5  # untimed commits per consumer before the barrier
@@ -175,17 +180,23 @@ def main(argv: list[str] | None = None) -> None:
     cases = [1] + ([args.consumers] if args.consumers != 1 else [])
     modes = MODES + (CEILING if args.ceiling else ())
     runs: dict[tuple[str, int], list[float]] = {}
+    cpus: dict[tuple[str, int], list[float]] = {}
     for rnd in range(args.repeat):
         for name, broker in modes:
             with broker() as bs:
                 create_topic(bs, TOPIC, max(cases))
+                cpu = BrokerCpu(bs)
                 for k in cases:
+                    s0 = cpu.seconds()
                     rate = run_commits(bs, k, args.commits, f"bench-{rnd}-{k}", args.separate_groups,
                                        check=not name.startswith("null"))
+                    us = (cpu.seconds() - s0) / (k * (args.commits + WARMUP)) * 1e6
                     runs.setdefault((name, k), []).append(rate)
-                    print(f"round {rnd + 1}/{args.repeat} {name:>6} consumers={k}: {rate:,.0f} commits/s",
-                          file=sys.stderr, flush=True)
+                    cpus.setdefault((name, k), []).append(us)
+                    print(f"round {rnd + 1}/{args.repeat} {name:>6} consumers={k}: {rate:,.0f} commits/s, "
+                          f"{us:,.0f} us CPU/commit", file=sys.stderr, flush=True)
     med = {key: statistics.median(v) for key, v in runs.items()}
+    cpu_med = {key: statistics.median(v) for key, v in cpus.items()}
     how = "one group.id each" if args.separate_groups else "one group.id, a partition each"
     print(f"Synchronous offset commits (assign(), generation -1), {args.commits} per consumer; medians of "
           f"{args.repeat} interleaved rounds, confluent-kafka {confluent_version()}. Concurrent consumers: "
@@ -196,12 +207,19 @@ def main(argv: list[str] | None = None) -> None:
     us = fsync_latency_us()
     print(f"This disk takes {us:,.0f} us per 200-byte append + fsync: at most {1e6 / us:,.0f} fsyncs/s one after "
           "another, the ceiling of one consumer's 'disk' rate when every commit waits for its own fsync.")
-    print(f"{'consumers':>9} {'mode':>7} | {'commits/s':>10} {'tansu':>10} {'ratio':>6}")
+    print("CPU us/commit: the broker process's user + system CPU over the run / commits (warm-up included).")
+    ceiling = tuple(name for name, _ in CEILING) if args.ceiling else ()
+    print(f"{'consumers':>9} {'mode':>10} | {'commits/s':>10} {'tansu':>10} {'ratio':>6}"
+          + (f" {'/null':>6}" if args.ceiling else "") + f" | {'CPU us/commit':>13} {'tansu':>6}")
     for k in cases:
-        t = med[("tansu", k)]
-        for mode in ("memory", "disk") + (tuple(name for name, _ in CEILING) if args.ceiling else ()):
+        t, tc = med[("tansu", k)], cpu_med[("tansu", k)]
+        for mode in ("memory", "disk") + ceiling:
             v = med[(mode, k)]
-            print(f"{k:>9} {mode:>7} | {v:>10,.0f} {t:>10,.0f} {v / t:>6.2f}")
+            # memory against the null broker, disk against the null broker with an fsync per answer
+            ref = {"memory": "null", "disk": "null+fsync"}.get(mode, mode)
+            vs_null = f" {v / med[(ref, k)]:>6.2f}" if args.ceiling else ""
+            print(f"{k:>9} {mode:>10} | {v:>10,.0f} {t:>10,.0f} {v / t:>6.2f}{vs_null} | "
+                  f"{cpu_med[(mode, k)]:>13,.0f} {tc:>6,.0f}")
 
 
 if __name__ == "__main__":

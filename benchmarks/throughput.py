@@ -7,7 +7,8 @@ acknowledgement) and `tansu broker ... --storage-engine memory://` on free ports
 produces N records of each size with confluent-kafka (acks=all, no compression,
 linger 5 ms), consumes them back with an assigned consumer, and prints records/s
 for each broker and the ratio Kafkite/Tansu. This machine is noisy: read the ratio,
-not the absolute numbers.
+not the absolute numbers. A second table gives each broker's CPU per record (user + system CPU of
+its process while producing, then while consuming, over the records): steadier than the rates.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peer import tansu  # noqa: E402  (Tansu on a free port, memory engine, ready on an ApiVersions answer)
+from proc_cpu import BrokerCpu  # noqa: E402  (a broker process's user + system CPU, by its port)
 
 
 def free_port() -> int:
@@ -187,8 +189,14 @@ def main() -> None:
                     except Exception:
                         print(f"throughput.py: creating {topic} on {name} ({bs}) failed", file=sys.stderr)
                         raise
-                    runs.setdefault(name, []).append((produce(bs, topic, n, size), *consume(bs, topic, n)))
-        res = {name: tuple(statistics.median(x[i] for x in r) for i in range(4)) for name, r in runs.items()}
+                    cpu = BrokerCpu(bs)
+                    s0 = cpu.seconds()
+                    produced = produce(bs, topic, n, size)
+                    s1 = cpu.seconds()
+                    consumed = consume(bs, topic, n)
+                    s2 = cpu.seconds()
+                    runs.setdefault(name, []).append((produced, *consumed, (s1 - s0) / n * 1e6, (s2 - s1) / n * 1e6))
+        res = {name: tuple(statistics.median(x[i] for x in r) for i in range(6)) for name, r in runs.items()}
         rows.append((size, n, res))
     print(f"Medians of {args.repeat} interleaved rounds, confluent-kafka {confluent_version()}. Tansu runs with its "
           "memory:// engine (its only local one); Kafkite in memory, on disk with its default fsync before every "
@@ -203,11 +211,18 @@ def main() -> None:
           f"{'consume/s':>10} {'tansu':>10} {'ratio':>6} | {'e2e/s':>9} {'tansu':>9} {'ratio':>6} | "
           f"{'first ms':>8} {'tansu':>6}")
     for size, n, res in rows:
-        tp, tc, te, tf = res["tansu"]
+        tp, tc, te, tf = res["tansu"][:4]
         for mode, label in (("kafkite", "memory"), ("kafkite-disk", "disk"), ("kafkite-pagecache", "pagecache")):
-            kp, kc, ke, kf = res[mode]
+            kp, kc, ke, kf = res[mode][:4]
             print(f"{size:>6} {n:>8} {label:>9} | {kp:>10,.0f} {tp:>10,.0f} {kp / tp:>6.2f} | {kc:>10,.0f} "
                   f"{tc:>10,.0f} {kc / tc:>6.2f} | {ke:>9,.0f} {te:>9,.0f} {ke / te:>6.2f} | {kf:>8.0f} {tf:>6.0f}")
+    print("Broker CPU per record (user + system CPU of the broker process / records), medians:")
+    print(f"{'size':>6} {'mode':>9} | {'produce us':>10} {'tansu':>6} | {'consume us':>10} {'tansu':>6}")
+    for size, n, res in rows:
+        tp, tc = res["tansu"][4:]
+        for mode, label in (("kafkite", "memory"), ("kafkite-disk", "disk"), ("kafkite-pagecache", "pagecache")):
+            kp, kc = res[mode][4:]
+            print(f"{size:>6} {label:>9} | {kp:>10.2f} {tp:>6.2f} | {kc:>10.2f} {tc:>6.2f}")
 
 
 MODES = (("kafkite", kafkite), ("kafkite-disk", kafkite_disk), ("kafkite-pagecache", kafkite_disk_pagecache),

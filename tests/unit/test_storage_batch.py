@@ -104,6 +104,31 @@ def test_build_batch_round_trip(records, base, ts, codec):
         [(base + i, ts, k, v, list(hs)) for i, (k, v, hs) in enumerate(records)]
 
 
+_SIZED = st.one_of(st.none(), st.binary(max_size=70), st.integers(0, 20000).map(lambda n: b"v" * n))  # 1-3 byte varints
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_SIZED, _SIZED,
+                          st.lists(st.tuples(st.text(max_size=70), st.one_of(st.none(), st.binary(max_size=70))),
+                                   max_size=3)),
+                min_size=1, max_size=70),
+       st.integers(-1, 2**62), st.integers(-1, 2**62), st.integers(-1, 2**62), st.integers(-1, 2**15 - 1),
+       st.integers(-1, 2**31 - 1), st.booleans(), st.integers(-1, 2**31 - 1))
+def test_build_batch_bytes_equal_kafka_python_builder(records, base, ts, pid, epoch, seq, txn, ple):
+    """The one-pass encoder of uncompressed batches writes exactly the bytes (CRC included) of kafka-python's
+    DefaultRecordBatchBuilder: what Kafka's DefaultRecordBatch writes and reads back."""
+    data = build_batch(records, base_offset=base, timestamp_ms=ts, producer_id=pid, producer_epoch=epoch,
+                       base_sequence=seq, is_transactional=txn, partition_leader_epoch=ple)
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=txn, producer_id=pid,
+                                  producer_epoch=epoch, base_sequence=seq, batch_size=1 << 31)
+    for i, (k, v, hs) in enumerate(records):
+        b.append(i, timestamp=ts, key=k, value=v, headers=hs)
+    ref = bytearray(b.build())
+    patch_base_offset(ref, 0, base)
+    patch_partition_leader_epoch(ref, 0, ple)
+    assert data == bytes(ref)
+
+
 def test_build_batch_producer_fields_and_empty():
     data = build_batch([(b"k", b"v", [])], timestamp_ms=5, producer_id=9, producer_epoch=2, base_sequence=4)
     h = read_header(data)

@@ -13,15 +13,20 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
-import re2
 
 INVALID_REGULAR_EXPRESSION = 128  # Kafka's error code (kafka-python's table stops before it)
 
 # Kafka's Topic.isInternal: the group and transaction state topics (and the share groups' one)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # RE2 would print every refused pattern on stderr
+
+@lru_cache(maxsize=1)
+def _re2():
+    """google-re2 and its options, imported at the first regex (not at the broker's start: memory)."""
+    import re2
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every refused pattern on stderr
+    return re2, options
 
 # RE2's error text (before its ": argument") -> RE2/J's PatternSyntaxException description
 _RE2J_DESCRIPTION = {
@@ -46,7 +51,7 @@ class InvalidRegularExpression(Exception):
     """A regex RE2 refuses; `str()` is Kafka's message."""
 
 
-def _description(err: re2.error) -> str:
+def _description(err: Exception) -> str:
     raw = err.args[0] if err.args else b""
     text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
     head = text.split(": ", 1)[0] if not text.startswith("trailing \\") else "trailing \\"
@@ -56,8 +61,9 @@ def _description(err: re2.error) -> str:
 @lru_cache(maxsize=1024)
 def compile_regex(regex: str):
     """The compiled pattern, or InvalidRegularExpression with Kafka's message."""
+    re2, options = _re2()
     try:
-        return re2.compile(regex, options=_OPTIONS)
+        return re2.compile(regex, options=options)
     except re2.error as exc:
         raise InvalidRegularExpression(
             f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {_description(exc)}.") from None

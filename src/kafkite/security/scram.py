@@ -18,8 +18,6 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-import scramp
-
 from ..wire.errors import E
 
 # Kafka's org.apache.kafka.clients.admin.ScramMechanism: the byte AlterUserScramCredentials carries
@@ -62,6 +60,8 @@ class ScramCredential:
 
 def credential_from_password(mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
                              salt: bytes | None = None) -> ScramCredential:
+    import scramp  # here, not at start: scramp and asn1crypto cost memory a broker without SCRAM never needs
+
     salt, stored_key, server_key, i = scramp.ScramMechanism(mechanism).make_auth_info(
         password, iteration_count=iterations, salt=salt)
     return ScramCredential(salt, stored_key, server_key, i)

@@ -39,7 +39,7 @@ import structlog
 import trio
 
 from ..controller.metadata import INTERNAL_TOPICS
-from ..storage.batch import build_control_batch
+from ..storage.batch import build_control_batch, read_header
 from ..storage.log_segment import CorruptRecordException
 from ..storage.log_validator import NeedsWorker, Validated, prepare_append
 from ..storage.unified_log import OffsetOutOfRange
@@ -321,15 +321,22 @@ class ReplicaManager(ReplicatedPartitions):
         return self.logs.get((topic, partition))
 
     def append(self, topic: str, partition: int, records: bytes, now_ms: int, *, leader_epoch: int = 0,
-               defer_flush: bool = False) -> AppendOutcome:
+               defer_flush: bool = False, trusted: bool = False) -> AppendOutcome:
         """Validate and append one partition's records on this thread (the broker's own small
         batches: the coordinators'). With defer_flush a file log leaves the write (and the fsync
         flush.messages asks for) to `wait_durable(*outcome.durable_wait)`, which the caller must
-        await before acknowledging (the records stay above the high watermark until then)."""
+        await before acknowledging (the records stay above the high watermark until then).
+        `trusted`: one uncompressed batch that storage.batch.build_batch just built (a coordinator's write,
+        Kafka's AppendOrigin.COORDINATOR): its records are not walked again, only its size is checked
+        against max.message.bytes; the log still assigns offsets, the leader epoch, compression.type and
+        LogAppendTime."""
         lg = self.logs.get((topic, partition))
         if lg is None:
             return AppendOutcome(error=E.KAFKA_STORAGE_ERROR if self.offline_log_dirs else E.UNKNOWN_TOPIC_OR_PARTITION)
-        v = prepare_append(records, lg.config, now_ms=now_ms, topic_partition=f"{topic}-{partition}")
+        if trusted and len(records) <= lg.config.max_message_bytes:
+            v = Validated(batches=[(0, read_header(records))], valid_bytes=len(records), data=bytearray(records))
+        else:
+            v = prepare_append(records, lg.config, now_ms=now_ms, topic_partition=f"{topic}-{partition}")
         # a coordinator's transactional batch (TxnOffsetCommit) carries no sequence to check: Kafka's
         # AppendOrigin.COORDINATOR
         return self._append_validated((topic, partition), lg, v, now_ms, leader_epoch, defer_flush,

@@ -240,12 +240,59 @@ def build_batch(records: list[tuple[bytes | None, bytes | None, list]], *, base_
                 compression: int = COMPRESSION_NONE, is_transactional: bool = False,
                 partition_leader_epoch: int = -1) -> bytes:
     """A v2 batch the broker writes itself (e.g. to __consumer_offsets): records are
-    (key, value, headers) with offset deltas 0..n-1, all with timestamp_ms."""
+    (key, value, headers) with offset deltas 0..n-1, all with timestamp_ms. An uncompressed batch
+    (the coordinators' every write) is encoded here in one pass: the records, the header fields the
+    CRC covers in one pack, the CRC32C once; a compressed one goes through kafka-python's builder."""
     if not records:
         raise ValueError("a record batch needs at least one record")
+    if compression != COMPRESSION_NONE:
+        return _build_with_kafka_python(records, base_offset, timestamp_ms, producer_id, producer_epoch,
+                                        base_sequence, compression, is_transactional, partition_leader_epoch)
+    parts = [b""]  # the CRC-covered header goes first
+    for delta, (k, v, h) in enumerate(records):
+        # attributes (0), timestampDelta (0), offsetDelta, key, value, headers: Kafka's DefaultRecord
+        body = [b"\x00\x00", _varint(delta)]
+        body += (b"\x01",) if k is None else (_varint(len(k)), k)
+        body += (b"\x01",) if v is None else (_varint(len(v)), v)
+        body.append(_varint(len(h)))
+        for hk, hv in h:
+            hk = hk.encode() if isinstance(hk, str) else hk
+            body += (_varint(len(hk)), hk) + ((b"\x01",) if hv is None else (_varint(len(hv)), hv))
+        rec = b"".join(body)
+        parts += (_varint(len(rec)), rec)
+    n = len(records)
+    attributes = TRANSACTIONAL_BIT if is_transactional else 0
+    parts[0] = _CRC_COVERED.pack(attributes, n - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
+                                 base_sequence, n)
+    tail = b"".join(parts)
+    return _BEFORE_CRC.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc32c.crc32c(tail)) + tail
+
+
+_BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+_CRC_COVERED = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
+_SMALL_VARINTS = tuple(bytes((((n << 1) ^ (n >> 63)) & 0xFF,)) for n in range(64))  # zigzag 0..63: one byte
+
+
+def _varint(n: int) -> bytes:
+    """Kafka's zigzag varint (ByteUtils.writeVarint/writeVarlong)."""
+    if 0 <= n < 64:
+        return _SMALL_VARINTS[n]
+    v = (n << 1) ^ (n >> 63)
+    if v < 0x4000:
+        return bytes((v & 0x7F | 0x80, v >> 7))
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _build_with_kafka_python(records, base_offset, timestamp_ms, producer_id, producer_epoch, base_sequence,
+                             compression, is_transactional, partition_leader_epoch) -> bytes:
     b = _Builder(magic=2, compression_type=compression, is_transactional=is_transactional,
-                                  producer_id=producer_id, producer_epoch=producer_epoch,
-                                  base_sequence=base_sequence, batch_size=1 << 31)
+                 producer_id=producer_id, producer_epoch=producer_epoch,
+                 base_sequence=base_sequence, batch_size=1 << 31)
     for i, (k, v, h) in enumerate(records):
         b.append(i, timestamp=timestamp_ms, key=k, value=v, headers=h)
     data = bytearray(b.build())
