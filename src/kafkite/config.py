@@ -257,6 +257,14 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     # listener.name.<l>.sasl.enabled.mechanisms are taken too (config_keys.check_broker_keys)
     BrokerConfigDef("sasl.enabled.mechanisms", ConfigType.LIST, "GSSAPI"),
     BrokerConfigDef("sasl.jaas.config", ConfigType.PASSWORD, ""),
+    # Kerberos (GSSAPI) is not served, but Kafka takes its settings, per broker and dynamically
+    # (DynamicListenerConfig.ReconfigurableConfigs; librdkafka's test 0081 alters min.time.before.relogin)
+    BrokerConfigDef("sasl.kerberos.service.name", ConfigType.STRING, "", dynamic=True),
+    BrokerConfigDef("sasl.kerberos.kinit.cmd", ConfigType.STRING, "/usr/bin/kinit", dynamic=True),
+    BrokerConfigDef("sasl.kerberos.ticket.renew.window.factor", ConfigType.DOUBLE, "0.8", dynamic=True),
+    BrokerConfigDef("sasl.kerberos.ticket.renew.jitter", ConfigType.DOUBLE, "0.05", dynamic=True),
+    BrokerConfigDef("sasl.kerberos.min.time.before.relogin", ConfigType.LONG, "60000", dynamic=True),
+    BrokerConfigDef("sasl.kerberos.principal.to.local.rules", ConfigType.LIST, "DEFAULT", dynamic=True),
     # ACLs (security/authorizer.py): Kafka's two ACL authorizers turn them on; super.users is a ";" list
     BrokerConfigDef("authorizer.class.name", ConfigType.STRING, ""),
     BrokerConfigDef("super.users", ConfigType.STRING, ""),

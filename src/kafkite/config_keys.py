@@ -49,7 +49,7 @@ def check_broker_keys(static: dict[str, str]) -> list[tuple[str, str]]:
     out = []
     synonyms = _topic_synonyms()
     for key, value in static.items():
-        if key in BROKER_CONFIGS:
+        if key in BROKER_CONFIGS and not key.startswith("sasl.kerberos."):  # kerberos: alterable, not used
             topic_key = synonyms.get(key)
             if topic_key in NOT_IMPLEMENTED_TOPIC_CONFIGS and value != "":
                 d = BROKER_CONFIGS[key]

@@ -160,6 +160,11 @@ def test_topic_keys_over_the_wire(broker, incremental):
         assert "InvalidConfiguration" in err and "Value must be at least 4" in err
         assert _alter(a, ConfigResourceType.BROKER, "1", {"log.preallocate": "true"}, incremental) is None
         assert _alter(a, ConfigResourceType.BROKER, "1", {"log.preallocate": "false"}, incremental) is None
+        # Kerberos is not served, but its settings are per-broker dynamic in Kafka (librdkafka's 0081 sets one)
+        assert _alter(a, ConfigResourceType.BROKER, "1", {"sasl.kerberos.min.time.before.relogin": "58000"},
+                      incremental) is None
+        assert "sasl.kerberos.min.time.before.relogin" in _alter(
+            a, ConfigResourceType.BROKER, "1", {"sasl.kerberos.min.time.before.relogin": "x"}, incremental)
     finally:
         a.close()
 

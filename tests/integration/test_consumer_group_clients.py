@@ -397,7 +397,7 @@ def test_a_classic_and_a_consumer_group_side_by_side_and_admin_describes_both(pr
     """confluent-kafka's describe_consumer_groups asks ConsumerGroupDescribe first: the consumer group answers
     there (type CONSUMER, the uniform assignor), the classic one answers GROUP_ID_NOT_FOUND there and is
     described by DescribeGroups (type CLASSIC), as against Kafka 4; list_consumer_groups (ListGroups v5) gives
-    each its type."""
+    each its type; OffsetDelete keeps the subscribed topics' offsets."""
     from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient
     bs = proc_broker.bootstrap_servers
@@ -420,5 +420,17 @@ def test_a_classic_and_a_consumer_group_side_by_side_and_admin_describes_both(pr
     assert (d_old.type.name, d_old.state.name, d_old.partition_assignor) == ("CLASSIC", "STABLE", "range")
     listed = {g.group_id: (g.type.name, g.state.name) for g in admin.list_consumer_groups().result(30).valid}
     assert listed == {"g-new": ("CONSUMER", "STABLE"), "g-old": ("CLASSIC", "STABLE")}
+    # OffsetDelete on a consumer group: the topics its members subscribe to answer GROUP_SUBSCRIBED_TO_TOPIC,
+    # others are deleted (Kafka's ConsumerGroup.isSubscribedToTopic; librdkafka's 0081 checks it)
+    # (confluent-kafka has no DeleteConsumerGroupOffsets: kafka-python's admin asks)
+    from kafka import KafkaAdminClient, TopicPartition
+    create(bs, "kip848-other", 1)
+    kp = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        res = kp.delete_group_offsets("g-new", [TopicPartition("kip848a", 0), TopicPartition("kip848-other", 0)])
+    finally:
+        kp.close()
+    assert {tp.topic: err.__name__ for tp, err in res.items()} == {
+        "kip848a": "GroupSubscribedToTopicError", "kip848-other": "NoError"}
     new.c.close()
     old.close()

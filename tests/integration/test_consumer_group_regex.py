@@ -5,6 +5,7 @@ the union of its names and its regex's topics, Kafka's INVALID_REGULAR_EXPRESSIO
 ConsumerGroupDescribe."""
 from __future__ import annotations
 
+import pytest
 from kafka.protocol.admin import DeleteTopicsRequest
 
 from kafkite.coordinator.regex import INVALID_REGULAR_EXPRESSION
@@ -13,6 +14,14 @@ from test_consumer_group_protocol import describe, hb
 from test_data_versions import create
 from test_group_versions import find
 
+
+@pytest.fixture(autouse=True)
+def inline_regexes(monkeypatch):
+    """These tests look at what a resolution gives, answer by answer: resolved inside the heartbeat
+    (regex_refresh.INLINE_MAX; by default, as Kafka, a worker thread resolves and the next heartbeat sees it,
+    which the last test and test_consumer_group_regex_clients.py check)."""
+    from kafkite.coordinator import regex_refresh
+    monkeypatch.setattr(regex_refresh, "INLINE_MAX", 1_000_000)
 
 
 def names(w, r) -> dict[str, set[int]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 from kafkite.coordinator import consumer_group_records as CR
+from kafkite.coordinator import regex_refresh
 from kafkite.coordinator.consumer_group_records import TopicMetadata
 from kafkite.coordinator.result import finish_write, start_write
 from kafkite.wire.errors import E
@@ -25,7 +26,8 @@ def join(rt, member_id=""):
     return result, finish_write(result, start_write(result, shard.replay, rt.logs[0].extend) if shard else 0)
 
 
-def test_an_empty_consumer_group_becomes_classic_and_stays_so_after_a_replay():
+def test_an_empty_consumer_group_becomes_classic_and_stays_so_after_a_replay(monkeypatch):
+    monkeypatch.setattr(regex_refresh, "INLINE_MAX", 1_000_000)  # resolved inside the heartbeat
     rt = Runtime()
     rt.topics = Topics(TopicMetadata(ORDERS, "orders", 2))
     assert rt.hb("a", 0, topics=[], subscribed_topic_regex="o.*").error == 0

@@ -10,6 +10,7 @@ import pytest
 from kafka.protocol.api_data import ApiData
 
 from kafkite.coordinator import consumer_group_records as CR
+from kafkite.coordinator import regex_refresh
 from kafkite.coordinator import schemas
 from kafkite.coordinator.consumer_group_records import TopicMetadata
 from kafkite.coordinator.regex import INVALID_REGULAR_EXPRESSION, InvalidRegularExpression, check_regex, resolve
@@ -55,7 +56,8 @@ def test_the_record_is_kafkas_key_16_and_value_v0():
         CR.decode(k, v[:-9])
 
 
-def test_heartbeats_resolve_write_and_replay_regexes():
+def test_heartbeats_resolve_write_and_replay_regexes(monkeypatch):
+    monkeypatch.setattr(regex_refresh, "INLINE_MAX", 1_000_000)  # resolved inside the heartbeat
     rt = Runtime()
     rt.topics = Topics(TopicMetadata(ORDERS, "orders", 2),
                        TopicMetadata(uuid.UUID(int=9), "__consumer_offsets", 50))

@@ -1,8 +1,8 @@
 """When a consumer group's regexes are resolved again, and where (regex_refresh.py, Kafka 4's
 maybeUpdateRegularExpressions): at a heartbeat after the topic names changed, when a regex is new, or when the
-last resolution is older than group.consumer.regex.refresh.interval.ms; small resolutions inside the heartbeat,
-big ones as a job for a worker thread (one at a time per group, not within 10 s of the last), whose result is
-written as records that bump the group epoch. Without sockets; cases and data are our own."""
+last resolution is older than group.consumer.regex.refresh.interval.ms; as a job for a worker thread (one at a
+time per group, not within 10 s of the last; or inside the heartbeat below INLINE_MAX, which some tests set), whose
+result is written as records that bump the group epoch. Without sockets; cases and data are our own."""
 from __future__ import annotations
 
 import uuid
@@ -20,6 +20,13 @@ ORDERS, OTHERS, PAYMENTS = uuid.UUID(int=0xA1), uuid.UUID(int=0xC3), uuid.UUID(i
 REGEX = 16
 
 
+@pytest.fixture
+def inline_regexes(monkeypatch):
+    """Resolve regexes inside the heartbeat (regex_refresh.INLINE_MAX; Kafka and Kafkite by default resolve in a
+    worker thread): these tests look at the epochs and records that follow a resolution."""
+    monkeypatch.setattr(regex_refresh, "INLINE_MAX", 1_000_000)
+
+
 def regex_records(rt, since=0):
     return [(k, v) for k, v in rt.logs[0][since:] if int.from_bytes(k[:2], "big") == REGEX]
 
@@ -35,7 +42,7 @@ def complete(rt, job, now):
     return result
 
 
-def test_small_resolutions_happen_in_the_heartbeat_when_the_topic_names_change():
+def test_small_resolutions_happen_in_the_heartbeat_when_the_topic_names_change(inline_regexes):
     rt = Runtime()
     rt.topics = Topics(TopicMetadata(ORDERS, "o-1", 2))
     a = rt.hb("a", 0, topics=[], subscribed_topic_regex="o-.*", now=1000)
@@ -57,7 +64,7 @@ def test_small_resolutions_happen_in_the_heartbeat_when_the_topic_names_change()
     assert rt.group.group_epoch == 3
 
 
-def test_the_periodic_refresh_writes_the_resolution_again_without_a_new_epoch_when_nothing_changed():
+def test_the_periodic_refresh_writes_the_resolution_again_without_a_new_epoch_when_nothing_changed(inline_regexes):
     rt = Runtime()
     rt.topics = Topics(TopicMetadata(ORDERS, "o-1", 2))
     rt.hb("a", 0, topics=[], subscribed_topic_regex="o-.*", now=1000)
@@ -136,7 +143,7 @@ def test_a_job_whose_group_went_writes_nothing(big):
     assert len(rt.logs[0]) == n
 
 
-def test_a_refresh_that_gives_a_regex_a_topic_another_member_names_bumps_the_epoch():
+def test_a_refresh_that_gives_a_regex_a_topic_another_member_names_bumps_the_epoch(inline_regexes):
     """The group's subscribed topics stay the same (b names `o-2`) but a's subscription grows -- here when a
     member may DESCRIBE `o-2` at the periodic refresh (KAFKA-18813's filter): a new epoch, a's share of it."""
     rt = Runtime()

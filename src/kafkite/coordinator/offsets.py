@@ -28,6 +28,8 @@ class OffsetMetadataManager:
         self.pending: dict[int, dict[tuple[str, str, int], R.OffsetValue]] = {}
         # a KIP-848 group with members keeps its offsets (they live in `groups` as an empty "simple" group)
         self.has_consumer_members: Callable[[str], bool] = lambda group_id: False
+        # the topics a KIP-848 group is subscribed to (its members' names and regexes); None: no such group
+        self.consumer_subscriptions: Callable[[str], "set[str] | None"] = lambda group_id: None
 
     # -- OffsetCommit ---------------------------------------------------------------------------
     def commit(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
@@ -133,19 +135,23 @@ class OffsetMetadataManager:
                ) -> CoordinatorResult[tuple[int, list[tuple[str, int, int]]]]:
         """Kafka's deleteOffsets: a group with members that is not a "consumer" group answers
         NON_EMPTY_GROUP; otherwise the partitions of topics the group is subscribed to answer
-        GROUP_SUBSCRIBED_TO_TOPIC (Group.is_subscribed_to) and the others' offsets are deleted."""
+        GROUP_SUBSCRIBED_TO_TOPIC (Group.is_subscribed_to) and the others' offsets are deleted. A KIP-848
+        group (ConsumerGroup.isSubscribedToTopic) is subscribed to its members' topic names and the topics
+        their regexes resolved to, and exists without offsets."""
         g = self.groups.get(group_id)
-        if g is None or g.is_(S.DEAD):
-            return CoordinatorResult(response=(E.GROUP_ID_NOT_FOUND, []))
-        if not g.is_(S.EMPTY) and g.protocol_type != "consumer":
-            return CoordinatorResult(response=(E.NON_EMPTY_GROUP, []))
+        subscribed = self.consumer_subscriptions(group_id)
+        if subscribed is None:
+            if g is None or g.is_(S.DEAD):
+                return CoordinatorResult(response=(E.GROUP_ID_NOT_FOUND, []))
+            if not g.is_(S.EMPTY) and g.protocol_type != "consumer":
+                return CoordinatorResult(response=(E.NON_EMPTY_GROUP, []))
         out, recs = [], []
         for t, p in partitions:
-            if g.is_subscribed_to(t):
+            if t in subscribed if subscribed is not None else g.is_subscribed_to(t):
                 out.append((t, p, int(E.GROUP_SUBSCRIBED_TO_TOPIC)))
                 continue
             out.append((t, p, 0))
-            if (t, p) in g.offsets:
+            if g is not None and (t, p) in g.offsets:
                 recs.append((R.offset_key(group_id, t, p), None))
         return CoordinatorResult(recs, (0, out), on_failure=lambda err: (err, []))
 

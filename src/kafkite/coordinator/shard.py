@@ -59,6 +59,8 @@ class GroupCoordinatorShard:
         self.migration = GroupMigration(cfg, self.consumer, self.membership, self.groups, complete)
         self.offsets.has_consumer_members = lambda gid: bool(gid in self.consumer_groups
                                                              and self.consumer_groups[gid].members)
+        self.offsets.consumer_subscriptions = lambda gid: (self.consumer_groups[gid].subscribed_topic_names()
+                                                           if gid in self.consumer_groups else None)
         self.next_expiry_check = now_ms + cfg.retention_check_interval_ms
         self.ignored: dict[int, int] = {}  # key version -> records skipped (replay)
 
