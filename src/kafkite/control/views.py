@@ -301,16 +301,16 @@ async def empty(brokers: dict) -> dict:
     first = live[min(live)]
     topics = sorted(t.name for t in state.metadata.topics.values() if not t.name.startswith("__"))
     if topics:  # with one metadata write for all
-        failed = await first.delete_topics(topics)
+        failed = await first.admin.delete_topics(topics)
         if failed:
             raise next(iter(failed.values()))
     groups, kept = await delete_groups(live.values())
     acls = list(state.metadata.acls)
     if acls:
-        await first.alter_acls([], acls)
+        await first.admin.alter_acls([], acls)
     users = sorted(state.metadata.users)
     if users:
-        await first.set_user_configs({u: {} for u in users})
+        await first.admin.set_user_configs({u: {} for u in users})
     return {"topics_deleted": topics, "groups_deleted": sorted(groups), "groups_kept": kept, "acls_deleted": len(acls),
             "users_deleted": users}
 

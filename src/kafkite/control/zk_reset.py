@@ -41,9 +41,9 @@ async def empty(brokers: dict) -> dict:
     groups, kept = await delete_groups([b])
     acls = list(await zk.call(zk.acls.load_all))
     if acls:
-        await b.alter_acls([], acls)
+        await b.admin.alter_acls([], acls)
     users = sorted(u for u, config in (await zk.user_configs()).items() if config)
     if users:
-        await b.set_user_configs({u: {} for u in users})
+        await b.admin.set_user_configs({u: {} for u in users})
     return {"topics_deleted": topics, "groups_deleted": sorted(groups), "groups_kept": kept, "acls_deleted": len(acls),
             "users_deleted": users, "groups_of_broker": b.node_id}

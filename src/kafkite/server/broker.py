@@ -19,7 +19,7 @@ import structlog
 import trio
 
 from ..controller.controller import MetadataCache
-from ..controller.metadata import MAX_RECORDS_PER_USER_OP, BrokerInfo, TopicInfo
+from ..controller.metadata import BrokerInfo
 from .admin_manager import admin_manager
 from .cluster_state import ClusterState
 from .connection import serve_connection
@@ -250,71 +250,6 @@ class Broker:
 
     def controller_id(self) -> int:
         return self.cache.controller_id
-
-    # the admin requests: the side chosen at construction (admin_manager.py) makes them
-    def is_admin_controller(self) -> bool:
-        """Whether this broker takes CreateTopics, DeleteTopics and CreatePartitions: in ZooKeeper mode only the
-        active controller does (others answer NOT_CONTROLLER, and clients go to the controller Metadata names);
-        in-process, every broker does."""
-        return self.admin.is_admin_controller()
-
-    def check_create_topic(self, name, num_partitions, replication_factor, assignments, configs, *,
-                           max_records: int = MAX_RECORDS_PER_USER_OP) -> TopicInfo:
-        """Validate a CreateTopics entry (MetadataError when Kafka refuses it) -> the topic it would make."""
-        return self.admin.check_create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                             max_records=max_records)
-
-    async def create_topic(self, name, num_partitions, replication_factor, assignments, configs, *,
-                           validate_only: bool = False, max_records: int = MAX_RECORDS_PER_USER_OP,
-                           wait: bool = True) -> TopicInfo | None:
-        """Create a topic -> it, once this broker's metadata has it (ZooKeeper mode without `wait`: None at once)."""
-        return await self.admin.create_topic(name, num_partitions, replication_factor, assignments, configs,
-                                             validate_only=validate_only, max_records=max_records, wait=wait)
-
-    async def create_topics(self, entries, *,
-                            max_records: int = MAX_RECORDS_PER_USER_OP) -> list[TopicInfo | Exception]:
-        """The topics of one CreateTopics, an iterable of (name, partitions, replication factor, assignments, configs)
-        taken in order, each made before the next is taken -> each one's TopicInfo or MetadataError. In-process all
-        are made, then written with one metadata write; in ZooKeeper mode one by one."""
-        return await self.admin.create_topics(entries, max_records=max_records)
-
-    async def delete_topic(self, name: str) -> None:
-        await self.admin.delete_topic(name)
-
-    async def delete_topics(self, names: list[str]) -> dict:
-        """Delete topics -> {name: the MetadataError it failed with} (none: all deleted). In-process with one
-        metadata write for all (DeleteTopics, the control plane's reset to empty); in ZooKeeper mode one by one."""
-        return await self.admin.delete_topics(names)
-
-    async def create_partitions(self, name: str, count: int, assignments, *, validate_only: bool = False,
-                                max_records: int = MAX_RECORDS_PER_USER_OP) -> int:
-        return await self.admin.create_partitions(name, count, assignments, validate_only=validate_only,
-                                                  max_records=max_records)
-
-    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        await self.admin.set_topic_configs(name, configs)
-
-    async def allocate_producer_id(self) -> int:
-        return await self.admin.allocate_producer_id()
-
-    async def user_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
-        """Users' configs as the store has them now (ZooKeeper is read, not this broker's cache, as Kafka's
-        AdminZkClient does): those named, or every user's."""
-        return await self.admin.user_configs(names)
-
-    async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
-        """Users' configs (SCRAM credentials): in the metadata snapshot, or ZooKeeper's /config/users."""
-        await self.admin.set_user_configs(changes)
-
-    async def alter_acls(self, add, remove) -> None:
-        """ACLs added and removed: in the metadata snapshot, or ZooKeeper's /kafka-acl with its notifications (every
-        broker follows them); this broker's authorizer has them at once. OSError when they cannot be written."""
-        await self.admin.alter_acls(add, remove)
-
-    async def set_dynamic_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
-        """AlterConfigs on a broker resource: this broker's id, or "" for the cluster-wide default. In ZooKeeper
-        mode they are kept in /config/brokers/<id> or /config/brokers/<default>, which every broker follows."""
-        await self.admin.set_dynamic_broker_configs(resource_name, configs)
 
     # -- Trio ---------------------------------------------------------------
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -97,7 +97,7 @@ class TransactionCoordinatorService:
                                                               producer_epoch, new_pid, now_ms())
             if result is not NEED_PRODUCER_ID:
                 return await self._answer(shard, result)
-            new_pid = await self.broker.allocate_producer_id()
+            new_pid = await self.broker.admin.allocate_producer_id()
         return InitResult(E.CONCURRENT_TRANSACTIONS)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,

@@ -563,7 +563,7 @@ async def seed(broker, *, deadline_s: float = 20.0) -> None:
 
     for name, n in (("fuzz-a", 3), ("fuzz-b", 1)):
         if broker.metadata.topic(name) is None:
-            await broker.create_topic(name, n, 1, None, {})
+            await broker.admin.create_topic(name, n, 1, None, {})
     gen = RequestGenerator(random.Random(0))
     T = ProduceRequest.TopicProduceData
     P = T.PartitionProduceData
