@@ -306,6 +306,10 @@ class Broker:
         """Users' configs (SCRAM credentials): in the metadata snapshot, or ZooKeeper's /config/users."""
         await self.admin.set_user_configs(changes)
 
+    async def set_group_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """Groups' own configs: in the metadata snapshot, or ZooKeeper's /config/groups."""
+        await self.admin.set_group_configs(changes)
+
     async def alter_acls(self, add, remove) -> None:
         """ACLs added and removed: in the metadata snapshot, or ZooKeeper's /kafka-acl with its notifications (every
         broker follows them); this broker's authorizer has them at once. OSError when they cannot be written."""
