@@ -193,3 +193,51 @@ def test_the_coordinator_uses_a_groups_own_heartbeat_interval_and_session_timeou
         assert members(w, "gc-short") == [] and members(w, "gc-plain") == [plain]
         assert time.monotonic() - t0 >= 1.0  # its session, not at once
         assert hb(w, "gc-short", short, r.member_epoch).error_code == E.UNKNOWN_MEMBER_ID
+
+
+def test_a_confluent_member_gets_its_groups_heartbeat_interval_and_is_fenced_after_its_session(tmp_path):
+    """confluent-kafka (group.protocol=consumer, in its own process) on a broker whose consumer groups have Kafka's
+    45 s session and 5 s heartbeat interval, in a group given 3 s and 0.5 s by confluent's AdminClient: the member
+    stays in the group, epoch unchanged, for longer than the group's session (it heartbeats every 0.5 s: at the
+    broker's 5 s it would be fenced), and once SIGKILLed it is fenced after the group's 3 s, not 45 s."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from clients.group_scenario import produce_batch, python_consumer, wait_for
+    from kafkite.testing.process import BrokerProcess
+    from test_groups_clients import create
+    with BrokerProcess(overrides={"group.consumer.min.session.timeout.ms": "1000",
+                                  "group.consumer.min.heartbeat.interval.ms": "500"}) as broker:
+        bs = broker.bootstrap_servers
+        create(bs, "gcfg-real", 2)
+        produce_batch(bs, "gcfg-real", 0, 20)
+        admin = AdminClient({"bootstrap.servers": bs})
+        res = ConfigResource(ResourceType.GROUP, "gcfg-real", incremental_configs=[
+            ConfigEntry(SESSION, "3000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry(HEARTBEAT, "500", incremental_operation=AlterConfigOpType.SET)])
+        assert admin.incremental_alter_configs([res])[res].result(30) is None
+        k = python_consumer("confluent", bs, "gcfg-real", "gcfg-real", "consumer-protocol")
+        try:
+            wait_for(lambda: len(k.processed) >= 20, 60, "the member joined and read the records")
+            with WireClient.connect(bs) as w:
+                first = [(m.member_id, m.member_epoch) for m in _described(w, "gcfg-real").members]
+                assert len(first) == 1
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 4.0:  # longer than the group's session
+                    assert [(m.member_id, m.member_epoch) for m in _described(w, "gcfg-real").members] == first
+                    time.sleep(0.2)
+                k.crash()
+                t_kill = time.monotonic()
+                wait_for(lambda: not _described(w, "gcfg-real").members, 30, "the killed member fenced")
+                assert time.monotonic() - t_kill >= 3.0 * 0.6  # after its session, not at once
+        finally:
+            k.stop()
+
+
+def _described(w, group):
+    for _ in range(200):
+        d = w.request(ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+                      1).groups[0]
+        if d.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR):
+            return d
+        time.sleep(0.05)
+    return d
