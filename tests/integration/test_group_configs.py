@@ -82,6 +82,7 @@ def test_confluent_admin_describes_and_alters_a_groups_configs(broker):
         assert describe(w, "not-yet-a-group", [HEARTBEAT, "nope"]) == (0, None, {
             HEARTBEAT: ("6000", GROUP_CONFIG, [(HEARTBEAT, "6000", GROUP_CONFIG)])})
         assert describe(w, "other")[2][SESSION] == ("45000", DEFAULT_CONFIG, [(SESSION, "45000", DEFAULT_CONFIG)])
+        assert sorted(describe(w, "other", [])[2]) == [HEARTBEAT, SESSION]  # none listed: all, as Kafka
 
 
 @pytest.mark.parametrize("ops, answer", [

@@ -118,7 +118,7 @@ async def handle_describe_configs(apis: KafkaApis, ctx: RequestContext):
     doc = bool(body.include_documentation) if v >= 3 else False
     results = []
     for res in body.resources:
-        keys = None if res.configuration_keys is None else set(res.configuration_keys)
+        keys = set(res.configuration_keys) if res.configuration_keys else None  # null or none listed: all (Kafka)
         if denied := _denied(apis, ctx, 10, res):  # DESCRIBE_CONFIGS
             results.append(R(error_code=denied[0], error_message=denied[1], resource_type=res.resource_type,
                              resource_name=res.resource_name, configs=[]))
