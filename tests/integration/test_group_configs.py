@@ -242,3 +242,18 @@ def _described(w, group):
             return d
         time.sleep(0.05)
     return d
+
+
+def test_cli_shows_sets_and_deletes_a_groups_configs(broker, capsys):
+    """`kafkite groups configs G [--add-config k=v] [--delete-config k]` (kafka-configs --entity-type groups)."""
+    from kafkite.cli import main
+    bs = ["--bootstrap-server", broker.bootstrap_servers]
+    assert main(["groups", "configs", "cli-g", "--add-config", f"{HEARTBEAT}=6000,{SESSION}=50000", *bs]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["Completed updating config for group cli-g.", f"{HEARTBEAT}=6000\tDYNAMIC_GROUP_CONFIG",
+                   f"{SESSION}=50000\tDYNAMIC_GROUP_CONFIG"]
+    assert main(["groups", "configs", "cli-g", "--add-config", f"{HEARTBEAT}=60000", *bs]) == 1
+    assert "must be less than or equal to group.consumer.max.heartbeat.interval.ms" in capsys.readouterr().err
+    assert main(["groups", "configs", "cli-g", "--delete-config", HEARTBEAT, *bs]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [f"{HEARTBEAT}=5000\tDEFAULT_CONFIG",
+                                                       f"{SESSION}=50000\tDYNAMIC_GROUP_CONFIG"]
