@@ -22,6 +22,7 @@
 #   OUT              where logs go (default /tmp/kafkite-librdkafka-tests)
 #   PROTOCOL         consumer (default) or classic
 #   SCENARIO         with TEST arguments: default (the default) or noautocreate
+#   KAFKITE_OVERRIDES  extra `kafkite serve` arguments for the clusters (e.g. 0081's authorizer, below)
 set -u
 RDK=${1:?usage: $0 /path/to/librdkafka [TEST ...]}
 shift
@@ -41,9 +42,9 @@ RDK_CONFIGURE=${RDK_CONFIGURE:---no-download --disable-zstd --disable-gssapi --d
 DEFAULT_TESTS=(0012 0014 0015 0018 0019 0020 0022 0026 0028 0029 0030 0033 0034 0040 0042 0044 0045 0050
                0056 0061 0064 0069 0083 0084 0089 0091 0093 0099 0102 0113 0118 0122 0127 0130 0132
                0137 0140)
-# 0081 (admin) needs an authorizer: run it with a cluster started with --override
-# authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
-# --override super.users=User:ANONYMOUS --override allow.everyone.if.no.acl.found=true.
+# 0081 (admin) needs an authorizer: run it with
+#   KAFKITE_OVERRIDES="--override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+#   --override super.users=User:ANONYMOUS --override allow.everyone.if.no.acl.found=true" $0 RDK 0081
 # Tests of the "noautocreate" scenario, run against a second cluster without auto topic creation.
 NOAUTOCREATE_TESTS=(0045 0107 0111)
 if [ $# -gt 0 ]; then TESTS_LIST=("$@"); else TESTS_LIST=("${DEFAULT_TESTS[@]}"); fi
@@ -70,7 +71,7 @@ start_kafkite() {
   PYTHONPATH="$HERE/src${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m kafkite.cli serve --brokers "$BROKERS_N" \
       --port "$port" --data-dir "$data" --log-level WARNING \
       --override num.partitions=4 --override default.replication.factor="$(( BROKERS_N < 3 ? BROKERS_N : 3 ))" \
-      "$@" > "$OUT/kafkite-$name.log" 2>&1 &
+      ${KAFKITE_OVERRIDES:-} "$@" > "$OUT/kafkite-$name.log" 2>&1 &
   KPIDS+=($!)
   for _ in $(seq 1 60); do
     (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break

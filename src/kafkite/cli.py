@@ -141,6 +141,8 @@ def _groups(args) -> int:
     from kafka import KafkaConsumer
     from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
+    if args.action == "configs":
+        return _group_configs(args)
     admin = _admin(args.bootstrap_server)
     try:
         if args.action == "list":
@@ -176,6 +178,35 @@ def _groups(args) -> int:
                           f"{owner.get((tp.topic, tp.partition), '-')}")
         finally:
             consumer.close()
+    finally:
+        admin.close()
+    return 0
+
+
+def _group_configs(args) -> int:
+    """A group's own configs (KIP-848's GROUP resource), as `kafka-configs --entity-type groups` shows and alters
+    them: `--add-config k=v[,k=v]` SETs, `--delete-config k[,k]` DELETEs (IncrementalAlterConfigs), then every
+    key is printed with its value and source."""
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+    if not args.group:
+        print("groups configs needs a group id", file=sys.stderr)
+        return 2
+    ops = {k: (AlterConfigOp.SET, v) for k, v in (c.split("=", 1) for c in ",".join(args.add_config or []).split(",")
+                                                 if c)}
+    ops.update({k: (AlterConfigOp.DELETE, None) for k in ",".join(args.delete_config or []).split(",") if k})
+    admin = _admin(args.bootstrap_server)
+    try:
+        if ops:
+            result = admin.alter_configs([ConfigResource(ConfigResourceType.GROUP, args.group, configs=ops)],
+                                         raise_on_unknown=False, incremental=True)["group"][args.group]
+            if result != "OK":
+                print(f"Error while executing config command : {result}", file=sys.stderr)
+                return 1
+            print(f"Completed updating config for group {args.group}.")
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.GROUP, args.group)],
+                                           config_filter="all")
+        for name, entry in sorted(described.get("group", {}).get(args.group, {}).items()):
+            print(f"{name}={entry['value']}\t{entry['config_source']}")
     finally:
         admin.close()
     return 0
@@ -268,9 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_topics)
 
     g = sub.add_parser("groups", help="consumer groups: members, assignments, committed offsets, lag")
-    g.add_argument("action", choices=["list", "describe"])
+    g.add_argument("action", choices=["list", "describe", "configs"])
     g.add_argument("group", nargs="?")
     g.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    g.add_argument("--add-config", action="append", metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="configs: set the group's own configs (consumer.session.timeout.ms, ...)")
+    g.add_argument("--delete-config", action="append", metavar="KEY[,KEY]",
+                   help="configs: delete the group's own configs (back to the broker's group.consumer.* value)")
     g.set_defaults(func=_groups)
 
     x = sub.add_parser("transactions", help="transactions: list every broker's, describe one transactional id")

@@ -116,6 +116,34 @@ def test_configs_list_offsets_and_scram_apis(env):
         assert r.results[0].error_code == 0 and r.results[0].configs
 
 
+def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(env):
+    """Kafka's ConfigHelper / ControllerApis: a GROUP config resource needs DESCRIBE_CONFIGS / ALTER_CONFIGS on the
+    group, else GROUP_AUTHORIZATION_FAILED (ALTER_CONFIGS implies DESCRIBE_CONFIGS)."""
+    from kafka.protocol.admin import AlterConfigsRequest, IncrementalAlterConfigsRequest
+    b, adm = env
+    g = f"gcfg-{uuid.uuid4().hex[:6]}"
+    D = DescribeConfigsRequest.DescribeConfigsResource
+    IA = IncrementalAlterConfigsRequest.AlterConfigsResource
+    LA = AlterConfigsRequest.AlterConfigsResource
+
+    def answers(w) -> list[int]:
+        d = w.request(DescribeConfigsRequest(resources=[D(resource_type=32, resource_name=g,
+                                                          configuration_keys=None)]), 4).results[0]
+        i = w.request(IncrementalAlterConfigsRequest(resources=[IA(resource_type=32, resource_name=g, configs=[
+            IA.AlterableConfig(name="consumer.heartbeat.interval.ms", config_operation=0, value="6000")])],
+            validate_only=False), 1).responses[0]
+        a = w.request(AlterConfigsRequest(resources=[LA(resource_type=32, resource_name=g, configs=[
+            LA.AlterableConfig(name="consumer.heartbeat.interval.ms", value="7000")])], validate_only=False),
+            2).responses[0]
+        return [d.error_code, i.error_code, a.error_code]
+    with bob(b) as w:
+        assert answers(w) == [E.GROUP_AUTHORIZATION_FAILED] * 3
+        grant(adm, ResourceType.GROUP, g, ACLOperation.DESCRIBE_CONFIGS)
+        assert answers(w) == [0, E.GROUP_AUTHORIZATION_FAILED, E.GROUP_AUTHORIZATION_FAILED]
+        grant(adm, ResourceType.GROUP, g, ACLOperation.ALTER_CONFIGS)
+        assert answers(w) == [0, 0, 0]
+
+
 def test_group_apis(env):
     b, adm = env
     t, group, other = topic(adm), f"g-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"

@@ -246,18 +246,24 @@ def test_the_same_controls_on_a_zookeeper_process_cluster(kafkite_zookeeper):
         upsert = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")
         for f in admin.alter_user_scram_credentials([upsert]).values():
             f.result(30)
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+        group_res = ConfigResource(ResourceType.GROUP, "zk-g", incremental_configs=[  # /config/groups/zk-g
+            ConfigEntry("consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([group_res])[group_res].result(30)
         assert http(url, "POST", "/v1/errors", {"api": "DescribeAcls", "error": 6, "count": -1})[0] == 200
         code, out = control(url, "reset", "--data")
         assert code == 0, out
         print(f"reset to empty in ZooKeeper mode: {out['took_ms']} ms")
         emptied = out["emptied"]
         assert emptied["topics_deleted"] == ["zk-compact", "zk-ctl", "zk-on-4"] and emptied["users_deleted"] == ["alice"]
+        assert emptied["group_configs_deleted"] == ["zk-g"]
         assert out["errors"] == [] and control(url, "requests")[1]["requests"] == []
         groups = {g for e in c.empty().values() for g in e["groups_deleted"]} | set(emptied["groups_deleted"])
         assert "zk-g" in groups  # (and the compaction check's consumer's, which committed)
         assert [t for t in admin.list_topics(timeout=10).topics if not t.startswith("__")] == []
         assert admin.list_consumer_groups().result(10).valid == []
         assert admin.describe_user_scram_credentials().result(10) == {}
+        assert c.zk_get("/config/groups/zk-g") == {"version": 1, "config": {}}
         # the name is free at once (its deletion finished, not only begun)
         create_topic(NewTopic("zk-ctl", num_partitions=1, replication_factor=3))
 

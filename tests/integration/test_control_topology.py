@@ -183,7 +183,7 @@ def test_a_single_broker_serve_process_stops_and_starts_its_broker_over_http(ser
 
 def test_reset_to_empty(where):
     """POST /v1/reset {"data": true} (`kafkite control reset --data`): 20 topics with records, a group with committed
-    offsets, a SCRAM user and the controls go; the broker answers on its port at once, a topic of a used name comes
+    offsets and its own configs, a SCRAM user and the controls go; the broker answers on its port at once, a topic of a used name comes
     back empty. The broker's own figure (took_ms) is printed; benchmarks/metadata_writes.py measures it."""
     from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
     bs, url, _, _ = where
@@ -202,6 +202,10 @@ def test_reset_to_empty(where):
     upsert = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")
     for f in admin.alter_user_scram_credentials([upsert]).values():
         f.result(30)
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    group_res = ConfigResource(ResourceType.GROUP, "resetg", incremental_configs=[
+        ConfigEntry("consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([group_res])[group_res].result(30)
     ok(control(url, "error", "Produce", "NOT_LEADER_OR_FOLLOWER", "--count", "-1"))
     before = sorted(t for t in admin.list_topics(timeout=10).topics if not t.startswith("__"))  # earlier tests' too
     assert set(topics) <= set(before)
@@ -215,6 +219,7 @@ def test_reset_to_empty(where):
     emptied = out["emptied"]
     assert emptied["topics_deleted"] == before and emptied["groups_deleted"] == ["resetg"]
     assert emptied["users_deleted"] == ["alice"] and emptied["groups_kept"] == {}
+    assert emptied["group_configs_deleted"] == ["resetg"]
     # the request log starts over: what stays is only what a live client (the admin's metadata refresh) sent since
     assert out["errors"] == []
     assert [r for r in ok(control(url, "requests"))["requests"] if r["time_ms"] < sent_ms] == []
@@ -222,6 +227,8 @@ def test_reset_to_empty(where):
     assert [t for t in md.topics if not t.startswith("__")] == []
     assert admin.list_consumer_groups().result(10).valid == []
     assert admin.describe_user_scram_credentials().result(10) == {}
+    group_res = ConfigResource(ResourceType.GROUP, "resetg")
+    assert admin.describe_configs([group_res])[group_res].result(10)["consumer.heartbeat.interval.ms"].value == "5000"
     _create(bs, topics[0])
     assert consume(bs, topics[0], [0], 0, timeout=1) == []
     _produce(bs, topics[0], [(None, b"fresh")])

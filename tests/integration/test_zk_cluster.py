@@ -351,34 +351,49 @@ def test_delete_topic_while_a_replicas_broker_is_down(kafkite_zookeeper):
             cons.close()
 
 
-def test_dynamic_broker_configs_are_kept_in_zookeeper(cluster):
+def test_dynamic_broker_and_group_configs_are_kept_in_zookeeper(cluster):
     """AlterConfigs on a broker resource (Kafka 3.x on ZooKeeper): the empty name writes the cluster-wide default
     /config/brokers/<default>, a broker's id its own /config/brokers/<id>, each with a /config/changes
-    notification every broker follows; a broker reads both when it starts."""
+    notification every broker follows; a broker reads both when it starts. A group's own configs (the GROUP
+    resource: Kafkite's /config/groups/<group>, by analogy) likewise: what every broker's group coordinator uses,
+    which its DescribeConfigs shows."""
     from kafka.protocol.metadata import MetadataRequest
     from kafkite.testing.wire_client import WireClient
 
     from test_config_keys import _describe_broker_key, _incremental_broker
+    from test_group_configs import describe as describe_group, incremental as incremental_group
 
     def describe(b: int):
         with WireClient.connect(cluster.bootstrap_of(b)) as w:
             return _describe_broker_key(w, b, "num.partitions")[:2]
+
+    def group_heartbeat(b: int):
+        with WireClient.connect(cluster.bootstrap_of(b)) as w:
+            return describe_group(w, "zk/group", ["consumer.heartbeat.interval.ms"])[2][
+                "consumer.heartbeat.interval.ms"][:2]
     with WireClient.connect(cluster.bootstrap_of(1)) as w:
         assert _incremental_broker(w, "", "num.partitions", "4") == 0
+        assert incremental_group(w, "zk/group", ("consumer.heartbeat.interval.ms", 0, "6000")) == (0, None)
     with WireClient.connect(cluster.bootstrap_of(2)) as w:
         assert _incremental_broker(w, "2", "num.partitions", "6") == 0
     try:
         assert cluster.zk_get("/config/brokers/<default>") == {"version": 1, "config": {"num.partitions": "4"}}
         assert cluster.zk_get("/config/brokers/2") == {"version": 1, "config": {"num.partitions": "6"}}
+        assert cluster.zk_get("/config/groups/zk%2Fgroup") == {"version": 1, "config": {
+            "consumer.heartbeat.interval.ms": "6000"}}
         changes = [cluster.zk_get(f"/config/changes/{c}") for c in cluster.zk_children("/config/changes")]
         assert {"version": 2, "entity_path": "brokers/<default>"} in changes
         assert {"version": 2, "entity_path": "brokers/2"} in changes
+        assert {"version": 2, "entity_path": "groups/zk%2Fgroup"} in changes
         _wait(cluster, lambda: [describe(b) for b in (1, 2, 3)] == [("4", 3), ("6", 2), ("4", 3)], 20,
               "every broker follows the notifications")
+        _wait(cluster, lambda: [group_heartbeat(b) for b in (1, 2, 3)] == [("6000", 8)] * 3, 20,
+              "every broker follows the group's notification")
         cluster.stop_broker(3)
         cluster.start_broker(3)
         _wait(cluster, lambda: cluster.live_brokers == [1, 2, 3] and _all_led(_settled(cluster)), 30, "broker 3 back")
         assert describe(3) == ("4", 3)  # read from ZooKeeper at start-up
+        assert group_heartbeat(3) == ("6000", 8)
         with WireClient.connect(cluster.bootstrap_of(3)) as w:  # what it takes effect on: auto-creation there
             _wait(cluster, lambda: len(w.request(MetadataRequest[4](topics=["dyn-auto"], allow_auto_topic_creation=True),
                                                  4).topics[0].partitions) == 4, 20, "dyn-auto created with 4 partitions")
@@ -387,7 +402,11 @@ def test_dynamic_broker_configs_are_kept_in_zookeeper(cluster):
             assert _incremental_broker(w, "", "num.partitions", None, op=1) == 0
         with WireClient.connect(cluster.bootstrap_of(2)) as w:
             assert _incremental_broker(w, "2", "num.partitions", None, op=1) == 0
+            assert incremental_group(w, "zk/group", ("consumer.heartbeat.interval.ms", 1, None)) == (0, None)
     assert cluster.zk_get("/config/brokers/<default>") == {"version": 1, "config": {}}
+    assert cluster.zk_get("/config/groups/zk%2Fgroup") == {"version": 1, "config": {}}
+    _wait(cluster, lambda: [group_heartbeat(b) for b in (1, 2, 3)] == [("5000", 5)] * 3, 20,
+          "every broker back to the broker's default")
 
 # The layout the README documents (Kafka 3.x's, kafkite.controller.zk_data): the persistent parents a
 # broker creates at start-up, then the nodes with values.
@@ -399,7 +418,8 @@ LAYOUT = [re.compile(p) for p in (
     r"/cluster/id", r"/controller", r"/controller_epoch", r"/brokers/ids/\d+", r"/brokers/topics/[^/]+",
     r"/brokers/topics/[^/]+/partitions", r"/brokers/topics/[^/]+/partitions/\d+",
     r"/brokers/topics/[^/]+/partitions/\d+/state", r"/config/topics/[^/]+", r"/config/brokers/(\d+|<default>)",
-    r"/config/changes/config_change_\d{10}", r"/admin/delete_topics/[^/]+")]
+    r"/config/changes/config_change_\d{10}", r"/admin/delete_topics/[^/]+",
+    r"/config/groups", r"/config/groups/[^/]+")]  # (Kafkite's: a group's own configs, made when first set)
 
 
 def test_zookeeper_tree_has_the_documented_shape(cluster):
@@ -460,7 +480,8 @@ def test_zookeeper_tree_has_the_documented_shape(cluster):
     assert tree["/config/topics/configured"] == {"version": 1, "config": {"retention.ms": "3600000"}}
     for path, value in tree.items():
         if path.startswith("/config/changes/config_change_"):
-            assert value["version"] == 2 and value["entity_path"].startswith(("topics/", "brokers/")), (path, value)
+            assert value["version"] == 2 and value["entity_path"].startswith(("topics/", "brokers/", "groups/")), (
+                path, value)
     block = tree["/latest_producer_id_block"]
     assert set(block) == {"version", "broker", "block_start", "block_end"} and block["broker"] in (1, 2, 3), block
     assert int(block["block_end"]) - int(block["block_start"]) == 999, block

@@ -295,8 +295,8 @@ async def empty(brokers: dict) -> dict:
     """Make a one-process cluster (or a single broker) empty, as a test's next run wants it: every topic but the
     internal ones deleted (their logs, and the producer state in them, go with them), every group deleted (its
     committed offsets with it; a group with members left is kept and named: its clients are still running), every
-    ACL and SCRAM user removed. The brokers keep running on their ports; the controls and the request log are the
-    caller's (POST /v1/reset {"data": true} resets them too)."""
+    ACL, SCRAM user and group config removed. The brokers keep running on their ports; the controls and the request
+    log are the caller's (POST /v1/reset {"data": true} resets them too)."""
     state, live = can_empty(brokers)
     first = live[min(live)]
     topics = sorted(t.name for t in state.metadata.topics.values() if not t.name.startswith("__"))
@@ -311,8 +311,11 @@ async def empty(brokers: dict) -> dict:
     users = sorted(state.metadata.users)
     if users:
         await first.admin.set_user_configs({u: {} for u in users})
+    group_configs = sorted(state.metadata.group_configs)
+    if group_configs:
+        await first.admin.set_group_configs({g: {} for g in group_configs})
     return {"topics_deleted": topics, "groups_deleted": sorted(groups), "groups_kept": kept, "acls_deleted": len(acls),
-            "users_deleted": users}
+            "users_deleted": users, "group_configs_deleted": group_configs}
 
 
 async def delete_groups(brokers) -> tuple[list[str], dict[str, str]]:

@@ -4,7 +4,8 @@
 What lives in ZooKeeper goes cluster-wide, whichever broker is asked: every topic but the internal ones is marked
 under /admin/delete_topics at once and the answer waits until the controller has deleted each (its replicas answered
 StopReplica, its nodes and marker gone: a topic of the same name can be created again at once), every ACL
-(/kafka-acl) and every SCRAM user (/config/users, emptied as Kafka's AdminZkClient leaves it). Groups live with
+(/kafka-acl), every SCRAM user (/config/users, emptied as Kafka's AdminZkClient leaves it) and every group's own
+configs (/config/groups, likewise). Groups live with
 their coordinator: those this broker coordinates are deleted (a group with members is kept and named); ask every
 broker's listener for all of them."""
 from __future__ import annotations
@@ -45,5 +46,8 @@ async def empty(brokers: dict) -> dict:
     users = sorted(u for u, config in (await zk.user_configs()).items() if config)
     if users:
         await b.admin.set_user_configs({u: {} for u in users})
+    group_configs = sorted(await b.admin.group_configs())
+    if group_configs:
+        await b.admin.set_group_configs({g: {} for g in group_configs})
     return {"topics_deleted": topics, "groups_deleted": sorted(groups), "groups_kept": kept, "acls_deleted": len(acls),
-            "users_deleted": users, "groups_of_broker": b.node_id}
+            "users_deleted": users, "group_configs_deleted": group_configs, "groups_of_broker": b.node_id}

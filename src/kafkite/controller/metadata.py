@@ -12,7 +12,8 @@ make ids be handed out again; the broker also raises the next block above every 
 logs hold (`raise_producer_id_floor`). Producer ids are never reused.
 
 Users' configs (Kafka's user entity configs: SCRAM credentials, security/scram.py) are in the snapshot too (in
-ZooKeeper mode they live under /config/users and only the in-memory copy is kept here), and so are the ACLs.
+ZooKeeper mode they live under /config/users and only the in-memory copy is kept here), and so are the ACLs and
+the groups' own configs (the GROUP config resource, coordinator/group_config.py; ZooKeeper: /config/groups).
 """
 from __future__ import annotations
 
@@ -131,6 +132,7 @@ class ClusterMetadata:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.users: dict[str, dict[str, str]] = {}  # user -> its config (SCRAM mechanism -> credential string)
+        self.group_configs: dict[str, dict[str, str]] = {}  # group id -> its configs (KRaft's GROUP ConfigRecords)
         self.acls: frozenset = frozenset()  # security/authorizer.py's AclBinding values
         self.controller_id = node_id
         self.controller_epoch = 0
@@ -166,6 +168,8 @@ class ClusterMetadata:
             self.put_topic(t)
         if "users" in snap:  # (a ZooKeeper snapshot has none: users follow /config/users there)
             self.users = {u: dict(c) for u, c in snap["users"].items()}
+        if "group_configs" in snap:  # (likewise: /config/groups in ZooKeeper mode)
+            self.group_configs = {g: dict(c) for g, c in snap["group_configs"].items()}
         if "acls" in snap:
             from ..security.authorizer import AclBinding
             self.acls = frozenset(AclBinding.from_json(a) for a in snap["acls"])
@@ -195,6 +199,7 @@ class ClusterMetadata:
                 for t in self.topics.values()
             ],
             "users": {u: dict(c) for u, c in self.users.items()},
+            "group_configs": {g: dict(c) for g, c in self.group_configs.items()},
             "acls": sorted(a.to_json() for a in self.acls),
         }
 
@@ -505,6 +510,24 @@ class ClusterMetadata:
 
         def undo() -> None:
             self.apply_user_configs({u: c or {} for u, c in before.items()})
+        self._persist_or_undo(undo)
+
+    # -- groups' own configs (coordinator/group_config.py) ----------------------
+    def apply_group_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """New configs of groups, in memory only (an empty one: the group has none)."""
+        for group, config in changes.items():
+            if config:
+                self.group_configs[group] = dict(config)
+            else:
+                self.group_configs.pop(group, None)
+
+    def set_group_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """New configs of groups, persisted (undone and OSError raised when that fails)."""
+        before = {g: self.group_configs.get(g) for g in changes}
+        self.apply_group_configs(changes)
+
+        def undo() -> None:
+            self.apply_group_configs({g: c or {} for g, c in before.items()})
         self._persist_or_undo(undo)
 
     # -- ACLs (security/authorizer.py) ------------------------------------------

@@ -16,8 +16,12 @@ as Kafka writes /controller_epoch, and None as an empty node, as Kafka's marker 
     /config/topics/<topic>                          {"version":1,"config":{k: v}}
     /config/users/<sanitized user>                  {"version":1,"config":{"SCRAM-SHA-512":"salt=...,
                                                      stored_key=...,server_key=...,iterations=4096"}}
+    /config/groups/<sanitized group>                {"version":1,"config":{"consumer.session.timeout.ms":"50000"}}
+                                                     (Kafkite's: Kafka's ZooKeeper mode had no group configs;
+                                                     KRaft keeps them as GROUP ConfigRecords)
     /config/changes/config_change_<seq>             {"version":2,"entity_path":"topics/<topic>"}
-                                                     (or "brokers/<id>", "users/<sanitized user>")
+                                                     (or "brokers/<id>", "users/<sanitized user>",
+                                                     "groups/<sanitized group>")
     /admin/delete_topics/<topic>                    (empty)
     /latest_producer_id_block                       {"version":1,"broker":N,"block_start":"s",
                                                      "block_end":"e"}
@@ -39,6 +43,7 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 CONFIG_BROKERS = "/config/brokers"
 CONFIG_USERS = "/config/users"
+CONFIG_GROUPS = "/config/groups"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # the persistent parents Kafka creates at start-up (KafkaZkClient.createTopLevelPaths), so watches on
@@ -70,6 +75,11 @@ DEFAULT_BROKER_ENTITY = "<default>"  # Kafka's ZooKeeper name for the cluster-wi
 def user_config_path(sanitized_user: str) -> str:
     """/config/users/<user, sanitized as Kafka's Sanitizer: URL-encoded>."""
     return f"{CONFIG_USERS}/{sanitized_user}"
+
+
+def group_config_path(sanitized_group: str) -> str:
+    """/config/groups/<group id, sanitized as a user name is (URL-encoded): a group id may hold any character>."""
+    return f"{CONFIG_GROUPS}/{sanitized_group}"
 
 
 def broker_config_path(entity: str) -> str:

@@ -309,11 +309,37 @@ class AdminZk:
         from ..security.scram import desanitize
         return {desanitize(n): self.user_config(n) for n in self.store.children(z.CONFIG_USERS)}
 
+    def set_group_config(self, group: str, config: dict[str, str]) -> None:
+        """A group's own configs, plus the notification every broker follows (as a user's: the node stays, empty,
+        when nothing is left)."""
+        node = group_node(group)
+        self._set_or_create(z.group_config_path(node), z.topic_config(config))
+        self.store.client.create(f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
+                                 _encode(z.config_change(node, "groups")), sequence=True, makepath=True)
+
+    def group_config(self, sanitized_group: str) -> dict[str, str]:
+        got = self.store.get(z.group_config_path(sanitized_group))
+        return z.parse_topic_config(got[0] if got else None)
+
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        """Every group's configs: group id (desanitized) -> configs (the groups with some)."""
+        from ..security.scram import desanitize
+        got = {desanitize(n): self.group_config(n) for n in self.store.children(z.CONFIG_GROUPS)}
+        return {g: c for g, c in got.items() if c}
+
     def _set_or_create(self, path: str, value: Any) -> None:
         try:
             self.store.create(path, value)
         except NodeExists:
             self.store.set(path, value, expected_version=-1)
+
+
+def group_node(group: str) -> str:
+    """A group id's node name: sanitized as a user's (URL-encoded), and "." / ".." (which ZooKeeper refuses as
+    names) with their dots encoded too."""
+    from ..security.scram import sanitize
+    node = sanitize(group)
+    return node.replace(".", "%2E") if node in (".", "..") else node
 
 
 def claim_producer_id_block(store, broker_id: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> tuple[int, int]:

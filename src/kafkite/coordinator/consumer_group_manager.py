@@ -207,14 +207,15 @@ class ConsumerGroupManager:
         new_member = member_id not in g.members
         reconciled = self.update_member(g, member, updated, replaced, r.owned, topics, now_ms, records,
                                         r.describable)
-        g.session_deadlines[member_id] = now_ms + self.cfg.consumer_session_timeout_ms
+        g.session_deadlines[member_id] = now_ms + self.cfg.session_timeout_ms(g.group_id)
         created = g.group_id not in self.groups
         self.groups.setdefault(g.group_id, g)  # a new group: the replay of the records fills it
 
         full = joining or (r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None
                            and r.owned is not None)
         changed = reconciled.assigned != member.assigned or new_member
-        resp = HeartbeatResult(0, None, member_id, reconciled.member_epoch, self.cfg.consumer_heartbeat_interval_ms,
+        resp = HeartbeatResult(0, None, member_id, reconciled.member_epoch,
+                               self.cfg.heartbeat_interval_ms(g.group_id),
                                dict(reconciled.assigned) if full or changed else None)
         def failed(err: int) -> HeartbeatResult:
             # nothing was applied; a group this heartbeat created (or converted from a classic one) is not left
@@ -467,7 +468,7 @@ class ConsumerGroupManager:
         for g in self.groups.values():
             for mid, m in g.members.items():
                 g.session_deadlines[mid] = now_ms + (m.classic.session_timeout_ms if m.classic is not None
-                                                     else self.cfg.consumer_session_timeout_ms)
+                                                     else self.cfg.session_timeout_ms(g.group_id))
 
     # -- offsets -------------------------------------------------------------------------------------
     def validate_offset_commit(self, g: ConsumerGroup, member_id: str, member_epoch: int, api_version: int,

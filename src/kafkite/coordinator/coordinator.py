@@ -10,7 +10,7 @@ answers that come later are `Pending` tokens whose results appear in `drain_comp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import structlog
 
@@ -19,6 +19,7 @@ from .assignors import normalize as normalize_assignors
 from .consumer_group import ConsumerGroup
 from .consumer_group_manager import GroupError, HeartbeatRequest, HeartbeatResult, TopicLookup
 from .consumer_group_manager import check_heartbeat
+from . import group_config
 from .group import Group, OffsetEntry
 from .group_metadata import JoinResult, SyncResult
 from .hashing import partition_for
@@ -48,10 +49,27 @@ class Config:
     consumer_enabled: bool = True  # "consumer" in group.coordinator.rebalance.protocols
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
+    consumer_min_session_timeout_ms: int = 45000
+    consumer_max_session_timeout_ms: int = 60000
+    consumer_min_heartbeat_interval_ms: int = 5000
+    consumer_max_heartbeat_interval_ms: int = 15000
     consumer_max_size: int = 2147483647
     consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
     consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy, lower case
     consumer_regex_refresh_interval_ms: int = 600000  # group.consumer.regex.refresh.interval.ms (Kafka 4.1)
+    # a group's own configs (the GROUP config resource, group_config.py) as the cluster metadata has them now:
+    # group id -> {name: value}, or None; read at every use, so a change is taken at the group's next heartbeat
+    group_configs: Callable[[str], Mapping[str, str] | None] = lambda _group_id: None
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """The consumer group's session timeout: its consumer.session.timeout.ms, else the broker's."""
+        return group_config.effective(self.group_configs(group_id), self)[group_config.CONSUMER_SESSION_TIMEOUT_MS]
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """The heartbeat interval the group's members are given: its consumer.heartbeat.interval.ms, else the
+        broker's."""
+        return group_config.effective(self.group_configs(group_id),
+                                      self)[group_config.CONSUMER_HEARTBEAT_INTERVAL_MS]
 
     @classmethod
     def from_kafka(cls, c: dict[str, Any]) -> "Config":
@@ -63,6 +81,10 @@ class Config:
             cfg.consumer_enabled = "consumer" in c["group.coordinator.rebalance.protocols"]
         for key, attr in (("group.consumer.session.timeout.ms", "consumer_session_timeout_ms"),
                           ("group.consumer.heartbeat.interval.ms", "consumer_heartbeat_interval_ms"),
+                          ("group.consumer.min.session.timeout.ms", "consumer_min_session_timeout_ms"),
+                          ("group.consumer.max.session.timeout.ms", "consumer_max_session_timeout_ms"),
+                          ("group.consumer.min.heartbeat.interval.ms", "consumer_min_heartbeat_interval_ms"),
+                          ("group.consumer.max.heartbeat.interval.ms", "consumer_max_heartbeat_interval_ms"),
                           ("group.consumer.max.size", "consumer_max_size"),
                           ("group.consumer.regex.refresh.interval.ms", "consumer_regex_refresh_interval_ms")):
             if c.get(key) is not None:

@@ -102,6 +102,15 @@ class AdminManager:
     async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
         raise NotImplementedError
 
+    async def group_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """Groups' own configs (the GROUP config resource) as the store has them now: those named (with any), or
+        every group's."""
+        raise NotImplementedError
+
+    async def set_group_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """Groups' whole new configs (an empty one: none left); every broker's coordinator reads them."""
+        raise NotImplementedError
+
     async def alter_acls(self, add, remove) -> None:
         """ACLs added and removed, written; this broker's authorizer has them at once. OSError when they cannot be
         written."""
@@ -216,6 +225,14 @@ class InProcessAdminManager(AdminManager):
     async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
         """In the metadata snapshot."""
         await self.state.set_user_configs(changes)
+
+    async def group_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
+        groups = self.state.metadata.group_configs
+        return {g: dict(c) for g, c in groups.items() if names is None or g in names}
+
+    async def set_group_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """In the metadata snapshot (the process's brokers share it)."""
+        await self.state.set_group_configs(changes)
 
     async def _write_acls(self, add, remove) -> None:
         await self.state.set_acls((self.state.metadata.acls | set(add)) - set(remove))
@@ -342,6 +359,14 @@ class ZkAdminManager(AdminManager):
     async def set_user_configs(self, changes: dict[str, dict[str, str]]) -> None:
         """ZooKeeper's /config/users."""
         await self.zk.set_user_configs(changes)
+
+    async def group_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """ZooKeeper is read, not this broker's copy."""
+        return await self.zk.group_configs(names)
+
+    async def set_group_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """ZooKeeper's /config/groups/<group>, with a notification every broker follows."""
+        await self.zk.set_group_configs(changes)
 
     async def _write_acls(self, add, remove) -> None:
         await self.zk.alter_acls(add, remove)  # /kafka-acl with its notifications (every broker follows them)

@@ -410,6 +410,12 @@ class ClusterState:
         self.metadata.set_user_configs(changes)
         await self.durable()
 
+    async def set_group_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """Groups' own configs, on disk when this returns (OSError when they cannot be written); every broker of
+        the process reads them from the metadata at its groups' next heartbeat."""
+        self.metadata.set_group_configs(changes)
+        await self.durable()
+
     async def set_acls(self, acls) -> None:
         """The cluster's ACLs, on disk when this returns (OSError when they cannot be written)."""
         self.metadata.set_acls(acls)

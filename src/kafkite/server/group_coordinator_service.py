@@ -26,7 +26,9 @@ _CONFIG_KEYS = ["group.min.session.timeout.ms", "group.max.session.timeout.ms", 
                 "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
                 "offset.metadata.max.bytes", "offsets.topic.num.partitions",
                 "group.coordinator.rebalance.protocols", "group.consumer.session.timeout.ms",
-                "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors",
+                "group.consumer.heartbeat.interval.ms", "group.consumer.min.session.timeout.ms",
+                "group.consumer.max.session.timeout.ms", "group.consumer.min.heartbeat.interval.ms",
+                "group.consumer.max.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors",
                 "group.consumer.migration.policy", "group.consumer.regex.refresh.interval.ms"]
 
 
@@ -85,6 +87,8 @@ class _Topics:
 class GroupCoordinatorService:
     def __init__(self, broker: "Broker"):
         self.coordinator = GroupCoordinator({k: broker.config.get(k) for k in _CONFIG_KEYS})
+        # each group's own configs (the GROUP config resource) as this broker's metadata has them now
+        self.coordinator.cfg.group_configs = lambda group_id: broker.state.metadata.group_configs.get(group_id)
         self.runtime = CoordinatorRuntime(broker, OFFSETS_TOPIC, self.coordinator)
         self.broker = broker
         self._topic = _Topics(broker)

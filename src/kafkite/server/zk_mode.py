@@ -133,6 +133,7 @@ class ZkMode:
             authority = await self.events.call(connect)
             dynamic = await self.events.call(self.load_broker_configs)
             users = await self.events.call(self.admin.user_configs)
+            groups = await self.events.call(self.admin.group_configs)
             from .zk_acls import ZkAclStore
             self.acls = ZkAclStore(self.store)
             acls = await self.events.call(self.acls.load_all)
@@ -144,6 +145,7 @@ class ZkMode:
             if configs:
                 self.apply_broker_configs(entity, configs)
         authority.apply_user_configs(users)  # SCRAM credentials (/config/users), kept current by the notifications
+        authority.apply_group_configs(groups)  # groups' own configs (/config/groups), likewise
         authority.acls = frozenset(acls)  # ACLs (/kafka-acl...), kept current by their notifications
         if self.state.authorizer is not None:
             self.state.authorizer.load(authority.acls)
@@ -283,7 +285,7 @@ class ZkMode:
         if self._last_config_change is None:  # at start-up: configs are read with each topic, not from old changes
             self._last_config_change = seqs[-1] if seqs else -1
             return
-        topics, brokers, users = set(), set(), set()
+        topics, brokers, users, groups = set(), set(), set(), set()
         for seq in seqs:
             if seq <= self._last_config_change:
                 continue
@@ -293,6 +295,8 @@ class ZkMode:
                 topics.add(entity[len("topics/"):])
             elif entity.startswith("users/") and "/" not in entity[len("users/"):]:  # not users/<u>/clients/<c>
                 users.add(entity[len("users/"):])
+            elif entity.startswith("groups/"):
+                groups.add(entity[len("groups/"):])
             elif entity in (f"brokers/{z.DEFAULT_BROKER_ENTITY}", f"brokers/{self.node_id}"):
                 brokers.add(entity[len("brokers/"):])
             self._last_config_change = seq
@@ -308,6 +312,10 @@ class ZkMode:
             from ..security.scram import desanitize
             changed = {desanitize(u): self.admin.user_config(u) for u in users}
             self._to_trio(lambda: self.apply_user_configs(changed))
+        if groups:
+            from ..security.scram import desanitize
+            changed_groups = {desanitize(g): self.admin.group_config(g) for g in groups}
+            self._to_trio(lambda: self.apply_group_configs(changed_groups))
 
     # -- ACLs (server/zk_acls.py: /kafka-acl, /kafka-acl-extended and their change notifications) ---------------
     def _acls_changed(self, resources: dict) -> None:  # event thread
@@ -345,6 +353,28 @@ class ZkMode:
                 self.admin.set_user_config(user, config)
         await self.call(write)
         self.apply_user_configs(changes)
+
+    # -- groups' own configs (the GROUP config resource: /config/groups/<group>, "groups/<group>" notifications) ---
+    def apply_group_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        self.state.metadata.apply_group_configs(changes)
+        log.info("group_config.applied", groups=sorted(changes))
+
+    async def group_configs(self, names: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """From ZooKeeper: every group's configs, or those named (a group without a node has none)."""
+        from ..controller.zk_metadata import group_node
+        if names is None:
+            return await self.call(self.admin.group_configs)
+        got = await self.call(lambda: {n: self.admin.group_config(group_node(n)) for n in set(names) if n})
+        return {n: c for n, c in got.items() if c}
+
+    async def set_group_configs(self, changes: dict[str, dict[str, str]]) -> None:
+        """Write the groups' configs (and their notifications), then apply them here at once; the other brokers
+        follow the notification."""
+        def write() -> None:
+            for group, config in changes.items():
+                self.admin.set_group_config(group, config)
+        await self.call(write)
+        self.apply_group_configs(changes)
 
     def load_broker_configs(self) -> dict[str, dict[str, str]]:  # event thread
         """At start-up: the dynamic broker configs kept in ZooKeeper, the default's and this broker's."""

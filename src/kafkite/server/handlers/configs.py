@@ -1,4 +1,5 @@
-"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topic and broker resources."""
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topic, broker and group resources (a group's: KIP-848's
+per-group configs, coordinator/group_config.py)."""
 from __future__ import annotations
 
 from kafka.protocol.admin import (AlterConfigsResponse, DescribeConfigsResponse,
@@ -9,6 +10,7 @@ import structlog
 from ...config import (BROKER_CONFIGS, NOT_IMPLEMENTED_TOPIC_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigSource, NotDynamic, check_dynamic_broker_config,
                        ConfigType, message_format_below_v2, validate_topic_configs, _parse)
 from ...controller.metadata import MetadataError
+from ...coordinator import group_config
 from ...wire.errors import E
 from ..context import RequestContext
 from ..kafka_apis import KafkaApis
@@ -18,6 +20,7 @@ log = structlog.get_logger("kafkite.configs")
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32  # ConfigResource.Type.GROUP
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -66,6 +69,26 @@ def broker_config_entries(apis, keys, *, synonyms: bool, documentation: bool) ->
     return out
 
 
+def group_config_entries(apis, group: str, keys, *, synonyms: bool, documentation: bool) -> list:
+    """Kafka's ConfigHelper.createGroupConfigEntry: each key's value (the group's, else the broker's
+    group.consumer.* value), its source GROUP_CONFIG or DEFAULT_CONFIG, and as its one synonym itself."""
+    cfg = apis.group_coordinator.coordinator.cfg
+    overrides = cfg.group_configs(group) or {}
+    values = group_config.effective(overrides, cfg)
+    out = []
+    for name in group_config.NAMES:
+        if keys is not None and name not in keys:
+            continue
+        source = ConfigSource.GROUP_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG
+        value = str(values[name])
+        out.append(Entry(name=name, value=value, read_only=False, config_source=int(source),
+                         is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=False,
+                         synonyms=[Synonym(name=name, value=value, source=int(source))] if synonyms else [],
+                         config_type=int(ConfigType.INT),
+                         documentation=group_config.DOCS[name] if documentation else None))
+    return out
+
+
 def _broker_resource_error(apis, name: str) -> str | None:
     if name == "":
         return None
@@ -75,10 +98,13 @@ def _broker_resource_error(apis, name: str) -> str | None:
 
 
 def _denied(apis, ctx: RequestContext, op: int, res) -> tuple[int, str] | None:
-    """Kafka: a topic's configs need DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, a broker's on the cluster."""
+    """Kafka: a topic's configs need DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, a group's on the group, a broker's
+    on the cluster."""
     from ...security.authorizer import ResourceType
     if res.resource_type == TOPIC and not apis.authorized(ctx, op, ResourceType.TOPIC, res.resource_name):
         return int(E.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."
+    if res.resource_type == GROUP and not apis.authorized(ctx, op, ResourceType.GROUP, res.resource_name):
+        return int(E.GROUP_AUTHORIZATION_FAILED), "Group authorization failed."
     if res.resource_type in (BROKER, BROKER_LOGGER) and not apis.authorized_cluster(ctx, op):
         return int(E.CLUSTER_AUTHORIZATION_FAILED), "Cluster authorization failed."
     return None
@@ -92,7 +118,7 @@ async def handle_describe_configs(apis: KafkaApis, ctx: RequestContext):
     doc = bool(body.include_documentation) if v >= 3 else False
     results = []
     for res in body.resources:
-        keys = None if res.configuration_keys is None else set(res.configuration_keys)
+        keys = set(res.configuration_keys) if res.configuration_keys else None  # null or none listed: all (Kafka)
         if denied := _denied(apis, ctx, 10, res):  # DESCRIBE_CONFIGS
             results.append(R(error_code=denied[0], error_message=denied[1], resource_type=res.resource_type,
                              resource_name=res.resource_name, configs=[]))
@@ -113,6 +139,12 @@ async def handle_describe_configs(apis: KafkaApis, ctx: RequestContext):
                                  resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
                 continue
             entries = broker_config_entries(apis, keys, synonyms=synonyms, documentation=doc)
+        elif res.resource_type == GROUP:
+            if not res.resource_name:  # any other group id, existing or not, has configs (its defaults at least)
+                results.append(R(error_code=int(E.INVALID_REQUEST), error_message="Group name must not be empty",
+                                 resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
+                continue
+            entries = group_config_entries(apis, res.resource_name, keys, synonyms=synonyms, documentation=doc)
         else:
             results.append(R(error_code=int(E.INVALID_REQUEST),
                              error_message=f"Unsupported resource type {res.resource_type}",
@@ -178,6 +210,21 @@ async def _apply_broker(apis, name: str, new_dynamic: dict[str, str], validate_o
         await apis.admin.set_dynamic_broker_configs(name, new_dynamic)
 
 
+async def _apply_group(apis, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
+    """A group's whole new configs, checked as Kafka's controller checks them (ControllerConfigurationValidator,
+    GroupConfigManager.validate), then kept in the cluster metadata; the group need not exist."""
+    try:
+        group_config.validate(name, new_configs, apis.group_coordinator.coordinator.cfg)
+    except group_config.GroupConfigError as exc:
+        raise _Reject(E.INVALID_REQUEST if exc.invalid_request else E.INVALID_CONFIG, exc.message) from None
+    if not validate_only:
+        try:
+            await apis.admin.set_group_configs({name: new_configs})
+        except (MetadataError, OSError) as exc:
+            raise _Reject(getattr(exc, "code", E.UNKNOWN_SERVER_ERROR),
+                          getattr(exc, "message", "The metadata could not be written")) from None
+
+
 def _responses(cls, items):
     return [cls(error_code=code, error_message=msg, resource_type=rt, resource_name=rn) for code, msg, rt, rn in items]
 
@@ -198,6 +245,9 @@ async def handle_alter_configs(apis: KafkaApis, ctx: RequestContext):
                 await _apply_topic(apis, res.resource_name, configs, bool(body.validate_only))
             elif res.resource_type == BROKER:
                 await _apply_broker(apis, res.resource_name, configs, bool(body.validate_only))
+            elif res.resource_type == GROUP:
+                async with apis.topic_configs_lock:
+                    await _apply_group(apis, res.resource_name, configs, bool(body.validate_only))
             else:
                 raise _Reject(E.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             out.append((0, None, res.resource_type, res.resource_name))
@@ -265,6 +315,18 @@ async def handle_incremental_alter_configs(apis: KafkaApis, ctx: RequestContext)
                 new = _incremental(dict(current), res.configs,
                                    lambda n: BROKER_CONFIGS[n].type if n in BROKER_CONFIGS else None)
                 await _apply_broker(apis, res.resource_name, new, bool(body.validate_only))
+            elif res.resource_type == GROUP:
+                async with apis.topic_configs_lock:  # read (the store's, as the controller's), change, durable
+                    nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
+                    if nulls:  # (Kafka's ConfigAdminManager.preprocess)
+                        raise _Reject(E.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+                    for c in res.configs:  # KRaft's ConfigurationControlManager: only LIST keys take these
+                        if c.config_operation in (APPEND, SUBTRACT):
+                            op = "APPEND" if c.config_operation == APPEND else "SUBTRACT"
+                            raise _Reject(E.INVALID_CONFIG, f"Can't {op} to key {c.name} because its type is not LIST.")
+                    current = (await apis.admin.group_configs([res.resource_name])).get(res.resource_name, {})
+                    new = _incremental(current, res.configs, lambda n: None)
+                    await _apply_group(apis, res.resource_name, new, bool(body.validate_only))
             else:
                 raise _Reject(E.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             out.append((0, None, res.resource_type, res.resource_name))
