@@ -58,12 +58,12 @@ def kp_auth(mech: str, user: str, password: str, protocol: str = "SASL_PLAINTEXT
             "sasl_plain_password": password}
 
 
-def add_user(bs: str, user: str, password: str, *mechs: str, iterations: int = 4096) -> None:
-    """confluent-kafka's admin client, authenticated as admin."""
+def add_user(bs: str, user: str, password: str, *mechs: str, iterations: int = 4096, salt: bytes | None = None) -> None:
+    """confluent-kafka's admin client, authenticated as admin (`salt`: the client's own, else librdkafka picks one)."""
     from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
     admin = AdminClient({"bootstrap.servers": bs, **ck_auth("SCRAM-SHA-512", "admin", "admin-secret")})
     ups = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism[m.replace("-", "_")], iterations),
-                                        password.encode()) for m in mechs]
+                                        password.encode(), salt) for m in mechs]
     for fut in admin.alter_user_scram_credentials(ups).values():
         fut.result(30)
 
@@ -146,6 +146,16 @@ def test_wrong_password_and_unknown_user_fail_fast_with_kafkas_error(scram_broke
         KafkaProducer(bootstrap_servers=bs, **kp_auth("SCRAM-SHA-512", "admin", "wrong"), bootstrap_timeout_ms=3000)
     assert ("SaslAuthenticationFailedError: Authentication failed during authentication due to invalid credentials "
             "with SASL mechanism SCRAM-SHA-512") in caplog.text
+
+
+def test_a_credential_with_a_short_salt_is_taken_and_logs_in(scram_broker):
+    """Kafka takes any salt in AlterUserScramCredentials (librdkafka's own admin test sends 4 bytes); its clients log
+    in with it."""
+    bs = scram_broker.bootstrap_servers
+    add_user(bs, "shorty", "shorty-secret", *MECHS, salt=b"salt")
+    for mech in MECHS:
+        assert auth_error(bs, mech, "shorty", "shorty-secret") is None
+        assert auth_error(bs, mech, "shorty", "wrong") is not None
 
 
 def test_added_user_logs_in_and_a_deleted_one_cannot(scram_broker):

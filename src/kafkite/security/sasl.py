@@ -48,7 +48,7 @@ import structlog
 
 from ..config import ConfigError
 from .sasl_common import AuthenticationFailed, scram_failed_message
-from .scram import MIN_ITERATIONS, ScramCredential
+from .scram import MIN_ITERATIONS, ScramCredential, load_scramp
 
 log = structlog.get_logger("kafkite.sasl")
 SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -177,7 +177,7 @@ class ScramExchange:
         self._client_nonce = ""
 
     def step(self, token: bytes) -> bytes:
-        import scramp
+        scramp = load_scramp()
         generic = scram_failed_message(self.mechanism)
         if self._server is None:
             try:

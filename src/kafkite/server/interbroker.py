@@ -98,7 +98,8 @@ class InterBrokerSecurity:
         if self.mechanism == "PLAIN":
             await step(b"\0" + self.username.encode() + b"\0" + self.password.encode())
             return
-        import scramp
+        from ..security.scram import load_scramp
+        scramp = load_scramp()
         client = scramp.ScramClient([self.mechanism], self.username.replace("=", "=3D").replace(",", "=2C"),
                                     self.password)
         server_first = await step(client.get_client_first().encode())
