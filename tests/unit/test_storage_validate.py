@@ -340,8 +340,17 @@ def test_zip_bomb_is_message_too_large_past_the_bound():
         check(bomb, max_message_bytes=256 << 10, inline=True)
 
 
-def test_many_records_go_to_a_worker_few_stay_inline():
+def test_many_records_go_to_a_worker_few_stay_inline(monkeypatch):
+    import kafkite.storage.log_validator as lv
     assert check(rb.good(10), inline=True).ok
+    with pytest.raises(NeedsWorker):
+        check(rb.good(5000, codec=rb.GZIP), inline=True)
+    monkeypatch.setattr(lv, "COMPILED", False)  # the pure-Python walk: 4096 records at most
+    with pytest.raises(NeedsWorker):
+        check(rb.good(5000), inline=True)
+    monkeypatch.setattr(lv, "COMPILED", True)  # the compiled walk: 65536 uncompressed records
+    assert check(rb.good(5000), inline=True).ok
+    monkeypatch.setattr(lv, "INLINE_RECORDS_COMPILED", 4999)
     with pytest.raises(NeedsWorker):
         check(rb.good(5000), inline=True)
 
