@@ -11,7 +11,8 @@ for each broker and the ratio Kafkite/Tansu. This machine is noisy: read the rat
 not the absolute numbers. `--producers P --partitions N` (issue 24's load: 3 and 6) produces
 from P processes at once, each its share of the records, keyed over a topic of N partitions
 (the rate: all records over the time from the common start to the last flush); the consumer
-is assigned every partition. `--modes` runs only the named brokers (tansu always runs). A second table gives each broker's CPU per record (user + system CPU of
+is assigned every partition. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
+(not run unless named) is the in-memory broker reading produced records in pure Python. A second table gives each broker's CPU per record (user + system CPU of
 its process while producing, then while consuming, over the records): steadier than the rates.
 """
 from __future__ import annotations
@@ -49,12 +50,13 @@ def wait_port(port: int, timeout: float = 30) -> None:
 
 
 @contextlib.contextmanager
-def broker_on_free_port(command):
+def broker_on_free_port(command, env: dict | None = None):
     """`command(port, tmpdir)` (an argv) run for the block, on a free port with a temporary directory
-    (in $KAFKITE_BENCH_DIR when set); yields "127.0.0.1:PORT" once the port takes connections."""
+    (in $KAFKITE_BENCH_DIR when set), with `env` added to the environment; yields "127.0.0.1:PORT" once the
+    port takes connections."""
     port = free_port()
     with tempfile.TemporaryDirectory(dir=os.environ.get("KAFKITE_BENCH_DIR")) as d:
-        proc = subprocess.Popen(command(port, d), stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(command(port, d), stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
         try:
             wait_port(port)
             yield f"127.0.0.1:{port}"
@@ -64,12 +66,19 @@ def broker_on_free_port(command):
 
 
 @contextlib.contextmanager
-def kafkite(disk: bool = False, extra: tuple[str, ...] = ()):
+def kafkite(disk: bool = False, extra: tuple[str, ...] = (), env: dict | None = None):
     def command(port: int, d: str) -> list[str]:
         store = ["--data-dir", d] if disk else ["--in-memory"]
         return [sys.executable, "-m", "kafkite.cli", "serve", "--port", str(port), *store, "--log-level", "WARNING",
                 *extra]
-    with broker_on_free_port(command) as bs:
+    with broker_on_free_port(command, env) as bs:
+        yield bs
+
+
+@contextlib.contextmanager
+def kafkite_pure():
+    """In memory, produced records read by the pure-Python walk (KAFKITE_PURE_PYTHON=1), not the compiled one."""
+    with kafkite(env={"KAFKITE_PURE_PYTHON": "1"}) as bs:
         yield bs
 
 
@@ -220,7 +229,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="rounds, brokers interleaved; medians are reported")
     ap.add_argument("--producers", type=int, default=1, help="producer processes at once (issue 24: 3)")
     ap.add_argument("--partitions", type=int, default=1, help="the topic's partitions (issue 24: 6)")
-    ap.add_argument("--modes", default=",".join(name for name, _ in MODES),
+    ap.add_argument("--modes", default=",".join(name for name, _ in MODES if name != "kafkite-pure"),
                     help="brokers to run, of " + ",".join(name for name, _ in MODES) + " (tansu always)")
     args = ap.parse_args()
     wanted = set(args.modes.split(",")) | {"tansu"}
@@ -281,8 +290,9 @@ def main() -> None:
             print(f"{size:>6} {label:>9} | {kp:>10.2f} {tp:>6.2f} | {kc:>10.2f} {tc:>6.2f}")
 
 
-LABELS = (("kafkite", "memory"), ("kafkite-disk", "disk"), ("kafkite-pagecache", "pagecache"))
-MODES = (("kafkite", kafkite), ("kafkite-disk", kafkite_disk), ("kafkite-pagecache", kafkite_disk_pagecache),
+LABELS = (("kafkite", "memory"), ("kafkite-pure", "pure-py"), ("kafkite-disk", "disk"),
+          ("kafkite-pagecache", "pagecache"))
+MODES = (("kafkite", kafkite), ("kafkite-pure", kafkite_pure), ("kafkite-disk", kafkite_disk), ("kafkite-pagecache", kafkite_disk_pagecache),
          ("tansu", tansu))
 
 

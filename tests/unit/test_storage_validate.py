@@ -353,6 +353,11 @@ def test_many_records_go_to_a_worker_few_stay_inline(monkeypatch):
     monkeypatch.setattr(lv, "INLINE_RECORDS_COMPILED", 4999)
     with pytest.raises(NeedsWorker):
         check(rb.good(5000), inline=True)
+    monkeypatch.setattr(lv, "INLINE_BATCH_BYTES", 1000)  # a large batch of few records: its CRC and copy
+    assert check(rb.batch(rb.records(4, value=b"v" * 200), 4), inline=True).ok  # 61 + 4 x 210 bytes
+    with pytest.raises(NeedsWorker):
+        check(rb.batch(rb.records(5, value=b"v" * 200), 5), inline=True)
+    assert check(rb.batch(rb.records(5, value=b"v" * 200), 5)).ok
 
 
 def _attributes_with_high_bit(records: bytes) -> bool:

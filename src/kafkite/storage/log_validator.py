@@ -82,6 +82,7 @@ RECORDS_BOUND_FACTOR = 64  # a batch's records may expand to 64 x max.message.by
 INLINE_RECORDS = 4096
 # an uncompressed batch read by the compiled walk (default_record.COMPILED, ~15 ns a record): ~1 ms
 INLINE_RECORDS_COMPILED = 65536
+INLINE_BATCH_BYTES = 2 << 20  # a batch's bytes (its CRC, its copy): every batch under the default max.message.bytes
 INLINE_DECOMPRESSED_BYTES = 1 << 20
 INLINE_RECOMPRESS_BYTES = 64 << 10
 MIN_RECORD_OVERHEAD = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the batch iterator's smallest batchLength
@@ -208,6 +209,10 @@ def validate_produce(records: bytes, *, max_message_bytes: int, timestamp_type: 
         if h.size > max_message_bytes:
             return _request_fail(MESSAGE_TOO_LARGE, f"The record batch size in the append to {tp} is {h.size} bytes "
                                                     f"which exceeds the maximum configured value of {max_message_bytes}.")
+        compiled = COMPILED and h.compression == 0
+        if inline and (h.size > INLINE_BATCH_BYTES or h.record_count > (INLINE_RECORDS_COMPILED if compiled
+                                                                        else INLINE_RECORDS)):
+            raise NeedsWorker  # (the checks above are cheap: the worker runs them all again)
         if not crc_ok(records, pos, h):
             return _request_fail(CORRUPT_MESSAGE, f"Record is corrupt (stored crc = {h.crc}) in topic partition {tp}.")
         # -- LogValidator.validateBatch
@@ -226,9 +231,6 @@ def validate_produce(records: bytes, *, max_message_bytes: int, timestamp_type: 
         # -- every record: LogValidator's iteration and validateRecord
         checks = RecordChecks(compacted=compacted, lo=lo, hi=hi, topic_partition=tp,
                               log_append_time=h.max_timestamp if h.log_append_time else None)
-        compiled = COMPILED and h.compression == 0
-        if inline and h.record_count > (INLINE_RECORDS_COMPILED if compiled else INLINE_RECORDS):
-            raise NeedsWorker
         try:
             if h.compression == 0:
                 scan = scan_uncompressed(records, pos + HEADER_SIZE, pos + h.size, h.record_count, h.base_timestamp,
