@@ -313,10 +313,13 @@ def prepare_append(records: bytes, config, *, now_ms: int, topic_partition: str 
                                                         f"configured size of {config.max_message_bytes}.")
     elif create_time:
         # in place, Kafka's setMaxTimestamp(CREATE_TIME, the records' largest): a no-op when right
+        changed = False
         for (pos, h), scan in zip(v.batches, v.scans):
             if h.max_timestamp != scan.max_timestamp or h.log_append_time:
                 _set_max_timestamp(buf, pos, h, scan.max_timestamp)
-        v.batches = [(pos, read_header(buf, pos)) for pos, _ in v.batches]
+                changed = True
+        if changed:
+            v.batches = [(pos, read_header(buf, pos)) for pos, _ in v.batches]
     v.data = buf
     return v
 
