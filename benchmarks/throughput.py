@@ -11,7 +11,9 @@ for each broker and the ratio Kafkite/Tansu. This machine is noisy: read the rat
 not the absolute numbers. `--producers P --partitions N` (issue 24's load: 3 and 6) produces
 from P processes at once, each its share of the records, keyed over a topic of N partitions
 (the rate: all records over the time from the common start to the last flush); the consumer
-is assigned every partition. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
+is assigned every partition. `--pin` puts each broker (every thread) on the last CPU and the
+clients on the others: the same one core for a one-thread Kafkite as for a many-thread Tansu, and
+the clients off it. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
 (not run unless named) is the in-memory broker reading produced records in pure Python. A second table gives each broker's CPU per record (user + system CPU of
 its process while producing, then while consuming, over the records): steadier than the rates.
 """
@@ -111,6 +113,18 @@ def fsync_ceiling(mb: int = 64, chunk: int = 1 << 20) -> float:
         dt = time.perf_counter() - t0
         os.close(fd)
     return mb / dt
+
+
+ALL_CPUS = sorted(os.sched_getaffinity(0))
+BROKER_CPUS = set(ALL_CPUS[-1:])
+CLIENT_CPUS = set(ALL_CPUS[:-1]) or BROKER_CPUS
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` on `cpus` (threads it starts later inherit it)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(task.name), cpus)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -231,7 +245,11 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=1, help="the topic's partitions (issue 24: 6)")
     ap.add_argument("--modes", default=",".join(name for name, _ in MODES if name != "kafkite-pure"),
                     help="brokers to run, of " + ",".join(name for name, _ in MODES) + " (tansu always)")
+    ap.add_argument("--pin", action="store_true",
+                    help="the broker on the last CPU, this script and its producers on the others")
     args = ap.parse_args()
+    if args.pin:
+        os.sched_setaffinity(0, CLIENT_CPUS)  # inherited by the producer processes
     wanted = set(args.modes.split(",")) | {"tansu"}
     modes = [(name, broker) for name, broker in MODES if name in wanted]
     import statistics
@@ -249,6 +267,8 @@ def main() -> None:
                         print(f"throughput.py: creating {topic} on {name} ({bs}) failed", file=sys.stderr)
                         raise
                     cpu = BrokerCpu(bs)
+                    if args.pin:
+                        pin_process(cpu.pid, BROKER_CPUS)
                     s0 = cpu.seconds()
                     produced = produce(bs, topic, n, size, args.producers)
                     s1 = cpu.seconds()
@@ -258,7 +278,9 @@ def main() -> None:
         res = {name: tuple(statistics.median(x[i] for x in r) for i in range(6)) for name, r in runs.items()}
         rows.append((size, n, res))
     print(f"Medians of {args.repeat} interleaved rounds, confluent-kafka {confluent_version()}, {args.producers} "
-          f"producer(s), {args.partitions} partition(s). Tansu runs with its "
+          f"producer(s), {args.partitions} partition(s)"
+          f"{f', brokers pinned to CPU {sorted(BROKER_CPUS)}, clients to {sorted(CLIENT_CPUS)}' if args.pin else ''}"
+          ". Tansu runs with its "
           "memory:// engine (its only local one); Kafkite in memory, on disk with its default fsync before every "
           "acknowledgement (disk), and on disk with Kafka's default flush policy (page cache).")
     if "kafkite-disk" in wanted:
