@@ -1,13 +1,20 @@
 """Produce and consume throughput, Kafkite vs Tansu, same client (confluent-kafka), same run.
 
     python benchmarks/throughput.py [--records 400000] [--sizes 100,1024] [--repeat 3]
+        [--producers 3 --partitions 6] [--modes kafkite,tansu]
 
 Starts `kafkite serve --in-memory`, `kafkite serve --data-dir` (fsync before every
 acknowledgement) and `tansu broker ... --storage-engine memory://` on free ports,
 produces N records of each size with confluent-kafka (acks=all, no compression,
 linger 5 ms), consumes them back with an assigned consumer, and prints records/s
 for each broker and the ratio Kafkite/Tansu. This machine is noisy: read the ratio,
-not the absolute numbers. A second table gives each broker's CPU per record (user + system CPU of
+not the absolute numbers. `--producers P --partitions N` (issue 24's load: 3 and 6) produces
+from P processes at once, each its share of the records, keyed over a topic of N partitions
+(the rate: all records over the time from the common start to the last flush); the consumer
+is assigned every partition. `--pin` puts each broker (every thread) on the last CPU and the
+clients on the others: the same one core for a one-thread Kafkite as for a many-thread Tansu, and
+the clients off it. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
+(not run unless named) is the in-memory broker reading produced records in pure Python. A second table gives each broker's CPU per record (user + system CPU of
 its process while producing, then while consuming, over the records): steadier than the rates.
 """
 from __future__ import annotations
@@ -45,12 +52,13 @@ def wait_port(port: int, timeout: float = 30) -> None:
 
 
 @contextlib.contextmanager
-def broker_on_free_port(command):
+def broker_on_free_port(command, env: dict | None = None):
     """`command(port, tmpdir)` (an argv) run for the block, on a free port with a temporary directory
-    (in $KAFKITE_BENCH_DIR when set); yields "127.0.0.1:PORT" once the port takes connections."""
+    (in $KAFKITE_BENCH_DIR when set), with `env` added to the environment; yields "127.0.0.1:PORT" once the
+    port takes connections."""
     port = free_port()
     with tempfile.TemporaryDirectory(dir=os.environ.get("KAFKITE_BENCH_DIR")) as d:
-        proc = subprocess.Popen(command(port, d), stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(command(port, d), stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
         try:
             wait_port(port)
             yield f"127.0.0.1:{port}"
@@ -60,12 +68,19 @@ def broker_on_free_port(command):
 
 
 @contextlib.contextmanager
-def kafkite(disk: bool = False, extra: tuple[str, ...] = ()):
+def kafkite(disk: bool = False, extra: tuple[str, ...] = (), env: dict | None = None):
     def command(port: int, d: str) -> list[str]:
         store = ["--data-dir", d] if disk else ["--in-memory"]
         return [sys.executable, "-m", "kafkite.cli", "serve", "--port", str(port), *store, "--log-level", "WARNING",
                 *extra]
-    with broker_on_free_port(command) as bs:
+    with broker_on_free_port(command, env) as bs:
+        yield bs
+
+
+@contextlib.contextmanager
+def kafkite_pure():
+    """In memory, produced records read by the pure-Python walk (KAFKITE_PURE_PYTHON=1), not the compiled one."""
+    with kafkite(env={"KAFKITE_PURE_PYTHON": "1"}) as bs:
         yield bs
 
 
@@ -100,20 +115,36 @@ def fsync_ceiling(mb: int = 64, chunk: int = 1 << 20) -> float:
     return mb / dt
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
+ALL_CPUS = sorted(os.sched_getaffinity(0))
+BROKER_CPUS = set(ALL_CPUS[-1:])
+CLIENT_CPUS = set(ALL_CPUS[:-1]) or BROKER_CPUS
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` on `cpus` (threads it starts later inherit it)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(task.name), cpus)
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     a = AdminClient({"bootstrap.servers": bootstrap})
-    for f in a.create_topics([NewTopic(topic, 1, 1)]).values():
+    for f in a.create_topics([NewTopic(topic, partitions, 1)]).values():
         f.result(30)
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
+def _producer(bootstrap: str):
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1 << 20,
                   "queue.buffering.max.messages": 1_000_000})
+    p.list_topics(timeout=30)  # connected before the clock starts
+    return p
+
+
+def _produce_with(p, topic: str, n: int, size: int, first_key: int = 0) -> None:
     value = os.urandom(size)
-    t0 = time.perf_counter()
-    for i in range(n):
+    for i in range(first_key, first_key + n):
         while True:
             try:
                 p.produce(topic, value=value, key=b"%d" % (i % 1000))
@@ -121,7 +152,43 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
             except BufferError:
                 p.poll(0.01)
     assert p.flush(120) == 0
-    return n / (time.perf_counter() - t0)
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1) -> float:
+    if producers <= 1:
+        p = _producer(bootstrap)
+        t0 = time.perf_counter()
+        _produce_with(p, topic, n, size)
+        return n / (time.perf_counter() - t0)
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    ready, go, done = ctx.Barrier(producers + 1), ctx.Event(), ctx.Queue()
+    shares = [n // producers + (i < n % producers) for i in range(producers)]
+    procs = [ctx.Process(target=_produce_process, args=(bootstrap, topic, share, size, i * 1000 // producers,
+                                                        ready, go, done), daemon=True)
+             for i, share in enumerate(shares)]
+    for pr in procs:
+        pr.start()
+    ready.wait(60)
+    t0 = time.perf_counter()
+    go.set()
+    ends = [done.get(timeout=300) for _ in procs]
+    for pr in procs:
+        pr.join(30)
+    assert all(e is not None for e in ends), "a producer failed"
+    return n / (max(ends) - t0)
+
+
+def _produce_process(bootstrap, topic, n, size, first_key, ready, go, done) -> None:
+    try:
+        p = _producer(bootstrap)
+        ready.wait(60)
+        go.wait(60)
+        _produce_with(p, topic, n, size, first_key)
+        done.put(time.perf_counter())
+    except BaseException:
+        done.put(None)
+        raise
 
 
 # librdkafka pauses a partition's fetching for fetch.queue.backoff.ms (1 s by default) whenever its
@@ -134,7 +201,7 @@ CONSUMER = {"group.id": "bench", "enable.auto.commit": False, "fetch.max.bytes":
 WARMUP = 0.25  # the steady rate is taken over the records after this share
 
 
-def consume(bootstrap: str, topic: str, n: int) -> tuple[float, float, float]:
+def consume(bootstrap: str, topic: str, n: int, partitions: int = 1) -> tuple[float, float, float]:
     """(steady records/s, end-to-end records/s, ms to the first record).
 
     steady: over the last 75% of the records, so that neither the client's start nor its first
@@ -145,7 +212,7 @@ def consume(bootstrap: str, topic: str, n: int) -> tuple[float, float, float]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, **CONSUMER})
     t0 = time.perf_counter()
-    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
     got = 0
     first = mark = None
     mark_at = int(n * WARMUP)
@@ -174,36 +241,52 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=400_000, help="records of 100 B; half as many of 1 KB")
     ap.add_argument("--sizes", default="100,1024")
     ap.add_argument("--repeat", type=int, default=3, help="rounds, brokers interleaved; medians are reported")
+    ap.add_argument("--producers", type=int, default=1, help="producer processes at once (issue 24: 3)")
+    ap.add_argument("--partitions", type=int, default=1, help="the topic's partitions (issue 24: 6)")
+    ap.add_argument("--modes", default=",".join(name for name, _ in MODES if name != "kafkite-pure"),
+                    help="brokers to run, of " + ",".join(name for name, _ in MODES) + " (tansu always)")
+    ap.add_argument("--pin", action="store_true",
+                    help="the broker on the last CPU, this script and its producers on the others")
     args = ap.parse_args()
+    if args.pin:
+        os.sched_setaffinity(0, CLIENT_CPUS)  # inherited by the producer processes
+    wanted = set(args.modes.split(",")) | {"tansu"}
+    modes = [(name, broker) for name, broker in MODES if name in wanted]
     import statistics
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:
         n = args.records if size <= 100 else max(1, args.records // 2)
         runs: dict[str, list[tuple[float, ...]]] = {}
         for rnd in range(args.repeat):
-            for name, broker in MODES:
+            for name, broker in modes:
                 with broker() as bs:
                     topic = f"bench-{size}-{rnd}"
                     try:
-                        create_topic(bs, topic)
+                        create_topic(bs, topic, args.partitions)
                     except Exception:
                         print(f"throughput.py: creating {topic} on {name} ({bs}) failed", file=sys.stderr)
                         raise
                     cpu = BrokerCpu(bs)
+                    if args.pin:
+                        pin_process(cpu.pid, BROKER_CPUS)
                     s0 = cpu.seconds()
-                    produced = produce(bs, topic, n, size)
+                    produced = produce(bs, topic, n, size, args.producers)
                     s1 = cpu.seconds()
-                    consumed = consume(bs, topic, n)
+                    consumed = consume(bs, topic, n, args.partitions)
                     s2 = cpu.seconds()
                     runs.setdefault(name, []).append((produced, *consumed, (s1 - s0) / n * 1e6, (s2 - s1) / n * 1e6))
         res = {name: tuple(statistics.median(x[i] for x in r) for i in range(6)) for name, r in runs.items()}
         rows.append((size, n, res))
-    print(f"Medians of {args.repeat} interleaved rounds, confluent-kafka {confluent_version()}. Tansu runs with its "
+    print(f"Medians of {args.repeat} interleaved rounds, confluent-kafka {confluent_version()}, {args.producers} "
+          f"producer(s), {args.partitions} partition(s)"
+          f"{f', brokers pinned to CPU {sorted(BROKER_CPUS)}, clients to {sorted(CLIENT_CPUS)}' if args.pin else ''}"
+          ". Tansu runs with its "
           "memory:// engine (its only local one); Kafkite in memory, on disk with its default fsync before every "
           "acknowledgement (disk), and on disk with Kafka's default flush policy (page cache).")
-    volume = max(64, max(n * size for size, n, _ in rows) >> 20)  # as much as the largest run wrote
-    print(f"This disk takes {fsync_ceiling(volume):,.0f} MB/s writing {volume} MB with an fsync per 1 MB: the "
-          "ceiling of the 'disk' produce rate.")
+    if "kafkite-disk" in wanted:
+        volume = max(64, max(n * size for size, n, _ in rows) >> 20)  # as much as the largest run wrote
+        print(f"This disk takes {fsync_ceiling(volume):,.0f} MB/s writing {volume} MB with an fsync per 1 MB: the "
+              "ceiling of the 'disk' produce rate.")
     print("consume/s: steady rate over the last 75% of the records; e2e/s: from assign() to the last record, "
           "with the client's start-up (first ms: to the first record). Consumer config: " +
           ", ".join(f"{k}={v}" for k, v in CONSUMER.items() if k != "group.id"))
@@ -212,7 +295,9 @@ def main() -> None:
           f"{'first ms':>8} {'tansu':>6}")
     for size, n, res in rows:
         tp, tc, te, tf = res["tansu"][:4]
-        for mode, label in (("kafkite", "memory"), ("kafkite-disk", "disk"), ("kafkite-pagecache", "pagecache")):
+        for mode, label in LABELS:
+            if mode not in res:
+                continue
             kp, kc, ke, kf = res[mode][:4]
             print(f"{size:>6} {n:>8} {label:>9} | {kp:>10,.0f} {tp:>10,.0f} {kp / tp:>6.2f} | {kc:>10,.0f} "
                   f"{tc:>10,.0f} {kc / tc:>6.2f} | {ke:>9,.0f} {te:>9,.0f} {ke / te:>6.2f} | {kf:>8.0f} {tf:>6.0f}")
@@ -220,12 +305,16 @@ def main() -> None:
     print(f"{'size':>6} {'mode':>9} | {'produce us':>10} {'tansu':>6} | {'consume us':>10} {'tansu':>6}")
     for size, n, res in rows:
         tp, tc = res["tansu"][4:]
-        for mode, label in (("kafkite", "memory"), ("kafkite-disk", "disk"), ("kafkite-pagecache", "pagecache")):
+        for mode, label in LABELS:
+            if mode not in res:
+                continue
             kp, kc = res[mode][4:]
             print(f"{size:>6} {label:>9} | {kp:>10.2f} {tp:>6.2f} | {kc:>10.2f} {tc:>6.2f}")
 
 
-MODES = (("kafkite", kafkite), ("kafkite-disk", kafkite_disk), ("kafkite-pagecache", kafkite_disk_pagecache),
+LABELS = (("kafkite", "memory"), ("kafkite-pure", "pure-py"), ("kafkite-disk", "disk"),
+          ("kafkite-pagecache", "pagecache"))
+MODES = (("kafkite", kafkite), ("kafkite-pure", kafkite_pure), ("kafkite-disk", kafkite_disk), ("kafkite-pagecache", kafkite_disk_pagecache),
          ("tansu", tansu))
 
 

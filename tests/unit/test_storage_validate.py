@@ -340,10 +340,24 @@ def test_zip_bomb_is_message_too_large_past_the_bound():
         check(bomb, max_message_bytes=256 << 10, inline=True)
 
 
-def test_many_records_go_to_a_worker_few_stay_inline():
+def test_many_records_go_to_a_worker_few_stay_inline(monkeypatch):
+    import kafkite.storage.log_validator as lv
     assert check(rb.good(10), inline=True).ok
     with pytest.raises(NeedsWorker):
+        check(rb.good(5000, codec=rb.GZIP), inline=True)
+    monkeypatch.setattr(lv, "COMPILED", False)  # the pure-Python walk: 4096 records at most
+    with pytest.raises(NeedsWorker):
         check(rb.good(5000), inline=True)
+    monkeypatch.setattr(lv, "COMPILED", True)  # the compiled walk: 65536 uncompressed records
+    assert check(rb.good(5000), inline=True).ok
+    monkeypatch.setattr(lv, "INLINE_RECORDS_COMPILED", 4999)
+    with pytest.raises(NeedsWorker):
+        check(rb.good(5000), inline=True)
+    monkeypatch.setattr(lv, "INLINE_BATCH_BYTES", 1000)  # a large batch of few records: its CRC and copy
+    assert check(rb.batch(rb.records(4, value=b"v" * 200), 4), inline=True).ok  # 61 + 4 x 210 bytes
+    with pytest.raises(NeedsWorker):
+        check(rb.batch(rb.records(5, value=b"v" * 200), 5), inline=True)
+    assert check(rb.batch(rb.records(5, value=b"v" * 200), 5)).ok
 
 
 def _attributes_with_high_bit(records: bytes) -> bool:

@@ -25,9 +25,15 @@ header's record count is the number of records: fewer bytes than that many recor
 `InvalidRecord` with Kafka's messages (Kafka's InvalidRecordException); the one failure Kafka
 lets escape as a plain IllegalArgumentException (an over-long length varint in an
 uncompressed batch) raises `RecordStreamError`, as do codec failures (compression.py).
+
+Cost: well-formed records pass through one walk (`_walk`) that gathers only what LogValidator
+needs; anything unusual sends the batch to the exact reading, which finds Kafka's message. The
+walk is compiled (`_records.c`, ~10 ns a record) where `pip install` found a C compiler, else
+pure Python (~0.5-1 us a record); both give the same results (tests/unit/test_record_walk.py).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from .compression import CorruptStream, Inflater
@@ -176,8 +182,9 @@ def _fields(buf, p: int, end: int, size: int, index: int, base_ts: int, checks: 
     return p
 
 
-def _walk(buf, p: int, end: int, index: int, count: int, st: list, _v=_varint, _vl=_varlong):
-    """The fast path: records index.. of `count` that lie whole in buf[p:end], with no object
+def _walk_py(buf, p: int, end: int, index: int, count: int, st: list, _v=_varint, _vl=_varlong):
+    """The fast path (pure Python; `_walk_c` is its compiled twin): records index.. of `count` that
+    lie whole in buf[p:end], with no object
     built and only the facts LogValidator needs gathered in st = [min timestamp delta, max
     timestamp delta, null keys, offsets in order]. Returns (position, index) where it stopped
     (a record not whole in the buffer, or the last one read), or None at anything unusual:
@@ -286,6 +293,33 @@ def _walk(buf, p: int, end: int, index: int, count: int, st: list, _v=_varint, _
         return None
     st[:] = (min_d, max_d, null_keys, in_order)
     return p, index
+
+
+def _walk_c(buf, p: int, end: int, index: int, count: int, st: list):
+    """`_walk_py` by the compiled reader (_records.c): the same contract, the same results for every
+    batch the exact reading accepts."""
+    r = _records.walk(buf, p, end, index, count)
+    if r is None:
+        return None
+    q, i, lo, hi, null_keys, in_order = r
+    if i > index:
+        if lo < st[0]:
+            st[0] = lo
+        if hi > st[1]:
+            st[1] = hi
+        st[2] += null_keys
+        st[3] = st[3] and in_order
+    return q, i
+
+
+try:  # built by `pip install` where a C compiler is (setup.py); else, or with KAFKITE_PURE_PYTHON=1, pure Python
+    if os.environ.get("KAFKITE_PURE_PYTHON"):
+        raise ImportError
+    from . import _records
+except ImportError:
+    _records = None
+_walk = _walk_c if _records is not None else _walk_py
+COMPILED = _records is not None
 
 
 def _needs_exact(st: list, base_ts: int, checks: RecordChecks) -> bool:
