@@ -1,0 +1,86 @@
+"""A coordinator write that fails after its append reverts the shard's state and the partition serves on
+(server/coordinator_runtime.py, coordinator/timeline.py): on a two-broker cluster with min.insync.replicas=2 whose
+followers stop fetching, the ISR shrinks to the leader and every coordinator write fails with
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, which the clients see as COORDINATOR_NOT_AVAILABLE. The group's offsets and the
+transaction's state stay as they were, and once the followers catch up, the clients' retries succeed."""
+from __future__ import annotations
+
+import copy
+import threading
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from helpers import wait_until
+from kafkite.coordinator.transaction import TxnState
+from kafkite.testing import KafkiteCluster
+
+INTERNAL = ("__consumer_offsets", "__transaction_state")
+
+
+def test_failed_coordinator_writes_revert_and_the_clients_retries_succeed():
+    overrides = {"min.insync.replicas": "2", "replica.lag.time.max.ms": "400", "offsets.topic.num.partitions": "1",
+                 "transaction.state.log.num.partitions": "1", "transaction.state.log.replication.factor": "2"}
+    with KafkiteCluster(brokers=2, overrides=overrides) as cluster:
+        bs = cluster.bootstrap_servers
+        admin = KafkaAdminClient(bootstrap_servers=bs)
+        admin.create_topics([NewTopic("t", 1, 2)])
+        admin.close()
+        consumer = Consumer({"bootstrap.servers": bs, "group.id": "g", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("t", 0)])
+        consumer.commit(offsets=[TopicPartition("t", 0, 5)], asynchronous=False)
+        producer = Producer({"bootstrap.servers": bs, "transactional.id": "tx", "transaction.timeout.ms": 60000})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("t", value=b"v")
+        producer.flush(10)  # in the transaction (AddPartitionsToTxn written), before the ISR shrinks
+        for topic in INTERNAL:
+            wait_until(lambda topic=topic: len(cluster.isr(topic, 0)) == 2, what=f"{topic}'s ISR")
+        coordinators = {topic: cluster.brokers[cluster.leader(topic, 0)] for topic in INTERNAL}
+        groups, txns = coordinators["__consumer_offsets"].groups, coordinators["__transaction_state"].transactions
+        shard_state = lambda: copy.deepcopy(groups.coordinator.shards[0].groups)  # noqa: E731
+        before = cluster.call(shard_state)
+        assert before["g"].offsets[("t", 0)].offset == 5
+
+        for b in cluster.node_ids:
+            cluster.pause_replication(b)
+        for topic in INTERNAL:
+            wait_until(lambda topic=topic: len(cluster.isr(topic, 0)) == 1, what=f"{topic}'s ISR shrunk")
+        # the commit is appended, then fails: the client sees Kafka's error, the shard is as it was, still loaded
+        try:
+            consumer.commit(offsets=[TopicPartition("t", 0, 9)], asynchronous=False)
+            raise AssertionError("the commit should fail")
+        except KafkaException as exc:
+            assert exc.args[0].code() == KafkaError.COORDINATOR_NOT_AVAILABLE, exc
+        assert groups.runtime.reverted_writes >= 1
+        assert cluster.call(shard_state) == before and 0 in groups.coordinator.shards
+        assert consumer.committed([TopicPartition("t", 0)], timeout=10)[0].offset == 5
+        # EndTxn's PrepareCommit fails the same way; librdkafka retries it, and the transaction stays Ongoing
+        done: list = []
+        committer = threading.Thread(target=lambda: done.append(producer.commit_transaction(60)))
+        committer.start()
+        wait_until(lambda: txns.runtime.reverted_writes >= 2, what="EndTxn's failed writes")
+        state = cluster.call(lambda: txns.coordinator.describe("tx")[1].state)
+        assert state == TxnState.ONGOING and not done
+
+        for b in cluster.node_ids:
+            cluster.resume_replication(b)
+        for topic in INTERNAL:
+            wait_until(lambda topic=topic: len(cluster.isr(topic, 0)) == 2, what=f"{topic}'s ISR back")
+        consumer.commit(offsets=[TopicPartition("t", 0, 9)], asynchronous=False)
+        assert consumer.committed([TopicPartition("t", 0)], timeout=10)[0].offset == 9
+        committer.join(60)
+        assert done == [None]
+        wait_until(lambda: cluster.call(lambda: txns.coordinator.describe("tx")[1].state) == TxnState.COMPLETE_COMMIT,
+                   what="the transaction completed")
+        reader = Consumer({"bootstrap.servers": bs, "group.id": "r", "isolation.level": "read_committed",
+                           "auto.offset.reset": "earliest"})
+        reader.assign([TopicPartition("t", 0, 0)])
+        msg = None
+        for _ in range(50):
+            msg = reader.poll(0.2)
+            if msg is not None and not msg.error():
+                break
+        assert msg is not None and msg.value() == b"v"
+        reader.close()
+        consumer.close()
