@@ -18,6 +18,20 @@ from kafkite.testing import KafkiteCluster
 INTERNAL = ("__consumer_offsets", "__transaction_state")
 
 
+def member(bs):
+    c = Consumer({"bootstrap.servers": bs, "group.id": "cg", "group.protocol": "consumer", "enable.auto.commit": False})
+    c.subscribe(["t"])
+    return c
+
+
+def polled(consumers, pred):
+    def check():
+        for c in consumers:
+            c.poll(0.05)
+        return pred()
+    return check
+
+
 def test_failed_coordinator_writes_revert_and_the_clients_retries_succeed():
     overrides = {"min.insync.replicas": "2", "replica.lag.time.max.ms": "400", "offsets.topic.num.partitions": "1",
                  "transaction.state.log.num.partitions": "1", "transaction.state.log.replication.factor": "2"}
@@ -34,6 +48,8 @@ def test_failed_coordinator_writes_revert_and_the_clients_retries_succeed():
         producer.begin_transaction()
         producer.produce("t", value=b"v")
         producer.flush(10)  # in the transaction (AddPartitionsToTxn written), before the ISR shrinks
+        m1 = member(bs)  # a KIP-848 consumer group with one member
+        wait_until(polled([m1], lambda: m1.assignment()), what="the first member's assignment")
         for topic in INTERNAL:
             wait_until(lambda topic=topic: len(cluster.isr(topic, 0)) == 2, what=f"{topic}'s ISR")
         coordinators = {topic: cluster.brokers[cluster.leader(topic, 0)] for topic in INTERNAL}
@@ -41,6 +57,13 @@ def test_failed_coordinator_writes_revert_and_the_clients_retries_succeed():
         shard_state = lambda: copy.deepcopy(groups.coordinator.shards[0].groups)  # noqa: E731
         before = cluster.call(shard_state)
         assert before["g"].offsets[("t", 0)].offset == 5
+
+        def cg_state():  # the consumer group's state (its timers aside)
+            g = groups.coordinator.shards[0].consumer_groups["cg"]
+            return copy.deepcopy((g.group_epoch, g.assignment_epoch, g.members, g.static_members, g.target,
+                                  g.subscription_metadata, g.resolved_regexes))
+        cg_before = cluster.call(cg_state)
+        assert cg_before[0] >= 1 and len(cg_before[2]) == 1
 
         for b in cluster.node_ids:
             cluster.pause_replication(b)
@@ -55,6 +78,10 @@ def test_failed_coordinator_writes_revert_and_the_clients_retries_succeed():
         assert groups.runtime.reverted_writes >= 1
         assert cluster.call(shard_state) == before and 0 in groups.coordinator.shards
         assert consumer.committed([TopicPartition("t", 0)], timeout=10)[0].offset == 5
+        # a second member's join (a new group epoch, its member and assignment records) fails and is undone
+        m2, failed = member(bs), groups.runtime.reverted_writes
+        wait_until(polled([m1, m2], lambda: groups.runtime.reverted_writes > failed), what="the join's failed write")
+        assert cluster.call(cg_state) == cg_before
         # EndTxn's PrepareCommit fails the same way; librdkafka retries it, and the transaction stays Ongoing
         done: list = []
         committer = threading.Thread(target=lambda: done.append(producer.commit_transaction(60)))
@@ -70,6 +97,7 @@ def test_failed_coordinator_writes_revert_and_the_clients_retries_succeed():
         consumer.commit(offsets=[TopicPartition("t", 0, 9)], asynchronous=False)
         assert consumer.committed([TopicPartition("t", 0)], timeout=10)[0].offset == 9
         committer.join(60)
+        wait_until(polled([m1, m2], lambda: len(cluster.call(cg_state)[2]) == 2), what="the second member joined")
         assert done == [None]
         wait_until(lambda: cluster.call(lambda: txns.coordinator.describe("tx")[1].state) == TxnState.COMPLETE_COMMIT,
                    what="the transaction completed")
@@ -83,4 +111,5 @@ def test_failed_coordinator_writes_revert_and_the_clients_retries_succeed():
                 break
         assert msg is not None and msg.value() == b"v"
         reader.close()
-        consumer.close()
+        for c in (consumer, m1, m2):
+            c.close()
