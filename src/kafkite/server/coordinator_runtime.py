@@ -152,7 +152,7 @@ class CoordinatorRuntime:
                     with trio.CancelScope(shield=True):
                         try:
                             await self._durable(shard.partition)
-                            error = await self._replicated(shard.partition)
+                            error = await self._replicated(shard.partition, w.end)
                         except KafkaStorageException:  # the partition is unloaded (see on_metadata)
                             error = write_error(E.KAFKA_STORAGE_ERROR)
                 error = self._settle(w, error)
@@ -257,14 +257,14 @@ class CoordinatorRuntime:
             lg, offset = self._last_write[partition]
             await self.broker.replicas.wait_durable(lg, offset)
 
-    async def _replicated(self, partition: int) -> int:
+    async def _replicated(self, partition: int, upto: int) -> int:
         """A replicated partition (ZooKeeper mode): wait, as Kafka's coordinators append with acks=all, until every
-        ISR member has the last write -> 0 or the coordinator's error (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)."""
+        ISR member has the write's records (up to offset `upto`) -> 0 or the coordinator's error
+        (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)."""
         rm = self.broker.replicas
-        last = self._last_write.get(partition)
-        if last is None or not rm.replicated(self.topic, partition):
+        if not rm.replicated(self.topic, partition):
             return 0
-        code = await rm.wait_replicated(self.topic, partition, last[1] + 1,
+        code = await rm.wait_replicated(self.topic, partition, upto + 1,
                                         trio.current_time() + REPLICATION_TIMEOUT_S)
         return write_error(code) if code else 0
 
