@@ -1,5 +1,6 @@
 """Snapshots of a coordinator shard's state and their revert (coordinator/timeline.py), sans-IO: the registry itself,
-then a group shard and a transaction shard reverted to exactly what they held before a write."""
+a group shard and a transaction shard reverted to exactly what they held before a write, and the runtime's
+bookkeeping of writes in flight (which fail with a reverted one, which a later commit proves committed)."""
 from __future__ import annotations
 
 import copy
@@ -14,8 +15,8 @@ from kafkite.coordinator.consumer_group_records import TopicMetadata
 from kafkite.coordinator.coordinator import Config, GroupCoordinator
 from kafkite.coordinator.result import finish_write, start_write
 from kafkite.coordinator.timeline import SnapshotRegistry
-from kafkite.wire.errors import E
 from kafkite.coordinator.transaction import Config as TxnConfig, TransactionCoordinator, TxnState
+from kafkite.wire.errors import E
 
 ORDERS = uuid.UUID(int=7)
 
