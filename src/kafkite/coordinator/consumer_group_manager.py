@@ -27,6 +27,7 @@ from .reconciliation import FencedMemberEpoch, next_state
 from . import regex_refresh
 from .regex import INVALID_REGULAR_EXPRESSION, InvalidRegularExpression, ResolvedRegularExpression, check_regex
 from .result import CoordinatorResult
+from .timeline import SnapshotRegistry
 
 log = structlog.get_logger("kafkite.coordinator")
 TopicLookup = Callable[[str], "TopicMetadata | None"]
@@ -145,9 +146,11 @@ def _unknown_member(member_id: str, group_id: str) -> GroupError:
 
 
 class ConsumerGroupManager:
-    def __init__(self, cfg, groups: dict[str, ConsumerGroup], classic_groups: dict):
+    def __init__(self, cfg, groups: dict[str, ConsumerGroup], classic_groups: dict,
+                 timeline: SnapshotRegistry | None = None):
         self.cfg = cfg
         self.groups = groups
+        self.timeline = timeline if timeline is not None else SnapshotRegistry()  # the replay's changes
         self.classic = classic_groups
         # set by the shard (consumer_group_migration.py): the online upgrade of a classic group with members
         # (raises GroupError when it is not allowed) and the downgrade when only classic members would remain
@@ -497,61 +500,65 @@ class ConsumerGroupManager:
 
     # -- replay --------------------------------------------------------------------------------------
     def replay(self, version: int, key, value) -> None:
+        """Apply one record; every change goes through the shard's timeline (a failed write is undone)."""
         gid = key.group_id
         g = self.groups.get(gid)
+        tl = self.timeline
         if value is None:
             if g is None:
                 return
             if version == CR.GROUP_METADATA:
-                del self.groups[gid]
+                tl.pop_item(self.groups, gid)
             elif version == CR.PARTITION_METADATA:
-                g.subscription_metadata = {}
+                tl.set_attr(g, "subscription_metadata", {})
             elif version == CR.MEMBER_METADATA:
-                m = g.members.pop(key.member_id, None)
+                m = tl.pop_item(g.members, key.member_id)
                 if m is not None and m.instance_id and g.static_members.get(m.instance_id) == m.member_id:
-                    del g.static_members[m.instance_id]
+                    tl.pop_item(g.static_members, m.instance_id)
             elif version == CR.TARGET_METADATA:
-                g.assignment_epoch = 0
+                tl.set_attr(g, "assignment_epoch", 0)
             elif version == CR.TARGET_MEMBER:
-                g.target.pop(key.member_id, None)
+                tl.pop_item(g.target, key.member_id)
             elif version == CR.REGULAR_EXPRESSION:
-                g.resolved_regexes.pop(key.regular_expression, None)
+                tl.pop_item(g.resolved_regexes, key.regular_expression)
             elif version == CR.CURRENT_ASSIGNMENT:
                 m = g.members.get(key.member_id)
                 if m is not None:
-                    g.members[key.member_id] = m.copy(member_epoch=0, previous_member_epoch=0, assigned={},
-                                                      pending_revocation={}, state=MemberState.STABLE)
+                    tl.set_item(g.members, key.member_id, m.copy(
+                        member_epoch=0, previous_member_epoch=0, assigned={}, pending_revocation={},
+                        state=MemberState.STABLE))
             return
         if g is None:
-            g = self.groups[gid] = ConsumerGroup(gid)
+            g = ConsumerGroup(gid)
+            tl.set_item(self.groups, gid, g)
         if version == CR.GROUP_METADATA:
-            g.group_epoch = value.epoch
+            tl.set_attr(g, "group_epoch", value.epoch)
         elif version == CR.PARTITION_METADATA:
-            g.subscription_metadata = {t.topic_name: CR.topic_metadata_of(t) for t in value.topics}
+            tl.set_attr(g, "subscription_metadata", {t.topic_name: CR.topic_metadata_of(t) for t in value.topics})
         elif version == CR.MEMBER_METADATA:
             m = g.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            g.members[key.member_id] = m.copy(
+            tl.set_item(g.members, key.member_id, m.copy(
                 instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
                 client_host=value.client_host, subscribed_topic_names=frozenset(value.subscribed_topic_names),
                 subscribed_topic_regex=value.subscribed_topic_regex or None,
                 rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor,
-                classic=classic_of(value.classic_member_metadata))
+                classic=classic_of(value.classic_member_metadata)))
             if value.instance_id:
-                g.static_members[value.instance_id] = key.member_id
+                tl.set_item(g.static_members, value.instance_id, key.member_id)
         elif version == CR.REGULAR_EXPRESSION:
-            g.resolved_regexes[key.regular_expression] = ResolvedRegularExpression(
-                frozenset(value.topics), value.version, value.timestamp)
+            tl.set_item(g.resolved_regexes, key.regular_expression, ResolvedRegularExpression(
+                frozenset(value.topics), value.version, value.timestamp))
         elif version == CR.TARGET_METADATA:
-            g.assignment_epoch = value.assignment_epoch
+            tl.set_attr(g, "assignment_epoch", value.assignment_epoch)
         elif version == CR.TARGET_MEMBER:
-            g.target[key.member_id] = CR.assignment_of(value.topic_partitions)
+            tl.set_item(g.target, key.member_id, CR.assignment_of(value.topic_partitions))
         elif version == CR.CURRENT_ASSIGNMENT:
             m = g.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
             try:
                 state = MemberState(value.state)
             except ValueError:
                 state = MemberState.UNKNOWN
-            g.members[key.member_id] = m.copy(
+            tl.set_item(g.members, key.member_id, m.copy(
                 member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch, state=state,
                 assigned=CR.assignment_of(value.assigned_partitions),
-                pending_revocation=CR.assignment_of(value.partitions_pending_revocation))
+                pending_revocation=CR.assignment_of(value.partitions_pending_revocation)))

@@ -13,6 +13,7 @@ from ..wire.errors import E
 from . import records as R
 from .group import Group, GroupState, OffsetEntry
 from .result import CoordinatorResult
+from .timeline import SnapshotRegistry
 
 S = GroupState
 log = structlog.get_logger("kafkite.coordinator")
@@ -21,9 +22,10 @@ OffsetCommit = tuple[str, int, int, int, "str | None"]  # topic, partition, offs
 
 
 class OffsetMetadataManager:
-    def __init__(self, cfg, groups: dict[str, Group]):
+    def __init__(self, cfg, groups: dict[str, Group], timeline: SnapshotRegistry | None = None):
         self.cfg = cfg
         self.groups = groups
+        self.timeline = timeline if timeline is not None else SnapshotRegistry()  # the replay's changes
         # TxnOffsetCommit: producer id -> offsets written in its open transaction, until its marker
         self.pending: dict[int, dict[tuple[str, str, int], R.OffsetValue]] = {}
         # a KIP-848 group with members keeps its offsets (they live in `groups` as an empty "simple" group)
@@ -78,10 +80,11 @@ class OffsetMetadataManager:
 
     def replay_pending(self, producer_id: int, key: R.OffsetKey, value: R.OffsetValue | None) -> None:
         if value is not None:
-            self.pending.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = value
+            tl = self.timeline
+            tl.set_item(tl.setdefault(self.pending, producer_id, dict), (key.group, key.topic, key.partition), value)
 
     def complete_transaction(self, producer_id: int, commit: bool) -> None:
-        offsets = self.pending.pop(producer_id, {})
+        offsets = self.timeline.pop_item(self.pending, producer_id, {})
         if commit:
             for (group, topic, partition), value in offsets.items():
                 self.replay(R.OffsetKey(group, topic, partition), value)
@@ -182,12 +185,14 @@ class OffsetMetadataManager:
     # -- replay ------------------------------------------------------------------------------------
     def replay(self, key: R.OffsetKey, value: R.OffsetValue | None) -> None:
         g = self.groups.get(key.group)
+        tl = self.timeline
         if value is None:
             if g is not None:
-                g.offsets.pop((key.topic, key.partition), None)
+                tl.pop_item(g.offsets, (key.topic, key.partition))
             return
         if g is None:
             # offsets of a group that does not use membership: an empty "simple" group (as Kafka's replay)
-            g = self.groups[key.group] = Group(key.group, state_timestamp=value.commit_timestamp)
-        g.offsets[(key.topic, key.partition)] = OffsetEntry(value.offset, value.leader_epoch, value.metadata,
-                                                            value.commit_timestamp, value.expire_timestamp)
+            g = Group(key.group, state_timestamp=value.commit_timestamp)
+            tl.set_item(self.groups, key.group, g)
+        tl.set_item(g.offsets, (key.topic, key.partition), OffsetEntry(
+            value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, value.expire_timestamp))

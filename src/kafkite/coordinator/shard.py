@@ -22,6 +22,7 @@ from .group import Group, GroupState, Member
 from .group_metadata import GroupMetadataManager
 from .offsets import OffsetMetadataManager
 from .result import CoordinatorResult, Pending
+from .timeline import SnapshotRegistry
 
 S = GroupState
 log = structlog.get_logger("kafkite.coordinator")
@@ -51,11 +52,13 @@ class GroupCoordinatorShard:
     def __init__(self, partition: int, cfg, complete: Callable[[Pending, Any], None], now_ms: int):
         self.partition = partition
         self.cfg = cfg
+        # the replay changes the state through it: a write that fails is undone (coordinator/timeline.py)
+        self.timeline = SnapshotRegistry()
         self.groups: dict[str, Group] = {}
         self.membership = GroupMetadataManager(cfg, self.groups, complete)
-        self.offsets = OffsetMetadataManager(cfg, self.groups)
+        self.offsets = OffsetMetadataManager(cfg, self.groups, self.timeline)
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (their offsets: in `groups`)
-        self.consumer = ConsumerGroupManager(cfg, self.consumer_groups, self.groups)
+        self.consumer = ConsumerGroupManager(cfg, self.consumer_groups, self.groups, self.timeline)
         self.migration = GroupMigration(cfg, self.consumer, self.membership, self.groups, complete)
         self.offsets.has_consumer_members = lambda gid: bool(gid in self.consumer_groups
                                                              and self.consumer_groups[gid].members)
@@ -108,18 +111,24 @@ class GroupCoordinatorShard:
         self.offsets.complete_transaction(producer_id, commit)
 
     def _replay_group(self, group_id: str, v: R.GroupValue | None) -> None:
+        tl = self.timeline
         if v is None:
-            g = self.groups.pop(group_id, None)
+            g = tl.pop_item(self.groups, group_id)
             if g is not None and not g.is_(S.DEAD):
+                tl.save_vars(g)
                 g.transition(S.DEAD, g.state_timestamp)
             if g is not None and g.offsets:
                 # the classic group is gone (deleted, or upgraded to a consumer group); its offsets stay, as
                 # in Kafka, where they are kept apart from the group
-                self.groups[group_id] = Group(group_id, offsets=g.offsets, state_timestamp=g.state_timestamp)
+                kept = Group(group_id, offsets=g.offsets, state_timestamp=g.state_timestamp)
+                tl.set_item(self.groups, group_id, kept)
             return
         g = self.groups.get(group_id)
         if g is None:
-            g = self.groups[group_id] = Group(group_id)
+            g = Group(group_id)
+            tl.set_item(self.groups, group_id, g)
+        else:
+            tl.save_vars(g)
         g.generation, g.protocol_type, g.protocol_name = v.generation, v.protocol_type or None, v.protocol
         g.leader_id, g.state_timestamp = v.leader, v.current_state_timestamp
         g.members.clear()

@@ -31,6 +31,7 @@ from ..wire.errors import E
 from .hashing import partition_for
 from .records import RecordDecodeError
 from .result import CoordinatorResult
+from .timeline import SnapshotRegistry
 from .txn_records import TxnValue, decode_txn_key, decode_txn_value, txn_key, txn_value
 
 log = structlog.get_logger("kafkite.transactions")
@@ -126,6 +127,7 @@ class TransactionShard:
         self.partition = partition
         self.cfg = cfg
         self.txns: dict[str, TxnMetadata] = {}
+        self.timeline = SnapshotRegistry()  # the replay changes `txns` through it: a failed write is undone
         self.ignored: dict[int, int] = {}
         self.next_abort_check = now_ms + cfg.abort_check_interval_ms
         self.next_expiry_check = now_ms + cfg.expiration_check_interval_ms
@@ -141,7 +143,7 @@ class TransactionShard:
             log.warning("transactions.undecodable_record", partition=self.partition, offset=offset, error=str(exc))
             return
         if v is None:
-            self.txns.pop(tid, None)
+            self.timeline.pop_item(self.txns, tid)
             return
         old = self.txns.get(tid)
         try:
@@ -160,7 +162,7 @@ class TransactionShard:
                 m.previous_producer_id = old.previous_producer_id
             else:
                 m.previous_producer_id = old.producer_id
-        self.txns[tid] = m
+        self.timeline.set_item(self.txns, tid, m)
 
     def replay_marker(self, producer_id: int, commit: bool) -> None:  # markers are not written here
         pass

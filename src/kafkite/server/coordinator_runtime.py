@@ -1,16 +1,27 @@
-"""The Trio side of a coordinator (Kafka 4's CoordinatorRuntime): one per broker and internal topic.
+"""The Trio side of a coordinator (Kafka 4's CoordinatorRuntime): one per broker and internal topic, the same for
+the group coordinator (__consumer_offsets) and the transaction coordinator (__transaction_state).
 
 The coordinator itself is sans-IO (kafkite.coordinator): an operation returns a
 CoordinatorResult, records + response. This runtime
 
 - writes: appends the records to the shard's partition through the ReplicaManager with the
   deferred write Produce uses (the fsync runs in a worker thread; one fsync covers every
-  append gathered before it), replays them into the shard, and answers once they are durable;
-  a failed append answers the coordinator's error and applies nothing (coordinator/result.py);
-  a write that fails on disk (the log dir goes offline) answers NOT_COORDINATOR, as Kafka maps
-  KAFKA_STORAGE_ERROR, and the partitions are unloaded: what was replayed but never made durable
-  is gone with them, and they are not loaded again while the log dir is offline;
-- reads: answer from the shard once every record appended before the read is durable;
+  append gathered before it), opens a snapshot of the shard's state at the offset they were
+  written at (coordinator/timeline.py, Kafka's SnapshotRegistry), replays them into the shard,
+  and answers once they are committed: durable and, on a replicated partition, in the ISR.
+  A committed write drops the snapshots below it. A write that fails -- the append itself
+  (nothing is applied: coordinator/result.py), its write or fsync, the ISR not reached in time
+  (REQUEST_TIMED_OUT), an ISR below min.insync.replicas (NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+  the partition's leadership moving -- reverts the shard to the snapshot at its offset, undoing
+  its records and those of every write made after it (which fail too), and answers the error
+  Kafka maps it to (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR; write_error). The partition
+  stays loaded and serves on: the client's retry is the next write. The records may still be in
+  the log (and reach the ISR later): as in Kafka's transaction coordinator, memory holds only
+  what was acknowledged, until the next load replays the log. A write or fsync that fails
+  takes the log dir offline, and then the partitions are unloaded (on_metadata) and not loaded
+  again while it is offline;
+- reads (and operations that write nothing, as Kafka's): answer from the shard once every write
+  made before them is committed or reverted, so that they never see a write that is undone;
 - loads a partition when this broker becomes its leader (replaying it in chunks in the
   background; COORDINATOR_LOAD_IN_PROGRESS meanwhile) and unloads it when it stops leading it
   (NOT_COORDINATOR afterwards). A batch that cannot be decoded, or a record (the shard's
@@ -72,6 +83,23 @@ def replay_batches(shard, data, offset: int, topic: str) -> tuple[int, int]:
     return offset, skipped
 
 
+def _name(code: int) -> str:
+    try:
+        return E(code).name
+    except ValueError:
+        return str(code)
+
+
+class _Write:
+    """A write appended to a shard's partition, until it is committed or reverted (Kafka's deferred event)."""
+    __slots__ = ("shard", "base", "end", "failed", "done")
+
+    def __init__(self, shard, base: int, end: int):
+        self.shard, self.base, self.end = shard, base, end
+        self.failed = 0  # the error of an earlier write whose revert undid this one
+        self.done = trio.Event()
+
+
 class CoordinatorRuntime:
     def __init__(self, broker: "Broker", topic: str, coordinator: Any):
         self.broker = broker
@@ -81,6 +109,9 @@ class CoordinatorRuntime:
         self._to_load: list[int] = []
         self._parked: dict[Pending, list] = {}  # token -> [event, result]
         self._last_write: dict[int, tuple[Any, int]] = {}  # partition -> (log, last offset appended)
+        self._inflight: dict[Any, list[_Write]] = {}  # shard -> its writes not committed nor reverted yet
+        self._writes: dict[int, _Write] = {}  # id(result) -> its write, from _start to _finish
+        self.reverted_writes = 0  # writes that failed after their append and were undone (tests, the log)
         self._wake = trio.Event()
 
     # -- writes and reads ----------------------------------------------------------------------------
@@ -98,22 +129,36 @@ class CoordinatorRuntime:
                 shard.replay(key, value, -1, pid)
         else:
             replay = shard.replay
-        return start_write(result, replay, lambda recs: self._append(shard.partition, recs, result))
+        return start_write(result, replay, lambda recs: self._append_snapshot(shard, recs, result))
+
+    def _append_snapshot(self, shard, records: list[Record], result: CoordinatorResult) -> int:
+        """Append, then (before the replay) open the shard's snapshot at the offset the records start at."""
+        code = self._append(shard.partition, records, result)
+        if not code:
+            end = self._last_write[shard.partition][1]
+            self._writes[id(result)] = self._open(shard, end - len(records) + 1, end)
+        return code
 
     async def _finish(self, shard, result: CoordinatorResult, error: int, completions: list) -> Any:
         """Answers to the operation and to requests it completed go out once its records are durable."""
         token = result.response if isinstance(result.response, Pending) else None
         if token is not None:  # parked first: another request may complete it while we wait
             slot = self._parked[token] = [trio.Event(), None]
+        w = self._writes.pop(id(result), None)
         try:
-            if shard is not None and result.records and not error and self._must_wait(shard.partition):
-                # shielded: the follow-up (e.g. SyncGroup's propagation) must run even if the client left
-                with trio.CancelScope(shield=True):
-                    try:
-                        await self._durable(shard.partition)
-                        error = await self._replicated(shard.partition)
-                    except KafkaStorageException:  # the partition is unloaded (see on_metadata)
-                        error = write_error(E.KAFKA_STORAGE_ERROR)
+            # shielded: the follow-up (e.g. SyncGroup's propagation) must run even if the client left
+            if w is not None:
+                if self._must_wait(shard.partition):
+                    with trio.CancelScope(shield=True):
+                        try:
+                            await self._durable(shard.partition)
+                            error = await self._replicated(shard.partition, w.end)
+                        except KafkaStorageException:  # the partition is unloaded (see on_metadata)
+                            error = write_error(E.KAFKA_STORAGE_ERROR)
+                error = self._settle(w, error)
+            elif shard is not None and not result.records and self._inflight.get(shard):
+                with trio.CancelScope(shield=True):  # wrote nothing: answers as a read (Kafka's empty write)
+                    await self._settled(shard)
             response = finish_write(result, error)
             self._deliver(completions + self.coordinator.drain_completions())
             if token is None or response is not token:
@@ -125,12 +170,55 @@ class CoordinatorRuntime:
                 self._parked.pop(token, None)
 
     async def read(self, partition: int, read: Callable[[], Any]) -> Any:
-        """Answer `read()` once every record appended before it is durable."""
+        """Answer `read()` once every write made before it is committed (durable and in the ISR) or reverted."""
         try:
             await self._durable(partition)
         except KafkaStorageException:
             pass  # the partition is unloaded: read() answers NOT_COORDINATOR
+        shard = self.coordinator.shards.get(partition)
+        if shard is not None and self._inflight.get(shard):
+            await self._settled(shard)
         return read()
+
+    # -- snapshots: a failed write reverts the shard (coordinator/timeline.py) ------------------------------
+    def _open(self, shard, base: int, end: int) -> _Write:
+        """Records at base..end are appended: the shard's state as it was before them is kept until they are
+        committed (Kafka's updateLastWrittenOffset)."""
+        w = _Write(shard, base, end)
+        shard.timeline.snapshot(base)
+        self._inflight.setdefault(shard, []).append(w)
+        return w
+
+    def _settle(self, w: _Write, error: int) -> int:
+        """The write is committed (error 0: the snapshots below it are dropped, Kafka's updateLastCommittedOffset)
+        or failed (the shard reverts to the snapshot at its offset, Kafka's revertLastWrittenOffset) -> the
+        write's error: its own, or that of an earlier write whose revert undid it (and this one with it)."""
+        ws = self._inflight.get(w.shard, [])
+        if w in ws:
+            ws.remove(w)
+        if not ws:
+            self._inflight.pop(w.shard, None)
+        if w.failed:
+            error = w.failed
+        elif error:
+            if w.shard.timeline.revert_to(w.base):
+                self.reverted_writes += 1
+                for later in ws:
+                    if later.base > w.base and not later.failed:
+                        later.failed = error
+                log.warning("coordinator.write_reverted", topic=self.topic, partition=w.shard.partition,
+                            offset=w.base, last_offset=w.end, error=_name(error))
+            else:  # its snapshot is gone: a later write was committed, so this one is too (the ISR caught up)
+                error = 0
+        if not error:
+            w.shard.timeline.delete_up_to(w.end + 1)
+        w.done.set()
+        return error
+
+    async def _settled(self, shard) -> None:
+        """Until every write made to the shard so far is committed or reverted."""
+        for w in list(self._inflight.get(shard, ())):
+            await w.done.wait()
 
     def _append(self, partition: int, records: list[Record], result: CoordinatorResult | None = None) -> int:
         b = self.broker
@@ -169,14 +257,14 @@ class CoordinatorRuntime:
             lg, offset = self._last_write[partition]
             await self.broker.replicas.wait_durable(lg, offset)
 
-    async def _replicated(self, partition: int) -> int:
+    async def _replicated(self, partition: int, upto: int) -> int:
         """A replicated partition (ZooKeeper mode): wait, as Kafka's coordinators append with acks=all, until every
-        ISR member has the last write -> 0 or the coordinator's error (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)."""
+        ISR member has the write's records (up to offset `upto`) -> 0 or the coordinator's error
+        (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)."""
         rm = self.broker.replicas
-        last = self._last_write.get(partition)
-        if last is None or not rm.replicated(self.topic, partition):
+        if not rm.replicated(self.topic, partition):
             return 0
-        code = await rm.wait_replicated(self.topic, partition, last[1] + 1,
+        code = await rm.wait_replicated(self.topic, partition, upto + 1,
                                         trio.current_time() + REPLICATION_TIMEOUT_S)
         return write_error(code) if code else 0
 
@@ -194,12 +282,17 @@ class CoordinatorRuntime:
         lg = b.replicas.get(self.topic, partition)
         self._last_write[partition] = (lg, out.last_offset)
         shard = self.coordinator.shards.get(partition)
+        w = None
         if shard is not None:
+            w = self._open(shard, out.last_offset, out.last_offset)
             shard.replay_marker(producer_id, commit)
         with trio.CancelScope(shield=True):
-            return await b.replicas.complete_produce(self.topic, partition, (lg, out.last_offset), out.last_offset,
+            code = await b.replicas.complete_produce(self.topic, partition, (lg, out.last_offset), out.last_offset,
                                                      acks_all=True,
                                                      deadline=trio.current_time() + REPLICATION_TIMEOUT_S)
+        # failed (or undone by an earlier write's failure): the offsets it committed are pending again, and the
+        # transaction coordinator sends the marker again
+        return self._settle(w, code) if w is not None else code
 
     # -- parked answers ------------------------------------------------------------------------------
     def _deliver(self, completions: list[tuple[Pending, Any]]) -> None:

@@ -82,11 +82,8 @@ class TransactionCoordinatorService:
                 nursery.start_soon(self._send_markers, job)
 
     async def _answer(self, shard, result):
-        """A result with records goes through the runtime's write; one without waits, as a read, until what
-        was written before it is durable."""
-        if shard is None or result.records:
-            return await self.runtime.write(shard, result)
-        return await self.runtime.read(shard.partition, lambda: result.response)
+        """The runtime's write (one that writes nothing answers once what was written before it is committed)."""
+        return await self.runtime.write(shard, result)
 
     # -- the client's requests ------------------------------------------------------------------------
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
