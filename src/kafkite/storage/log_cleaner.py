@@ -41,6 +41,7 @@ replaced atomically but not fsynced: a lost checkpoint only means one more clean
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -48,7 +49,9 @@ from weakref import WeakKeyDictionary
 
 import structlog
 
-from .batch import decode_batch, rebuild_batch
+from kafka.record.default_records import DefaultRecordBatch
+
+from .batch import Record, rebuild_batch
 from .checkpoint_file import read_offsets, write_checkpoint
 from .log_segment import BatchSource, LogSegment
 
@@ -67,6 +70,36 @@ def _key_hash(key: bytes) -> bytes:
     return hashlib.md5(key).digest()
 
 
+# The cleaning is pure Python (records decoded, keys hashed, batches rebuilt) in a worker thread: left to Python's
+# switch interval, each time the event loop's thread gave the GIL up (a socket send, a read) it waited up to 5 ms to
+# get it back, and a loop step of a few dozen such calls held every client for hundreds of ms. A worker that gives
+# the GIL up every PACE_S, sleeping YIELD_S (long enough for the waiting thread to wake and take it: a sleep(0)
+# retakes it first), keeps each such wait short; it costs the cleaning about YIELD_S / PACE_S of its speed.
+PACE_S = 0.001
+YIELD_S = 0.0001
+
+
+def yield_gil() -> None:
+    time.sleep(YIELD_S)
+
+
+class Pacer:
+    """Called once per record: every 64 calls, sleeps YIELD_S when PACE_S has passed since the last sleep."""
+    __slots__ = ("last", "count", "on")
+
+    def __init__(self, on: bool = True) -> None:
+        self.last, self.count, self.on = time.perf_counter(), 0, on
+
+    def __call__(self) -> None:
+        self.count += 1
+        if self.count & 63 or not self.on:
+            return
+        now = time.perf_counter()
+        if now - self.last >= PACE_S:
+            yield_gil()
+            self.last = time.perf_counter()
+
+
 def topic_partition(lg) -> tuple[str, int] | None:
     """A file log's (topic, partition) from its directory name `<topic>-<partition>`, as Kafka
     parses it; None for a memory log or another name."""
@@ -79,6 +112,15 @@ def topic_partition(lg) -> tuple[str, int] | None:
 def read_cleaner_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     """(topic, partition) -> first dirty offset; empty when missing or unreadable."""
     return read_offsets(path)
+
+
+def decode_batch(data, pace=lambda: None) -> list[Record]:
+    """storage/batch.py's decode_batch, calling `pace()` after each record."""
+    out = []
+    for r in DefaultRecordBatch(bytes(data)):
+        out.append(Record(r.offset, r.timestamp, r.key, r.value, list(r.headers)))
+        pace()
+    return out
 
 
 @dataclass
@@ -105,6 +147,7 @@ class CleanJob:
     delete_horizon_ms: int = 0                     # tombstones in batches older than this go
     max_map_entries: int = DEDUPE_BUFFER_SIZE // MAP_ENTRY_BYTES
     aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer -> (first, marker offset)
+    pace: Pacer = field(default_factory=Pacer)     # (off when cleaning on the caller's own thread: clean_now)
 
     def is_aborted(self, h) -> bool:
         """A data batch of an aborted transaction."""
@@ -138,6 +181,7 @@ class CleanJob:
                     result.dirty_end = min(result.dirty_end, h.base_offset)
                     return latest
                 for r in self._records(h, data) or ():
+                    self.pace()
                     if r.key is not None and self.first_dirty <= r.offset < self.map_end:
                         latest[_key_hash(r.key)] = r.offset
         return latest
@@ -169,8 +213,12 @@ class CleanJob:
                     out.append(data)
                     self._kept(h, txn_data_kept)
                     continue
-                keep = [r for r in recs if r.key is not None and latest.get(_key_hash(r.key), r.offset) <= r.offset
-                        and not (r.value is None and h.max_timestamp < self.delete_horizon_ms)]
+                keep = []
+                for r in recs:
+                    self.pace()
+                    if r.key is not None and latest.get(_key_hash(r.key), r.offset) <= r.offset \
+                            and not (r.value is None and h.max_timestamp < self.delete_horizon_ms):
+                        keep.append(r)
                 result.records_removed += len(recs) - len(keep)
                 if len(keep) == len(recs):
                     out.append(data)
@@ -190,7 +238,7 @@ class CleanJob:
 
     def _records(self, h, data):
         try:
-            return decode_batch(data)
+            return decode_batch(data, self.pace)
         except Exception as exc:  # a batch we cannot read is kept as it is
             log.warning("log_cleaner.undecodable_batch", log=self.name, base_offset=h.base_offset,
                         last_offset=h.last_offset, error=repr(exc))
@@ -302,6 +350,7 @@ class LogCleaner:
         job = self.plan(lg, now_ms, force=True)
         if job is None:
             return 0
+        job.pace.on = False
         result = job.run()
         self.swap_in(job, result)
         return result.records_removed
