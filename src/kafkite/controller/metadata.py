@@ -92,7 +92,7 @@ class BrokerInfo:
     protocols: dict = field(default_factory=dict)  # listener name -> security protocol (PLAINTEXT when absent)
 
 
-@dataclass
+@dataclass(slots=True)  # (no instance dict: two of them a partition, the controller's and each cache's)
 class PartitionInfo:
     index: int
     replicas: list[int]
@@ -191,7 +191,9 @@ class ClusterMetadata:
             "producer_id_next_block": self.producer_id_next_block,
             "topics": [
                 {"name": t.name, "topic_id": str(t.topic_id), "configs": dict(t.configs),
-                 "partitions": [{**vars(p), "replicas": list(p.replicas), "isr": list(p.isr)} for p in t.partitions]}
+                 "partitions": [{"index": p.index, "replicas": list(p.replicas), "leader": p.leader,
+                                 "leader_epoch": p.leader_epoch, "isr": list(p.isr),
+                                 "partition_epoch": p.partition_epoch} for p in t.partitions]}
                 for t in self.topics.values()
             ],
             "users": {u: dict(c) for u, c in self.users.items()},

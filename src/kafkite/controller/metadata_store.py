@@ -21,15 +21,22 @@ class MetadataStore(Protocol):
 
 
 class MemoryMetadataStore:
+    """The snapshot kept as its JSON text (a third of the memory of a copy of its dicts: ~150 bytes a partition, not
+    ~450), decoded into fresh objects by each `load` (nothing shared with the caller's, nor between two loads)."""
+
     def __init__(self) -> None:
-        self.snapshot: dict | None = None
+        self._json: str | None = None
         self.producer_id_block_end = 0
 
+    @property
+    def snapshot(self) -> dict | None:
+        return self.load()
+
     def load(self) -> dict | None:
-        return self.snapshot
+        return None if self._json is None else json.loads(self._json)
 
     def save(self, snapshot: dict) -> None:
-        self.snapshot = json.loads(json.dumps(snapshot))
+        self._json = json.dumps(snapshot, separators=(",", ":"))
 
     def load_producer_id_block(self) -> int:
         """The first producer id after the last block handed out (0 when none was)."""

@@ -136,8 +136,9 @@ class LogLifecycle:
                             found_topic_id=str(exc.found), moved_to=str(aside),
                             message=f"{exc}: the directory is set aside as {aside.name}, the partition starts empty")
                 lg = FileLog(d, cfg, now_ms=now_ms, topic_id=topic.topic_id, rng=self.segment_rng)
-        self.logs[(topic.name, partition)] = lg
-        self.keys[id(lg)] = (topic.name, partition)
+        key = (topic.name, partition)  # (one tuple for both maps)
+        self.logs[key] = lg
+        self.keys[id(lg)] = key
         return lg
 
     def open_all(self, now_ms: int) -> None:
