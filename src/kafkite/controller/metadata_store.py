@@ -15,7 +15,7 @@ from ..storage.checkpoint_file import write_atomically
 
 class MetadataStore(Protocol):
     def load(self) -> dict | None: ...
-    def save(self, snapshot: dict) -> None: ...
+    def save(self, snapshot: dict) -> str | None: ...  # -> the snapshot's JSON text, when it made one
     def load_producer_id_block(self) -> int: ...
     def save_producer_id_block(self, first: int, last: int, broker: int) -> None: ...
 
@@ -35,8 +35,9 @@ class MemoryMetadataStore:
     def load(self) -> dict | None:
         return None if self._json is None else json.loads(self._json)
 
-    def save(self, snapshot: dict) -> None:
+    def save(self, snapshot: dict) -> str:
         self._json = json.dumps(snapshot, separators=(",", ":"))
+        return self._json
 
     def load_producer_id_block(self) -> int:
         """The first producer id after the last block handed out (0 when none was)."""
@@ -61,14 +62,16 @@ class FileMetadataStore:
             return None
         return json.loads(self.path.read_text())
 
-    def save(self, snapshot: dict) -> None:
+    def save(self, snapshot: dict) -> str:
         self.dir.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, json.dumps(snapshot, indent=1, sort_keys=True), sync=True)
+        text = json.dumps(snapshot, indent=1, sort_keys=True)
+        write_atomically(self.path, text, sync=True)
         meta = self.dir / "meta.properties"
         if not meta.exists():
             meta.write_text(
                 "#\n#Written by Kafkite\nversion=1\n"
                 f"cluster.id={snapshot['cluster_id']}\nnode.id={snapshot.get('node_id', 1)}\n")
+        return text
 
     def load_producer_id_block(self) -> int:
         """The first producer id after the last block handed out, from `latest_producer_id_block`
