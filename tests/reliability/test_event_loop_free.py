@@ -286,14 +286,18 @@ def test_an_in_process_cluster_makes_and_recovers_its_logs_in_a_worker_thread(tm
     once that is done. The leader-epoch checkpoint the first records of an epoch change (leader's and follower's)
     is written by the worker writing them (before: on the event loop, one file per partition); the controller's
     metadata snapshot for an election (a broker gone) and for ISR changes (AlterPartition) is written in a worker
-    thread (before: at once, on the loop), and the brokers told once it is."""
+    thread (before: at once, on the loop), and the brokers told once it is; so is a new cluster's first snapshot."""
     from kafka import KafkaProducer
     import kafkite.controller.metadata_store as metadata_module
     import kafkite.storage.leader_epoch_file_cache as epoch_cache
     from kafkite.storage.log_loader import LogLoader
     from kafkite.testing.cluster import KafkiteCluster
     data = tmp_path / "data"
-    with KafkiteCluster(brokers=2, data_dir=data) as c:
+    with OnTheLoop(monkeypatch, metadata_module, "write_atomically") as first_write, \
+            KafkiteCluster(brokers=2, data_dir=data) as c:
+        wait_until(lambda: (data / "kafkite-metadata.json").exists() and (data / "meta.properties").exists(),
+                   timeout=30, what="the new cluster's metadata")
+        first_write.check(0)  # a new cluster's first metadata snapshot: by the writer too
         with OnTheLoop(monkeypatch, LogLoader, "load") as loads, \
                 OnTheLoop(monkeypatch, epoch_cache, "write_checkpoint") as epoch_writes:
             admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers)

@@ -126,7 +126,9 @@ class ClusterMetadata:
     durable is undone, newest first (`write_failed`). The controller's own changes (`persist()`: elections,
     ISRs) are written at once (`DeferredWrites.write_now`), with everything pending before them."""
 
-    def __init__(self, store: MetadataStore, *, node_id: int = 1):
+    def __init__(self, store: MetadataStore, *, node_id: int = 1, defer_first_write: bool = False):
+        """A store without a snapshot gets one at once (a new cluster id); with `defer_first_write`, by the writer
+        `defer_writes` hands the writes to next (a broker's data dir: not on the event loop)."""
         self.store = store
         snap = store.load()
         self.brokers: dict[int, BrokerInfo] = {}
@@ -154,7 +156,9 @@ class ClusterMetadata:
         else:
             self.load_snapshot(snap, brokers=False)
         self.raise_producer_id_floor(store.load_producer_id_block())
-        if snap is None:
+        if snap is None and defer_first_write:
+            self.version, self.dirty = 1, True
+        elif snap is None:
             self.persist()  # like Kafka's meta.properties: the data dir says which cluster it belongs to
 
     # -- persistence ---------------------------------------------------------
@@ -220,6 +224,8 @@ class ClusterMetadata:
         """From now on changes are written by `writes` (None: at once again, as before)."""
         self._writes = writes
         self._durable_snapshot = json.dumps(self.snapshot()) if self.version == self.durable_version else None
+        if writes is not None and self.dirty:  # (the first write, deferred)
+            writes.changed()
 
     @property
     def deferred(self) -> bool:
