@@ -360,3 +360,32 @@ def test_storage_work_with_traffic_running_holds_the_loop_no_step_long(monkeypat
     assert not blocked, blocked
     assert sum(p.requests for p in phases.values()) > 0, phases  # traffic ran meanwhile
     assert not any(p.errors for p in phases.values()), phases
+
+
+def test_opening_many_logs_looks_the_broker_defaults_up_once(monkeypatch):
+    """The logs of a topic of 200 partitions opened on the event loop: the broker-level value of each topic config
+    is looked up once, not once per partition (25 look-ups through the config's synonyms, ~0.1 ms a partition: a
+    LeaderAndIsr of 1,000 partitions spent ~0.1 s of the loop on them); a dynamic broker default changed meanwhile
+    is what the next topic's logs get."""
+    from kafkite.config import TOPIC_CONFIGS, BrokerConfig
+    from kafkite.testing.runner import BrokerThread
+    calls = []
+    real = BrokerConfig.topic_default
+
+    def counted(self, name):
+        calls.append(name)
+        return real(self, name)
+    with BrokerThread() as b:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        monkeypatch.setattr(BrokerConfig, "topic_default", counted)
+        admin.create_topics([NewTopic("wide", 200, 1)])
+        wait_until(lambda: all(b.state.replicas.get("wide", i) is not None for i in range(200)), timeout=30,
+                   what="the logs")
+        assert 1 <= calls.count("retention.ms") <= 3, len(calls)  # (the admin's own checks may look some up too)
+        b.call(lambda: b.state.set_dynamic_broker_configs({"log.retention.ms": "4321"}, default=True))
+        admin.create_topics([NewTopic("after", 2, 1)])
+        wait_until(lambda: b.state.replicas.get("after", 1) is not None, timeout=30, what="the logs")
+        assert b.state.replicas.get("after", 1).config.retention_ms == 4321
+        assert b.state.replicas.get("wide", 0).config.retention_ms == 4321  # (the open logs' too)
+        admin.close()
+    assert len(TOPIC_CONFIGS) > 20
