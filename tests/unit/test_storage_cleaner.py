@@ -195,6 +195,9 @@ def test_cleaner_offset_checkpoint_survives_a_restart(tmp_path):
     cleaner = LogCleaner()
     job = cleaner.plan(lg, 0)
     cleaner.swap_in(job, job.run())
+    assert not (tmp_path / "cleaner-offset-checkpoint").exists()  # written by `checkpoint_writes`' function
+    write = cleaner.checkpoint_writes()
+    assert cleaner.checkpoint_writes() is None and write() == []
     text = (tmp_path / "cleaner-offset-checkpoint").read_text()
     assert text == f"0\n1\nmy-topic 3 {job.first_uncleanable}\n"  # Kafka's OffsetCheckpointFile
     lg.close()
@@ -215,6 +218,10 @@ def test_checkpoint_drops_deleted_partitions_and_ignores_out_of_range(tmp_path):
     job = cleaner.plan(lg, 0)
     assert job.first_dirty == 0  # 999 is past the log end: ignored
     cleaner.swap_in(job, job.run())
+    gone = cleaner.checkpoint_writes()()
+    assert gone == [(tmp_path, ("gone", 0), 5)]
+    cleaner.forget(gone)
+    assert cleaner._checkpoints[tmp_path] == {("t", 0): job.first_uncleanable}
     assert (tmp_path / "cleaner-offset-checkpoint").read_text() == f"0\n1\nt 0 {job.first_uncleanable}\n"
     shutil.rmtree(tmp_path / "t-0")
 

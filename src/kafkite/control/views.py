@@ -250,6 +250,9 @@ async def compact(brokers: dict, topic: str | None, partition: int | None) -> li
             result = await trio.to_thread.run_sync(job.run)
             swapped = cleaner.swap_in(job, result)
             removed = result.records_removed if swapped else 0
+            write = cleaner.checkpoint_writes()
+            if write is not None:  # (the cleaner-offset-checkpoint file, in a worker thread)
+                await trio.to_thread.run_sync(write)
         out.append({"broker": bid, "topic": t, "partition": p, "records_removed": removed, "swapped": swapped,
                     "log_start_offset": lg.log_start_offset, "log_end_offset": lg.log_end_offset})
     return out
