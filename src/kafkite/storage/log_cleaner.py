@@ -118,10 +118,15 @@ def read_cleaner_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     return read_offsets(path)
 
 
+def iter_records(data):
+    """The records of one whole batch as kafka-python decodes them, one at a time (raises on a malformed batch)."""
+    return iter(DefaultRecordBatch(bytes(data)))
+
+
 def decode_batch(data, pace=lambda: None) -> list[Record]:
     """storage/batch.py's decode_batch, calling `pace()` after each record."""
     out = []
-    for r in DefaultRecordBatch(bytes(data)):
+    for r in iter_records(data):
         out.append(Record(r.offset, r.timestamp, r.key, r.value, list(r.headers)))
         pace()
     return out
@@ -184,10 +189,17 @@ class CleanJob:
                     self.map_end = h.base_offset
                     result.dirty_end = min(result.dirty_end, h.base_offset)
                     return latest
-                for r in self._records(h, data) or ():
-                    self.pace()
-                    if r.key is not None and self.first_dirty <= r.offset < self.map_end:
-                        latest[_key_hash(r.key)] = r.offset
+                hashes, offsets = [], []  # (the batch's keys go in once it decoded whole)
+                try:
+                    for r in iter_records(data):
+                        self.pace()
+                        if r.key is not None and self.first_dirty <= r.offset < self.map_end:
+                            hashes.append(_key_hash(r.key))
+                            offsets.append(r.offset)
+                except Exception as exc:
+                    self._undecodable(h, exc)
+                    continue
+                latest.update(zip(hashes, offsets))
         return latest
 
     def _clean(self, latest: dict[bytes, int], result: CleanResult) -> None:
@@ -211,26 +223,32 @@ class CleanJob:
                     else:
                         out.append(data)
                     continue
-                recs = self._records(h, data)
-                if recs is None:
+                # which records stay, decided from records not kept (none outlives its turn: a cleaning made
+                # millions of objects that lived through a collection or two, and the full collections they brought
+                # on stopped every thread, the event loop's too, 100-400 ms each); decoded again as Records only
+                # to rebuild a batch that keeps some
+                try:
+                    kept = []
+                    for r in iter_records(data):
+                        self.pace()
+                        kept.append(r.key is not None and latest.get(_key_hash(r.key), r.offset) <= r.offset
+                                    and not (r.value is None and h.max_timestamp < self.delete_horizon_ms))
+                except Exception as exc:  # a batch we cannot read is kept as it is
+                    self._undecodable(h, exc)
                     result.batches_kept_undecodable += 1
                     out.append(data)
                     self._kept(h, txn_data_kept)
                     continue
-                keep = []
-                for r in recs:
-                    self.pace()
-                    if r.key is not None and latest.get(_key_hash(r.key), r.offset) <= r.offset \
-                            and not (r.value is None and h.max_timestamp < self.delete_horizon_ms):
-                        keep.append(r)
-                result.records_removed += len(recs) - len(keep)
-                if len(keep) == len(recs):
+                n = sum(kept)
+                result.records_removed += len(kept) - n
+                if n == len(kept):
                     out.append(data)
                 else:
                     changed = True
-                    if keep:
-                        out.append(rebuild_batch(h, keep))
-                if keep:
+                    if n:
+                        recs = decode_batch(data, self.pace)
+                        out.append(rebuild_batch(h, [r for r, k in zip(recs, kept) if k]))
+                if n:
                     self._kept(h, txn_data_kept)
             if changed:
                 result.replacements.append((seg, seg.prepare(out)))
@@ -240,13 +258,9 @@ class CleanJob:
         if h.is_transactional and h.producer_id >= 0:
             txn_data_kept[h.producer_id] = True
 
-    def _records(self, h, data):
-        try:
-            return decode_batch(data, self.pace)
-        except Exception as exc:  # a batch we cannot read is kept as it is
-            log.warning("log_cleaner.undecodable_batch", log=self.name, base_offset=h.base_offset,
-                        last_offset=h.last_offset, error=repr(exc))
-            return None
+    def _undecodable(self, h, exc: Exception) -> None:
+        log.warning("log_cleaner.undecodable_batch", log=self.name, base_offset=h.base_offset,
+                    last_offset=h.last_offset, error=repr(exc))
 
 
 class LogCleaner:
