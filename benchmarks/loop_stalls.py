@@ -20,7 +20,8 @@ phase:
   no recovery point, so it is recovered whole (every batch read and checked, its indexes rebuilt).
 
 Per phase it prints the longest step the loop ran (and its task), the watchdog's WARN lines
-(`event_loop.blocked`, over --watchdog-ms), the slowest client request and the requests over --bound-ms. The
+(`event_loop.blocked`, over --watchdog-ms), the slowest client request and the requests over --bound-ms, and
+Python's full garbage collections and the longest collection (each stops every thread, the loop's too). The
 figures depend on the machine (a shared one is noisy: a step's wall time counts the time the process was not
 scheduled too). tests/reliability/test_event_loop_free.py runs it scaled down.
 """
@@ -64,6 +65,8 @@ class Phase:
     slowest_ms: float = 0.0
     over_bound: int = 0
     seconds: float = 0.0
+    full_gcs: int = 0          # Python's full (generation 2) garbage collections: each stops every thread
+    longest_gc_ms: float = 0.0
 
 
 class Recorder(loop_watchdog.LoopWatchdog):
@@ -83,6 +86,27 @@ class Recorder(loop_watchdog.LoopWatchdog):
         if held > self.threshold_s * 1000:
             p.warns += 1
             p.warn_tasks[task.name] = max(p.warn_tasks.get(task.name, 0.0), round(held, 1))
+
+
+@contextlib.contextmanager
+def gc_timed():
+    """Each phase's full garbage collections and the longest collection (any generation)."""
+    import gc
+    started = []
+
+    def callback(stage: str, info: dict) -> None:
+        if stage == "start":
+            started[:] = [time.perf_counter()]
+        elif started:
+            ms = (time.perf_counter() - started[0]) * 1000
+            p = Recorder.phases.setdefault(Recorder.phase, Phase())
+            p.full_gcs += info["generation"] == 2
+            p.longest_gc_ms = max(p.longest_gc_ms, ms)
+    gc.callbacks.append(callback)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(callback)
 
 
 @contextlib.contextmanager
@@ -179,7 +203,7 @@ def run(*, compact_mb: float = 200, recover_mb: float = 200, partitions: int = 1
     Recorder.phase = "setup"
     own_dir = data_dir is None
     data = Path(tempfile.mkdtemp(prefix="loop-stalls-")) if own_dir else Path(data_dir)
-    with recorder_installed(watchdog_ms):
+    with recorder_installed(watchdog_ms), gc_timed():
         _run(data, own_dir, compact_mb=compact_mb, recover_mb=recover_mb, partitions=partitions,
              retention_segments=retention_segments, bound_ms=bound_ms, timeout=timeout)
     return {name: Recorder.phases.get(name, Phase()) for name in PHASES}
@@ -321,10 +345,11 @@ def main() -> None:
                  retention_segments=args.retention_segments, bound_ms=args.bound_ms, watchdog_ms=args.watchdog_ms,
                  data_dir=args.data_dir)
     print(f"\n{'phase':<16}{'secs':>7}{'longest hold ms':>17}  {'task':<52}{'WARNs':>6}{'requests':>10}"
-          f"{'slowest ms':>12}{'>' + str(int(args.bound_ms)) + ' ms':>9}{'errors':>8}")
+          f"{'slowest ms':>12}{'>' + str(int(args.bound_ms)) + ' ms':>9}{'errors':>8}{'full GCs':>10}{'longest GC ms':>15}")
     for name, p in phases.items():
         print(f"{name:<16}{p.seconds:>7.1f}{p.longest_ms:>17.1f}  {p.longest_task[-52:]:<52}{p.warns:>6}"
-              f"{p.requests:>10}{p.slowest_ms:>12.1f}{p.over_bound:>9}{p.errors:>8}")
+              f"{p.requests:>10}{p.slowest_ms:>12.1f}{p.over_bound:>9}{p.errors:>8}{p.full_gcs:>10}"
+              f"{p.longest_gc_ms:>15.1f}")
     for name, p in phases.items():
         if p.warn_tasks:
             print(f"  {name}: WARN tasks (longest ms): {p.warn_tasks}")

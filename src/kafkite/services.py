@@ -185,6 +185,9 @@ async def _clean(state, cleaner: LogCleaner, job) -> bool:
         result = await trio.to_thread.run_sync(job.run, abandon_on_cancel=True)
         if not cleaner.swap_in(job, result):
             return False
+        write = cleaner.checkpoint_writes()
+        if write is not None:  # (the cleaner-offset-checkpoint file, in a worker thread)
+            cleaner.forget(await trio.to_thread.run_sync(write))
     except FileNotFoundError:  # the partition (or a segment) deleted meanwhile: try again after the backoff
         log.info("log_cleaner.gone", log=job.name)
         return False

@@ -42,7 +42,12 @@ def read_from_start(bs, topic):
     return out
 
 
-def test_compacted_topic_is_cleaned_within_seconds(disk_broker):
+def test_compacted_topic_is_cleaned_within_seconds(disk_broker, monkeypatch):
+    """The cleaner compacts the topic within seconds; its cleaner-offset-checkpoint file is written by a worker
+    thread, not on the event loop."""
+    import kafkite.storage.log_cleaner as log_cleaner
+    from helpers import OnTheLoop
+    checkpoints = OnTheLoop(monkeypatch, log_cleaner, "write_checkpoint").__enter__()
     bs = disk_broker.bootstrap_servers
     create_topic(bs, "compacted", {"cleanup.policy": "compact", "segment.ms": "100",
                                     "min.cleanable.dirty.ratio": "0.01"})
@@ -59,6 +64,9 @@ def test_compacted_topic_is_cleaned_within_seconds(disk_broker):
     assert sorted(got) == sorted((off, k, v) for k, (off, v) in latest.items())  # offsets kept
     lg = disk_broker.state.replicas.get("compacted", 0)
     assert lg.log_end_offset == 100
+    cp = disk_broker.state.replicas.log_dir.path / "cleaner-offset-checkpoint"
+    wait_until(lambda: cp.exists() and "compacted 0 " in cp.read_text(), timeout=15, what="the cleaner's checkpoint")
+    checkpoints.check(0)
 
 
 @pytest.mark.parametrize("codec,attr", [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4), ("uncompressed", 0)])

@@ -211,3 +211,48 @@ def test_retention_renames_segments_in_a_worker(tmp_path, monkeypatch):
         consumer.assign([TopicPartition(TOPIC, 0)])
         assert [m.value for m in consumer] == [b"r30-%d" % i for i in range(12)]
         consumer.close()
+
+
+def test_delete_records_and_the_retention_control_rename_segments_in_a_worker(tmp_path, monkeypatch):
+    """DeleteRecords deleting 5 segments, then the control plane's retention (POST /v1/retention) deleting the
+    others: the renames of their files to `.deleted` run in a worker thread (were: on the event loop, ~0.2 ms a
+    segment), the log starts where each said, its other records are served, and the files are removed after
+    file.delete.delay.ms (DeleteRecords')."""
+    import os
+    from kafka.protocol.admin import DeleteRecordsRequest
+    from helpers import OnTheLoop
+    from kafkite.control import views
+    from kafkite.testing.runner import BrokerThread
+    with BrokerThread(data_dir=tmp_path / "data") as b:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        admin.create_topics([NewTopic(TOPIC, 1, 1, topic_configs={
+            "segment.bytes": "100", "retention.ms": "3600000", "file.delete.delay.ms": "100"})])
+        admin.close()
+        with WireClient.connect(b.bootstrap_servers, timeout=10) as w:
+            for i in range(12):  # a segment each (a batch is over segment.bytes)
+                assert produce(w, records(f"r{i}-", 12)) == 0
+            lg = b.state.replicas.get(TOPIC, 0)
+            assert len(lg.segments) == 12
+            T = DeleteRecordsRequest.DeleteRecordsTopic
+            with OnTheLoop(monkeypatch, os, "replace") as renames:
+                r = w.request(DeleteRecordsRequest(topics=[T(name=TOPIC, partitions=[
+                    T.DeleteRecordsPartition(partition_index=0, offset=5 * 12)])], timeout_ms=10000), 1)
+                p = r.topics[0].partitions[0]
+                assert (p.error_code, p.low_watermark) == (0, 60)
+                assert lg.log_start_offset == 60 and lg.segments[0].base == 60
+                consumer = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, auto_offset_reset="earliest",
+                                         consumer_timeout_ms=10000)
+                consumer.assign([TopicPartition(TOPIC, 0)])
+                served = iter(consumer)
+                assert [next(served).value, next(served).value] == [b"r5-0", b"r5-1"]
+                consumer.close()
+                rows = b.call(views.apply_retention, b.node.brokers, TOPIC, None, 2 * 3600000)
+                assert rows[0]["log_start_offset"] == 12 * 12 == lg.log_start_offset
+            assert not [s for s in renames.stacks if "retire" in s], renames.stacks[:1]
+            d = tmp_path / "data" / f"{TOPIC}-0"
+            # DeleteRecords' files removed after file.delete.delay.ms; retention's renamed (their delay counts from the
+            # log clock the control advanced: two hours on)
+            wait_until(lambda: sorted(f.name for f in d.glob("0*")) == ["%020d.%s.deleted" % (base, ext)
+                                                                       for base in range(60, 132, 12)
+                                                                       for ext in ("index", "log", "timeindex")]
+                       + ["%020d.log" % 132], timeout=30, what="the deleted segments' files renamed, then removed")

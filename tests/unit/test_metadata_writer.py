@@ -182,3 +182,34 @@ def test_copy_snapshot_is_a_deep_copy_of_a_snapshot():
     assert q is not p and q["configs"] is not p["configs"] and q["partitions"][0] is not p["partitions"][0]
     assert q["partitions"][0]["replicas"] is not p["partitions"][0]["replicas"]
     assert q["partitions"][0]["isr"] is not p["partitions"][0]["isr"] and out["acls"] is not snap["acls"]
+
+
+def test_the_metadata_keeps_one_copy_of_each_partition_in_memory():
+    """Memory per partition of the controller's metadata with its writes deferred (a broker with a data dir): its
+    PartitionInfo objects, and the last durable snapshot kept as JSON text, not as a second copy of dicts (~450
+    bytes a partition more: over the bound); an in-memory store keeps text too. What the brokers are told is
+    still the durable snapshot, in fresh objects."""
+    import gc
+    import tracemalloc
+    md = ClusterMetadata(MemoryMetadataStore(), node_id=1)
+    md.register_broker(BrokerInfo(1, "127.0.0.1", 9092))
+    n = 3000
+
+    async def body(w, nursery):
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        md.create_topic("t", [[1]] * n, {})
+        md.persist()
+        await w.durable()
+        gc.collect()
+        per_partition = (tracemalloc.get_traced_memory()[0] - before) / n
+        tracemalloc.stop()
+        assert per_partition < 550, per_partition
+        md.create_topic("later", [[1]], {})  # not written yet: the brokers are told the durable snapshot
+        told = md.published_snapshot()
+        assert [t["name"] for t in told["topics"]] == ["t"] and len(told["topics"][0]["partitions"]) == n
+        assert told["topics"][0]["partitions"][5] == {"index": 5, "replicas": [1], "leader": 1, "leader_epoch": 0,
+                                                      "isr": [1], "partition_epoch": 0}
+        assert md.published_snapshot()["topics"][0] is not told["topics"][0]
+    trio.run(run_with_writer, md, body)

@@ -122,13 +122,13 @@ def test_undecodable_batch_is_kept_and_logged(make_log, monkeypatch):
     import kafkite.storage.log_cleaner as lc
     lg = make_log(segment_bytes=300)
     fill(lg, 20)
-    real = lc.decode_batch
+    real = lc.iter_records
 
     def decode(data):  # the first batch cannot be read
         if read_header(data).base_offset == 0:
             raise ValueError("corrupt")
         return real(data)
-    monkeypatch.setattr(lc, "decode_batch", decode)
+    monkeypatch.setattr(lc, "iter_records", decode)
     warnings = []
     monkeypatch.setattr(lc.log, "warning", lambda event, **kw: warnings.append(event))
     cleaner = LogCleaner()
@@ -195,6 +195,9 @@ def test_cleaner_offset_checkpoint_survives_a_restart(tmp_path):
     cleaner = LogCleaner()
     job = cleaner.plan(lg, 0)
     cleaner.swap_in(job, job.run())
+    assert not (tmp_path / "cleaner-offset-checkpoint").exists()  # written by `checkpoint_writes`' function
+    write = cleaner.checkpoint_writes()
+    assert cleaner.checkpoint_writes() is None and write() == []
     text = (tmp_path / "cleaner-offset-checkpoint").read_text()
     assert text == f"0\n1\nmy-topic 3 {job.first_uncleanable}\n"  # Kafka's OffsetCheckpointFile
     lg.close()
@@ -215,6 +218,10 @@ def test_checkpoint_drops_deleted_partitions_and_ignores_out_of_range(tmp_path):
     job = cleaner.plan(lg, 0)
     assert job.first_dirty == 0  # 999 is past the log end: ignored
     cleaner.swap_in(job, job.run())
+    gone = cleaner.checkpoint_writes()()
+    assert gone == [(tmp_path, ("gone", 0), 5)]
+    cleaner.forget(gone)
+    assert cleaner._checkpoints[tmp_path] == {("t", 0): job.first_uncleanable}
     assert (tmp_path / "cleaner-offset-checkpoint").read_text() == f"0\n1\nt 0 {job.first_uncleanable}\n"
     shutil.rmtree(tmp_path / "t-0")
 
@@ -234,3 +241,52 @@ def test_a_log_closed_while_cleaning_is_not_swapped_into(tmp_path):
     lg.close()  # the topic was deleted meanwhile
     assert not cleaner.swap_in(job, result)
     assert not list((tmp_path / "t-0").glob("*.cleaned"))
+
+
+def test_a_cleaning_in_a_worker_gives_the_gil_up_as_it_goes(make_log, monkeypatch):
+    """The cleaning's pure-Python work lets the event loop's thread have the GIL every PACE_S (here: every 64
+    records), never only at Python's switch interval; cleaning on the caller's own thread (clean_now) never sleeps."""
+    import kafkite.storage.log_cleaner as lc
+    lg = make_log(segment_bytes=4000)
+    for i in range(31):  # 30 batches of 100 records, 10 keys
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+        for j in range(100):
+            b.append(j, timestamp=0, key=b"k%d" % (j % 10), value=b"v%d" % i, headers=[])
+        lg.append(bytearray(b.build()), now_ms=0)
+    yields, decoded = [], []
+    real_decode = lc.decode_batch
+    monkeypatch.setattr(lc, "decode_batch", lambda data, *a: decoded.append(1) or real_decode(data, *a))
+    monkeypatch.setattr(lc, "PACE_S", 0.0)
+    monkeypatch.setattr(lc, "yield_gil", lambda: yields.append(threading.current_thread()))
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    t = threading.Thread(target=lambda: cleaner.swap_in(job, job.run()))
+    t.start()
+    t.join()
+    # 3,000 records read for the offset map, 3,000 checked while rewriting: a yield every 64
+    assert len(yields) >= 2 * 3000 // 64 - 2 and set(yields) == {t}
+    kept = everything(lg)  # only the active segment's records: every older one superseded by the last batch
+    assert kept[0][0] == lg.active.base > 0 and kept[-10:] == [(3090 + j, b"k%d" % j, b"v30") for j in range(10)]
+    # every batch dropped whole or kept whole: no record kept as an object (the garbage collector's work: see
+    # the module comment); a batch keeping some records is decoded again to be rebuilt
+    assert not decoded
+    yields.clear()
+    fill(lg, 200, keys=5)
+    lg.compact(0)
+    assert not yields
+
+
+def test_a_batch_keeping_some_records_is_rebuilt_with_them(make_log):
+    lg = make_log(segment_bytes=1)  # a segment per batch
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for j in range(6):
+        b.append(j, timestamp=0, key=b"k%d" % j, value=b"old%d" % j, headers=[])
+    lg.append(bytearray(b.build()), now_ms=0)
+    lg.append(kv(b"k1", b"new1"), now_ms=0)
+    lg.append(kv(b"k4", b"new4"), now_ms=0)
+    lg.append(kv(b"other", b"x"), now_ms=0)  # (the active segment)
+    assert lg.compact(0) == 2
+    assert everything(lg) == [(0, b"k0", b"old0"), (2, b"k2", b"old2"), (3, b"k3", b"old3"), (5, b"k5", b"old5"),
+                              (6, b"k1", b"new1"), (7, b"k4", b"new4"), (8, b"other", b"x")]

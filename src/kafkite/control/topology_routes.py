@@ -251,8 +251,8 @@ class TopologyAnswers:
     async def compact(self, body, query, path):
         return {"compacted": await views.compact(self._brokers(), *self._where(body))}
 
-    def retention(self, body, query, path):
-        return {"retention": views.apply_retention(self._brokers(), *self._where(body), body.get("advance_ms", 0))}
+    async def retention(self, body, query, path):
+        return {"retention": await views.apply_retention(self._brokers(), *self._where(body), body.get("advance_ms", 0))}
 
     def clock(self, body, query, path):
         return {"clock": views.clock(self._brokers())}

@@ -250,27 +250,37 @@ async def compact(brokers: dict, topic: str | None, partition: int | None) -> li
             result = await trio.to_thread.run_sync(job.run)
             swapped = cleaner.swap_in(job, result)
             removed = result.records_removed if swapped else 0
+            write = cleaner.checkpoint_writes()
+            if write is not None:  # (the cleaner-offset-checkpoint file, in a worker thread)
+                await trio.to_thread.run_sync(write)
         out.append({"broker": bid, "topic": t, "partition": p, "records_removed": removed, "swapped": swapped,
                     "log_start_offset": lg.log_start_offset, "log_end_offset": lg.log_end_offset})
     return out
 
 
-def apply_retention(brokers: dict, topic: str | None, partition: int | None, advance_ms: int = 0) -> list[dict]:
+async def apply_retention(brokers: dict, topic: str | None, partition: int | None,
+                          advance_ms: int = 0) -> list[dict]:
     """Apply retention.ms/retention.bytes to every cleanup.policy=delete replica (of topic/partition) now, as the
     retention check would at the broker's log clock (or `advance_ms` past it, for this call only): closed segments
     past it go, and, as Kafka rolls and deletes an active segment past retention.ms, an active segment whose records
-    are all older than retention.ms (and below the high watermark) goes too: the log start offset moves to its end."""
+    are all older than retention.ms (and below the high watermark) goes too: the log start offset moves to its end.
+    The deleted segments' files are renamed `.deleted` in a worker thread, as the broker's retention check does."""
+    import trio
     out = []
     for bid, t, p, lg in list(_local_logs(brokers, topic, partition)):
-        if "delete" not in lg.config.cleanup_policy:
+        if "delete" not in lg.config.cleanup_policy or lg.busy:
             continue
         now_ms = brokers[bid].replicas.log_now_ms() + advance_ms
         before = lg.log_start_offset
-        deleted = lg.enforce_retention(now_ms)
+        deleted = lg.enforce_retention(now_ms, defer_renames=True)
         ret, act = lg.config.retention_ms, lg.active
         if (ret >= 0 and act.size and act.max_ts >= 0 and now_ms - act.max_ts > ret
                 and len(lg.segments) == 1 and lg.log_end_offset <= lg.high_watermark):
-            lg.delete_records_before(lg.log_end_offset, now_ms)
+            lg.delete_records_before(lg.log_end_offset, now_ms, defer_renames=True)
+        renames = lg.renames()
+        if renames is not None:
+            await trio.to_thread.run_sync(renames)
+            lg.schedule_renamed()
         if lg.log_start_offset != before:
             brokers[bid].replicas.notify(t, p)
         out.append({"broker": bid, "topic": t, "partition": p, "segments_deleted": deleted,

@@ -75,6 +75,29 @@ class MetadataCache(ClusterMetadata):
         return 0
 
 
+class StateChanges:
+    """The partition state changes of one controller action, logged as one line each when they are few, else as one
+    line listing them all (`changes`, as `topic-partition: old -> new`): a failover or a broker's return changes
+    hundreds at once, and a line each held the event loop ~0.1 ms per partition."""
+    EACH_UP_TO = 10
+
+    def __init__(self, event: str) -> None:
+        self.event = event
+        self.changes: list[dict] = []
+
+    def add(self, **fields) -> None:
+        self.changes.append(fields)
+
+    def log(self) -> None:
+        if len(self.changes) <= self.EACH_UP_TO:
+            for fields in self.changes:
+                log.info(self.event, **fields)
+        else:
+            log.info(self.event, partitions=len(self.changes), changes=[
+                f"{c['topic']}-{c['partition']}: {c['old']} -> {c['new']}" for c in self.changes])
+        self.changes = []
+
+
 def broker_info(reg: zk_data.BrokerRegistration) -> BrokerInfo:
     return BrokerInfo(reg.broker_id, reg.host, reg.port, reg.rack, [list(x) for x in reg.listeners],
                       listener=reg.listener, protocols=dict(reg.protocols))
@@ -234,12 +257,13 @@ class Controller:
         md = self.authority
         md.brokers = dict(live)
         changed = False
+        moves = StateChanges("partition.leader_changed")
         for t in md.topics.values():
             for p in t.partitions:
                 new_leader = self.elect_leader(p, live, t.name)
                 if new_leader != p.leader:
-                    log.info("partition.leader_changed", topic=t.name, partition=p.index, old=p.leader,
-                             new=new_leader, leader_epoch=p.leader_epoch + 1)
+                    moves.add(topic=t.name, partition=p.index, old=p.leader, new=new_leader,
+                              leader_epoch=p.leader_epoch + 1)
                     p.leader = new_leader
                     p.leader_epoch += 1
                     p.partition_epoch += 1
@@ -249,6 +273,7 @@ class Controller:
                     p.isr = new_isr
                     p.partition_epoch += 1
                     changed = True
+        moves.log()
         if changed:
             md.persist()
         self.publish()
@@ -406,6 +431,7 @@ class Controller:
         if err:
             return err, []
         out, changed = [], False
+        isr_changes = StateChanges("partition.isr_changed")
         for topic, index, leader_epoch, new_isr, partition_epoch in items:
             p = self.authority.partition(topic, index)
             if p is None:
@@ -428,12 +454,13 @@ class Controller:
                 out.append((topic, index, int(err), p.leader, p.leader_epoch, list(p.isr), current))
                 continue
             if list(new_isr) != list(p.isr):
-                log.info("partition.isr_changed", topic=topic, partition=index, old=list(p.isr), new=list(new_isr),
-                         leader=p.leader, leader_epoch=p.leader_epoch)
+                isr_changes.add(topic=topic, partition=index, old=list(p.isr), new=list(new_isr), leader=p.leader,
+                                leader_epoch=p.leader_epoch)
                 p.isr = list(new_isr)
                 p.partition_epoch += 1
                 changed = True
             out.append((topic, index, 0, p.leader, p.leader_epoch, list(p.isr), None))
+        isr_changes.log()
         if changed and not self._write_changes():
             return int(E.NOT_CONTROLLER), []
         return 0, [o if o[6] is not None else o[:6] + (self._partition_epoch(o[0], o[1], self.authority.partition(

@@ -17,6 +17,7 @@ the groups' own configs (the GROUP config resource, coordinator/group_config.py;
 """
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -93,7 +94,7 @@ class BrokerInfo:
     protocols: dict = field(default_factory=dict)  # listener name -> security protocol (PLAINTEXT when absent)
 
 
-@dataclass
+@dataclass(slots=True)  # (no instance dict: two of them a partition, the controller's and each cache's)
 class PartitionInfo:
     index: int
     replicas: list[int]
@@ -126,7 +127,9 @@ class ClusterMetadata:
     durable is undone, newest first (`write_failed`). The controller's own changes (`persist()`: elections,
     ISRs) are written at once (`DeferredWrites.write_now`), with everything pending before them."""
 
-    def __init__(self, store: MetadataStore, *, node_id: int = 1):
+    def __init__(self, store: MetadataStore, *, node_id: int = 1, defer_first_write: bool = False):
+        """A store without a snapshot gets one at once (a new cluster id); with `defer_first_write`, by the writer
+        `defer_writes` hands the writes to next (a broker's data dir: not on the event loop)."""
         self.store = store
         snap = store.load()
         self.brokers: dict[int, BrokerInfo] = {}
@@ -148,13 +151,16 @@ class ClusterMetadata:
         self._writes: DeferredWrites | None = None
         self._undos: list[tuple[int, Callable[[], None]]] = []  # deferred changes not yet durable, oldest first
         self._pending_pid_block: tuple[int, int, int] | None = None
-        self._durable_snapshot: dict | None = None  # (deferred) the last snapshot written
+        # (deferred) the last snapshot written, as its JSON text (a copy of its dicts took ~450 bytes a partition)
+        self._durable_snapshot: str | None = None
         if snap is None:
             self.cluster_id = new_cluster_id()
         else:
             self.load_snapshot(snap, brokers=False)
         self.raise_producer_id_floor(store.load_producer_id_block())
-        if snap is None:
+        if snap is None and defer_first_write:
+            self.version, self.dirty = 1, True
+        elif snap is None:
             self.persist()  # like Kafka's meta.properties: the data dir says which cluster it belongs to
 
     # -- persistence ---------------------------------------------------------
@@ -195,7 +201,9 @@ class ClusterMetadata:
             "producer_id_next_block": self.producer_id_next_block,
             "topics": [
                 {"name": t.name, "topic_id": str(t.topic_id), "configs": dict(t.configs),
-                 "partitions": [{**vars(p), "replicas": list(p.replicas), "isr": list(p.isr)} for p in t.partitions]}
+                 "partitions": [{"index": p.index, "replicas": list(p.replicas), "leader": p.leader,
+                                 "leader_epoch": p.leader_epoch, "isr": list(p.isr),
+                                 "partition_epoch": p.partition_epoch} for p in t.partitions]}
                 for t in self.topics.values()
             ],
             "users": {u: dict(c) for u, c in self.users.items()},
@@ -220,7 +228,9 @@ class ClusterMetadata:
     def defer_writes(self, writes: DeferredWrites | None) -> None:
         """From now on changes are written by `writes` (None: at once again, as before)."""
         self._writes = writes
-        self._durable_snapshot = self.snapshot() if self.version == self.durable_version else None
+        self._durable_snapshot = json.dumps(self.snapshot()) if self.version == self.durable_version else None
+        if writes is not None and self.dirty:  # (the first write, deferred)
+            writes.changed()
 
     @property
     def deferred(self) -> bool:
@@ -232,23 +242,26 @@ class ClusterMetadata:
         self.dirty = False
         return PendingWrite(self.version, self.snapshot(), self._pending_pid_block)
 
-    def write(self, pending: PendingWrite) -> None:
-        """Put `pending` on disk (any thread: it touches nothing of this object's but the store)."""
+    def write(self, pending: PendingWrite) -> str:
+        """Put `pending` on disk (any thread: it touches nothing of this object's but the store) -> its JSON text,
+        for `written`."""
         if pending.producer_id_block is not None:
             self.store.save_producer_id_block(*pending.producer_id_block)
-        self.store.save(pending.snapshot)
+        text = self.store.save(pending.snapshot)
+        return text if isinstance(text, str) else json.dumps(pending.snapshot)
 
     def published_snapshot(self) -> dict:
         """What the brokers are told (with the live brokers): deferred, the last snapshot on disk, so that no client
         sees a change a crash could still take back; else the current one."""
         if self._writes is None or self.version == self.durable_version or self._durable_snapshot is None:
             return self.snapshot(include_brokers=True)
-        return {**copy_snapshot(self._durable_snapshot), "brokers": [vars(b).copy() for b in self.brokers.values()]}
+        return {**json.loads(self._durable_snapshot), "brokers": [vars(b).copy() for b in self.brokers.values()]}
 
-    def written(self, pending: PendingWrite) -> None:
-        """`pending` is on disk: its changes are durable and can no longer be undone."""
+    def written(self, pending: PendingWrite, text: str | None = None) -> None:
+        """`pending` is on disk (`text`: its JSON, `write`'s answer): its changes are durable and can no longer be
+        undone."""
         if pending.version > self.durable_version:
-            self._durable_snapshot = pending.snapshot
+            self._durable_snapshot = text if text is not None else json.dumps(pending.snapshot)
         self.durable_version = max(self.durable_version, pending.version)
         self._undos = [(v, fn) for v, fn in self._undos if v > self.durable_version]
         if pending.producer_id_block is not None and self._pending_pid_block == pending.producer_id_block:

@@ -42,7 +42,8 @@ class ClusterState:
         else:
             store = MemoryMetadataStore() if self.in_memory else FileMetadataStore(self.data_dir)
             # The authoritative metadata: written by the active controller only, persisted.
-            self.metadata = ClusterMetadata(store, node_id=config.node_id)
+            # (a new data dir's first snapshot: written by the metadata writer, in a worker thread)
+            self.metadata = ClusterMetadata(store, node_id=config.node_id, defer_first_write=not self.in_memory)
         self.store = InProcessStore()  # the coordination store controllers elect themselves through
         # authorizer.class.name (security/authorizer.py): None allows everything; its ACLs are the metadata's
         from ..security.authorizer import Authorizer

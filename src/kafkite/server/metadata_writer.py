@@ -91,12 +91,12 @@ class MetadataWriter:
     def write_now(self) -> None:
         pending = self.md.take_pending()
         try:
-            self._write(pending)
+            text = self._write(pending)
         except OSError:
             self.md.dirty = True  # the changes before it are still to be written (or undone) by the worker
             self._wake.set()
             raise
-        self.md.written(pending)
+        self.md.written(pending, text)
         self._wake.set()  # the callbacks of the changes it made durable run in the worker (not inside the caller)
 
     @contextlib.contextmanager
@@ -153,7 +153,7 @@ class MetadataWriter:
     async def _write_pending(self) -> None:
         pending = self.md.take_pending()
         try:
-            await trio.to_thread.run_sync(self._write, pending)
+            text = await trio.to_thread.run_sync(self._write, pending)
         except OSError as exc:
             if self.md.durable_version >= pending.version:  # write_now put a newer snapshot there meanwhile
                 self._resolve()
@@ -165,19 +165,20 @@ class MetadataWriter:
         except BaseException:
             self.md.dirty = True  # cancelled before the thread started: not written
             raise
-        self._written(pending)
+        self._written(pending, text)
 
-    def _write(self, pending: PendingWrite) -> None:
-        """Any thread: write `pending` unless a newer snapshot is on disk already."""
+    def _write(self, pending: PendingWrite) -> str | None:
+        """Any thread: write `pending` unless a newer snapshot is on disk already -> its JSON text (None: skipped)."""
         with self._lock:
             if pending.version <= self._on_disk:
-                return
-            self.md.write(pending)
+                return None
+            text = self.md.write(pending)
             self._on_disk = pending.version
             self.writes += 1
+            return text
 
-    def _written(self, pending: PendingWrite) -> None:
-        self.md.written(pending)
+    def _written(self, pending: PendingWrite, text: str | None) -> None:
+        self.md.written(pending, text)
         self._resolve()
 
     def _resolve(self) -> None:

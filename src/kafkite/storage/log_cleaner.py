@@ -31,24 +31,31 @@ dirty tail. Kafka's rules, sans-IO (callers pass now_ms; nothing here touches tr
 - Swap-in (`LogCleaner.swap_in`, on the log's own thread): only if the log did not change
   underneath (its `version`: retention, DeleteRecords, truncation); else the result is
   discarded. The first dirty offset then moves to the end of the cleaned range (or of the map).
+  (Its renames stay on the log's thread, the event loop: ~0.13 ms a segment, 1 ms for 200 MB in 25 MB segments.
+  In a worker they would race retention, DeleteRecords, a follower's truncation and StopReplica, which Kafka keeps
+  out with the log's lock.)
 
 Each log's first dirty offset is kept in memory and, for file logs, in Kafka's
 `cleaner-offset-checkpoint` file of its log directory (version 0, the entry count, then
 `topic partition offset` lines; entries of partitions whose directory is gone are dropped when
 it is rewritten), so a restarted broker does not clean the same bytes again. The file is
-replaced atomically but not fsynced: a lost checkpoint only means one more cleaning.
+replaced atomically but not fsynced, by a worker thread (`checkpoint_writes`): a lost checkpoint only means one
+more cleaning.
 """
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 from weakref import WeakKeyDictionary
 
 import structlog
 
-from .batch import decode_batch, rebuild_batch
+from kafka.record.default_records import DefaultRecordBatch
+
+from .batch import Record, rebuild_batch
 from .checkpoint_file import read_offsets, write_checkpoint
 from .log_segment import BatchSource, LogSegment
 
@@ -67,6 +74,36 @@ def _key_hash(key: bytes) -> bytes:
     return hashlib.md5(key).digest()
 
 
+# The cleaning is pure Python (records decoded, keys hashed, batches rebuilt) in a worker thread: left to Python's
+# switch interval, each time the event loop's thread gave the GIL up (a socket send, a read) it waited up to 5 ms to
+# get it back, and a loop step of a few dozen such calls held every client for hundreds of ms. A worker that gives
+# the GIL up every PACE_S, sleeping YIELD_S (long enough for the waiting thread to wake and take it: a sleep(0)
+# retakes it first), keeps each such wait short; it costs the cleaning about YIELD_S / PACE_S of its speed.
+PACE_S = 0.001
+YIELD_S = 0.0001
+
+
+def yield_gil() -> None:
+    time.sleep(YIELD_S)
+
+
+class Pacer:
+    """Called once per record: every 64 calls, sleeps YIELD_S when PACE_S has passed since the last sleep."""
+    __slots__ = ("last", "count", "on")
+
+    def __init__(self, on: bool = True) -> None:
+        self.last, self.count, self.on = time.perf_counter(), 0, on
+
+    def __call__(self) -> None:
+        self.count += 1
+        if self.count & 63 or not self.on:
+            return
+        now = time.perf_counter()
+        if now - self.last >= PACE_S:
+            yield_gil()
+            self.last = time.perf_counter()
+
+
 def topic_partition(lg) -> tuple[str, int] | None:
     """A file log's (topic, partition) from its directory name `<topic>-<partition>`, as Kafka
     parses it; None for a memory log or another name."""
@@ -79,6 +116,20 @@ def topic_partition(lg) -> tuple[str, int] | None:
 def read_cleaner_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     """(topic, partition) -> first dirty offset; empty when missing or unreadable."""
     return read_offsets(path)
+
+
+def iter_records(data):
+    """The records of one whole batch as kafka-python decodes them, one at a time (raises on a malformed batch)."""
+    return iter(DefaultRecordBatch(bytes(data)))
+
+
+def decode_batch(data, pace=lambda: None) -> list[Record]:
+    """storage/batch.py's decode_batch, calling `pace()` after each record."""
+    out = []
+    for r in iter_records(data):
+        out.append(Record(r.offset, r.timestamp, r.key, r.value, list(r.headers)))
+        pace()
+    return out
 
 
 @dataclass
@@ -105,6 +156,7 @@ class CleanJob:
     delete_horizon_ms: int = 0                     # tombstones in batches older than this go
     max_map_entries: int = DEDUPE_BUFFER_SIZE // MAP_ENTRY_BYTES
     aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer -> (first, marker offset)
+    pace: Pacer = field(default_factory=Pacer)     # (off when cleaning on the caller's own thread: clean_now)
 
     def is_aborted(self, h) -> bool:
         """A data batch of an aborted transaction."""
@@ -137,9 +189,17 @@ class CleanJob:
                     self.map_end = h.base_offset
                     result.dirty_end = min(result.dirty_end, h.base_offset)
                     return latest
-                for r in self._records(h, data) or ():
-                    if r.key is not None and self.first_dirty <= r.offset < self.map_end:
-                        latest[_key_hash(r.key)] = r.offset
+                hashes, offsets = [], []  # (the batch's keys go in once it decoded whole)
+                try:
+                    for r in iter_records(data):
+                        self.pace()
+                        if r.key is not None and self.first_dirty <= r.offset < self.map_end:
+                            hashes.append(_key_hash(r.key))
+                            offsets.append(r.offset)
+                except Exception as exc:
+                    self._undecodable(h, exc)
+                    continue
+                latest.update(zip(hashes, offsets))
         return latest
 
     def _clean(self, latest: dict[bytes, int], result: CleanResult) -> None:
@@ -163,22 +223,32 @@ class CleanJob:
                     else:
                         out.append(data)
                     continue
-                recs = self._records(h, data)
-                if recs is None:
+                # which records stay, decided from records not kept (none outlives its turn: a cleaning made
+                # millions of objects that lived through a collection or two, and the full collections they brought
+                # on stopped every thread, the event loop's too, 100-400 ms each); decoded again as Records only
+                # to rebuild a batch that keeps some
+                try:
+                    kept = []
+                    for r in iter_records(data):
+                        self.pace()
+                        kept.append(r.key is not None and latest.get(_key_hash(r.key), r.offset) <= r.offset
+                                    and not (r.value is None and h.max_timestamp < self.delete_horizon_ms))
+                except Exception as exc:  # a batch we cannot read is kept as it is
+                    self._undecodable(h, exc)
                     result.batches_kept_undecodable += 1
                     out.append(data)
                     self._kept(h, txn_data_kept)
                     continue
-                keep = [r for r in recs if r.key is not None and latest.get(_key_hash(r.key), r.offset) <= r.offset
-                        and not (r.value is None and h.max_timestamp < self.delete_horizon_ms)]
-                result.records_removed += len(recs) - len(keep)
-                if len(keep) == len(recs):
+                n = sum(kept)
+                result.records_removed += len(kept) - n
+                if n == len(kept):
                     out.append(data)
                 else:
                     changed = True
-                    if keep:
-                        out.append(rebuild_batch(h, keep))
-                if keep:
+                    if n:
+                        recs = decode_batch(data, self.pace)
+                        out.append(rebuild_batch(h, [r for r, k in zip(recs, kept) if k]))
+                if n:
                     self._kept(h, txn_data_kept)
             if changed:
                 result.replacements.append((seg, seg.prepare(out)))
@@ -188,13 +258,9 @@ class CleanJob:
         if h.is_transactional and h.producer_id >= 0:
             txn_data_kept[h.producer_id] = True
 
-    def _records(self, h, data):
-        try:
-            return decode_batch(data)
-        except Exception as exc:  # a batch we cannot read is kept as it is
-            log.warning("log_cleaner.undecodable_batch", log=self.name, base_offset=h.base_offset,
-                        last_offset=h.last_offset, error=repr(exc))
-            return None
+    def _undecodable(self, h, exc: Exception) -> None:
+        log.warning("log_cleaner.undecodable_batch", log=self.name, base_offset=h.base_offset,
+                    last_offset=h.last_offset, error=repr(exc))
 
 
 class LogCleaner:
@@ -204,6 +270,7 @@ class LogCleaner:
         self.first_dirty: WeakKeyDictionary = WeakKeyDictionary()
         self.max_map_entries = max(1, dedupe_buffer_size // MAP_ENTRY_BYTES)
         self._checkpoints: dict[Path, dict[tuple[str, int], int]] = {}  # log dir -> its checkpoint file
+        self._unwritten: set[Path] = set()  # log dirs whose checkpoint changed since checkpoint_writes
 
     def _dir_checkpoints(self, log_dir: Path) -> dict[tuple[str, int], int]:
         if log_dir not in self._checkpoints:
@@ -219,16 +286,43 @@ class LogCleaner:
         return cp
 
     def _checkpoint(self, lg, offset: int) -> None:
+        """The log's first dirty offset, for `checkpoint_writes` to put in its log dir's file."""
         self.first_dirty[lg] = offset
         tp = topic_partition(lg)
         if tp is None:
             return
         log_dir = lg.dir.parent
-        entries = self._dir_checkpoints(log_dir)
-        entries[tp] = offset
-        for t, p in [tp for tp in entries if not (log_dir / f"{tp[0]}-{tp[1]}").is_dir()]:
-            del entries[(t, p)]  # deleted partitions
-        write_checkpoint(log_dir / CHECKPOINT_FILE, [(t, p, o) for (t, p), o in entries.items()])
+        self._dir_checkpoints(log_dir)[tp] = offset
+        self._unwritten.add(log_dir)
+
+    def checkpoint_writes(self) -> Callable[[], list] | None:
+        """The checkpoint files changed since the last call, as a function writing them (for a worker thread: the
+        entries of partitions whose directory is gone are left out, a stat each, and the file replaced) that
+        returns those gone entries, for `forget`; None when none changed."""
+        if not self._unwritten:
+            return None
+        dirs, self._unwritten = self._unwritten, set()
+        snapshot = {d: dict(self._checkpoints[d]) for d in dirs}
+
+        def write() -> list:
+            gone = []
+            for log_dir, entries in snapshot.items():
+                kept = []
+                for (t, p), o in entries.items():
+                    if (log_dir / f"{t}-{p}").is_dir():
+                        kept.append((t, p, o))
+                    else:  # deleted partitions
+                        gone.append((log_dir, (t, p), o))
+                write_checkpoint(log_dir / CHECKPOINT_FILE, kept)
+            return gone
+        return write
+
+    def forget(self, gone: list) -> None:
+        """Drop the entries of deleted partitions a checkpoint write left out (unless set again meanwhile)."""
+        for log_dir, tp, offset in gone:
+            entries = self._checkpoints.get(log_dir, {})
+            if entries.get(tp) == offset:
+                del entries[tp]
 
     def plan(self, lg, now_ms: int, *, name: str = "", force: bool = False) -> CleanJob | None:
         """A job cleaning `lg` when it is due (see the module comment), or from its start whenever
@@ -302,6 +396,10 @@ class LogCleaner:
         job = self.plan(lg, now_ms, force=True)
         if job is None:
             return 0
+        job.pace.on = False
         result = job.run()
-        self.swap_in(job, result)
+        if self.swap_in(job, result):
+            write = self.checkpoint_writes()
+            if write is not None:
+                self.forget(write())
         return result.records_removed

@@ -411,16 +411,17 @@ class UnifiedLog(LocalLog):
             self._retire(seg, now_ms)
         return seg
 
-    def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
+    def delete_records_before(self, offset: int, now_ms: int | None = None, defer_renames: bool = False) -> int:
         """DeleteRecords: move the log start offset up to `offset` (never down), deleting
         segments wholly below it (their files after file.delete.delay.ms from `now_ms`, see
-        local_log.py). OffsetOutOfRange above the high watermark."""
+        local_log.py). OffsetOutOfRange above the high watermark. With `defer_renames` the deleted segments' renames
+        to `.deleted` are left for `renames()` (a worker thread)."""
         if offset > self.high_watermark or offset < 0:
             raise OffsetOutOfRange(f"offset {offset} is not in [0, high watermark {self.high_watermark}]")
         self._advance_log_start(offset)
         self.version += 1
         while len(self.segments) > 1 and self.segments[1].base <= self.log_start_offset:
-            self._delete_oldest(now_ms)
+            self._delete_oldest(now_ms, defer_renames)
         return self.log_start_offset
 
     def enforce_retention(self, now_ms: int, defer_renames: bool = False) -> int:

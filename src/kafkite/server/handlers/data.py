@@ -368,7 +368,7 @@ async def handle_delete_records(apis: KafkaApis, ctx: RequestContext):
     rm = apis.replica_manager
     T = DeleteRecordsResponse.DeleteRecordsTopicResult
     P = T.DeleteRecordsPartitionResult
-    topics = []
+    topics, done = [], []
     deletable = apis.authorize(ctx, Op.DELETE, ResourceType.TOPIC, (t.name for t in ctx.body.topics))
     for t in ctx.body.topics:
         parts = []
@@ -379,5 +379,8 @@ async def handle_delete_records(apis: KafkaApis, ctx: RequestContext):
                 continue
             err, low = rm.delete_records(apis.metadata_cache, t.name, p.partition_index, p.offset)
             parts.append(P(partition_index=p.partition_index, low_watermark=low, error_code=int(err)))
+            if not err:
+                done.append((t.name, p.partition_index))
         topics.append(T(name=t.name, partitions=parts))
+    await rm.rename_deleted_segments(done)  # (in a worker thread)
     return DeleteRecordsResponse(version=ctx.version, throttle_time_ms=0, topics=topics)
