@@ -49,6 +49,24 @@ def kp_group_consumer(topic: str, timeout: float = 30.0, **config):
     return c
 
 
+def ck_commit(consumer, timeout: float = 30.0) -> None:
+    """A confluent-kafka consumer's synchronous commit of what it read, with STALE_MEMBER_EPOCH retried as
+    librdkafka's documentation of rd_kafka_commit says it may be (group.protocol=consumer): a commit that left with
+    the member's epoch while a heartbeat moved the member to a new one (partitions added to its assignment) is
+    refused, as Kafka's validateMemberEpoch refuses it; librdkafka hands a manual commit's refusal to the
+    application after hastening its next heartbeat, and the next commit carries the new epoch."""
+    from confluent_kafka import KafkaError, KafkaException
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            consumer.commit(asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)  # (the heartbeat runs on librdkafka's own thread)
+
+
 def kp_produce(bootstrap, topic, records, compression=None, acks="all", partition=None):
     from kafka import KafkaProducer
     p = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, compression_type=compression, linger_ms=5)

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from clients.group_scenario import produce_batch, wait_for
+from helpers import ck_commit
 from test_groups_clients import create
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -42,7 +43,7 @@ class Member:
         if msgs:
             self.got.extend((m.partition(), m.offset()) for m in msgs)
             self.received.extend((now, m.partition()) for m in msgs)
-            self.c.commit(asynchronous=False)
+            ck_commit(self.c)
 
     def assigned(self) -> list[int]:
         return sorted(tp.partition for tp in self.c.assignment())

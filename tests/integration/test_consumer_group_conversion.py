@@ -14,7 +14,7 @@ import pytest
 from clients.group_scenario import produce_batch
 from test_consumer_group_clients import describe
 from test_groups_clients import create
-from helpers import kp_group_consumer
+from helpers import ck_commit, kp_group_consumer
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 if confluent_kafka.libversion()[1] < 0x020a0000:
@@ -41,7 +41,7 @@ def read_with_librdkafka(bs, group, topic, want, timeout=60):
             msgs = [m for m in c.consume(100, timeout=0.1) if not m.error()]
             if msgs:
                 got += [(m.partition(), m.offset()) for m in msgs]
-                c.commit(asynchronous=False)
+                ck_commit(c)
         return got
     finally:
         c.close()

@@ -16,6 +16,7 @@ from collections import Counter
 import pytest
 
 from clients.group_scenario import produce_batch
+from helpers import ck_commit
 from test_consumer_group_clients import describe
 from test_groups_clients import create
 
@@ -79,7 +80,7 @@ class Reader(threading.Thread):
         if hasattr(c, "consume"):  # confluent-kafka
             msgs = [m for m in c.consume(100, timeout=0.1) if not m.error()]
             if msgs:
-                c.commit(asynchronous=False)
+                ck_commit(c)
             return [(m.partition(), m.offset()) for m in msgs]
         recs = [r for rs in c.poll(timeout_ms=100).values() for r in rs]
         if recs:
