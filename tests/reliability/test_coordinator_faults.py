@@ -30,7 +30,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.structs import OffsetAndMetadata
 
-from helpers import kp_produce, wait_until
+from helpers import kp_group_consumer, kp_produce, wait_until
 from kafkite.coordinator import records as R
 from kafkite.coordinator.group import GroupState
 from kafkite.coordinator.hashing import partition_for
@@ -223,8 +223,8 @@ def test_sync_group_too_large_answers_unknown_server_error(broker):
     bs = broker.bootstrap_servers
     kp_produce(bs, "big-t", [(b"k", b"v", [])])
     # a real consumer whose leader assigns more than __consumer_offsets' max.message.bytes (1 MB, Kafka's default)
-    c = KafkaConsumer("big-t", bootstrap_servers=bs, group_id="big", partition_assignment_strategy=[BigAssignor],
-                      enable_auto_commit=False, session_timeout_ms=10000)
+    c = kp_group_consumer("big-t", bootstrap_servers=bs, group_id="big", partition_assignment_strategy=[BigAssignor],
+                          enable_auto_commit=False, session_timeout_ms=10000)
     try:
         with pytest.raises(KafkaError) as info:
             deadline = time.monotonic() + 30
