@@ -49,6 +49,17 @@ def kp_group_consumer(topic: str, timeout: float = 30.0, **config):
     return c
 
 
+def kp_poll_until_assigned(c, timeout: float = 30.0) -> list:
+    """Poll a kafka-python group consumer until it holds partitions; returns the records it read meanwhile."""
+    got = []
+
+    def assigned():
+        got.extend(r for rs in c.poll(timeout_ms=200).values() for r in rs)
+        return bool(c.assignment())
+    wait_until(assigned, timeout, interval=0, what="kafka-python's group assignment")
+    return got
+
+
 def kp_produce(bootstrap, topic, records, compression=None, acks="all", partition=None):
     from kafka import KafkaProducer
     p = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, compression_type=compression, linger_ms=5)
