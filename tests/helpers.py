@@ -60,6 +60,18 @@ def kp_poll_until_assigned(c, timeout: float = 30.0) -> list:
     return got
 
 
+def kp_read(c, want: int, timeout: float = 30.0, settle_ms: int = 200) -> list:
+    """The records an assigned kafka-python consumer reads: polled until `want` came (or `timeout` passed), then
+    once more for `settle_ms`, so that a surplus shows too. For a read of everything there is, in place of an
+    idle timeout (consumer_timeout_ms), which on a loaded machine can end before the first fetch came back."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        got += [r for rs in c.poll(timeout_ms=200).values() for r in rs]
+    got += [r for rs in c.poll(timeout_ms=settle_ms).values() for r in rs]
+    return got
+
+
 def kp_produce(bootstrap, topic, records, compression=None, acks="all", partition=None):
     from kafka import KafkaProducer
     p = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, compression_type=compression, linger_ms=5)

@@ -13,7 +13,7 @@ from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLRes
                          NewTopic, ResourcePattern, ResourcePatternFilter, ResourceType)
 from kafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
-from helpers import kp_group_consumer, kp_poll_until_assigned
+from helpers import kp_group_consumer, kp_poll_until_assigned, kp_read
 from kafkite.testing.process import BrokerProcess
 from kafkite.testing.runner import BrokerThread
 from kafkite.testing.wire_client import WireClient
@@ -463,6 +463,6 @@ def test_an_in_process_cluster_replicates_under_an_authorizer():
             p.send("replicated", b"%d" % i).get(timeout=30)
         p.close()
         kc = KafkaConsumer("replicated", bootstrap_servers=c.bootstrap_of(3), auto_offset_reset="earliest",
-                           consumer_timeout_ms=5000, **kp("alice"))
-        assert [m.value for m in kc] == [b"%d" % i for i in range(5)]
+                           **kp("alice"))
+        assert [m.value for m in kp_read(kc, 5)] == [b"%d" % i for i in range(5)]
         kc.close()

@@ -11,7 +11,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from helpers import wait_until
+from helpers import kp_read, wait_until
 from kafkite.testing.cluster import KafkiteCluster
 from kafkite.testing.replicas import compare_replicas, partition_dirs
 from kafkite.testing.wire_client import WireClient
@@ -129,10 +129,9 @@ def test_leader_stopped_no_acknowledged_record_lost():
         producer.flush()
         producer.close()
         assert len(acked) == 300
-        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
-                                 consumer_timeout_ms=3000)
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest")
         consumer.assign([TopicPartition("safe", 0)])
-        values = [m.value for m in consumer]
+        values = [m.value for m in kp_read(consumer, 300)]
         consumer.close()
         assert values == [b"a%d" % i for i in range(300)]
         # the old leader comes back as a follower, copies what it missed and rejoins the ISR
