@@ -155,7 +155,7 @@ def test_group_without_read_is_group_authorization_failed(secured):
             err = m.error()
     c.close()
     assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, err
-    kc = KafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id="g-denied", consumer_timeout_ms=10000,
+    kc = KafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id="g-denied", consumer_timeout_ms=60000,
                        **kp("alice"))
     with pytest.raises(GroupAuthorizationFailedError):
         list(kc)
