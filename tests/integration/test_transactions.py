@@ -218,7 +218,7 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(broker_facto
         pid, epoch = r.producer_id, r.producer_epoch
         assert add(w, "tx-t", pid, epoch, [("slow", 0)]) == {("slow", 0): 0}
         assert produce_txn(w, "slow", pid, epoch, 0, 2, "tx-t").error_code == 0
-        wait_until(lambda: fetch(w, "slow", 1).last_stable_offset == 3, timeout=10, what="the timeout's abort")
+        wait_until(lambda: fetch(w, "slow", 1).last_stable_offset == 3, timeout=30, what="the timeout's abort")
         assert [(a.producer_id, a.first_offset) for a in fetch(w, "slow", 1).aborted_transactions] == [(pid, 0)]
         assert end(w, "tx-t", pid, epoch, True) == E.PRODUCER_FENCED
         assert produce_txn(w, "slow", pid, epoch, 2, 1, "tx-t").error_code == E.INVALID_PRODUCER_EPOCH
