@@ -131,7 +131,7 @@ def ck_consume_all(bootstrap, topic, expected, timeout=60.0):
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign", "enable.auto.commit": False,
                   "enable.partition.eof": False})
-    md = c.list_topics(topic, timeout=10)
+    md = c.list_topics(topic, timeout=30)
     parts = sorted(md.topics[topic].partitions)
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
     out = []
