@@ -67,6 +67,29 @@ def ck_commit(consumer, timeout: float = 30.0) -> None:
         time.sleep(0.05)  # (the heartbeat runs on librdkafka's own thread)
 
 
+def kp_poll_until_assigned(c, timeout: float = 30.0) -> list:
+    """Poll a kafka-python group consumer until it holds partitions; returns the records it read meanwhile."""
+    got = []
+
+    def assigned():
+        got.extend(r for rs in c.poll(timeout_ms=200).values() for r in rs)
+        return bool(c.assignment())
+    wait_until(assigned, timeout, interval=0, what="kafka-python's group assignment")
+    return got
+
+
+def kp_read(c, want: int, timeout: float = 30.0, settle_ms: int = 200) -> list:
+    """The records an assigned kafka-python consumer reads: polled until `want` came (or `timeout` passed), then
+    once more for `settle_ms`, so that a surplus shows too. For a read of everything there is, in place of an
+    idle timeout (consumer_timeout_ms), which on a loaded machine can end before the first fetch came back."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        got += [r for rs in c.poll(timeout_ms=200).values() for r in rs]
+    got += [r for rs in c.poll(timeout_ms=settle_ms).values() for r in rs]
+    return got
+
+
 def kp_produce(bootstrap, topic, records, compression=None, acks="all", partition=None):
     from kafka import KafkaProducer
     p = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, compression_type=compression, linger_ms=5)
@@ -126,7 +149,7 @@ def ck_consume_all(bootstrap, topic, expected, timeout=60.0):
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign", "enable.auto.commit": False,
                   "enable.partition.eof": False})
-    md = c.list_topics(topic, timeout=10)
+    md = c.list_topics(topic, timeout=30)
     parts = sorted(md.topics[topic].partitions)
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
     out = []

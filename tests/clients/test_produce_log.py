@@ -28,7 +28,7 @@ def _create(bs: str, topic: str, partitions: int, configs: dict[str, str] | None
 def _read_back(bs: str, topic: str, partitions: int, expected: int) -> dict[tuple[int, int], tuple[bytes, bytes]]:
     """(partition, offset) -> (key, value) of every record, with kafka-python (assigned, from the start)."""
     from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, consumer_timeout_ms=10_000)
+    c = KafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, consumer_timeout_ms=30_000)
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         c.assign(tps)

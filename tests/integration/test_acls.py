@@ -13,6 +13,7 @@ from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLRes
                          NewTopic, ResourcePattern, ResourcePatternFilter, ResourceType)
 from kafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
+from helpers import kp_group_consumer, kp_poll_until_assigned, kp_read
 from kafkite.testing.process import BrokerProcess
 from kafkite.testing.runner import BrokerThread
 from kafkite.testing.wire_client import WireClient
@@ -126,11 +127,14 @@ def test_write_and_read_acls_let_a_user_produce_and_group_consume(secured):
     c.close()
     assert got == [b"m%d" % i for i in range(5)]
     # kafka-python, the same user: consumes through the group and its committed offsets
-    from kafka import KafkaConsumer
-    kc = KafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group, auto_offset_reset="earliest",
-                       consumer_timeout_ms=3000, **kp("alice"))
-    assert list(kc) == []  # everything was committed by the confluent consumer
-    kc.close()
+    from kafka import TopicPartition
+    kc = kp_group_consumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group, auto_offset_reset="earliest",
+                           **kp("alice"))
+    try:
+        assert kp_poll_until_assigned(kc) == []
+        assert kc.position(TopicPartition(topic, 0)) == 5  # everything was committed by the confluent consumer
+    finally:
+        kc.close()
 
 
 def test_group_without_read_is_group_authorization_failed(secured):
@@ -151,7 +155,7 @@ def test_group_without_read_is_group_authorization_failed(secured):
             err = m.error()
     c.close()
     assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, err
-    kc = KafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id="g-denied", consumer_timeout_ms=10000,
+    kc = KafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id="g-denied", consumer_timeout_ms=60000,
                        **kp("alice"))
     with pytest.raises(GroupAuthorizationFailedError):
         list(kc)
@@ -343,7 +347,6 @@ def _kafkite(*args: str):
 
 def test_cli_acls_add_list_remove(secured, tmp_path):
     """`kafkite acls` as kafka-acls: --add (with --consumer), --list, --remove, with --command-config for SASL."""
-    from kafka import KafkaConsumer
     b, adm = secured
     topic, group = fresh(adm, "cli"), f"gcli-{uuid.uuid4().hex[:6]}"
     props = tmp_path / "admin.properties"
@@ -359,10 +362,12 @@ def test_cli_acls_add_list_remove(secured, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in out.stdout
     assert "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)" in out.stdout
-    kc = KafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group, consumer_timeout_ms=2000,
-                       auto_offset_reset="earliest", **kp("alice"))
-    assert list(kc) == []  # allowed (an empty topic); no GROUP/TOPIC_AUTHORIZATION_FAILED
-    kc.close()
+    kc = kp_group_consumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group, auto_offset_reset="earliest",
+                           **kp("alice"))
+    try:  # allowed: it joins and is assigned the (empty) topic; no GROUP/TOPIC_AUTHORIZATION_FAILED
+        assert kp_poll_until_assigned(kc) == []
+    finally:
+        kc.close()
     out = _kafkite(*base, "--remove", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic)
     assert out.returncode == 0 and "operation=READ" in out.stdout, out.stderr
     out = _kafkite(*base, "--list", "--topic", topic)
@@ -458,6 +463,6 @@ def test_an_in_process_cluster_replicates_under_an_authorizer():
             p.send("replicated", b"%d" % i).get(timeout=30)
         p.close()
         kc = KafkaConsumer("replicated", bootstrap_servers=c.bootstrap_of(3), auto_offset_reset="earliest",
-                           consumer_timeout_ms=5000, **kp("alice"))
-        assert [m.value for m in kc] == [b"%d" % i for i in range(5)]
+                           **kp("alice"))
+        assert [m.value for m in kp_read(kc, 5)] == [b"%d" % i for i in range(5)]
         kc.close()

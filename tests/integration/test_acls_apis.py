@@ -15,6 +15,7 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest, 
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
+from helpers import kp_read
 from kafkite.testing.wire_client import WireClient
 from kafkite.wire.errors import E
 
@@ -205,8 +206,8 @@ def test_transactional_producer_needs_its_transactional_id_acl(env):
     p.commit_transaction(20)
     from kafka import KafkaConsumer
     kc = KafkaConsumer(t, bootstrap_servers=b.bootstrap_servers, auto_offset_reset="earliest",
-                       isolation_level="read_committed", consumer_timeout_ms=5000, **kp("admin"))
-    assert [m.value for m in kc] == [b"in-txn"]
+                       isolation_level="read_committed", **kp("admin"))
+    assert [m.value for m in kp_read(kc, 1)] == [b"in-txn"]
     kc.close()
 
 

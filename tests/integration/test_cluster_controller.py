@@ -76,7 +76,7 @@ def test_failover_and_fencing():
                    what="the restarted brokers back in every ISR")
         wait_until(lambda: {p: cluster.leader("orders", p) for p in range(6)} == leaders, timeout=20,
                    what="the preferred leaders restored")
-        wait_until(lambda: views_agree(cluster), timeout=10, what="every broker's view the same")
+        wait_until(lambda: views_agree(cluster), timeout=30, what="every broker's view the same")
 
 
 def test_move_leader_and_not_leader_error():

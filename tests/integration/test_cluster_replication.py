@@ -11,7 +11,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from helpers import wait_until
+from helpers import kp_read, wait_until
 from kafkite.testing.cluster import KafkiteCluster
 from kafkite.testing.replicas import compare_replicas, partition_dirs
 from kafkite.testing.wire_client import WireClient
@@ -28,7 +28,7 @@ def _create(cluster, name, partitions=1, rf=3, **configs):
         admin.create_topics([NewTopic(name, partitions, rf, topic_configs=configs)])
     finally:
         admin.close()
-    wait_until(lambda: all(cluster.leader(name, p) > 0 for p in range(partitions)), timeout=10,
+    wait_until(lambda: all(cluster.leader(name, p) > 0 for p in range(partitions)), timeout=30,
                what=f"leaders of {name}")
 
 
@@ -50,7 +50,7 @@ def test_each_broker_has_its_own_copy_byte_for_byte(tmp_path):
             logs = [cluster.replica_log(b, "copies", p) for b in (1, 2, 3)]
             assert len({id(lg) for lg in logs}) == 3  # three logs, not one shared
             assert sum(lg.log_end_offset for lg in logs) == 3 * logs[0].log_end_offset
-            wait_until(lambda: all(lg.high_watermark == logs[0].log_end_offset for lg in logs), timeout=10,
+            wait_until(lambda: all(lg.high_watermark == logs[0].log_end_offset for lg in logs), timeout=30,
                        what="the followers' high watermark")  # learnt from the next fetch response
             leader = cluster.leader("copies", p)
             dirs = partition_dirs(cluster, "copies", p)
@@ -69,14 +69,14 @@ def test_paused_follower_leaves_the_isr_and_rejoins():
         cluster.pause_replication(f1)
         with WireClient.connect(cluster.bootstrap_of(leader)) as w:
             assert produce(w, "lag", batch(5), acks=1).error_code == 0
-            wait_until(lambda: f1 not in cluster.isr("lag", 0), timeout=10, what=f"broker {f1} out of the ISR")
+            wait_until(lambda: f1 not in cluster.isr("lag", 0), timeout=30, what=f"broker {f1} out of the ISR")
             assert sorted(cluster.isr("lag", 0)) == sorted([leader, f2])
             # every broker's view says so (the controller told them all)
             assert all(sorted(v["topics"][0]["partitions"][0]["isr"]) == sorted([leader, f2])
                        for v in cluster.metadata_views().values())
             assert produce(w, "lag", batch(2)).error_code == 0  # acks=all: the ISR of two is enough
             cluster.pause_replication(f2)
-            wait_until(lambda: cluster.isr("lag", 0) == [leader], timeout=10, what="the ISR down to the leader")
+            wait_until(lambda: cluster.isr("lag", 0) == [leader], timeout=30, what="the ISR down to the leader")
             r = produce(w, "lag", batch(1))
             assert r.error_code == E.NOT_ENOUGH_REPLICAS, r
             assert produce(w, "lag", batch(1), acks=1).error_code == 0
@@ -129,10 +129,9 @@ def test_leader_stopped_no_acknowledged_record_lost():
         producer.flush()
         producer.close()
         assert len(acked) == 300
-        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
-                                 consumer_timeout_ms=3000)
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest")
         consumer.assign([TopicPartition("safe", 0)])
-        values = [m.value for m in consumer]
+        values = [m.value for m in kp_read(consumer, 300)]
         consumer.close()
         assert values == [b"a%d" % i for i in range(300)]
         # the old leader comes back as a follower, copies what it missed and rejoins the ISR
@@ -193,8 +192,8 @@ def test_follower_fetching_by_rack_over_the_wire():
         follower = next(b for b in (1, 2, 3) if b != leader)
         with WireClient.connect(cluster.bootstrap_of(leader)) as w:
             assert produce(w, "near", batch(4)).error_code == 0
-            wait_until(lambda: _caught_up(cluster, "near"), timeout=10, what="followers")
-            wait_until(lambda: cluster.replica_log(follower, "near", 0).high_watermark == 4, timeout=10,
+            wait_until(lambda: _caught_up(cluster, "near"), timeout=30, what="followers")
+            wait_until(lambda: cluster.replica_log(follower, "near", 0).high_watermark == 4, timeout=30,
                        what="the follower's high watermark")
             r = _fetch_v11(w, "near", 0, RACKS[follower])
             assert (r.error_code, r.preferred_read_replica, r.high_watermark) == (0, follower, 4)
@@ -250,12 +249,12 @@ def test_unclean_leader_election_when_the_isr_is_gone():
         cluster.pause_replication(follower)
         with WireClient.connect(cluster.bootstrap_of(leader)) as w:
             assert produce(w, "unclean", batch(4), acks=1).error_code == 0
-            wait_until(lambda: cluster.isr("unclean", 0) == [leader], timeout=10, what="the follower out of the ISR")
+            wait_until(lambda: cluster.isr("unclean", 0) == [leader], timeout=30, what="the follower out of the ISR")
             assert produce(w, "unclean", batch(2), acks=1).error_code == 0
         behind = cluster.log_end_offsets("unclean", 0)[follower]
         assert behind < 6
         cluster.stop_broker(leader)
-        wait_until(lambda: cluster.leader("unclean", 0) == -1, timeout=10, what="the partition offline")
+        wait_until(lambda: cluster.leader("unclean", 0) == -1, timeout=30, what="the partition offline")
         cluster.resume_replication(follower)
         assert cluster.leader("unclean", 0) == -1  # clean election only: it stays offline
         other = next(b for b in (1, 2, 3) if b not in (leader, follower))
@@ -266,7 +265,7 @@ def test_unclean_leader_election_when_the_isr_is_gone():
                                                 configs={"unclean.leader.election.enable": "true"})])
         finally:
             admin.close()
-        wait_until(lambda: cluster.leader("unclean", 0) == follower, timeout=10, what="the unclean leader")
+        wait_until(lambda: cluster.leader("unclean", 0) == follower, timeout=30, what="the unclean leader")
         assert cluster.isr("unclean", 0) == [follower]
         with WireClient.connect(cluster.bootstrap_of(follower)) as w:
             assert fetch(w, "unclean", 0).high_watermark == behind  # what it never got is gone
@@ -279,6 +278,6 @@ def test_unclean_leader_election_by_the_broker_default():
         leader = cluster.leader("unclean-default", 0)
         follower = next(b for b in cluster.state.metadata.partition("unclean-default", 0).replicas if b != leader)
         cluster.pause_replication(follower)
-        wait_until(lambda: cluster.isr("unclean-default", 0) == [leader], timeout=10, what="the follower out")
+        wait_until(lambda: cluster.isr("unclean-default", 0) == [leader], timeout=30, what="the follower out")
         cluster.stop_broker(leader)
-        wait_until(lambda: cluster.leader("unclean-default", 0) == follower, timeout=10, what="the unclean leader")
+        wait_until(lambda: cluster.leader("unclean-default", 0) == follower, timeout=30, what="the unclean leader")

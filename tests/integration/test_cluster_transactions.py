@@ -6,7 +6,7 @@ from __future__ import annotations
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from helpers import wait_until
+from helpers import kp_read, wait_until
 from kafkite.coordinator.hashing import partition_for
 from kafkite.storage.batch import iter_batches
 from kafkite.testing import KafkiteCluster
@@ -23,11 +23,10 @@ def markers(cluster, broker_id, topic, partition):
     return [h.producer_id for _, h in iter_batches(data) if h.is_control]
 
 
-def read(bs, topic, n, iso):
-    c = KafkaConsumer(bootstrap_servers=bs, isolation_level=iso, auto_offset_reset="earliest",
-                      consumer_timeout_ms=2000)
+def read(bs, topic, n, iso, want):
+    c = KafkaConsumer(bootstrap_servers=bs, isolation_level=iso, auto_offset_reset="earliest")
     c.assign([TopicPartition(topic, i) for i in range(n)])
-    out = sorted(m.value for m in c)
+    out = sorted(m.value for m in kp_read(c, want))
     c.close()
     return out
 
@@ -66,8 +65,8 @@ def test_a_transaction_across_leaders_commits_atomically():
             wait_until(lambda i=i: all(len(markers(cluster, b, "multi", i)) == 4 for b in ids), what="markers")
             assert set(markers(cluster, ids[i], "multi", i)) == {pid}
         assert sum(1 for i in range(3) if cluster.leader("multi", i) != coordinator) == 2  # two went over the wire
-        assert read(bs, "multi", 3, "read_committed") == sorted(committed)
-        assert len(read(bs, "multi", 3, "read_uncommitted")) == 36
+        assert read(bs, "multi", 3, "read_committed", len(committed)) == sorted(committed)
+        assert len(read(bs, "multi", 3, "read_uncommitted", 36)) == 36
 
 
 def test_the_transaction_coordinator_fails_over():
@@ -94,6 +93,6 @@ def test_the_transaction_coordinator_fails_over():
             p.produce("fo", value=b"b%d" % i, partition=i % 3)
         p.commit_transaction(60)
         p.flush(10)
-        got = read(bs, "fo", 3, "read_committed")
+        got = read(bs, "fo", 3, "read_committed", 12)
         assert got == sorted([b"a%d" % i for i in range(6)] + [b"b%d" % i for i in range(6)])
         cluster.start_broker(old)

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from clients.group_scenario import produce_batch
-from helpers import ck_commit
+from helpers import ck_commit, kp_group_consumer
 from test_consumer_group_clients import describe
 from test_groups_clients import create
 
@@ -29,17 +29,9 @@ FAST = {"group.min.session.timeout.ms": "1000", "group.initial.rebalance.delay.m
 
 
 def classic_consumer(bs, group, topic):
-    """A kafka-python consumer that knows the topic's partitions before it joins: a leader that assigns
-    without them (kafka-python: "No partition metadata") rejoins at once, and that second join at times
-    stalls in kafka-python 3.0 (seen with plain classic groups too)."""
-    from kafka import KafkaConsumer
-    c = KafkaConsumer(bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-                      session_timeout_ms=6000, heartbeat_interval_ms=500)
-    deadline = time.monotonic() + 30
-    while not c.partitions_for_topic(topic) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    c.subscribe([topic])
-    return c
+    """A kafka-python consumer that knows the topic's partitions before it joins (helpers.kp_group_consumer)."""
+    return kp_group_consumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500)
 
 
 def modern_consumer(bs, group, topic):

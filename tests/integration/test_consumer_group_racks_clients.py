@@ -59,7 +59,7 @@ def test_consumers_get_the_partitions_whose_replicas_are_on_their_rack():
             admin.create_topics([NewTopic("near", replica_assignments={p: [p // 2 + 1] for p in range(6)})])
         finally:
             admin.close()
-        wait_until(lambda: all(cluster.leader("near", p) > 0 for p in range(6)), timeout=10, what="leaders")
+        wait_until(lambda: all(cluster.leader("near", p) > 0 for p in range(6)), timeout=30, what="leaders")
         proc = subprocess.Popen([sys.executable, "-c", CONSUMERS, cluster.bootstrap_servers, "near", "racks"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         latest: dict[str, list[int]] = {}

@@ -201,7 +201,7 @@ def test_leaderless_bad_input_and_the_list(served):
     admin.delete_topics([topic])[topic].result(30)
     assert ok(control(url, "leaderless")) == {"leaderless": []}
     create(served.bootstrap_servers, topic, 1)
-    wait_until(lambda: ok(control(url, "partitions", "--topic", topic))["partitions"][0]["leader"] == 1, 10,
+    wait_until(lambda: ok(control(url, "partitions", "--topic", topic))["partitions"][0]["leader"] == 1, 30,
                what="a leader for the topic of the same name")
 
 

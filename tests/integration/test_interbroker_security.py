@@ -97,7 +97,7 @@ def _create_and_produce(cluster, name: str) -> int:
         admin.create_topics([NewTopic(name, 1, 3)])
     finally:
         admin.close()
-    wait_until(lambda: cluster.leader(name, 0) > 0, timeout=10, what="a leader")
+    wait_until(lambda: cluster.leader(name, 0) > 0, timeout=30, what="a leader")
     leader = cluster.leader(name, 0)
     with WireClient.connect(cluster.bootstrap_of(leader)) as w:
         assert produce(w, name, batch(5), acks=1).error_code == 0

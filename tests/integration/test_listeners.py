@@ -112,7 +112,7 @@ def test_each_client_sees_the_endpoints_of_its_listener_confluent_and_kafka_pyth
         c.subscribe(["two-listeners"])
         got = []
         while len(got) < 10:
-            m = c.poll(10)
+            m = c.poll(30)
             assert m is not None, got
             assert m.error() is None, m.error()
             got.append(m.value())

@@ -28,7 +28,7 @@ def test_process_cluster_life_cycle(kafkite_zookeeper):
         assert c.bootstrap_servers == f"127.0.0.1:{ports[1]},127.0.0.1:{ports[2]}"
         for b in (1, 2):   # a ZooKeeper-mode broker lists brokers once the controller's UpdateMetadata came
             assert c.is_running(b)
-            c.wait_until(lambda: _answers(c, b), 10, f"broker {b} answers")
+            c.wait_until(lambda: _answers(c, b), 30, f"broker {b} answers")
 
         c.kill_broker(2)
         assert not c.is_running(2)
@@ -36,7 +36,7 @@ def test_process_cluster_life_cycle(kafkite_zookeeper):
             socket.create_connection(("127.0.0.1", ports[2]), timeout=1).close()
         c.start_broker(2)
         assert c.ports == ports and c.is_running(2)
-        c.wait_until(lambda: _answers(c, 2), 10, "broker 2 answers after its restart")
+        c.wait_until(lambda: _answers(c, 2), 30, "broker 2 answers after its restart")
         assert "starting broker 2 (port %d)" % ports[2] in c.log_tail(2)
 
         c.pause_broker(1)
@@ -45,7 +45,7 @@ def test_process_cluster_life_cycle(kafkite_zookeeper):
             c.metadata_view(1, timeout=0.5)
         c.resume_broker(1)
         assert not c.is_paused(1)
-        c.wait_until(lambda: _answers(c, 1), 10, "broker 1 answers again")
+        c.wait_until(lambda: _answers(c, 1), 30, "broker 1 answers again")
 
         c.stop_broker(1)
         assert not c.is_running(1) and c._brokers[1].proc.returncode == 0   # SIGTERM: a clean exit

@@ -94,12 +94,14 @@ def _produce(c: ProcessCluster, topic: str, values: list[bytes], acks="all", via
 def _consume_all(c: ProcessCluster, topic: str, via: int | None = None) -> list[tuple[int, bytes]]:
     from kafka import KafkaConsumer, TopicPartition
     cons = KafkaConsumer(bootstrap_servers=c.bootstrap_servers if via is None else c.bootstrap_of(via), auto_offset_reset="earliest",
-                         consumer_timeout_ms=3000, enable_auto_commit=False)
+                         consumer_timeout_ms=30000, enable_auto_commit=False)
     try:
         tp = TopicPartition(topic, 0)
         cons.assign([tp])
         end = cons.end_offsets([tp])[tp]
         out = []
+        if end == 0:
+            return out
         for m in cons:
             out.append((m.offset, m.value))
             if m.offset >= end - 1:

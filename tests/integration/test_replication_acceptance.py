@@ -85,7 +85,7 @@ def _agree(c: ProcessCluster, p: int):
 def _read_all(c: ProcessCluster) -> dict[bytes, list[tuple[int, int]]]:
     """value -> every (partition, offset) it is at, reading each partition from its start to its end."""
     from kafka import KafkaConsumer, TopicPartition
-    cons = KafkaConsumer(bootstrap_servers=c.bootstrap_servers, enable_auto_commit=False, consumer_timeout_ms=10000)
+    cons = KafkaConsumer(bootstrap_servers=c.bootstrap_servers, enable_auto_commit=False, consumer_timeout_ms=30000)
     out: dict[bytes, list[tuple[int, int]]] = collections.defaultdict(list)
     try:
         tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]

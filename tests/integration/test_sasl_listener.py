@@ -11,6 +11,7 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from helpers import kp_read
 from kafkite.config import BrokerConfig, ConfigError
 from kafkite.security.sasl import AUTH_FAILED_MESSAGE, parse_jaas, sasl_config
 from kafkite.testing.runner import BrokerThread
@@ -60,15 +61,15 @@ def test_confluent_and_kafka_python_authenticate_with_plain(sasl_broker):
     c.subscribe(["plain"])
     got = []
     while len(got) < 10:
-        m = c.poll(10)
+        m = c.poll(30)
         assert m is not None and m.error() is None, (got, m and m.error())
         got.append(m.value())
     c.close()
     assert sorted(got) == sorted([b"ck-%d" % i for i in range(5)] + [b"kp-%d" % i for i in range(5)])
     kc = KafkaConsumer("plain", bootstrap_servers=bs, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
                        sasl_plain_username="admin", sasl_plain_password="admin-secret",
-                       auto_offset_reset="earliest", consumer_timeout_ms=10000)
-    assert len(list(kc)) == 10
+                       auto_offset_reset="earliest")
+    assert len(kp_read(kc, 10)) == 10
     kc.close()
 
 

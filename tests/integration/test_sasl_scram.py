@@ -224,7 +224,7 @@ def test_sasl_ssl_with_plain_and_scram(tmp_path):
     """SASL_SSL, the three mechanisms on one listener: a PLAIN admin (JAAS users) adds a SCRAM user."""
     trustme = pytest.importorskip("trustme", reason="trustme is not installed (pip install -e '.[test]')")
     from confluent_kafka import Producer
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     from kafka.admin import KafkaAdminClient, ScramMechanism, UserScramCredentialUpsertion
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1", "localhost")
@@ -255,9 +255,9 @@ def test_sasl_ssl_with_plain_and_scram(tmp_path):
             kp = KafkaProducer(bootstrap_servers=bs, **kp_auth(mech, "tls-user", "tls-secret", "SASL_SSL"), **tls)
             kp.send("over-tls", b"kp-" + mech.encode()).get(timeout=30)
             kp.close()
-        kc = KafkaConsumer("over-tls", bootstrap_servers=bs, **kp_auth("SCRAM-SHA-512", "tls-user", "tls-secret",
-                                                                       "SASL_SSL"), **tls,
-                           group_id="g-tls", auto_offset_reset="earliest")
+        kc = kp_group_consumer("over-tls", bootstrap_servers=bs, **kp_auth("SCRAM-SHA-512", "tls-user", "tls-secret",
+                                                                           "SASL_SSL"), **tls,
+                               group_id="g-tls", auto_offset_reset="earliest")
         got = []
         deadline = time.monotonic() + 60
         while len(got) < 4 and time.monotonic() < deadline:

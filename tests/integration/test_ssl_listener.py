@@ -12,6 +12,7 @@ import sys
 import pytest
 import structlog
 
+from helpers import kp_read
 from kafkite.config import BrokerConfig, ConfigError
 from kafkite.testing.runner import BrokerThread
 
@@ -56,15 +57,15 @@ def test_confluent_and_kafka_python_over_ssl(pki):
         c.subscribe(["secure"])
         got = []
         while len(got) < 20:
-            m = c.poll(10)
+            m = c.poll(30)
             assert m is not None, got
             assert m.error() is None, m.error()
             got.append(m.value())
         c.close()
         assert sorted(got) == sorted([b"ck-%d" % i for i in range(10)] + [b"kp-%d" % i for i in range(10)])
         kc = KafkaConsumer("secure", bootstrap_servers=bs, security_protocol="SSL", ssl_cafile=str(pki["ca_file"]),
-                           auto_offset_reset="earliest", consumer_timeout_ms=10000)
-        assert len(list(kc)) == 20
+                           auto_offset_reset="earliest")
+        assert len(kp_read(kc, 20)) == 20
         kc.close()
 
 

@@ -59,12 +59,12 @@ def test_storage_topic_configs_over_the_wire(broker_factory, tmp_path):
 
     # segment.index.bytes: a segment of 2 batches each, rolled on its full time index
     assert logs("tiny-index") == [f"{o:020d}.log" for o in (0, 2, 4)]
-    assert [m[1] for m in kp_consume_all(bs, "tiny-index", 6, timeout=10)] == list(range(6))
+    assert [m[1] for m in kp_consume_all(bs, "tiny-index", 6)] == list(range(6))
     # segment.jitter.ms: 1 s of record time rolls the jittered topic's segment, not the steady one's
     assert logs("jittered") == [f"{o:020d}.log" for o in (0, 1)] and logs("steady") == [f"{0:020d}.log"]
     # preallocate: the active .log is segment.bytes long, its zero tail never read
     assert (data / "preallocated-0" / f"{0:020d}.log").stat().st_size == 100000
-    assert [m[4] for m in kp_consume_all(bs, "preallocated", 5, timeout=10)] == [b"p%d" % i for i in range(5)]
+    assert [m[4] for m in kp_consume_all(bs, "preallocated", 5)] == [b"p%d" % i for i in range(5)]
     # file.delete.delay.ms: retention (checked every 100 ms) renames the old segments .deleted at once; they
     # go file.delete.delay.ms later, never sooner
     start = time.monotonic()  # nothing of the topic is renamed before this

@@ -12,7 +12,7 @@ from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.protocol.producer.transaction import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest,
                                                  TxnOffsetCommitRequest)
 
-from helpers import wait_until
+from helpers import kp_read, wait_until
 from kafkite.storage.batch import build_batch, iter_batches
 from kafkite.testing.wire_client import WireClient
 from kafkite.wire.errors import E
@@ -218,7 +218,7 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(broker_facto
         pid, epoch = r.producer_id, r.producer_epoch
         assert add(w, "tx-t", pid, epoch, [("slow", 0)]) == {("slow", 0): 0}
         assert produce_txn(w, "slow", pid, epoch, 0, 2, "tx-t").error_code == 0
-        wait_until(lambda: fetch(w, "slow", 1).last_stable_offset == 3, timeout=10, what="the timeout's abort")
+        wait_until(lambda: fetch(w, "slow", 1).last_stable_offset == 3, timeout=30, what="the timeout's abort")
         assert [(a.producer_id, a.first_offset) for a in fetch(w, "slow", 1).aborted_transactions] == [(pid, 0)]
         assert end(w, "tx-t", pid, epoch, True) == E.PRODUCER_FENCED
         assert produce_txn(w, "slow", pid, epoch, 2, 1, "tx-t").error_code == E.INVALID_PRODUCER_EPOCH
@@ -245,15 +245,14 @@ def test_kafka_python_transactions_end_to_end(broker):
     p.close()
     tps = [TopicPartition("kp", i) for i in range(3)]
 
-    def read(iso):
-        c = KafkaConsumer(bootstrap_servers=bs, isolation_level=iso, auto_offset_reset="earliest",
-                          consumer_timeout_ms=1500)
+    def read(iso, want):
+        c = KafkaConsumer(bootstrap_servers=bs, isolation_level=iso, auto_offset_reset="earliest")
         c.assign(tps)
-        out = [m.value for m in c]
+        out = [m.value for m in kp_read(c, want)]
         c.close()
         return out
-    assert sorted(read("read_committed")) == sorted(committed)
-    assert len(read("read_uncommitted")) == 36
+    assert sorted(read("read_committed", len(committed))) == sorted(committed)
+    assert len(read("read_uncommitted", 36)) == 36
     # each partition: 6 batches + 6 markers
     rm = broker.broker.replicas
     assert [rm.get("kp", i).log_end_offset for i in range(3)] == [18, 18, 18]

@@ -248,7 +248,7 @@ def test_group_moves_to_the_new_coordinator_when_its_broker_is_killed(kafkite_zo
             assert _log_ends(c, controller) == ends, "the topic's end offsets differ from the acknowledged records"
             _wait(c, lambda: _committed(c, new_coordinator, group) == ends, 30,
                   "the committed offsets, read from the new coordinator, at the end offsets")
-            _wait(c, lambda: all(_find_coordinator(c, b, group) == new_coordinator for b in survivors), 10,
+            _wait(c, lambda: all(_find_coordinator(c, b, group) == new_coordinator for b in survivors), 30,
                   f"both surviving brokers naming broker {new_coordinator} the coordinator")
 
             def members_after() -> bool:

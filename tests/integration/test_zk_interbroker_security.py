@@ -187,7 +187,7 @@ def test_sasl_ssl_between_brokers_replicates_fails_over_and_shares_users_and_acl
             tail = c.log_tail(follower, 200)
             assert "replica_fetcher.connection_failed" in tail and "Authentication of 'broker' failed" in tail, tail
             leader_now = _state(c)["leader"]
-            c.wait_until(lambda: "sasl.authentication_failed" in c.log_tail(leader_now, 200), 10,
+            c.wait_until(lambda: "sasl.authentication_failed" in c.log_tail(leader_now, 200), 30,
                          "the leader logs the failed login")
             c.wait_until(lambda: follower not in _state(c).get("isr", []), 20, "it leaves the ISR")
         finally:

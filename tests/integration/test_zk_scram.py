@@ -10,6 +10,7 @@ import time
 import pytest
 from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 
+from helpers import kp_group_consumer
 from kafkite.security import scram
 from kafkite.testing.process_cluster import ProcessCluster
 from kafkite.testing.wire_client import WireClient
@@ -103,7 +104,7 @@ def test_a_user_added_through_one_broker_logs_in_on_every_broker(kafkite_zookeep
     """A SASL_PLAINTEXT client listener on each ZooKeeper-mode broker (the inter-broker one stays PLAINTEXT): the user
     root (PLAIN, JAAS) adds alice through broker 1; alice produces (acks=all, 3 replicas) through every broker and
     group-consumes; deleted through broker 2, she is refused by every broker."""
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     from kafka.admin import KafkaAdminClient, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion
     auth = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice",
             "sasl_plain_password": "alice-pw"}
@@ -122,8 +123,8 @@ def test_a_user_added_through_one_broker_logs_in_on_every_broker(kafkite_zookeep
                 for j in range(5):
                     p.send("zk-scram", b"%d-%d" % (i, j)).get(timeout=30)
                 p.close()
-            kc = KafkaConsumer("zk-scram", bootstrap_servers=c.bootstrap_of(2), group_id="g-zk-scram",
-                               auto_offset_reset="earliest", **auth)
+            kc = kp_group_consumer("zk-scram", bootstrap_servers=c.bootstrap_of(2), group_id="g-zk-scram",
+                                   auto_offset_reset="earliest", **auth)
             got = []
             deadline = time.monotonic() + 60
             while len(got) < 15 and time.monotonic() < deadline:

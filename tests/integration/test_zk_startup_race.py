@@ -57,7 +57,7 @@ def test_a_broker_answers_only_once_it_knows_the_cluster(kafkite_zookeeper):
                 _knows_cluster(c, i, {i})
             # every broker registered: the one started last knows all of them at its ready line
             for i in c.node_ids:
-                c.wait_until(lambda i=i: {b[0] for b in c.metadata_view(i)["brokers"]} == live, 10,
+                c.wait_until(lambda i=i: {b[0] for b in c.metadata_view(i)["brokers"]} == live, 30,
                              f"broker {i} lists the live brokers")
             took = _create_topic(c.bootstrap_of(c.node_ids[round_ % 3]), f"race-{round_}")
             assert took < 10, f"CreateTopics took {took:.1f}s"
@@ -74,7 +74,7 @@ def test_a_restarted_broker_answers_only_once_the_new_controller_told_it(kafkite
         for round_ in range(ROUNDS):
             first = c.controller_id
             c.kill_broker(first)
-            second = c.wait_until(lambda: c.controller_id not in (-1, first) and c.controller_id, 15,
+            second = c.wait_until(lambda: c.controller_id not in (-1, first) and c.controller_id, 30,
                                   "a new controller")
             c.start_broker(first)
             others = [i for i in c.node_ids if i != second]

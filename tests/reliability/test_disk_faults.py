@@ -157,7 +157,7 @@ def test_full_disk_produce_answers_56_and_unacknowledged_records_never_appear(br
             assert produce(w, "t", {0: batch("after")}) == {0: (STORAGE, -1)}
             # what reached the files before the failure (the first batches) is cut back
             wait_until(lambda: {p: log_bytes(data, "t", p) for p in (0, 1)} == acked,
-                       timeout=10, what="the unacknowledged bytes cut from the segments")
+                       timeout=30, what="the unacknowledged bytes cut from the segments")
     b.stop()  # a clean shutdown writes nothing more either
     assert {p: log_bytes(data, "t", p) for p in (0, 1)} == acked
     assert not (data / ".kafka_cleanshutdown").exists()  # the failed dir is recovered at the next start
@@ -182,11 +182,11 @@ def test_failed_fsync_cuts_bytes_already_written(broker_factory, data, acks):
         with DiskFaults(data, errno.EIO, ops=("fsync",)):
             if acks == 0:
                 w.send_raw(w.encode(produce_request("f", {0: batch("lost", size=1000)}, acks=0), 9)[0])
-                wait_until(lambda: b.state.replicas.log_dir_offline, timeout=10, what="the log dir offline")
+                wait_until(lambda: b.state.replicas.log_dir_offline, timeout=30, what="the log dir offline")
                 assert produce(w, "f", {0: batch("lost2")}) == {0: (STORAGE, -1)}
             else:
                 assert produce(w, "f", {0: batch("lost", size=1000)}) == {0: (STORAGE, -1)}
-            wait_until(lambda: log_bytes(data, "f", 0) == acked, timeout=10, what="the written batch cut")
+            wait_until(lambda: log_bytes(data, "f", 0) == acked, timeout=30, what="the written batch cut")
     b.stop()
     b2 = broker_factory(data_dir=data)
     assert consume_all(b2.bootstrap_servers, "f", 1) == {0: [b"ok-%d" % i for i in range(4)]}

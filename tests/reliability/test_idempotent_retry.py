@@ -8,8 +8,17 @@ from kafkite.testing.cluster import KafkiteCluster
 
 
 def unique_values(bs, topic, n):
+    """The topic's records (its 3 partitions), read back until n came (60 s at most), and its log holds exactly n
+    records: a duplicate would show there (no fixed 6 s read for n + 10, which a loaded machine could end short)."""
+    from confluent_kafka import Consumer, TopicPartition
     from helpers import ck_consume_all
-    got = ck_consume_all(bs, topic, n + 10, timeout=6)  # asks for more than were sent: a duplicate would show
+    got = ck_consume_all(bs, topic, n, timeout=60)
+    c = Consumer({"bootstrap.servers": bs, "group.id": "unused-watermarks"})
+    try:
+        sizes = [c.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in range(3)]
+    finally:
+        c.close()
+    assert sum(high - low for low, high in sizes) == n, sizes
     return got
 
 

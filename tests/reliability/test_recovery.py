@@ -206,7 +206,7 @@ def test_segments_below_the_recovery_point_are_not_rescanned(tmp_path):
         assert len(bases) >= 3
         wait_until(lambda: (data / "recovery-point-offset-checkpoint").exists() and
                    (data / "recovery-point-offset-checkpoint").read_text() == f"0\n1\nt 0 {bases[-1]}\n",
-                   timeout=10, what="the recovery point at the active segment")
+                   timeout=30, what="the recovery point at the active segment")
     finally:
         b.kill()
     old, active = data / "t-0" / SEGMENT_0, data / "t-0" / f"{bases[-1]:020d}.log"
@@ -302,7 +302,7 @@ def test_an_index_entry_damaged_after_a_clean_stop_is_passed_over_and_rebuilt(tm
                                     (off, max_bytes, err, got)
                     finally:
                         w.close()
-                wait_until(lambda: idx.read_bytes() == good, timeout=10, what="the index rebuilt")
+                wait_until(lambda: idx.read_bytes() == good, timeout=30, what="the index rebuilt")
             finally:
                 b.stop()
         warnings = [e for e in logs if e["log_level"] == "warning"]

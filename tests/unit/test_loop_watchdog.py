@@ -64,7 +64,7 @@ def test_the_test_brokers_loop_has_it(monkeypatch):
         assert b.watchdog is not None and b.watchdog.threshold_s == 0.1
         b.call(time.sleep, 0.2)  # a blocking call run inside the broker's loop
         # the step ends (and is timed) just after the call's answer reached this thread
-        wait_until(lambda: any(ms >= 200 for _, ms in b.watchdog.blocked), timeout=5, what="the blocked step")
+        wait_until(lambda: any(ms >= 200 for _, ms in b.watchdog.blocked), timeout=30, what="the blocked step")
 
 
 def test_a_tasks_last_step_counts_too():
