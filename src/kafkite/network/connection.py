@@ -33,13 +33,13 @@ import trio
 
 from ..wire import codec
 from ..wire.frame import FrameReader, FrameTooLarge
-from .context import PeerClosed, connection_socket
+from ..server.context import PeerClosed, connection_socket
 from .listeners import Connection, current_connection
-from .quotas import SMALL_REQUEST_BYTES
-from .router import CloseConnection
+from ..server.quotas import SMALL_REQUEST_BYTES
+from ..server.router import CloseConnection
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from ..server.broker import Broker
 
 log = structlog.get_logger("kafkite.connection")
 _conn_ids = itertools.count(1)
@@ -152,7 +152,7 @@ def raw_socket(stream) -> trio.socket.SocketType:
 async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter_broker: bool = False,
                            listener=None) -> None:
     """One connection; `inter_broker`: accepted on the inter-broker listener (controller requests are served);
-    `listener`: the client listener it came in on (server/listeners.ServedListener)."""
+    `listener`: the client listener it came in on (network/listeners.ServedListener)."""
     sock = raw_socket(stream)
     try:
         peer = "%s:%s" % sock.getpeername()[:2]
