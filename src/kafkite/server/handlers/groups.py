@@ -15,6 +15,7 @@ from ...coordinator.consumer_group_manager import HeartbeatRequest
 from ...coordinator.hashing import partition_for
 from ...security.authorizer import Op, ResourceType
 from ...wire.consumer_group_api import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from ...wire import codec
 from ...wire.errors import E
 from ..context import RequestContext
 from .metadata import node_endpoint
@@ -212,14 +213,27 @@ async def handle_offset_commit(apis: KafkaApis, ctx: RequestContext):
             group_instance_id=body.group_instance_id if v >= 7 else None, offsets=offsets,
             retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v)
     codes = {(t, p): c for t, p, c in results}
-    codes.update({k: int(E.UNKNOWN_TOPIC_OR_PARTITION) for k in unknown})
-    codes.update({k: int(E.TOPIC_AUTHORIZATION_FAILED) for k in denied})
-    topics = []
-    for t in body.topics:
-        topics.append(T(name=t.name, partitions=[P(partition_index=p.partition_index,
-                                                   error_code=codes[(t.name, p.partition_index)])
-                                                 for p in t.partitions]))
-    return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=topics)
+    if unknown:
+        codes.update({k: int(E.UNKNOWN_TOPIC_OR_PARTITION) for k in unknown})
+    if denied:
+        codes.update({k: int(E.TOPIC_AUTHORIZATION_FAILED) for k in denied})
+    # the answer is the same bytes for the same partitions and errors (a consumer commits the same partitions again
+    # and again): encoded once, by kafka-python (codec.EncodedBody)
+    key = (v, tuple((t.name, tuple((p.partition_index, codes[(t.name, p.partition_index)]) for p in t.partitions))
+                    for t in body.topics))
+    answer = _COMMIT_ANSWERS.get(key)
+    if answer is None:
+        response = OffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
+            T(name=name, partitions=[P(partition_index=i, error_code=c) for i, c in parts]) for name, parts in key[1]])
+        if len(_COMMIT_ANSWERS) >= _COMMIT_ANSWERS_MAX:
+            _COMMIT_ANSWERS.clear()
+        answer = _COMMIT_ANSWERS[key] = codec.encode_body(response, v)
+    return answer
+
+
+# OffsetCommit answers by (version, ((topic, ((partition, error), ...)), ...)); cleared when full
+_COMMIT_ANSWERS: dict[tuple, codec.EncodedBody] = {}
+_COMMIT_ANSWERS_MAX = 4096
 
 
 async def _fetch_group(apis, ctx, group_id, topics, require_stable, member_id=None, member_epoch=-1):
