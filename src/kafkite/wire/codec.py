@@ -36,8 +36,10 @@ and body decoded and checked in 3.3 us instead of 6.3-8.1 (2026-11-26, best of 7
 """
 from __future__ import annotations
 
+import importlib
 import io
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -104,17 +106,35 @@ _UNPACK_HEADER = struct.Struct(">hhi").unpack_from
 
 def kio_request_class(api_key: int, version: int) -> type:
     """kio's request class of an (api, version)."""
-    import importlib
     mod = importlib.import_module(f"kio.schema.{_KIO_MODULES[api_key]}.v{version}.request")
     return next(c for c in vars(mod).values() if isinstance(c, type) and getattr(c, "__type__", None) is not None
                 and c.__type__.name == "request" and c.__module__ == mod.__name__)
 
 
-def _kio_readers(api_key: int, version: int) -> tuple[Callable, Callable]:
-    from kio.serial import entity_reader
-    cls = kio_request_class(api_key, version)
-    got = _KIO_READERS[(api_key, version)] = (entity_reader(cls.__header_schema__), entity_reader(cls))
-    return got
+def _load_kio() -> None:
+    """kio's readers of every (api, version) of KIO_DECODED, made when this module is imported (not at a first
+    request, on the event loop). kio's types register hypothesis strategies when hypothesis can be imported: 0.27 s
+    of imports a broker has no use for. So unless a process has imported hypothesis already (a test run), kio is
+    imported as where hypothesis is not installed (19 ms on top of Kafkite's own 0.5 s). Without kio, kafka-python
+    decodes everything."""
+    masked = "hypothesis" not in sys.modules
+    if masked:
+        sys.modules["hypothesis"] = None  # type: ignore[assignment]  (import hypothesis -> ImportError)
+    try:
+        from kio.serial import entity_reader
+        for api_key, (lo, hi) in KIO_DECODED.items():
+            for version in range(lo, hi + 1):
+                cls = kio_request_class(api_key, version)
+                _KIO_READERS[(api_key, version)] = (entity_reader(cls.__header_schema__), entity_reader(cls))
+    except ImportError:
+        KIO_DECODED.clear()
+        _KIO_READERS.clear()
+    finally:
+        if masked and sys.modules.get("hypothesis", 0) is None:
+            del sys.modules["hypothesis"]
+
+
+_load_kio()
 
 
 def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Request:
@@ -136,7 +156,7 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
     kio = KIO_DECODED.get(api_key)
     if kio is not None and kio[0] <= api_version <= kio[1] and len(payload) <= strict.MAX_STRING_BYTES:
         try:
-            read_header, read_body = _KIO_READERS.get((api_key, api_version)) or _kio_readers(api_key, api_version)
+            read_header, read_body = _KIO_READERS[(api_key, api_version)]
             mv = memoryview(payload)
             header, pos = read_header(mv, 0)
             body, _ = read_body(mv, pos)
