@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kafkite.connection")
 _conn_ids = itertools.count(1)
 
-PRODUCE = 0
+PRODUCE_KEY = b"\x00\x00"  # a request's first two bytes: its api key (Produce: 0)
 SASL_HANDSHAKE = 17
 _WRITEV = hasattr(os, "writev")  # POSIX
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if _WRITEV else 1
@@ -237,10 +237,11 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
             try:
                 # Kafka's SaslServerAuthenticator: before and during (re-)authentication a frame may be at most
                 # sasl.server.max.receive.size (InvalidReceiveException closes the connection)
-                if auth is not None and not auth.done:
-                    reader.max_bytes, reader.limit_name = sasl_max, "sasl.server.max.receive.size"
-                else:
-                    reader.max_bytes, reader.limit_name = request_max, "socket.request.max.bytes"
+                if auth is not None:
+                    if not auth.done:
+                        reader.max_bytes, reader.limit_name = sasl_max, "sasl.server.max.receive.size"
+                    else:
+                        reader.max_bytes, reader.limit_name = request_max, "socket.request.max.bytes"
                 frame = reader.next_frame()
             except FrameTooLarge as exc:
                 clog.warning("connection.closed", reason=str(exc))
@@ -314,8 +315,8 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     return
                 if conn is not None:
                     conn.requests += 1
-                produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
-                await outbox.wait_turn(produce)
+                if outbox.pending:  # a Produce may go on while earlier ones wait for their writes; nothing else
+                    await outbox.wait_turn(frame[:2] == PRODUCE_KEY)
                 try:
                     # the connection's principal (security/authorizer.py): its certificate's through the mapping
                     # rules, or the SASL user once authenticated (again, after a re-authentication)
@@ -327,8 +328,9 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     return
             finally:
                 del frame
-                pool.release(max(held, 0))
-                held = 0
+                if held:
+                    pool.release(max(held, 0))
+                    held = 0
             if not waits and not outbox.pending:
                 await outbox.send(out)  # nothing queued before it: straight out, no task switch
             elif out or waits:
