@@ -27,7 +27,7 @@ an (api, versions) whose kio classes carry the same field names as kafka-python'
 (tests/unit/test_wire.py checks the names and that both decode every frame alike), and whose handler
 reads only fields (tuples where kafka-python has lists are read alike). kio's native readers refuse
 a frame that ends early and a null string where none may be, as Kafka's readers do; a null array
-they take, so strict.py checks their result as it checks kafka-python's (by the same field names). A
+they take, so strict.py checks their result's arrays as it checks kafka-python's (by the same names). A
 string over 32767 bytes they take too: a frame that could hold one (longer than that) goes through
 kafka-python instead. Flexible versions only: there a length is an unsigned varint, so -1 (null) is
 the only negative one; in the older versions kio refuses a nullable string's length below -1, which
@@ -100,7 +100,8 @@ def peek_header(payload: bytes) -> tuple[int, int, int]:
 # api key -> (lowest, highest version) decoded by kio (see the module comment; kio's module name below)
 KIO_DECODED: dict[int, tuple[int, int]] = {ApiKey.OffsetCommit: (8, 9)}
 _KIO_MODULES = {ApiKey.OffsetCommit: "offset_commit"}
-_KIO_READERS: dict[tuple[int, int], tuple[Callable, Callable]] = {}  # (api, version) -> (header reader, body reader)
+# (api, version) -> (header reader, body reader, kafka-python's request class: strict.py's plan)
+_KIO_READERS: dict[tuple[int, int], tuple[Callable, Callable, type]] = {}
 _UNPACK_HEADER = struct.Struct(">hhi").unpack_from
 
 
@@ -125,7 +126,8 @@ def _load_kio() -> None:
         for api_key, (lo, hi) in KIO_DECODED.items():
             for version in range(lo, hi + 1):
                 cls = kio_request_class(api_key, version)
-                _KIO_READERS[(api_key, version)] = (entity_reader(cls.__header_schema__), entity_reader(cls))
+                _KIO_READERS[(api_key, version)] = (entity_reader(cls.__header_schema__), entity_reader(cls),
+                                                    registry.classes(api_key)[0])
     except ImportError:
         KIO_DECODED.clear()
         _KIO_READERS.clear()
@@ -156,11 +158,11 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
     kio = KIO_DECODED.get(api_key)
     if kio is not None and kio[0] <= api_version <= kio[1] and len(payload) <= strict.MAX_STRING_BYTES:
         try:
-            read_header, read_body = _KIO_READERS[(api_key, api_version)]
+            read_header, read_body, req_cls = _KIO_READERS[(api_key, api_version)]
             mv = memoryview(payload)
             header, pos = read_header(mv, 0)
             body, _ = read_body(mv, pos)
-            strict.check(registry.classes(api_key)[0], body, api_version)  # a null array: kio takes it
+            strict.check_arrays(req_cls, body, api_version)  # a null array: kio takes it
         except Exception as exc:  # kio's readers: BufferUnderflow, UnexpectedNull, InvalidUnicode, ...
             raise MalformedRequest(f"cannot decode {ApiKey(api_key).name} v{api_version}: {exc!r}",
                                    api_key, api_version, correlation_id) from exc
