@@ -218,21 +218,3 @@ class OnTheLoop:
     def check(self, most: int) -> None:
         assert len(self.stacks) <= most, (f"{len(self.stacks)} calls of {self.name} on the event loop, the first:\n"
                                           + "".join(self.stacks[:2]))
-
-
-def as_kafka_python(req_cls, version: int, obj, struct=None) -> dict:
-    """A decoded body (kafka-python's or kio's) as plain data, by kafka-python's fields at this version."""
-    struct = struct if struct is not None else req_cls._struct
-    out = {}
-    for f in struct._fields:
-        if not f.for_version_q(version):
-            continue
-        v = getattr(obj, f.name)
-        if f.is_struct_array():
-            v = None if v is None else [as_kafka_python(req_cls, version, x, f.array_of) for x in v]
-        elif f.is_struct():
-            v = as_kafka_python(req_cls, version, v, f)
-        elif isinstance(v, (list, tuple)):
-            v = list(v)
-        out[f.name] = v
-    return out

@@ -25,13 +25,3 @@ def test_the_lazy_libraries_still_load_when_used():
     except InvalidRegularExpression as e:
         assert "missing closing )" in str(e)
     assert len(credential_from_password("SCRAM-SHA-256", "pw", 4096).stored_key) == 32
-
-
-def test_serve_start_loads_kio_without_hypothesis():
-    """wire/codec.py loads kio's readers at import; kio would import hypothesis (0.27 s) where it is installed, so
-    it is loaded as if hypothesis were not: serve holds kio, not hypothesis, which still imports afterwards."""
-    code = ("import sys, kafkite.cli, kafkite.app, kafkite.server.node; from kafkite.wire import codec; "
-            "print(sorted(m for m in ('hypothesis', 'pytest') if m in sys.modules), bool(codec.KIO_DECODED)); "
-            "import hypothesis.strategies; print('hypothesis imports')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.split("\n")[:2] == ["[] True", "hypothesis imports"], out.stdout + out.stderr

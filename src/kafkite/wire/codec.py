@@ -20,26 +20,19 @@ real clients, best of 3, microseconds per message on the 2-core build machine):
     Metadata v12        2.7           0.5      Metadata          5.3           7.8
     OffsetCommit v9     7.9           1.3      OffsetCommit      4.9           6.4
 
-kafka-python encodes faster, so it encodes. kio decodes 2-7x faster, but its objects are not
-kafka-python's (tuples, timedelta fields, other names in old versions), which every handler and the
-strict checks (strict.py) read. So kafka-python decodes, except where `KIO_DECODED` says otherwise:
-an (api, versions) whose kio classes carry the same field names as kafka-python's at those versions
-(tests/unit/test_wire.py checks the names and that both decode every frame alike), and whose handler
-reads only fields (tuples where kafka-python has lists are read alike). kio's native readers refuse
-a frame that ends early and a null string where none may be, as Kafka's readers do; a null array
-they take, so strict.py checks their result's arrays as it checks kafka-python's (by the same names). A
-string over 32767 bytes they take too: a frame that could hold one (longer than that) goes through
-kafka-python instead. Flexible versions only: there a length is an unsigned varint, so -1 (null) is
-the only negative one; in the older versions kio refuses a nullable string's length below -1, which
-Kafka reads as null. OffsetCommit v8..v9 (what librdkafka 2.x and the Java client 3.9 send): header
-and body decoded and checked in 3.3 us instead of 6.3-8.1 (2026-11-26, best of 7).
+kafka-python encodes faster, so it encodes; it decodes too. kio decodes 2-7x faster, but its objects
+are not kafka-python's (tuples, timedelta fields, other names in old versions), which every handler
+and the strict checks (strict.py) read; and its native reader (kio 0.6.5) sizes an array by the
+length the frame declares before reading it: a mutated OffsetCommit v9 declaring 2^31 topics aborted
+the process ("memory allocation of 214748364784 bytes failed", found by tests/reliability/
+test_fuzz.py). Measured in the broker (2026-11-26): kio's OffsetCommit v9 decode plus strict.py's
+null checks saved about 10 us of the broker's 80-100 us of CPU per commit; not worth a request
+that kills the broker.
 """
 from __future__ import annotations
 
-import importlib
 import io
 import struct
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -97,46 +90,7 @@ def peek_header(payload: bytes) -> tuple[int, int, int]:
     return struct.unpack_from(">hhi", payload, 0)
 
 
-# api key -> (lowest, highest version) decoded by kio (see the module comment; kio's module name below)
-KIO_DECODED: dict[int, tuple[int, int]] = {ApiKey.OffsetCommit: (8, 9)}
-_KIO_MODULES = {ApiKey.OffsetCommit: "offset_commit"}
-# (api, version) -> (header reader, body reader, kafka-python's request class: strict.py's plan)
-_KIO_READERS: dict[tuple[int, int], tuple[Callable, Callable, type]] = {}
 _UNPACK_HEADER = struct.Struct(">hhi").unpack_from
-
-
-def kio_request_class(api_key: int, version: int) -> type:
-    """kio's request class of an (api, version)."""
-    mod = importlib.import_module(f"kio.schema.{_KIO_MODULES[api_key]}.v{version}.request")
-    return next(c for c in vars(mod).values() if isinstance(c, type) and getattr(c, "__type__", None) is not None
-                and c.__type__.name == "request" and c.__module__ == mod.__name__)
-
-
-def _load_kio() -> None:
-    """kio's readers of every (api, version) of KIO_DECODED, made when this module is imported (not at a first
-    request, on the event loop). kio's types register hypothesis strategies when hypothesis can be imported: 0.27 s
-    of imports a broker has no use for. So unless a process has imported hypothesis already (a test run), kio is
-    imported as where hypothesis is not installed (19 ms on top of Kafkite's own 0.5 s). Without kio, kafka-python
-    decodes everything."""
-    masked = "hypothesis" not in sys.modules
-    if masked:
-        sys.modules["hypothesis"] = None  # type: ignore[assignment]  (import hypothesis -> ImportError)
-    try:
-        from kio.serial import entity_reader
-        for api_key, (lo, hi) in KIO_DECODED.items():
-            for version in range(lo, hi + 1):
-                cls = kio_request_class(api_key, version)
-                _KIO_READERS[(api_key, version)] = (entity_reader(cls.__header_schema__), entity_reader(cls),
-                                                    registry.classes(api_key)[0])
-    except ImportError:
-        KIO_DECODED.clear()
-        _KIO_READERS.clear()
-    finally:
-        if masked and sys.modules.get("hypothesis", 0) is None:
-            del sys.modules["hypothesis"]
-
-
-_load_kio()
 
 
 def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Request:
@@ -155,18 +109,6 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
         raise UnsupportedVersion(
             f"api {ApiKey(api_key).name} version {api_version} not in {lo}..{hi}",
             api_key, api_version, correlation_id)
-    kio = KIO_DECODED.get(api_key)
-    if kio is not None and kio[0] <= api_version <= kio[1] and len(payload) <= strict.MAX_STRING_BYTES:
-        try:
-            read_header, read_body, req_cls = _KIO_READERS[(api_key, api_version)]
-            mv = memoryview(payload)
-            header, pos = read_header(mv, 0)
-            body, _ = read_body(mv, pos)
-            strict.check_arrays(req_cls, body, api_version)  # a null array: kio takes it
-        except Exception as exc:  # kio's readers: BufferUnderflow, UnexpectedNull, InvalidUnicode, ...
-            raise MalformedRequest(f"cannot decode {ApiKey(api_key).name} v{api_version}: {exc!r}",
-                                   api_key, api_version, correlation_id) from exc
-        return Request(api_key, api_version, correlation_id, header.client_id, body)
     req_cls, _ = registry.classes(api_key)
     try:
         body = _decode_body(req_cls, payload, api_version)

@@ -60,24 +60,6 @@ def plan_for(message_cls: type, version: int) -> tuple:
     return _plan(message_cls._struct, version)
 
 
-def _arrays_only(plan: tuple) -> tuple:
-    """The plan's arrays (struct arrays: those with arrays inside), for a decoder that refuses null and overlong
-    strings itself."""
-    out = []
-    for name, kind, nullable, default_null, sub in plan:
-        if kind in (_ARRAY, _STRING_ARRAY):
-            out.append((name, kind, nullable, default_null, None))
-        elif kind in (_STRUCT_ARRAY, _STRUCT):
-            inner = _arrays_only(sub)
-            out.append((name, kind if inner else _ARRAY, nullable, default_null, inner or None))
-    return tuple(out)
-
-
-@functools.cache
-def arrays_plan_for(message_cls: type, version: int) -> tuple:
-    return _arrays_only(plan_for(message_cls, version))
-
-
 def _string_ok(name: str, s: str) -> None:
     if len(s) > MAX_STRING_BYTES // 3 and len(s.encode("utf-8")) > MAX_STRING_BYTES:
         raise StrictDecodeError(f"string field {name} had invalid length {len(s.encode('utf-8'))}")
@@ -107,9 +89,3 @@ def _walk(obj, plan: tuple, path: str) -> None:
 def check(message_cls: type, body, version: int) -> None:
     """Raise StrictDecodeError if Kafka's reader for this message would have refused `body`."""
     _walk(body, plan_for(message_cls, version), "")
-
-
-def check_arrays(message_cls: type, body, version: int) -> None:
-    """`check` for a decoder that refuses null strings where none may be and has no string over 32767 bytes (kio's,
-    on a frame no longer than that: wire/codec.py): the nulls of arrays (and of a string array's elements)."""
-    _walk(body, arrays_plan_for(message_cls, version), "")
