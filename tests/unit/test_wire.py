@@ -133,3 +133,22 @@ def test_compiled_strict_checks_answer_as_the_plan_walk():
             compared += 1
             refused += answers[0] is not None
     assert compared > 500 and refused > 100, (compared, refused)
+
+
+@given(st.lists(st.binary(max_size=40), max_size=6), st.integers(1, 50))
+def test_frame_reader_gives_the_frames_whatever_the_receives(payloads, cut):
+    """Whole frames in one receive (the common case, read without copying pieces), several in one, or split."""
+    blob = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    for chunks in ([blob], [blob[i:i + cut] for i in range(0, len(blob), cut)],
+                   [struct.pack(">i", len(p)) + p for p in payloads]):
+        r, got = FrameReader(100), []
+        for c in chunks:
+            r.feed(c)
+            while (f := r.next_frame()) is not None:
+                assert type(f) is bytes
+                got.append(f)
+        assert got == payloads and r.buffered == 0
+    r = FrameReader(10)
+    r.feed(struct.pack(">i", 11) + b"x" * 11)  # whole, but over the limit
+    with pytest.raises(FrameTooLarge):
+        r.next_frame()
