@@ -28,6 +28,11 @@ Beside each rate: the broker's CPU per commit (user + system CPU of its process 
 /proc/PID/stat, divided by every commit of the run, the untimed warm-up ones included), a figure
 that holds still on a noisy machine where the rates swing.
 
+--baseline DIR adds Kafkite from another source tree (DIR: a `src` directory, e.g. one made with
+`git archive <commit> src | tar -x -C /tmp/base`) in memory and on disk, as "memory0" and "disk0", in the same
+interleaved rounds: an A/B comparison of two versions on one noisy machine (the table adds new/baseline
+ratios). --modes keeps only the named modes (e.g. `--modes memory,memory0` for a quick A/B).
+
 --ceiling adds two brokers that do no work (benchmarks/null_broker.py: every OffsetCommit answered
 with a cached answer; "null+fsync" with an fsync per answer in a worker thread): the most any broker
 could reach with this client on this machine, in memory and with an fsync per acknowledgement.
@@ -69,6 +74,15 @@ def null_broker(fsync: bool = False) -> Iterator[str]:
 
 
 CEILING = (("null", null_broker), ("null+fsync", lambda: null_broker(fsync=True)))
+
+
+def kafkite_from(src: str, disk: bool = False):
+    """`kafkite serve` as throughput.kafkite starts it, but from the source tree `src` (PYTHONPATH)."""
+    def command(port: int, d: str) -> list[str]:
+        store = ["--data-dir", d] if disk else ["--in-memory"]
+        return ["env", f"PYTHONPATH={src}", sys.executable, "-m", "kafkite.cli", "serve", "--port", str(port),
+                *store, "--log-level", "WARNING"]
+    return broker_on_free_port(command)
 
 
 def fsync_latency_us(writes: int = 500, size: int = 200) -> float:
@@ -176,9 +190,20 @@ def main(argv: list[str] | None = None) -> None:
                     help="one group.id per consumer (default: one group, a partition per consumer)")
     ap.add_argument("--ceiling", action="store_true",
                     help="also brokers that do no work (null_broker.py): the most this client reaches here")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="also Kafkite from this source tree (a src directory): modes memory0 and disk0")
+    ap.add_argument("--modes", help="only these modes, comma-separated (memory, disk, tansu, null, null+fsync, "
+                                    "memory0, disk0)")
     args = ap.parse_args(argv)
     cases = [1] + ([args.consumers] if args.consumers != 1 else [])
     modes = MODES + (CEILING if args.ceiling else ())
+    if args.baseline:
+        src = str(Path(args.baseline).resolve())
+        modes += (("memory0", lambda: kafkite_from(src)), ("disk0", lambda: kafkite_from(src, disk=True)))
+    if args.modes:
+        wanted = args.modes.split(",")
+        modes = tuple(m for m in modes if m[0] in wanted)
+    names = [name for name, _ in modes]
     runs: dict[tuple[str, int], list[float]] = {}
     cpus: dict[tuple[str, int], list[float]] = {}
     for rnd in range(args.repeat):
@@ -208,18 +233,25 @@ def main(argv: list[str] | None = None) -> None:
     print(f"This disk takes {us:,.0f} us per 200-byte append + fsync: at most {1e6 / us:,.0f} fsyncs/s one after "
           "another, the ceiling of one consumer's 'disk' rate when every commit waits for its own fsync.")
     print("CPU us/commit: the broker process's user + system CPU over the run / commits (warm-up included).")
-    ceiling = tuple(name for name, _ in CEILING) if args.ceiling else ()
+    ceiling = args.ceiling and "null" in names and "null+fsync" in names
+    tansu_on = "tansu" in names
+    ab = args.baseline and "memory0" in names
     print(f"{'consumers':>9} {'mode':>10} | {'commits/s':>10} {'tansu':>10} {'ratio':>6}"
-          + (f" {'/null':>6}" if args.ceiling else "") + f" | {'CPU us/commit':>13} {'tansu':>6}")
+          + (f" {'/null':>6}" if ceiling else "") + (f" {'/base':>6}" if ab else "")
+          + f" | {'CPU us/commit':>13} {'tansu':>6}" + (f" {'/base':>6}" if ab else ""))
     for k in cases:
-        t, tc = med[("tansu", k)], cpu_med[("tansu", k)]
-        for mode in ("memory", "disk") + ceiling:
+        t, tc = (med[("tansu", k)], cpu_med[("tansu", k)]) if tansu_on else (float("nan"), float("nan"))
+        for mode in (m for m in names if m != "tansu"):
             v = med[(mode, k)]
             # memory against the null broker, disk against the null broker with an fsync per answer
-            ref = {"memory": "null", "disk": "null+fsync"}.get(mode, mode)
-            vs_null = f" {v / med[(ref, k)]:>6.2f}" if args.ceiling else ""
-            print(f"{k:>9} {mode:>10} | {v:>10,.0f} {t:>10,.0f} {v / t:>6.2f}{vs_null} | "
-                  f"{cpu_med[(mode, k)]:>13,.0f} {tc:>6,.0f}")
+            ref = {"memory": "null", "disk": "null+fsync", "memory0": "null", "disk0": "null+fsync"}.get(mode, mode)
+            vs_null = f" {v / med[(ref, k)]:>6.2f}" if ceiling else ""
+            base = {"memory": "memory0", "disk": "disk0"}.get(mode)
+            vs_base = f" {v / med[(base, k)]:>6.2f}" if ab and base in names else (f" {'':>6}" if ab else "")
+            cpu_base = (f" {cpu_med[(mode, k)] / cpu_med[(base, k)]:>6.2f}" if ab and base in names
+                        else (f" {'':>6}" if ab else ""))
+            print(f"{k:>9} {mode:>10} | {v:>10,.0f} {t:>10,.0f} {v / t:>6.2f}{vs_null}{vs_base} | "
+                  f"{cpu_med[(mode, k)]:>13,.0f} {tc:>6,.0f}{cpu_base}")
 
 
 if __name__ == "__main__":

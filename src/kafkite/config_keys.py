@@ -62,7 +62,7 @@ def check_broker_keys(static: dict[str, str]) -> list[tuple[str, str]]:
         if _LISTENER_SASL.fullmatch(key):  # a SASL listener's own mechanisms and JAAS config (security/sasl.py)
             continue
         m = _LISTENER_KEY.fullmatch(key)
-        if m and m.group(1) in BROKER_CONFIGS:  # a listener's own ssl.* setting (server/listeners.py)
+        if m and m.group(1) in BROKER_CONFIGS:  # a listener's own ssl.* setting (network/listeners.py)
             continue
         why = UNUSED_BROKER_CONFIGS.get(key) or next(
             (w for prefix, w in _UNUSED_PREFIXES.items() if key.startswith(prefix)), None)

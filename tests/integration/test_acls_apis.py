@@ -165,12 +165,14 @@ def test_group_apis(env):
         assert w.request(FindCoordinatorRequest(key=group, key_type=0), 3).error_code == E.GROUP_AUTHORIZATION_FAILED
         commit.group_id = group
         assert w.request(commit, 7).topics[0].partitions[0].error_code == E.GROUP_AUTHORIZATION_FAILED
+        assert w.request(commit, 9).topics[0].partitions[0].error_code == E.GROUP_AUTHORIZATION_FAILED  # (kio decodes)
         r = w.request(OffsetFetchRequest(group_id=group, topics=None), 7)
         assert r.error_code == E.GROUP_AUTHORIZATION_FAILED
         grant(adm, ResourceType.GROUP, group, READ)
         assert w.request(FindCoordinatorRequest(key=group, key_type=0), 3).error_code == 0
         # READ on the group, none on the topic: the partition fails, "all offsets" leaves the topic out
         assert w.request(commit, 7).topics[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
+        assert w.request(commit, 9).topics[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
         r = w.request(OffsetFetchRequest(group_id=group, topics=None), 7)
         assert r.error_code == 0 and r.topics == []
         FT = OffsetFetchRequest.OffsetFetchRequestTopic

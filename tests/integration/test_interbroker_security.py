@@ -10,7 +10,7 @@ from kafka.admin import ACL, ACLOperation, ACLPermissionType, KafkaAdminClient, 
 from helpers import wait_until
 from kafkite.config import BrokerConfig, ConfigError
 from kafkite.server.interbroker import inter_broker_listener_name, inter_broker_security
-from kafkite.server.listeners import listeners_of
+from kafkite.network.listeners import listeners_of
 from kafkite.testing.cluster import KafkiteCluster
 from kafkite.testing.wire_client import WireClient
 from test_data_versions import batch, produce

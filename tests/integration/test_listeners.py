@@ -8,7 +8,7 @@ import pytest
 
 from kafkite.config import BrokerConfig, ConfigError
 from kafkite.controller.metadata import BrokerInfo
-from kafkite.server.listeners import endpoint_for, listeners_of
+from kafkite.network.listeners import endpoint_for, listeners_of
 from kafkite.testing.cluster import KafkiteCluster
 from kafkite.testing.runner import BrokerThread
 from kafkite.testing.wire_client import WireClient

@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from kafkite.config import BrokerConfig, ConfigError
-from kafkite.server.listeners import ListenerConfig
+from kafkite.network.listeners import ListenerConfig
 from kafkite.testing.runner import BrokerThread
 
 trustme = pytest.importorskip("trustme", reason="trustme is not installed (pip install -e '.[test]')")

@@ -7,7 +7,7 @@ import socket
 
 import trio
 
-from kafkite.server.connection import _Outbox
+from kafkite.network.connection import _Outbox
 
 
 async def _round_trip(out, expected: bytes) -> None:

@@ -97,7 +97,7 @@ class ZkBrokerRunner:
 
     def stopped_view(self) -> dict:
         """GET /v1/brokers while stopped: the broker, not live, on the port it comes back on."""
-        from ..server.listeners import listeners_of
+        from ..network.listeners import listeners_of
         port = self.ports.get(listeners_of(self.config).client[0].listener)
         return {"brokers": [{"id": self.node_id, "live": False, "port": port, "rack": None}], "controller": None}
 

@@ -18,13 +18,13 @@ client's tokens as size-prefixed frames with no Kafka header (the v0 framing old
 one such frame (empty when PLAIN succeeded); v1 by SaslAuthenticate v0-2 requests. A mechanism not enabled answers UNSUPPORTED_SASL_MECHANISM with
 the enabled ones; a wrong user or password answers SASL_AUTHENTICATION_FAILED, "Authentication failed: Invalid
 username or password" (the same whether the user exists or not), is logged, and closes the connection
-(`connection.failed.authentication.delay.ms` later, KIP-306: server/connection.py). After
+(`connection.failed.authentication.delay.ms` later, KIP-306: network/connection.py). After
 authentication the principal is `User:<name>` and SaslHandshake / SaslAuthenticate answer ILLEGAL_SASL_STATE, unless
 the session has an end (KIP-368): `connections.max.reauth.ms` (default 0: none; per listener
 `listener.name.<l>.connections.max.reauth.ms`) and an OAUTHBEARER token's expiry bound it, SaslAuthenticate v1+ tells
 the client (session_lifetime_ms), a SaslHandshake then re-authenticates (same mechanism and principal, or
 SASL_AUTHENTICATION_FAILED with Kafka's message and the connection closed), and any other request after the end
-closes the connection (server/connection.py), as Kafka's SocketServer does. OAUTHBEARER: security/oauthbearer.py.
+closes the connection (network/connection.py), as Kafka's SocketServer does. OAUTHBEARER: security/oauthbearer.py.
 
 SCRAM (RFC 5802/7677, Kafka's ScramSaslServer) takes two tokens: client-first (answered server-first: the
 credential's salt and iterations) and client-final (answered server-final). The messages are parsed as Kafka's

@@ -92,7 +92,7 @@ def _set_ciphers(ctx: ssl.SSLContext, suites: list[str]) -> None:
 
 def server_context(cfg) -> ssl.SSLContext:
     """The SSLContext of a broker's SSL listener from its config (ConfigError with Kafka's wording when a value
-    cannot be used). `cfg.get(key)`: the listener's value (server/listeners.ListenerConfig)."""
+    cannot be used). `cfg.get(key)`: the listener's value (network/listeners.ListenerConfig)."""
     kind = _store_type("ssl.keystore.type", cfg.get("ssl.keystore.type"), "keystores")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     versions = [v.strip() for v in cfg.get("ssl.enabled.protocols") if v.strip()]

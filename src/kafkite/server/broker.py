@@ -22,14 +22,14 @@ from ..controller.controller import MetadataCache
 from ..controller.metadata import BrokerInfo
 from .admin_manager import admin_manager
 from .cluster_state import ClusterState
-from .connection import serve_connection
+from ..network.connection import serve_connection
 from .fetch_session import FetchSessionCache
 from .group_coordinator_service import GroupCoordinatorService
 from .transaction_coordinator_service import TransactionCoordinatorService
 from .quotas import ConnectionQuotas, MemoryPool, accept_loop
 from .kafka_apis import KafkaApis
 from .router import Router
-from .listeners import PROTOCOLS, WILDCARDS, inter_broker_name, listeners_of, serve_listener
+from ..network.listeners import PROTOCOLS, WILDCARDS, inter_broker_name, listeners_of, serve_listener
 
 log = structlog.get_logger("kafkite.broker")
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
@@ -107,7 +107,7 @@ class Broker:
             state.metadata.scram_credential(user, mech))) for ep in spec.client]
         # the inter-broker listener as this broker serves it (TLS, SASL) and connects to the others' (its credentials)
         from .interbroker import inter_broker_security
-        from .listeners import EndPoint
+        from ..network.listeners import EndPoint
         self.inter_broker_security = inter_broker_security(state.config)
         self.inter_broker_listener = serve_listener(
             spec.inter_broker or EndPoint(self.inter_broker_security.listener, "PLAINTEXT", self.internal_host,

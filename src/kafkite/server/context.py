@@ -23,7 +23,7 @@ def now_ms() -> int:
 _now_ms = now_ms  # RequestContext's own field is called now_ms
 
 
-# The socket of the connection whose request this task handles (set by server/connection.py).
+# The socket of the connection whose request this task handles (set by network/connection.py).
 connection_socket: contextvars.ContextVar[Any] = contextvars.ContextVar("kafkite_connection_socket", default=None)
 
 
@@ -73,7 +73,7 @@ class RequestContext:
         self._conn_log = conn_log  # the connection's logger
         self.now_ms = _now_ms() if now_ms is None else now_ms
         # Awaited before the response is sent; the connection may read and handle the next Produce
-        # meanwhile (see server/connection.py). Produce puts its wait for the fsync here.
+        # meanwhile (see network/connection.py). Produce puts its wait for the fsync here.
         self.before_send: list = []
         self.fault_log_entry: Any = None  # this request's entry in the fault injector's request log, when one is on
         # who sent it (security/authorizer.py): User:ANONYMOUS, the SASL user, or an SSL client certificate's DN

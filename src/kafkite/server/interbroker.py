@@ -29,7 +29,7 @@ import trio
 
 from ..config import ConfigError
 from ..wire.frame import FrameReader
-from .listeners import DEFAULT_INTER_BROKER_LISTENER as DEFAULT_LISTENER, inter_broker_listener_name
+from ..network.listeners import DEFAULT_INTER_BROKER_LISTENER as DEFAULT_LISTENER, inter_broker_listener_name
 
 INTER_BROKER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -113,7 +113,7 @@ class InterBrokerSecurity:
 
 def inter_broker_security(config) -> InterBrokerSecurity:
     """The inter-broker listener and this broker's credentials for it, checked at start (ConfigError)."""
-    from .listeners import ListenerConfig
+    from ..network.listeners import ListenerConfig
     name, proto = inter_broker_listener_name(config)
     out = InterBrokerSecurity(name, proto or "PLAINTEXT")
     if not out.secured:

@@ -11,8 +11,10 @@ from typing import Awaitable, Callable
 from kafka.protocol.api_key import ApiKey
 
 from ..log import current_request
+from ..security.authorizer import ANONYMOUS
 from ..wire import codec
 from ..wire.errors import E
+from ..wire.fetch_response import FetchResponseData
 from .context import RequestContext
 from .kafka_apis import KafkaApis
 from .handlers import acls, admin, configs, controller_apis, data, groups, metadata, scram, txn
@@ -138,9 +140,8 @@ class Router:
         route = ROUTES.get(req.api_key) or INTER_BROKER_ROUTES[req.api_key]
         # the request's logger is bound only if a handler logs (RequestContext.log); lines logged anywhere while it
         # is handled carry its api and correlation id (kafkite.log.add_request)
-        ctx = RequestContext(self.broker, req, peer, conn_log=log, inter_broker=inter_broker)
-        if principal is not None:
-            ctx.principal = principal
+        ctx = RequestContext(self.broker, req, peer, principal=ANONYMOUS if principal is None else principal,
+                             inter_broker=inter_broker, conn_log=log)
         token = current_request.set(req)
         try:
             faults = None if inter_broker else self.apis.faults  # faults are the clients' (not replication's)
@@ -159,7 +160,7 @@ class Router:
             current_request.reset(token)
         if response is None:  # e.g. Produce with acks=0
             return None, ctx.before_send
-        if hasattr(response, "encode_frames"):  # Fetch: a list of buffers, records not copied
+        if type(response) is FetchResponseData:  # Fetch: a list of buffers, records not copied
             return response.encode_frames(req.api_version, req.correlation_id), ctx.before_send
         if ctx.before_send:  # encoded once the waits are over (a failed write changes the answer)
             return (lambda: codec.encode_response(response, req.api_version, req.correlation_id)), ctx.before_send

@@ -235,8 +235,10 @@ class UnifiedLog(LocalLog):
                     self._dirty_from = base
                 if flush_due:
                     self._unflushed, self._last_flush_ms = 0, now_ms
-            elif flush_due:
+            elif flush_due and self.dir is not None:
                 self.flush(now_ms)
+            elif flush_due:  # a memory log: nothing to write or fsync, only the count starts again
+                self._unflushed, self._last_flush_ms = 0, now_ms
         except OSError:  # nothing of this append is acknowledged: fail() cuts it
             self._dirty_from = base if self._dirty_from is None else min(self._dirty_from, base)
             raise

@@ -20,10 +20,14 @@ real clients, best of 3, microseconds per message on the 2-core build machine):
     Metadata v12        2.7           0.5      Metadata          5.3           7.8
     OffsetCommit v9     7.9           1.3      OffsetCommit      4.9           6.4
 
-kafka-python encodes faster, so it encodes. kio decodes 2-7x faster, but its objects are not
-kafka-python's (tuples, timedelta fields, other names in old versions), which every handler and the
-strict checks (strict.py) read; on an OffsetCommit that would save about 6 us of the ~100 us the
-broker spends on it, so decoding stays with kafka-python for now.
+kafka-python encodes faster, so it encodes; it decodes too. kio decodes 2-7x faster, but its objects
+are not kafka-python's (tuples, timedelta fields, other names in old versions), which every handler
+and the strict checks (strict.py) read; and its native reader (kio 0.6.5) sizes an array by the
+length the frame declares before reading it: a mutated OffsetCommit v9 declaring 2^31 topics aborted
+the process ("memory allocation of 214748364784 bytes failed", found by tests/reliability/
+test_fuzz.py). Measured in the broker (2026-11-26): kio's OffsetCommit v9 decode plus strict.py's
+null checks saved about 10 us of the broker's 80-100 us of CPU per commit; not worth a request
+that kills the broker.
 """
 from __future__ import annotations
 
@@ -86,15 +90,21 @@ def peek_header(payload: bytes) -> tuple[int, int, int]:
     return struct.unpack_from(">hhi", payload, 0)
 
 
+_UNPACK_HEADER = struct.Struct(">hhi").unpack_from
+
+
 def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Request:
     """Decode one frame payload (without the 4-byte size).
 
     `supported` maps api key -> (min, max) version this broker serves.
     """
-    api_key, api_version, correlation_id = peek_header(payload)
-    if api_key not in supported:
+    if len(payload) < 8:
+        raise MalformedRequest(f"request of {len(payload)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _UNPACK_HEADER(payload, 0)
+    bounds = supported.get(api_key)
+    if bounds is None:
         raise UnknownApi(f"unknown or unsupported api key {api_key}", api_key, api_version, correlation_id)
-    lo, hi = supported[api_key]
+    lo, hi = bounds
     if not lo <= api_version <= hi:
         raise UnsupportedVersion(
             f"api {ApiKey(api_key).name} version {api_version} not in {lo}..{hi}",
@@ -164,24 +174,73 @@ _HEADER_ENCODERS = {
         compact=False, tagged=flexible)
     for flexible in (False, True)}
 _PACK_SIZE = struct.Struct(">i").pack_into
-_PLAIN_ENCODE: dict[type, bool] = {}  # response class -> it encodes as ApiMessage.encode does (no override)
+_PACK_SIZE_AND_ID = struct.Struct(">ii").pack
+# response class -> None when it encodes as ApiMessage.encode does (else its own encode() is called), and per version
+# (flexible, the body's compiled encoder)
+_ENCODERS: dict[type, dict[int, tuple[bool, Callable]] | None] = {}
 
 
-def encode_response(response: ApiMessage, api_version: int, correlation_id: int) -> bytes | bytearray:
+def _encoder(cls: type, api_version: int) -> tuple[bool, Callable] | None:
+    if cls not in _ENCODERS:
+        plain = (cls.encode is ApiMessage.encode and cls.encode_header is ApiMessage.encode_header
+                 and cls.encode_header_into is ApiMessage.encode_header_into)
+        _ENCODERS[cls] = {} if plain else None
+    versions = _ENCODERS[cls]
+    if versions is None:
+        return None
+    got = versions.get(api_version)
+    if got is None:
+        if not 0 <= api_version <= cls.max_version:
+            raise ValueError(f"Invalid version {api_version} (max version is {cls.max_version}).")
+        flexible = cls.flexible_version_q(api_version)
+        got = versions[api_version] = (flexible, cls._struct.compiled_encode_into(api_version, compact=flexible,
+                                                                                  tagged=flexible))
+    return got
+
+
+class EncodedBody:
+    """A response body encoded once (`encode_body`) and sent many times: `encode_response` puts the frame's size and
+    response header before it. For answers that repeat byte for byte (an OffsetCommit's, for the same partitions and
+    errors), so the response objects are neither built nor encoded again."""
+    __slots__ = ("data", "header_tail")
+
+    def __init__(self, data: bytes, flexible: bool):
+        self.data = data
+        # the response header after its correlation id: the empty tagged fields of header v1, nothing in v0
+        header = ResponseHeader(correlation_id=0)
+        with EncodeBufferPool.acquire() as out:
+            _HEADER_ENCODERS[flexible](header, out)
+            self.header_tail = bytes(out.result()[4:])
+
+
+def encode_body(response: ApiMessage, api_version: int) -> EncodedBody:
+    """The response's body encoded by kafka-python's compiled encoder (a class that encodes as ApiMessage.encode
+    does), to be sent with any correlation id."""
+    flexible, encode = _encoder(type(response), api_version)
+    response._header = None
+    response._version = api_version
+    with EncodeBufferPool.acquire() as out:
+        encode(response, out)
+        return EncodedBody(bytes(out.result()), flexible)
+
+
+def encode_response(response: ApiMessage | EncodedBody, api_version: int, correlation_id: int) -> bytes | bytearray:
     """The whole response frame: size, header, body (a bytearray: no extra copy of large fetches). kafka-python's
     ApiMessage.encode(header=True, framed=True) through the compiled encoders of the header and the body; a class
     with its own header rule (ApiVersions' response header is always v0) goes through encode() itself."""
     cls = type(response)
+    if cls is EncodedBody:
+        tail, data = response.header_tail, response.data
+        return _PACK_SIZE_AND_ID(4 + len(tail) + len(data), correlation_id) + tail + data
+    got = _encoder(cls, api_version)
     response._header = None  # (kafka-python's version setter would write a request's field into a header it holds)
-    response.API_VERSION = api_version
-    header = response._header = ResponseHeader(correlation_id=correlation_id)
-    if cls not in _PLAIN_ENCODE:
-        _PLAIN_ENCODE[cls] = (cls.encode is ApiMessage.encode and cls.encode_header is ApiMessage.encode_header
-                              and cls.encode_header_into is ApiMessage.encode_header_into)
-    if not _PLAIN_ENCODE[cls]:
+    if got is None:
+        response.API_VERSION = api_version
+        response._header = ResponseHeader(correlation_id=correlation_id)
         return response.encode(header=True, framed=True)
-    flexible = cls.flexible_version_q(api_version)
-    encode = cls._struct.compiled_encode_into(api_version, compact=flexible, tagged=flexible)
+    flexible, encode = got
+    response._version = api_version  # (the API_VERSION setter's range check: _encoder's)
+    header = response._header = ResponseHeader(correlation_id=correlation_id)
     with EncodeBufferPool.acquire() as out:
         out.ensure(4)
         out.pos += 4  # the frame's size, written last

@@ -17,6 +17,7 @@ import struct
 from collections import deque
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
+_SIZE = struct.Struct(">i").unpack_from
 
 
 class FrameTooLarge(Exception):
@@ -75,6 +76,14 @@ class FrameReader:
 
     def next_frame(self) -> bytes | None:
         """The next whole frame's payload (without the size), or None if incomplete."""
+        if self._size < 0 and self._len >= 4 and not self._off and len(self._chunks) == 1:
+            # the usual small request: one receive holding exactly one whole frame
+            chunk = self._chunks[0]
+            size = _SIZE(chunk, 0)[0]
+            if len(chunk) == size + 4 and 0 <= size <= self.max_bytes:
+                self._chunks.clear()
+                self._len = 0
+                return chunk[4:] if type(chunk) is bytes else bytes(memoryview(chunk)[4:])
         if self._size < 0:
             if self._len < 4:
                 return None

@@ -15,6 +15,7 @@ from ...coordinator.consumer_group_manager import HeartbeatRequest
 from ...coordinator.hashing import partition_for
 from ...security.authorizer import Op, ResourceType
 from ...wire.consumer_group_api import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from ...wire import codec
 from ...wire.errors import E
 from ..context import RequestContext
 from .metadata import node_endpoint
@@ -185,41 +186,60 @@ async def handle_leave_group(apis: KafkaApis, ctx: RequestContext):
 
 async def handle_offset_commit(apis: KafkaApis, ctx: RequestContext):
     body, v = ctx.body, ctx.version
-    T = OffsetCommitResponse.OffsetCommitResponseTopic
-    P = T.OffsetCommitResponsePartition
-    offsets, unknown = [], []
-    if not _group_ok(apis, ctx, Op.READ, body.group_id):  # Kafka: every partition fails
-        return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
-            T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=_GROUP_DENIED)
-                                       for p in t.partitions]) for t in body.topics])
-    readable = apis.authorize(ctx, Op.READ, ResourceType.TOPIC, (t.name for t in body.topics))
-    denied = []
-    for t in body.topics:
+    topics = body.topics
+    readable = None  # every topic, unless an authorizer says otherwise
+    if apis.authorizing(ctx):
+        if not _group_ok(apis, ctx, Op.READ, body.group_id):  # Kafka: every partition fails
+            return _commit_answer(v, tuple((t.name, tuple((p.partition_index, _GROUP_DENIED) for p in t.partitions))
+                                           for t in topics))
+        readable = apis.authorize(ctx, Op.READ, ResourceType.TOPIC, {t.name for t in topics})
+    offsets, codes = [], {}
+    partition = apis.metadata_cache.partition
+    for t in topics:
+        name = t.name
+        if readable is not None and name not in readable:
+            for p in t.partitions:
+                codes[(name, p.partition_index)] = _TOPIC_DENIED
+            continue
         for p in t.partitions:
-            if t.name not in readable:
-                denied.append((t.name, p.partition_index))
-                continue
-            if apis.metadata_cache.partition(t.name, p.partition_index) is None:
-                unknown.append((t.name, p.partition_index))
-                continue
-            offsets.append((t.name, p.partition_index, p.committed_offset,
-                            p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
-    gen = body.generation_id_or_member_epoch if v >= 1 else -1
-    results = []
+            i = p.partition_index
+            if partition(name, i) is None:
+                codes[(name, i)] = _UNKNOWN_PARTITION
+            else:
+                offsets.append((name, i, p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
+                                p.committed_metadata))
     if offsets:
         results = await apis.group_coordinator.commit_offsets(
-            group_id=body.group_id, generation_id=gen, member_id=body.member_id if v >= 1 else "",
-            group_instance_id=body.group_instance_id if v >= 7 else None, offsets=offsets,
-            retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v)
-    codes = {(t, p): c for t, p, c in results}
-    codes.update({k: int(E.UNKNOWN_TOPIC_OR_PARTITION) for k in unknown})
-    codes.update({k: int(E.TOPIC_AUTHORIZATION_FAILED) for k in denied})
-    topics = []
-    for t in body.topics:
-        topics.append(T(name=t.name, partitions=[P(partition_index=p.partition_index,
-                                                   error_code=codes[(t.name, p.partition_index)])
-                                                 for p in t.partitions]))
-    return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=topics)
+            group_id=body.group_id, generation_id=body.generation_id_or_member_epoch if v >= 1 else -1,
+            member_id=body.member_id if v >= 1 else "", group_instance_id=body.group_instance_id if v >= 7 else None,
+            offsets=offsets, retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v)
+        for name, i, code in results:
+            codes[(name, i)] = code
+    return _commit_answer(v, tuple((t.name, tuple((p.partition_index, codes[(t.name, p.partition_index)])
+                                                  for p in t.partitions)) for t in topics))
+
+
+def _commit_answer(v: int, key: tuple) -> codec.EncodedBody:
+    """The OffsetCommit answer of ((topic, ((partition, error), ...)), ...): the same bytes for the same partitions and
+    errors (a consumer commits the same partitions again and again), so encoded once, by kafka-python."""
+    answer = _COMMIT_ANSWERS.get((v, key))
+    if answer is None:
+        T = OffsetCommitResponse.OffsetCommitResponseTopic
+        P = T.OffsetCommitResponsePartition
+        response = OffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
+            T(name=name, partitions=[P(partition_index=i, error_code=c) for i, c in parts]) for name, parts in key])
+        if len(_COMMIT_ANSWERS) >= _COMMIT_ANSWERS_MAX:
+            _COMMIT_ANSWERS.clear()
+        answer = _COMMIT_ANSWERS[(v, key)] = codec.encode_body(response, v)
+    return answer
+
+
+_TOPIC_DENIED, _UNKNOWN_PARTITION = int(E.TOPIC_AUTHORIZATION_FAILED), int(E.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+# OffsetCommit answers by (version, ((topic, ((partition, error), ...)), ...)); cleared when full
+_COMMIT_ANSWERS: dict[tuple, codec.EncodedBody] = {}
+_COMMIT_ANSWERS_MAX = 4096
 
 
 async def _fetch_group(apis, ctx, group_id, topics, require_stable, member_id=None, member_epoch=-1):

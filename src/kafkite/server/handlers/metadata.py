@@ -11,7 +11,7 @@ from ...controller.metadata import MetadataError, validate_topic_name
 from ...security.authorizer import CLUSTER_NAME, Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
-from ..listeners import current_connection, endpoint_for
+from ...network.listeners import current_connection, endpoint_for
 from ..kafka_apis import KafkaApis
 
 ZERO_UUID = uuid.UUID(int=0)

@@ -33,18 +33,18 @@ import trio
 
 from ..wire import codec
 from ..wire.frame import FrameReader, FrameTooLarge
-from .context import PeerClosed, connection_socket
+from ..server.context import PeerClosed, connection_socket
 from .listeners import Connection, current_connection
-from .quotas import SMALL_REQUEST_BYTES
-from .router import CloseConnection
+from ..server.quotas import SMALL_REQUEST_BYTES
+from ..server.router import CloseConnection
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from ..server.broker import Broker
 
 log = structlog.get_logger("kafkite.connection")
 _conn_ids = itertools.count(1)
 
-PRODUCE = 0
+PRODUCE_KEY = b"\x00\x00"  # a request's first two bytes: its api key (Produce: 0)
 SASL_HANDSHAKE = 17
 _WRITEV = hasattr(os, "writev")  # POSIX
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if _WRITEV else 1
@@ -152,7 +152,7 @@ def raw_socket(stream) -> trio.socket.SocketType:
 async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter_broker: bool = False,
                            listener=None) -> None:
     """One connection; `inter_broker`: accepted on the inter-broker listener (controller requests are served);
-    `listener`: the client listener it came in on (server/listeners.ServedListener)."""
+    `listener`: the client listener it came in on (network/listeners.ServedListener)."""
     sock = raw_socket(stream)
     try:
         peer = "%s:%s" % sock.getpeername()[:2]
@@ -237,10 +237,11 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
             try:
                 # Kafka's SaslServerAuthenticator: before and during (re-)authentication a frame may be at most
                 # sasl.server.max.receive.size (InvalidReceiveException closes the connection)
-                if auth is not None and not auth.done:
-                    reader.max_bytes, reader.limit_name = sasl_max, "sasl.server.max.receive.size"
-                else:
-                    reader.max_bytes, reader.limit_name = request_max, "socket.request.max.bytes"
+                if auth is not None:
+                    if not auth.done:
+                        reader.max_bytes, reader.limit_name = sasl_max, "sasl.server.max.receive.size"
+                    else:
+                        reader.max_bytes, reader.limit_name = request_max, "socket.request.max.bytes"
                 frame = reader.next_frame()
             except FrameTooLarge as exc:
                 clog.warning("connection.closed", reason=str(exc))
@@ -314,8 +315,8 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     return
                 if conn is not None:
                     conn.requests += 1
-                produce = len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) == PRODUCE
-                await outbox.wait_turn(produce)
+                if outbox.pending:  # a Produce may go on while earlier ones wait for their writes; nothing else
+                    await outbox.wait_turn(frame[:2] == PRODUCE_KEY)
                 try:
                     # the connection's principal (security/authorizer.py): its certificate's through the mapping
                     # rules, or the SASL user once authenticated (again, after a re-authentication)
@@ -327,8 +328,9 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     return
             finally:
                 del frame
-                pool.release(max(held, 0))
-                held = 0
+                if held:
+                    pool.release(max(held, 0))
+                    held = 0
             if not waits and not outbox.pending:
                 await outbox.send(out)  # nothing queued before it: straight out, no task switch
             elif out or waits:

@@ -11,7 +11,7 @@ sasl.* keys (Kafka's ListenerName / EndPoint / config prefix rules).
 - The inter-broker listener (`inter.broker.listener.name` or `security.inter.broker.protocol`, default INTERNAL here;
   any protocol: server/interbroker.py) is served only between the brokers of a replicated cluster
   (server/broker.py); every other entry is a client listener.
-- A client connection knows the listener it came in on (`Connection.listener`, server/connection.py); Metadata,
+- A client connection knows the listener it came in on (`Connection.listener`, network/connection.py); Metadata,
   DescribeCluster and FindCoordinator answer with each broker's endpoint of that listener (server/handlers).
 """
 from __future__ import annotations
@@ -180,7 +180,7 @@ class Connection:
     requests: int = 0  # requests taken (after authentication and the session checks)
 
 
-# The connection whose request this task handles (set by server/connection.py for each connection's reader task).
+# The connection whose request this task handles (set by network/connection.py for each connection's reader task).
 current_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
     "kafkite_current_connection", default=None)
 
