@@ -41,7 +41,7 @@ import structlog
 import trio
 
 from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, start_write, write_error
-from ..storage.batch import COMMIT_MARKER, build_batch, control_type, decode_batch, iter_batches
+from ..storage.batch import COMMIT_MARKER, control_type, decode_batch, iter_batches
 from ..wire.errors import E
 from .context import now_ms
 from .replica_manager import KafkaStorageException
@@ -226,15 +226,13 @@ class CoordinatorRuntime:
         if err:
             return int(err)
         p = b.metadata.partition(self.topic, partition)
-        now = now_ms()
-        if result is not None and result.producer_id >= 0:  # Kafka writes these with sequence 0, unchecked
-            data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now, producer_id=result.producer_id,
-                               producer_epoch=result.producer_epoch, base_sequence=0, is_transactional=True)
-        else:
-            data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now)
-        # built just now, offsets 0..n-1 and the CRC computed once: not walked again (AppendOrigin.COORDINATOR)
-        out = b.replicas.append(self.topic, partition, data, now, leader_epoch=p.leader_epoch, defer_flush=True,
-                                trusted=True)
+        # built at the log end, the CRC computed once, handed over with its header: not walked, parsed nor copied
+        # again (AppendOrigin.COORDINATOR); a transactional one (TxnOffsetCommit) has sequence 0, unchecked
+        txn = result is not None and result.producer_id >= 0
+        out = b.replicas.append_coordinator_batch(self.topic, partition, records, now_ms(), leader_epoch=p.leader_epoch,
+                                                  producer_id=result.producer_id if txn else -1,
+                                                  producer_epoch=result.producer_epoch if txn else -1,
+                                                  defer_flush=True)
         if out.error:
             log.warning("coordinator.append_failed", topic=self.topic, partition=partition, error=E(out.error).name)
             return out.error

@@ -39,7 +39,7 @@ import structlog
 import trio
 
 from ..controller.metadata import INTERNAL_TOPICS
-from ..storage.batch import build_control_batch, read_header
+from ..storage.batch import build_batch, build_batch_with_header, build_control_batch, read_header
 from ..storage.log_segment import CorruptRecordException
 from ..storage.log_validator import NeedsWorker, Validated, prepare_append
 from ..storage.unified_log import OffsetOutOfRange
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from .broker import ClusterState
     from .replication import Replication
 
+_AS_BUILT = ("producer", "uncompressed")  # compression.type values that keep a built uncompressed batch as it is
 log = structlog.get_logger("kafkite.replica_manager")
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
@@ -414,8 +415,38 @@ class ReplicaManager(ReplicatedPartitions):
                 if chk.error:
                     return AppendOutcome(error=chk.code, error_message=chk.message,
                                          log_start_offset=lg.log_start_offset)
+        return self._appended(key, lg, lambda: lg.append(v.data, now_ms=now_ms, leader_epoch=leader_epoch,
+                                                         defer_flush=defer_flush))
+
+    def append_coordinator_batch(self, topic: str, partition: int, records: list[tuple[bytes, bytes | None]],
+                                 now_ms: int, *, leader_epoch: int, producer_id: int = -1, producer_epoch: int = -1,
+                                 defer_flush: bool = False) -> AppendOutcome:
+        """A coordinator's records (key, value) as one batch (Kafka's AppendOrigin.COORDINATOR): built here at the
+        log end offset with the leader epoch stamped, and handed to the log with the header the builder knows --
+        not parsed, walked nor copied again. A transactional one (producer_id >= 0: TxnOffsetCommit) has sequence
+        0, unchecked, as Kafka writes it. A batch the topic would rewrite (compression.type other than producer /
+        uncompressed, LogAppendTime) or one over max.message.bytes takes the validating route, `append`."""
+        lg = self.logs.get((topic, partition))
+        txn = producer_id >= 0
+        if lg is not None and lg.config.compression_type in _AS_BUILT and \
+                lg.config.message_timestamp_type != "LogAppendTime":
+            data, h = build_batch_with_header(records, base_offset=lg.log_end_offset, timestamp_ms=now_ms,
+                                              producer_id=producer_id, producer_epoch=producer_epoch,
+                                              base_sequence=0 if txn else -1, is_transactional=txn,
+                                              partition_leader_epoch=leader_epoch, headerless=True)
+            if len(data) <= lg.config.max_message_bytes:
+                return self._appended((topic, partition), lg,
+                                      lambda: lg.append_built(data, h, now_ms=now_ms, defer_flush=defer_flush))
+        data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now_ms, producer_id=producer_id,
+                           producer_epoch=producer_epoch, base_sequence=0 if txn else -1, is_transactional=txn)
+        return self.append(topic, partition, data, now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush,
+                           trusted=True)
+
+    def _appended(self, key: tuple[str, int], lg, append) -> AppendOutcome:
+        """`append()` (the log's) -> its outcome: a disk failure takes the log dir offline (KAFKA_STORAGE_ERROR);
+        the high watermark moves now unless the records wait for their deferred write."""
         try:
-            res = lg.append(v.data, now_ms=now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush)
+            res = append()
         except OSError as exc:
             self.handle_log_dir_failure(exc, f"appending to {key[0]}-{key[1]}")
             return AppendOutcome(error=E.KAFKA_STORAGE_ERROR)

@@ -248,7 +248,30 @@ def build_batch(records: list[tuple[bytes | None, bytes | None, list]], *, base_
     if compression != COMPRESSION_NONE:
         return _build_with_kafka_python(records, base_offset, timestamp_ms, producer_id, producer_epoch,
                                         base_sequence, compression, is_transactional, partition_leader_epoch)
+    return build_batch_with_header(records, base_offset=base_offset, timestamp_ms=timestamp_ms,
+                                   producer_id=producer_id, producer_epoch=producer_epoch,
+                                   base_sequence=base_sequence, is_transactional=is_transactional,
+                                   partition_leader_epoch=partition_leader_epoch)[0]
+
+
+def build_batch_with_header(records, *, base_offset: int, timestamp_ms: int, producer_id: int = -1,
+                            producer_epoch: int = -1, base_sequence: int = -1, is_transactional: bool = False,
+                            partition_leader_epoch: int = -1, headerless: bool = False
+                            ) -> tuple[bytes, BatchHeader]:
+    """build_batch's uncompressed batch and its header, as the builder knows it (not parsed back): what a
+    coordinator's append hands the log (ReplicaManager.append_coordinator_batch). `headerless`: records are
+    (key, value) pairs, every record with no headers."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
     parts = [b""]  # the CRC-covered header goes first
+    if headerless:
+        for delta, (k, v) in enumerate(records):
+            rec = b"".join(((b"\x00\x00", _varint(delta))
+                            + ((b"\x01",) if k is None else (_varint(len(k)), k))
+                            + ((b"\x01",) if v is None else (_varint(len(v)), v)) + (b"\x00",)))
+            parts += (_varint(len(rec)), rec)
+        return _finish_batch(parts, len(records), base_offset, timestamp_ms, producer_id, producer_epoch,
+                             base_sequence, is_transactional, partition_leader_epoch)
     for delta, (k, v, h) in enumerate(records):
         # attributes (0), timestampDelta (0), offsetDelta, key, value, headers: Kafka's DefaultRecord
         body = [b"\x00\x00", _varint(delta)]
@@ -260,12 +283,22 @@ def build_batch(records: list[tuple[bytes | None, bytes | None, list]], *, base_
             body += (_varint(len(hk)), hk) + ((b"\x01",) if hv is None else (_varint(len(hv)), hv))
         rec = b"".join(body)
         parts += (_varint(len(rec)), rec)
-    n = len(records)
+    return _finish_batch(parts, len(records), base_offset, timestamp_ms, producer_id, producer_epoch,
+                         base_sequence, is_transactional, partition_leader_epoch)
+
+
+def _finish_batch(parts: list, n: int, base_offset: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
+                  base_sequence: int, is_transactional: bool, partition_leader_epoch: int
+                  ) -> tuple[bytes, BatchHeader]:
+    """parts[1:]: the encoded records -> the batch (its CRC computed once) and its header."""
     attributes = TRANSACTIONAL_BIT if is_transactional else 0
     parts[0] = _CRC_COVERED.pack(attributes, n - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
                                  base_sequence, n)
     tail = b"".join(parts)
-    return _BEFORE_CRC.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc32c.crc32c(tail)) + tail
+    crc = crc32c.crc32c(tail)
+    h = BatchHeader(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, n - 1, timestamp_ms,
+                    timestamp_ms, producer_id, producer_epoch, base_sequence, n)
+    return _BEFORE_CRC.pack(base_offset, h.batch_length, partition_leader_epoch, 2, crc) + tail, h
 
 
 _BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc

@@ -31,11 +31,13 @@ class MemoryLogSegment(LogSegment):
 
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
                defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None) -> None:
+        # one whole batch in an immutable bytes (a coordinator's, just built) is kept as it is; else copied out
+        whole = type(buf) is bytes and len(headers) == 1 and headers[0][1].size == len(buf)
         mv = memoryview(buf)
         self.index_interval = index_interval
         for pos, h in headers:
             self._note(h)
-            self.batches.append(bytes(mv[pos:pos + h.size]))
+            self.batches.append(buf if whole else bytes(mv[pos:pos + h.size]))
             self.lasts.append(h.last_offset)
             self.size += h.size
             self._count_index_entry(h.size, index_interval, max_index_bytes)

@@ -185,6 +185,16 @@ class UnifiedLog(LocalLog):
         self._append_batches(buf, headers, now_ms=now_ms, defer_flush=defer_flush)
         return AppendResult(base, headers[-1][1].last_offset, lat, self.log_start_offset)
 
+    def append_built(self, batch: bytes, header: BatchHeader, *, now_ms: int, defer_flush: bool = False
+                     ) -> AppendResult:
+        """A batch the broker has just built at the log end offset, with the leader epoch stamped and the header
+        the builder knows (a coordinator's write, Kafka's AppendOrigin.COORDINATOR; ReplicaManager checks that
+        neither compression.type nor LogAppendTime would rewrite it): appended as it is, not parsed again."""
+        if header.base_offset != self.log_end_offset:
+            raise ValueError(f"a built batch at offset {header.base_offset}, the log end is {self.log_end_offset}")
+        self._append_batches(batch, [(0, header)], now_ms=now_ms, defer_flush=defer_flush)
+        return AppendResult(header.base_offset, header.last_offset, -1, self.log_start_offset)
+
     def append_as_follower(self, batches, *, now_ms: int, defer_flush: bool = False) -> AppendResult:
         """A follower's append (Kafka's appendAsFollower): the leader's batches as they are -- their offsets,
         leader epochs and timestamps kept, no client rule checked again, no recompression. Every batch's CRC
