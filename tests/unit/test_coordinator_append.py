@@ -94,3 +94,32 @@ def test_a_batch_over_max_message_bytes_is_refused_as_the_validating_route_refus
     outs, (a, b), (la, _) = _write_both(rm, {"max.message.bytes": "200"})
     assert [(new.error, old.error) for new, old in outs] == [(outs[0][1].error,) * 2] * 2
     assert outs[0][0].error != 0 and la.log_end_offset == 0
+
+
+def test_run_in_worker_runs_off_the_loop_returns_raises_and_waits_out_a_cancel():
+    """wait_durable's hop to a worker thread (trio.to_thread.run_sync without its thread renaming)."""
+    import threading
+    import time
+
+    import trio
+
+    from kafkite.server.replica_manager import run_in_worker
+
+    done = []
+
+    def slow():
+        time.sleep(0.05)
+        done.append(threading.current_thread().name)
+
+    def boom():
+        raise OSError(28, "no space left")
+
+    async def main():
+        loop = threading.get_ident()
+        assert await run_in_worker(threading.get_ident) != loop
+        with pytest.raises(OSError):
+            await run_in_worker(boom)
+        with trio.move_on_after(0.001):
+            await run_in_worker(slow)
+        assert len(done) == 1  # the cancelled caller still waited for its job (no write left running unseen)
+    trio.run(main)

@@ -30,10 +30,11 @@ stay one step on the loop.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 import trio
@@ -54,6 +55,19 @@ if TYPE_CHECKING:
     from ..controller.controller import MetadataCache
     from .broker import ClusterState
     from .replication import Replication
+
+async def run_in_worker(fn: Callable[[], Any]) -> Any:
+    """`fn()` in one of Trio's cached worker threads, the task waiting uncancellably for it: trio.to_thread.run_sync
+    with abandon_on_cancel=False and no capacity limiter, without the OS thread renaming it does around every job
+    (two pthread_setname_np through ctypes, on the path of each acknowledgement that waits for its fsync)."""
+    token, task = trio.lowlevel.current_trio_token(), trio.lowlevel.current_task()
+    ctx = contextvars.copy_context()
+
+    def deliver(result) -> None:
+        token.run_sync_soon(trio.lowlevel.reschedule, task, result)
+    trio.lowlevel.start_thread_soon(functools.partial(ctx.run, fn), deliver)
+    return await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
+
 
 _AS_BUILT = ("producer", "uncompressed")  # compression.type values that keep a built uncompressed batch as it is
 log = structlog.get_logger("kafkite.replica_manager")
@@ -475,7 +489,7 @@ class ReplicaManager(ReplicatedPartitions):
             try:
                 target, run = lg.deferred_flush()
                 try:
-                    await trio.to_thread.run_sync(run)
+                    await run_in_worker(run)
                 except OSError as exc:
                     if id(lg) not in self._keys and not self.offline_log_dirs:
                         return  # the partition was deleted meanwhile (its files with it): not a disk fault
