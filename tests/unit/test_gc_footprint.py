@@ -1,4 +1,4 @@
-"""Full garbage collections kept short (issue 24 item 2): few GC-tracked objects per log."""
+"""Full garbage collections kept short (issue 24 item 2): few GC-tracked objects per log, and kafkite.gc_freeze."""
 from __future__ import annotations
 
 import gc
@@ -6,6 +6,7 @@ import weakref
 
 import pytest
 
+from kafkite import gc_freeze
 from kafkite.storage.log_config import LogConfig
 from kafkite.storage.unified_log import FileLog
 
@@ -46,3 +47,73 @@ def _batch() -> bytes:
                                   producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
     b.append(0, timestamp=1, key=b"k", value=b"v", headers=[])
     return bytes(b.build())
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture
+def no_frozen():
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+def test_survivors_of_a_full_collection_are_frozen_and_given_back_after_refresh_s(no_frozen):
+    now = [0.0]
+    hook = gc_freeze.FreezeAfterFullCollections(refresh_s=60, clock=lambda: now[0])
+    keep = _Cycle()
+    hook("stop", {"generation": 1})  # a young collection: nothing frozen
+    assert gc.get_freeze_count() == 0
+    hook("stop", {"generation": 2})
+    assert gc.get_freeze_count() > 0 and hook.frozen == 1
+    # a cycle frozen alive, then dropped: not collected while frozen...
+    ref = weakref.ref(keep)
+    del keep
+    gc.collect()
+    assert ref() is not None
+    # ...until refresh_s later the frozen objects are given back: the next full collection frees it
+    now[0] = 61.0
+    hook("stop", {"generation": 2})
+    assert hook.refreshes == 1 and gc.get_freeze_count() == 0
+    gc.collect()
+    assert ref() is None
+
+
+def test_install_freezes_after_each_full_collection_and_uninstall_gives_everything_back(no_frozen):
+    assert gc_freeze._installed is None  # nothing in the test process installs it: the host's GC is left alone
+    hook = gc_freeze.install()
+    try:
+        assert gc_freeze.install() is hook and gc.callbacks.count(hook) == 1
+        gc.collect()
+        assert gc.get_freeze_count() > 0 and hook.frozen == 1
+    finally:
+        gc_freeze.uninstall()
+    assert hook not in gc.callbacks and gc.get_freeze_count() == 0
+
+
+@pytest.mark.parametrize("raw, expected", [("", True), ("0", False), ("off", False), ("1", True), ("on", True)])
+def test_kafkite_gc_freeze_env(monkeypatch, raw, expected):
+    monkeypatch.setenv(gc_freeze.ENV, raw)
+    assert gc_freeze.enabled_from_env() is expected
+
+
+def test_kafkite_gc_freeze_env_rejects_other_values(monkeypatch):
+    monkeypatch.setenv(gc_freeze.ENV, "maybe")
+    with pytest.raises(ValueError):
+        gc_freeze.enabled_from_env()
+
+
+@pytest.mark.parametrize("flag, env, installed", [(None, "", True), ("off", "", False), ("on", "0", True),
+                                                  (None, "0", False)])
+def test_kafkite_serve_installs_the_gc_freeze_unless_told_not_to(monkeypatch, flag, env, installed):
+    from kafkite import app
+    from kafkite.cli import build_parser
+    calls = []
+    monkeypatch.setattr(gc_freeze, "install", lambda: calls.append(1))
+    monkeypatch.setenv(gc_freeze.ENV, env)
+    args = build_parser().parse_args(["serve", "--in-memory"] + ([] if flag is None else ["--gc-freeze", flag]))
+    assert app.install_gc_freeze(None if args.gc_freeze is None else args.gc_freeze == "on") is installed
+    assert calls == ([1] if installed else [])
