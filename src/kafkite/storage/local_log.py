@@ -238,7 +238,7 @@ class LocalLog:
         if not due:
             return None
         self._doomed = [f for f in self._doomed if f not in due] or ()
-        where = str(self.dir) if self.dir is not None else "memory"
+        where = self._dir if self._dir is not None else "memory"
 
         def run() -> None:
             log.info("log.deleting_segment_files", log=where, files=[p.name for f in due for p in f.paths],

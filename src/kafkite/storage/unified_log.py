@@ -135,7 +135,7 @@ class UnifiedLog(LocalLog):
         txn = AbortedTxn(done.last_offset, done.producer_id, done.first_offset,
                          self.producer_state.last_stable_offset_after(done))
         self.aborted.add(txn)
-        if write and self.dir is not None:
+        if write and self._dir is not None:
             append_entry(self.dir, seg_base, txn)
 
     def _rebuild_producer_state(self) -> None:
@@ -153,13 +153,13 @@ class UnifiedLog(LocalLog):
                     data = seg.read(h.base_offset, h.size, True, None)
                     marker = read_marker(data, 0, h) if data else None
                 self._note_txn(ps.update(h, marker=marker), seg.base, write=False)
-        if self.dir is not None:
+        if self._dir is not None:
             sync_files(self.dir, [s.base for s in self.segments], self.aborted)
 
     @property
     def durable(self) -> bool:
         """True where flush() puts records on stable storage."""
-        return self.dir is not None
+        return self._dir is not None
 
     def iter_headers(self) -> Iterator[BatchHeader]:
         """Every batch header in offset order (producer state rebuild, tools)."""
@@ -492,13 +492,13 @@ class UnifiedLog(LocalLog):
     def _save_log_start(self) -> None:
         """`log-start-offset`: our one-number checkpoint (Kafka keeps log start offsets in a
         per-log-dir file the storage layer does not own)."""
-        if self.dir is None:
+        if self._dir is None:
             return
         write_atomically(self.dir / "log-start-offset", str(self.log_start_offset))
 
     @property
     def topic_id(self) -> uuid.UUID | None:
-        return None if self.dir is None else read_topic_id(self.dir)
+        return None if self._dir is None else read_topic_id(self.dir)
 
     def close(self) -> bool:
         """fsync and write the active segment's indexes; close every file. False when the flush
@@ -528,12 +528,12 @@ class UnifiedLog(LocalLog):
         """Close and remove the partition (its directory, for a file log)."""
         self.version += 1
         for s in self.segments:
-            if self.dir is not None:
+            if self._dir is not None:
                 s.close()
             else:
                 s.delete()
         self._close_doomed()
-        if self.dir is not None:
+        if self._dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
             self.segments = [self._new_segment(0, 0)]
