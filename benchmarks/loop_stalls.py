@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python benchmarks/loop_stalls.py [--compact-mb 200] [--recover-mb 200] [--partitions 1000]
                                                     [--retention-segments 100] [--bound-ms 200] [--watchdog-ms 100]
+                                                    [--gc-freeze on|off]
 
 An in-process cluster of 3 brokers on disk (KafkiteCluster: one Trio loop for the three, so whatever one broker
 holds the loop with, every client of every broker waits for). A client thread sends Metadata and Produce (acks=1,
@@ -23,7 +24,8 @@ Per phase it prints the longest step the loop ran (and its task), the watchdog's
 (`event_loop.blocked`, over --watchdog-ms), the slowest client request and the requests over --bound-ms, and
 Python's full garbage collections and the longest collection (each stops every thread, the loop's too). The
 figures depend on the machine (a shared one is noisy: a step's wall time counts the time the process was not
-scheduled too). tests/reliability/test_event_loop_free.py runs it scaled down.
+scheduled too). `--gc-freeze on` (the default, as `kafkite serve`) freezes what survives a full collection for the
+run (kafkite.gc_freeze). tests/reliability/test_event_loop_free.py runs it scaled down.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 from kafka.protocol.producer import ProduceRequest  # noqa: E402
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 
+import kafkite.gc_freeze as gc_freeze_mod  # noqa: E402
 import kafkite.loop_watchdog as loop_watchdog  # noqa: E402
 from kafkite.testing.cluster import KafkiteCluster  # noqa: E402
 from kafkite.testing.wire_client import WireClient  # noqa: E402
@@ -197,15 +200,22 @@ def wait_until(cond, timeout: float, what: str) -> None:
 
 def run(*, compact_mb: float = 200, recover_mb: float = 200, partitions: int = 1000, retention_segments: int = 100,
         bound_ms: float = 200, watchdog_ms: float = 100, data_dir: Path | None = None,
-        timeout: float = 600) -> dict[str, Phase]:
-    """The scenario of the module comment -> each phase's figures."""
+        timeout: float = 600, gc_freeze: bool = False) -> dict[str, Phase]:
+    """The scenario of the module comment -> each phase's figures. `gc_freeze`: as `kafkite serve` does
+    (kafkite.gc_freeze: what survives a full collection is frozen), for this process while it runs."""
     Recorder.phases = {}
     Recorder.phase = "setup"
     own_dir = data_dir is None
     data = Path(tempfile.mkdtemp(prefix="loop-stalls-")) if own_dir else Path(data_dir)
-    with recorder_installed(watchdog_ms), gc_timed():
-        _run(data, own_dir, compact_mb=compact_mb, recover_mb=recover_mb, partitions=partitions,
-             retention_segments=retention_segments, bound_ms=bound_ms, timeout=timeout)
+    if gc_freeze:
+        gc_freeze_mod.install()
+    try:
+        with recorder_installed(watchdog_ms), gc_timed():
+            _run(data, own_dir, compact_mb=compact_mb, recover_mb=recover_mb, partitions=partitions,
+                 retention_segments=retention_segments, bound_ms=bound_ms, timeout=timeout)
+    finally:
+        if gc_freeze:
+            gc_freeze_mod.uninstall()
     return {name: Recorder.phases.get(name, Phase()) for name in PHASES}
 
 
@@ -330,6 +340,8 @@ def main() -> None:
     ap.add_argument("--switch-interval-ms", type=float, default=None,
                     help="sys.setswitchinterval (Python's default 5 ms: how long a busy worker thread may keep the "
                          "GIL from the event loop)")
+    ap.add_argument("--gc-freeze", choices=["on", "off"], default="on",
+                    help="freeze what survives a full garbage collection, as `kafkite serve` does (default on)")
     args = ap.parse_args()
     if args.switch_interval_ms is not None:
         sys.setswitchinterval(args.switch_interval_ms / 1000)
@@ -343,8 +355,9 @@ def main() -> None:
                                     structlog.dev.ConsoleRenderer()])
     phases = run(compact_mb=args.compact_mb, recover_mb=args.recover_mb, partitions=args.partitions,
                  retention_segments=args.retention_segments, bound_ms=args.bound_ms, watchdog_ms=args.watchdog_ms,
-                 data_dir=args.data_dir)
-    print(f"\n{'phase':<16}{'secs':>7}{'longest hold ms':>17}  {'task':<52}{'WARNs':>6}{'requests':>10}"
+                 data_dir=args.data_dir, gc_freeze=args.gc_freeze == "on")
+    print(f"\ngc freeze {args.gc_freeze}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'phase':<16}{'secs':>7}{'longest hold ms':>17}  {'task':<52}{'WARNs':>6}{'requests':>10}"
           f"{'slowest ms':>12}{'>' + str(int(args.bound_ms)) + ' ms':>9}{'errors':>8}{'full GCs':>10}{'longest GC ms':>15}")
     for name, p in phases.items():
         print(f"{name:<16}{p.seconds:>7.1f}{p.longest_ms:>17.1f}  {p.longest_task[-52:]:<52}{p.warns:>6}"

@@ -15,12 +15,15 @@ log = structlog.get_logger("kafkite")
 
 async def serve(config: BrokerConfig, *, data_dir: Path | None, in_memory: bool, brokers: int = 1,
                 loop_watchdog_ms: float | None = None, control: tuple[str, int, str | None] | None = None,
-                task_status=trio.TASK_STATUS_IGNORED) -> None:
+                gc_freeze: bool | None = None, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve one broker, or `brokers` brokers of one in-process cluster (node ids 1..N; ports P, P+1, ...
     or all free ports when P is 0), until SIGINT or SIGTERM. The loop watchdog (kafkite.loop_watchdog) logs a
-    step holding the event loop past `loop_watchdog_ms` (default: KAFKITE_LOOP_WATCHDOG_MS, else 100; 0: off)."""
+    step holding the event loop past `loop_watchdog_ms` (default: KAFKITE_LOOP_WATCHDOG_MS, else 100; 0: off).
+    `gc_freeze` (default: KAFKITE_GC_FREEZE, else on): what survives a full garbage collection is frozen, so that
+    full collections stay short (kafkite.gc_freeze; the process is the broker's own here)."""
     from .loop_watchdog import install
     install(loop_watchdog_ms)
+    install_gc_freeze(gc_freeze)
     # take SIGINT/SIGTERM over before the ready line: a signal sent the moment "ready" is read must be a
     # clean shutdown, not trio's default KeyboardInterrupt (or the default SIGTERM death)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -47,6 +50,15 @@ async def serve(config: BrokerConfig, *, data_dir: Path | None, in_memory: bool,
                 log.info("shutdown", signal=signal.Signals(signum).name)
                 break
             side.cancel_scope.cancel()
+
+
+def install_gc_freeze(on: bool | None) -> bool:
+    """`kafkite serve`'s gc freeze (kafkite.gc_freeze), unless `on` is False (None: KAFKITE_GC_FREEZE, else on)."""
+    from . import gc_freeze
+    if not (gc_freeze.enabled_from_env() if on is None else on):
+        return False
+    gc_freeze.install()
+    return True
 
 
 def _ready(node, first, extra: dict) -> None:

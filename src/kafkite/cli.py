@@ -61,6 +61,7 @@ def _serve(args) -> int:
     try:
         trio.run(lambda: serve(config, data_dir=None if args.in_memory else data_dir, in_memory=args.in_memory,
                                brokers=args.brokers, loop_watchdog_ms=args.loop_watchdog_ms,
+                               gc_freeze=None if args.gc_freeze is None else args.gc_freeze == "on",
                                control=(args.control_host, args.control_port, args.control_token)
                                if args.control_port is not None else None))
     except ConfigError as exc:  # found while the brokers are made (an SSL keystore that cannot be read, ...)
@@ -281,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--loop-watchdog-ms", type=float, default=None,
                    help="WARN when one step holds the event loop longer (default 100, or KAFKITE_LOOP_WATCHDOG_MS; "
                         "0 = off)")
+    s.add_argument("--gc-freeze", choices=["on", "off"], default=None,
+                   help="freeze what survives a full garbage collection, keeping later ones short (default on, or "
+                        "KAFKITE_GC_FREEZE=0/1)")
     s.add_argument("--control-port", type=int, default=None,
                    help="serve the control listener (faults, request log over HTTP/JSON) on this port (0 = any)")
     s.add_argument("--control-host", default="127.0.0.1", help="the control listener's address (default 127.0.0.1)")

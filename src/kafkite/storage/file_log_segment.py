@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .batch import HEADER_SIZE, BatchHeader, crc_ok, iter_batches, read_header
-from .log_segment import BatchSource, LogSegment, segment_name
+from .log_segment import BatchSource, LogSegment, made_once, segment_name
 from .offset_index import OffsetIndex
 from .offset_index_check import OffsetIndexCheck
 from .time_index import TimeIndex
@@ -97,32 +97,67 @@ class DeletedFiles:
 class FileLogSegment(OffsetIndexCheck, LogSegment):
     """One segment's files (see the module comment)."""
 
+    # Many segments (one active per partition: 1,000s) are only ever appended to from the log's thread, so what the
+    # deferred writes and index rebuilds need -- a Condition (8 GC-tracked objects), two locks, lists -- is made on first
+    # use (`made_once`), and the paths are kept as str (a PosixPath is 2 tracked objects): fewer objects for every full
+    # garbage collection to traverse, and a full collection stops the event loop (benchmarks/loop_stalls.py).
+    _io_: threading.Condition | None = None
+    _writer_: threading.Lock | None = None
+    _index_lock_: threading.Lock | None = None
+    _pending: list[tuple[int, object]] | tuple = ()  # deferred writes (position, buffer), in position order
+    index_rebuild: threading.Thread | None = None       # the last index rebuild's thread (tests join it)
+
     def __init__(self, directory: Path, base: int, created_ms: int, *, index_interval: int = 4096,
                  suffix: str = ""):
         self.base, self.created_ms, self.index_interval = base, created_ms, index_interval
-        name = segment_name(base)
-        self.log_path = directory / (name + ".log" + suffix)
-        self.offset_index = OffsetIndex(directory / (name + ".index" + suffix), base)
-        self.time_index = TimeIndex(directory / (name + ".timeindex" + suffix), base)
-        self.txn_index_path = directory / (name + ".txnindex" + suffix)  # storage/transaction_index.py
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | (os.O_TRUNC if suffix else 0), 0o644)
+        stem = os.path.join(os.fspath(directory), segment_name(base))
+        self._log_path = stem + ".log" + suffix
+        self.offset_index = OffsetIndex(stem + ".index" + suffix, base)
+        self.time_index = TimeIndex(stem + ".timeindex" + suffix, base)
+        self._txn_index_path = stem + ".txnindex" + suffix  # storage/transaction_index.py
+        self.fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT | (os.O_TRUNC if suffix else 0), 0o644)
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base
         self._reset_indexes()
-        # deferred writes (see UnifiedLog.deferred_flush): appended bytes a worker thread writes
-        self._io = threading.Condition()
-        self._pending: list[tuple[int, object]] = []  # (position, buffer), in position order
+        # deferred writes (see UnifiedLog.deferred_flush): appended bytes a worker thread writes (_pending)
         self._pending_sync = False                    # the next worker run must also fsync
         self._inflight = 0                            # worker runs under way (or waiting for _writer)
-        self._writer = threading.Lock()
         self._written_to = self.size                  # all bytes below are in the file, while dirty
         self._failed = False                          # a write or fsync failed: nothing more is written
         # a damaged .index entry found by a read: its rebuild (offset_index_check.py)
-        self._index_lock = threading.Lock()           # putting a rebuilt index in place vs swap_in
         self._rebuilding: OffsetIndex | None = None   # the damaged index whose rebuild was started
-        self.index_rebuild: threading.Thread | None = None  # the last rebuild's thread (tests join it)
-        self.retired: list[DeletedFiles] = []         # files a swap_in replaced (see the module comment)
         self._preallocated = False                    # the file is longer than `size` (preallocate)
+
+    @property
+    def _io(self) -> threading.Condition:
+        """Guards the deferred writes' state; a worker's end is notified on it."""
+        return self._io_ or made_once(self, "_io_", threading.Condition)
+
+    @property
+    def _writer(self) -> threading.Lock:
+        """Held by the worker writing (one at a time: bytes land in append order)."""
+        return self._writer_ or made_once(self, "_writer_", threading.Lock)
+
+    @property
+    def _index_lock(self) -> threading.Lock:
+        """Putting a rebuilt index in place vs swap_in and retire."""
+        return self._index_lock_ or made_once(self, "_index_lock_", threading.Lock)
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self._log_path)
+
+    @log_path.setter
+    def log_path(self, path: Path | str) -> None:
+        self._log_path = os.fspath(path)
+
+    @property
+    def txn_index_path(self) -> Path:
+        return Path(self._txn_index_path)
+
+    @txn_index_path.setter
+    def txn_index_path(self, path: Path | str) -> None:
+        self._txn_index_path = os.fspath(path)
 
     def _reset_indexes(self) -> None:
         self.offset_index.reset()
@@ -221,7 +256,7 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
         with the segment) and a roll's finish under way ends first (it writes the index files by name)."""
         with self._writer:
             with self._io:
-                self._pending, self._pending_sync = [], False
+                self._pending, self._pending_sync = (), False
             self.closing = False  # no finish_roll for a segment being deleted
             with self._index_lock:
                 paths = []
@@ -250,6 +285,8 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
             with self._io:
                 if not self._dirty:
                     self._written_to = start
+                if not self._pending:
+                    self._pending = []
                 self._pending.append((start, buf))
                 self._pending_sync = self._pending_sync or sync
         else:
@@ -277,7 +314,7 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
     def _mark_failed(self) -> None:
         with self._io:
             self._failed = True
-            self._pending, self._pending_sync = [], False
+            self._pending, self._pending_sync = (), False
 
     @property
     def _dirty(self) -> bool:
@@ -311,7 +348,7 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
         with self._io:
             if self._failed:
                 raise OSError(errno.EIO, f"{self.log_path}: an earlier write to this segment failed")
-            writes, self._pending = self._pending, []
+            writes, self._pending = self._pending, ()
             sync, self._pending_sync = self._pending_sync or force_sync, False
             fd = self.fd
         try:
@@ -335,7 +372,7 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
         with self._io:
             while self._inflight:
                 self._io.wait()
-            writes, self._pending = ([] if self._failed else self._pending), []
+            writes, self._pending = (() if self._failed else self._pending), ()
         for pos, data in writes:
             self._pwrite(data, pos)
 
@@ -405,7 +442,7 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
     # -- rolling
     def roll(self) -> None:
         with self._io:
-            writes, self._pending = ([], self._pending) if self._inflight else (self._pending, [])
+            writes, self._pending = ((), self._pending) if self._inflight else (self._pending, ())
         for pos, data in writes:
             self._pwrite(data, pos)
         self.final_time_entry()
@@ -456,7 +493,7 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
             self.offset_index, self.time_index = prepared.offset_index, prepared.time_index
             self._index_from_file = False
             self._preallocated = False
-        self.retired.append(DeletedFiles(self.base, aside, lambda: os.close(old_fd)))
+        self.retired = [*self.retired, DeletedFiles(self.base, aside, lambda: os.close(old_fd))]  # (a tuple until then)
         self.bytes_since_index = prepared.bytes_since_index
         self._adopt(prepared)
 

@@ -10,14 +10,18 @@ worker's) is never overwritten by an older one."""
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 from pathlib import Path
 from typing import Callable
 
 from .checkpoint_file import read_checkpoint, write_checkpoint
+from .log_segment import made_once
 
 
 class LeaderEpochFileCache:
+    _lock_: threading.Lock | None = None  # made on first write (log_segment.made_once)
+
     def __init__(self, path: Path | None):
         self.path = path
         rows = read_checkpoint(path) if path is not None else None
@@ -28,7 +32,14 @@ class LeaderEpochFileCache:
         self._version = 0  # of the entries (each change); the newest written is _written
         self._written = 0
         self._pending = False  # a change whose write is deferred (take_pending)
-        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path | None:
+        return None if self._path is None else Path(self._path)  # (kept as a str: log_segment.made_once)
+
+    @path.setter
+    def path(self, path: Path | str | None) -> None:
+        self._path = None if path is None else os.fspath(path)
 
     @property
     def latest_epoch(self) -> int:
@@ -40,7 +51,7 @@ class LeaderEpochFileCache:
         if epoch < 0 or (self.entries and (epoch <= self.entries[-1][0] or start_offset < self.entries[-1][1])):
             return
         self.entries.append((epoch, start_offset))
-        if defer and self.path is not None:
+        if defer and self._path is not None:
             self._version += 1
             self._pending = True
         else:
@@ -97,13 +108,13 @@ class LeaderEpochFileCache:
         self._save()
 
     def _save(self) -> None:
-        if self.path is not None:
+        if self._path is not None:
             self._version += 1
             self._pending = False
             self._write(list(self.entries), self._version)
 
     def _write(self, entries: list[tuple[int, int]], version: int) -> None:
-        with self._lock:
+        with self._lock_ or made_once(self, "_lock_", threading.Lock):
             if version > self._written:
                 write_checkpoint(self.path, entries)
                 self._written = version

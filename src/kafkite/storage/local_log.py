@@ -23,6 +23,7 @@ files when it opens the directory.
 """
 from __future__ import annotations
 
+import os
 import random
 import threading
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 import structlog
 
 from .log_config import LogConfig
-from .log_segment import LogSegment
+from .log_segment import LogSegment, made_once
 
 if TYPE_CHECKING:
     from .file_log_segment import DeletedFiles
@@ -43,27 +44,43 @@ log = structlog.get_logger("kafkite.unified_log")
 
 class LocalLog:
     """A partition's segments (see the module comment). `new_segment(base, now_ms)` makes a segment
-    of the log's kind; `directory` is None for a memory log."""
+    of the log's kind (a subclass may define `_new_segment` instead); `directory` is None for a memory log."""
     log_end_offset: int  # where a roll starts the new segment (kept by UnifiedLog)
     version: int         # UnifiedLog's change count: a swap_in's retired files are collected once per version
+    # (a broker holds 1,000s of logs: these lists are empty tuples until used, the lock made on first use and the
+    # directory kept as a str, for fewer objects the garbage collector tracks: log_segment.made_once)
+    _doomed: list[DeletedFiles] | tuple = ()  # renamed .deleted, waiting for file.delete.delay.ms
+    _to_rename: list[tuple[LogSegment, int | None]] | tuple = ()  # retired, files not renamed yet (_retire_later)
+    _renamed: list[tuple[DeletedFiles, int | None]] | tuple = ()  # renamed by a worker, to schedule
+    _retiring_: threading.Lock | None = None
 
     def __init__(self, config: LogConfig, segments: list[LogSegment], *,
-                 new_segment: Callable[[int, int], LogSegment], directory: Path | None = None,
+                 new_segment: Callable[[int, int], LogSegment] | None = None, directory: Path | None = None,
                  rng: random.Random | None = None) -> None:
         self.config = config
         self.segments = segments
         self.dir = directory
-        self._new_segment = new_segment
+        if new_segment is not None:  # (else the subclass's method)
+            self._new_segment = new_segment
         self._rng = rng if rng is not None else random
-        self._doomed: list[DeletedFiles] = []  # renamed .deleted, waiting for file.delete.delay.ms
         self._swept_version = 0  # the version whose segments' retired files were collected
-        self._to_rename: list[tuple[LogSegment, int | None]] = []  # retired, files not renamed yet (_retire_later)
-        self._renamed: list[tuple[DeletedFiles, int | None]] = []  # renamed by a worker, to schedule
-        self._retiring = threading.Lock()  # held while those are renamed
         for seg in segments:
             seg.roll_jitter_ms = self._random_jitter()
         if config.preallocate:
             self.active.preallocate(config.segment_bytes)
+
+    @property
+    def dir(self) -> Path | None:
+        return None if self._dir is None else Path(self._dir)
+
+    @dir.setter
+    def dir(self, directory: Path | str | None) -> None:
+        self._dir = None if directory is None else os.fspath(directory)
+
+    @property
+    def _retiring(self) -> threading.Lock:
+        """Held while retired segments' files are renamed."""
+        return self._retiring_ or made_once(self, "_retiring_", threading.Lock)
 
     @property
     def active(self) -> LogSegment:
@@ -139,10 +156,12 @@ class LocalLog:
     def _retire_later(self, seg: LogSegment, now_ms: int | None) -> None:
         """As `_retire`, but a file segment's renames are left for `renames()` (retention: ~0.2 ms a segment, 100
         segments would hold the event loop ~20 ms); the segment has left the log already."""
-        if self.dir is None:
+        if self._dir is None:
             self._retire(seg, now_ms)
         else:
             with self._retiring:
+                if not self._to_rename:
+                    self._to_rename = []
                 self._to_rename.append((seg, now_ms))
 
     def renames(self) -> Callable[[], None] | None:
@@ -153,16 +172,19 @@ class LocalLog:
 
     def _rename_left(self) -> None:
         with self._retiring:  # a second caller meanwhile waits: the names are free once it returns
-            left, self._to_rename = self._to_rename, []
+            left, self._to_rename = self._to_rename, ()
+            renamed = []
             for seg, now_ms in left:
                 files = seg.retire()
                 if files is not None:
-                    self._renamed.append((files, now_ms))
+                    renamed.append((files, now_ms))
+            if renamed:
+                self._renamed = [*self._renamed, *renamed]
 
     def schedule_renamed(self) -> None:
         """Schedule the deletion of the files renamed by `renames()`' function (file.delete.delay.ms)."""
         with self._retiring:
-            done, self._renamed = self._renamed, []
+            done, self._renamed = self._renamed, ()
         for files, now_ms in done:
             self._schedule(files, now_ms)
 
@@ -178,6 +200,8 @@ class LocalLog:
                 older.paths = [p for p in older.paths if p not in files.paths]
         if now_ms is not None:
             files.due_ms = now_ms + self.config.file_delete_delay_ms
+        if not self._doomed:
+            self._doomed = []
         self._doomed.append(files)
 
     def _collect_retired(self, now_ms: int | None) -> None:
@@ -187,7 +211,7 @@ class LocalLog:
         self._swept_version = self.version
         for seg in self.segments:
             if seg.retired:
-                retired, seg.retired = seg.retired, []
+                retired, seg.retired = seg.retired, ()
                 for files in retired:
                     self._schedule(files, now_ms)
 
@@ -213,8 +237,8 @@ class LocalLog:
                 due.append(files)
         if not due:
             return None
-        self._doomed = [f for f in self._doomed if f not in due]
-        where = str(self.dir) if self.dir is not None else "memory"
+        self._doomed = [f for f in self._doomed if f not in due] or ()
+        where = self._dir if self._dir is not None else "memory"
 
         def run() -> None:
             log.info("log.deleting_segment_files", log=where, files=[p.name for f in due for p in f.paths],
@@ -227,7 +251,7 @@ class LocalLog:
         """Close what keeps the `.deleted` files open; the files stay (LogLoader removes them at the next start)."""
         self.retire_left()
         self._collect_retired(None)
-        doomed, self._doomed = self._doomed, []
+        doomed, self._doomed = self._doomed, ()
         for files in doomed:
             try:
                 files.close()

@@ -12,7 +12,8 @@ puts it in place (renames only) and `discard()` drops it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from kafka.errors import CorruptRecordError
 
@@ -31,6 +32,23 @@ class CorruptRecordException(CorruptRecordError):
     def __init__(self, message: str, position: int):
         super().__init__(message)
         self.position = position
+
+
+_MAKING = threading.Lock()
+
+
+def made_once(obj: Any, name: str, make: Callable[[], Any]) -> Any:
+    """`obj.<name>`, made by `make()` when still None (thread-safe: two threads asking at once get the same one).
+
+    The storage objects of a partition make their locks and such on first use: a broker holds 1,000s of logs, most of
+    which never need them, and every object the garbage collector tracks lengthens each full collection, which stops
+    every thread, the event loop's too (benchmarks/loop_stalls.py)."""
+    with _MAKING:
+        made = getattr(obj, name)
+        if made is None:
+            made = make()
+            setattr(obj, name, made)
+        return made
 
 
 def segment_name(base: int) -> str:

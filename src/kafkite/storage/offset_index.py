@@ -60,11 +60,26 @@ class IndexFile:
     columns = ("rel", "pos")
     codes = ("i", "i")
 
-    def __init__(self, path: Path, base: int):
+    def __init__(self, path: Path | str, base: int):
         self.path, self.base = path, base
         self.reset()
 
+    # Empty columns are the empty tuple, an array from the first entry on, and the path is kept as a str: an index
+    # of the many segments never appended to holds no object the garbage collector tracks (file_log_segment.py).
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
+
+    @path.setter
+    def path(self, path: Path | str) -> None:
+        self._path = os.fspath(path)
+
     def reset(self) -> None:
+        for name in self.columns:
+            setattr(self, name, ())
+
+    def _columns(self) -> None:
+        """Arrays for the columns, before the first entry goes in."""
         for name, code in zip(self.columns, self.codes):
             setattr(self, name, array(code))
 
@@ -103,6 +118,8 @@ class OffsetIndex(IndexFile):
     pos: array
 
     def append(self, offset: int, position: int) -> None:
+        if not self.rel:
+            self._columns()
         self.rel.append(offset - self.base)
         self.pos.append(position)
 
@@ -129,7 +146,7 @@ class OffsetIndex(IndexFile):
         pairs = be_array("i", raw)
         rel, pos = pairs[0::2], pairs[1::2]
         self.sanity_check(rel, pos, log_size, next_offset)
-        self.rel, self.pos = rel, pos
+        self.rel, self.pos = (rel, pos) if rel else ((), ())
         return True
 
     def sanity_check(self, rel: array, pos: array, log_size: int, next_offset: int | None) -> None:
@@ -155,6 +172,8 @@ class OffsetIndex(IndexFile):
                                         f"offset {next_offset - 1}")
 
     def to_bytes(self) -> bytes:
+        if not self.rel:
+            return b""
         pairs = array("i", [0]) * (2 * len(self.rel))
         pairs[0::2], pairs[1::2] = self.rel, self.pos
         return be_bytes(pairs)

@@ -30,6 +30,8 @@ class TimeIndex(IndexFile):
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add (timestamp, offset) if the timestamp is larger than the last entry's."""
         if timestamp >= 0 and (not self.ts or timestamp > self.ts[-1]):
+            if not self.ts:
+                self._columns()
             self.ts.append(timestamp)
             self.rel.append(offset - self.base)
 
@@ -58,9 +60,11 @@ class TimeIndex(IndexFile):
             if rel[0] < 0 or (next_offset is not None and self.base + rel[-1] >= next_offset):
                 raise CorruptIndexException(f"{where} has an offset outside the segment's "
                                             f"[{self.base}, {next_offset})")
-        self.ts, self.rel = ts, rel
+        self.ts, self.rel = (ts, rel) if ts else ((), ())
         return True
 
     def to_bytes(self) -> bytes:
+        if not self.ts:
+            return b""
         tb, rb = be_bytes(self.ts), be_bytes(self.rel)
         return b"".join(tb[i * 8:i * 8 + 8] + rb[i * 4:i * 4 + 4] for i in range(len(self.ts)))

@@ -46,6 +46,7 @@ from .checkpoint_file import write_atomically
 from .log_loader import LogLoader, check_topic_id, read_topic_id, write_partition_metadata
 from .log_segment import LogSegment
 from .log_validator import assign_offsets_and_compress
+from .file_log_segment import FileLogSegment
 from .memory_log_segment import MemoryLogSegment
 from .producer_state import CompletedTxn, ProducerStateManager
 from .transaction_index import AbortedTxn, AbortedTxns, append_entry, sync_files
@@ -74,7 +75,7 @@ class UnifiedLog(LocalLog):
     of the log's kind; `directory` is None for a memory log."""
 
     def __init__(self, config: LogConfig, segments: list[LogSegment], *, epochs: LeaderEpochFileCache,
-                 new_segment: Callable[[int, int], LogSegment], log_start_offset: int = 0,
+                 new_segment: Callable[[int, int], LogSegment] | None = None, log_start_offset: int = 0,
                  directory: Path | None = None, now_ms: int = 0, rng: random.Random | None = None) -> None:
         super().__init__(config, segments, new_segment=new_segment, directory=directory, rng=rng)
         self.epochs = epochs
@@ -90,7 +91,7 @@ class UnifiedLog(LocalLog):
         # services and requests leave it alone, and the changes that arrive meanwhile (a LeaderAndIsr, StopReplica)
         # wait in `after_busy`, run in order once the worker is done
         self.busy = False
-        self.after_busy: list[Callable[[], None]] = []
+        self.after_busy: list[Callable[[], None]] | tuple = ()  # (a list while busy: server/replication.py)
         self.aborted = AbortedTxns()
         self._rebuild_producer_state()
 
@@ -134,7 +135,7 @@ class UnifiedLog(LocalLog):
         txn = AbortedTxn(done.last_offset, done.producer_id, done.first_offset,
                          self.producer_state.last_stable_offset_after(done))
         self.aborted.add(txn)
-        if write and self.dir is not None:
+        if write and self._dir is not None:
             append_entry(self.dir, seg_base, txn)
 
     def _rebuild_producer_state(self) -> None:
@@ -152,13 +153,13 @@ class UnifiedLog(LocalLog):
                     data = seg.read(h.base_offset, h.size, True, None)
                     marker = read_marker(data, 0, h) if data else None
                 self._note_txn(ps.update(h, marker=marker), seg.base, write=False)
-        if self.dir is not None:
+        if self._dir is not None:
             sync_files(self.dir, [s.base for s in self.segments], self.aborted)
 
     @property
     def durable(self) -> bool:
         """True where flush() puts records on stable storage."""
-        return self.dir is not None
+        return self._dir is not None
 
     def iter_headers(self) -> Iterator[BatchHeader]:
         """Every batch header in offset order (producer state rebuild, tools)."""
@@ -309,7 +310,7 @@ class UnifiedLog(LocalLog):
         for s in segments:
             s.fail()
         self._collect_retired(None)
-        doomed, self._doomed = self._doomed, []
+        doomed, self._doomed = self._doomed, ()
 
         def run() -> None:
             for i, s in enumerate(segments):
@@ -503,13 +504,13 @@ class UnifiedLog(LocalLog):
     def _save_log_start(self) -> None:
         """`log-start-offset`: our one-number checkpoint (Kafka keeps log start offsets in a
         per-log-dir file the storage layer does not own)."""
-        if self.dir is None:
+        if self._dir is None:
             return
         write_atomically(self.dir / "log-start-offset", str(self.log_start_offset))
 
     @property
     def topic_id(self) -> uuid.UUID | None:
-        return None if self.dir is None else read_topic_id(self.dir)
+        return None if self._dir is None else read_topic_id(self.dir)
 
     def close(self) -> bool:
         """fsync and write the active segment's indexes; close every file. False when the flush
@@ -539,12 +540,12 @@ class UnifiedLog(LocalLog):
         """Close and remove the partition (its directory, for a file log)."""
         self.version += 1
         for s in self.segments:
-            if self.dir is not None:
+            if self._dir is not None:
                 s.close()
             else:
                 s.delete()
         self._close_doomed()
-        if self.dir is not None:
+        if self._dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
             self.segments = [self._new_segment(0, 0)]
@@ -563,6 +564,10 @@ class FileLog(UnifiedLog):
     there for `had_clean_shutdown`, `recovery_point` and `log_start_offset`). A directory whose
     partition.metadata holds another topic id than `topic_id` is not opened: InconsistentTopicId."""
 
+    def _new_segment(self, base: int, now_ms: int) -> FileLogSegment:
+        """(LogLoader.new_segment's, without keeping the loader: fewer objects the garbage collector tracks)"""
+        return FileLogSegment(self._dir, base, now_ms, index_interval=self._index_interval)
+
     def __init__(self, directory: Path, config: LogConfig, *, now_ms: int = 0,
                  topic_id: uuid.UUID | None = None, had_clean_shutdown: bool = False,
                  recovery_point: int = 0, log_start_offset: int = 0, rng: random.Random | None = None):
@@ -575,5 +580,6 @@ class FileLog(UnifiedLog):
             write_partition_metadata(directory, topic_id)
         epochs = LeaderEpochFileCache(directory / "leader-epoch-checkpoint")
         epochs.truncate_from_end(loaded.log_end_offset)
-        super().__init__(config, loaded.segments, epochs=epochs, new_segment=loader.new_segment,
+        self._index_interval = loader.index_interval
+        super().__init__(config, loaded.segments, epochs=epochs,
                          log_start_offset=loaded.log_start_offset, directory=directory, now_ms=now_ms, rng=rng)
