@@ -83,14 +83,14 @@ class Request:
             return str(self.api_key)
 
 
+_UNPACK_HEADER = struct.Struct(">hhi").unpack_from
+
+
 def peek_header(payload: bytes) -> tuple[int, int, int]:
     """api key, api version and correlation id: the fixed 8 bytes every request starts with."""
     if len(payload) < 8:
         raise MalformedRequest(f"request of {len(payload)} bytes is shorter than a request header")
-    return struct.unpack_from(">hhi", payload, 0)
-
-
-_UNPACK_HEADER = struct.Struct(">hhi").unpack_from
+    return _UNPACK_HEADER(payload, 0)
 
 
 def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Request:
@@ -98,9 +98,7 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
 
     `supported` maps api key -> (min, max) version this broker serves.
     """
-    if len(payload) < 8:
-        raise MalformedRequest(f"request of {len(payload)} bytes is shorter than a request header")
-    api_key, api_version, correlation_id = _UNPACK_HEADER(payload, 0)
+    api_key, api_version, correlation_id = peek_header(payload)
     bounds = supported.get(api_key)
     if bounds is None:
         raise UnknownApi(f"unknown or unsupported api key {api_key}", api_key, api_version, correlation_id)
