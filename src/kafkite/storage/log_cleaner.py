@@ -53,9 +53,7 @@ from weakref import WeakKeyDictionary
 
 import structlog
 
-from kafka.record.default_records import DefaultRecordBatch
-
-from .batch import Record, rebuild_batch
+from .batch import decode_batch, iter_records, rebuild_batch
 from .checkpoint_file import read_offsets, write_checkpoint
 from .log_segment import BatchSource, LogSegment
 
@@ -116,20 +114,6 @@ def topic_partition(lg) -> tuple[str, int] | None:
 def read_cleaner_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     """(topic, partition) -> first dirty offset; empty when missing or unreadable."""
     return read_offsets(path)
-
-
-def iter_records(data):
-    """The records of one whole batch as kafka-python decodes them, one at a time (raises on a malformed batch)."""
-    return iter(DefaultRecordBatch(bytes(data)))
-
-
-def decode_batch(data, pace=lambda: None) -> list[Record]:
-    """storage/batch.py's decode_batch, calling `pace()` after each record."""
-    out = []
-    for r in iter_records(data):
-        out.append(Record(r.offset, r.timestamp, r.key, r.value, list(r.headers)))
-        pace()
-    return out
 
 
 @dataclass
