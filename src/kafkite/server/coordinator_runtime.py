@@ -42,7 +42,7 @@ import trio
 
 from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, start_write, write_error
 from ..storage.batch import COMMIT_MARKER, control_type, decode_batch, iter_batches
-from ..wire.errors import E
+from ..wire.errors import E, kafka_name
 from .context import now_ms
 from .replica_manager import KafkaStorageException
 
@@ -81,13 +81,6 @@ def replay_batches(shard, data, offset: int, topic: str) -> tuple[int, int]:
                     shard.replay(rec.key, rec.value, rec.offset, pid)
         offset = h.last_offset + 1
     return offset, skipped
-
-
-def _name(code: int) -> str:
-    try:
-        return E(code).name
-    except ValueError:
-        return str(code)
 
 
 class _Write:
@@ -207,7 +200,7 @@ class CoordinatorRuntime:
                     if later.base > w.base and not later.failed:
                         later.failed = error
                 log.warning("coordinator.write_reverted", topic=self.topic, partition=w.shard.partition,
-                            offset=w.base, last_offset=w.end, error=_name(error))
+                            offset=w.base, last_offset=w.end, error=kafka_name(error))
             else:  # its snapshot is gone: a later write was committed, so this one is too (the ISR caught up)
                 error = 0
         if not error:
