@@ -246,7 +246,7 @@ class UnifiedLog(LocalLog):
                     self._dirty_from = base
                 if flush_due:
                     self._unflushed, self._last_flush_ms = 0, now_ms
-            elif flush_due and self.dir is not None:
+            elif flush_due and self.durable:
                 self.flush(now_ms)
             elif flush_due:  # a memory log: nothing to write or fsync, only the count starts again
                 self._unflushed, self._last_flush_ms = 0, now_ms
