@@ -273,36 +273,28 @@ class AdminZk:
         self.store.set(z.topic_path(name), z.topic_assignment(assignment, tid), expected_version=got[1])
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self._set_or_create(z.topic_config_path(name), z.topic_config(configs))
-        self.store.client.create(f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}", _encode(z.config_change(name)),
-                                 sequence=True, makepath=True)
+        self._set_config(z.topic_config_path(name), configs, name, "topics")
 
     def topic_configs(self, name: str) -> dict[str, str]:
-        got = self.store.get(z.topic_config_path(name))
-        return z.parse_topic_config(got[0] if got else None)
+        return self._get_config(z.topic_config_path(name))
 
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Dynamic broker configs of one broker (`entity` its id) or of all (`<default>`), plus the notification
         every broker follows (Kafka's AdminZkClient.changeBrokerConfig; with none left the node stays, empty)."""
-        self._set_or_create(z.broker_config_path(entity), z.topic_config(configs))
-        self.store.client.create(f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
-                                 _encode(z.config_change(entity, "brokers")), sequence=True, makepath=True)
+        self._set_config(z.broker_config_path(entity), configs, entity, "brokers")
 
     def broker_configs(self, entity: str) -> dict[str, str]:
-        got = self.store.get(z.broker_config_path(entity))
-        return z.parse_topic_config(got[0] if got else None)
+        return self._get_config(z.broker_config_path(entity))
 
     def set_user_config(self, user: str, config: dict[str, str]) -> None:
         """A user's config (SCRAM credentials), plus the notification every broker's credential cache follows
         (Kafka's AdminZkClient.changeConfigs(ConfigType.User, ...): the node stays, empty, when nothing is left)."""
         from ..security.scram import sanitize
-        self._set_or_create(z.user_config_path(sanitize(user)), z.topic_config(config))
-        self.store.client.create(f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
-                                 _encode(z.config_change(sanitize(user), "users")), sequence=True, makepath=True)
+        name = sanitize(user)
+        self._set_config(z.user_config_path(name), config, name, "users")
 
     def user_config(self, sanitized_user: str) -> dict[str, str]:
-        got = self.store.get(z.user_config_path(sanitized_user))
-        return z.parse_topic_config(got[0] if got else None)
+        return self._get_config(z.user_config_path(sanitized_user))
 
     def user_configs(self) -> dict[str, dict[str, str]]:
         """Every user's config: user (desanitized) -> config."""
@@ -313,19 +305,28 @@ class AdminZk:
         """A group's own configs, plus the notification every broker follows (as a user's: the node stays, empty,
         when nothing is left)."""
         node = group_node(group)
-        self._set_or_create(z.group_config_path(node), z.topic_config(config))
-        self.store.client.create(f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
-                                 _encode(z.config_change(node, "groups")), sequence=True, makepath=True)
+        self._set_config(z.group_config_path(node), config, node, "groups")
 
     def group_config(self, sanitized_group: str) -> dict[str, str]:
-        got = self.store.get(z.group_config_path(sanitized_group))
-        return z.parse_topic_config(got[0] if got else None)
+        return self._get_config(z.group_config_path(sanitized_group))
 
     def group_configs(self) -> dict[str, dict[str, str]]:
         """Every group's configs: group id (desanitized) -> configs (the groups with some)."""
         from ..security.scram import desanitize
         got = {desanitize(n): self.group_config(n) for n in self.store.children(z.CONFIG_GROUPS)}
         return {g: c for g, c in got.items() if c}
+
+    def _get_config(self, path: str) -> dict[str, str]:
+        """An entity's config node's configs ({} without the node)."""
+        got = self.store.get(path)
+        return z.parse_topic_config(got[0] if got else None)
+
+    def _set_config(self, path: str, configs: dict[str, str], entity: str, entity_type: str) -> None:
+        """An entity's config node (`path`, set or made), then the /config/changes notification
+        "<entity_type>/<entity>" every broker follows (Kafka's AdminZkClient.changeEntityConfig)."""
+        self._set_or_create(path, z.topic_config(configs))
+        self.store.client.create(f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
+                                 _encode(z.config_change(entity, entity_type)), sequence=True, makepath=True)
 
     def _set_or_create(self, path: str, value: Any) -> None:
         try:
