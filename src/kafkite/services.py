@@ -32,6 +32,7 @@ from __future__ import annotations
 import structlog
 import trio
 
+from .gil_pacing import Pacer
 from .storage.log_cleaner import LogCleaner
 
 log = structlog.get_logger("kafkite.services")
@@ -49,7 +50,7 @@ class Storage:
         self.replicas = ReplicaManager(state, node_id=node_id, data_dir=data_dir, in_memory=in_memory,
                                        replicated=True)
         self.replicas.lifecycle.open_all(now_ms())
-        self.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"))
+        self.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"), pace=Pacer)
 
 
 class StorageHooks:
@@ -81,7 +82,7 @@ def attach(state) -> None:
     state.replicas = ReplicaManager(state)
     state.hooks.append(state.replicas.lifecycle)
     state.replicas.lifecycle.open_all(now_ms())
-    state.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"))
+    state.log_cleaner = LogCleaner(state.config.get("log.cleaner.dedupe.buffer.size"), pace=Pacer)
 
 
 def _logs(state):

@@ -43,11 +43,14 @@ def read_from_start(bs, topic):
 
 
 def test_compacted_topic_is_cleaned_within_seconds(disk_broker, monkeypatch):
-    """The cleaner compacts the topic within seconds; its cleaner-offset-checkpoint file is written by a worker
-    thread, not on the event loop."""
+    """The cleaner compacts the topic within seconds, its worker giving the GIL up as it goes (kafkite.gil_pacing);
+    its cleaner-offset-checkpoint file is written by a worker thread, not on the event loop."""
     import kafkite.storage.log_cleaner as log_cleaner
     from helpers import OnTheLoop
+    from kafkite.gil_pacing import Pacer
     checkpoints = OnTheLoop(monkeypatch, log_cleaner, "write_checkpoint").__enter__()
+    paces, real_run = [], log_cleaner.CleanJob.run
+    monkeypatch.setattr(log_cleaner.CleanJob, "run", lambda job: paces.append(type(job.pace)) or real_run(job))
     bs = disk_broker.bootstrap_servers
     create_topic(bs, "compacted", {"cleanup.policy": "compact", "segment.ms": "100",
                                     "min.cleanable.dirty.ratio": "0.01"})
@@ -67,6 +70,7 @@ def test_compacted_topic_is_cleaned_within_seconds(disk_broker, monkeypatch):
     cp = disk_broker.state.replicas.log_dir.path / "cleaner-offset-checkpoint"
     wait_until(lambda: cp.exists() and "compacted 0 " in cp.read_text(), timeout=15, what="the cleaner's checkpoint")
     checkpoints.check(0)
+    assert paces and set(paces) == {Pacer}  # (services.py hands the broker's cleaner its pace)
 
 
 @pytest.mark.parametrize("codec,attr", [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4), ("uncompressed", 0)])

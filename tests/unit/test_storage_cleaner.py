@@ -245,7 +245,9 @@ def test_a_log_closed_while_cleaning_is_not_swapped_into(tmp_path):
 
 def test_a_cleaning_in_a_worker_gives_the_gil_up_as_it_goes(make_log, monkeypatch):
     """The cleaning's pure-Python work lets the event loop's thread have the GIL every PACE_S (here: every 64
-    records), never only at Python's switch interval; cleaning on the caller's own thread (clean_now) never sleeps."""
+    records), never only at Python's switch interval, with the broker's pace (services.py: kafkite.gil_pacing.Pacer);
+    cleaning on the caller's own thread (clean_now) never sleeps."""
+    import kafkite.gil_pacing as gp
     import kafkite.storage.log_cleaner as lc
     lg = make_log(segment_bytes=4000)
     for i in range(31):  # 30 batches of 100 records, 10 keys
@@ -257,9 +259,9 @@ def test_a_cleaning_in_a_worker_gives_the_gil_up_as_it_goes(make_log, monkeypatc
     yields, decoded = [], []
     real_decode = lc.decode_batch
     monkeypatch.setattr(lc, "decode_batch", lambda data, *a: decoded.append(1) or real_decode(data, *a))
-    monkeypatch.setattr(lc, "PACE_S", 0.0)
-    monkeypatch.setattr(lc, "yield_gil", lambda: yields.append(threading.current_thread()))
-    cleaner = LogCleaner()
+    monkeypatch.setattr(gp, "PACE_S", 0.0)
+    monkeypatch.setattr(gp, "yield_gil", lambda: yields.append(threading.current_thread()))
+    cleaner = LogCleaner(pace=gp.Pacer)
     job = cleaner.plan(lg, 0)
     t = threading.Thread(target=lambda: cleaner.swap_in(job, job.run()))
     t.start()
@@ -274,6 +276,8 @@ def test_a_cleaning_in_a_worker_gives_the_gil_up_as_it_goes(make_log, monkeypatc
     yields.clear()
     fill(lg, 200, keys=5)
     lg.compact(0)
+    fill(lg, 200, keys=5)
+    assert cleaner.clean_now(lg, 0) > 0  # (the pacing cleaner's, on this thread)
     assert not yields
 
 

@@ -232,6 +232,7 @@ async def compact(brokers: dict, topic: str | None, partition: int | None) -> li
     in on the loop unless the log changed meanwhile (then `swapped` is false and the log is as it was)."""
     import trio
 
+    from ..gil_pacing import Pacer
     from ..storage.log_cleaner import LogCleaner
     out = []
     for bid, t, p, lg in list(_local_logs(brokers, topic, partition)):
@@ -243,7 +244,7 @@ async def compact(brokers: dict, topic: str | None, partition: int | None) -> li
         target, run = lg.deferred_flush()  # finishes the roll (its index files) in the worker
         await trio.to_thread.run_sync(run)
         lg.mark_flushed(target)
-        cleaner = LogCleaner()
+        cleaner = LogCleaner(pace=Pacer)  # (its job runs in a worker thread)
         job = cleaner.plan(lg, now_ms, name=f"{t}-{p}", force=True)
         removed, swapped = 0, True
         if job is not None:

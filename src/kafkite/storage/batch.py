@@ -203,7 +203,7 @@ def iter_records(data):
 def decode_batch(data, pace: Callable[[], None] | None = None) -> list[Record]:
     """The records of one whole batch (decompressing as needed). Raises kafka.errors.CorruptRecordError
     (or a codec error) on a malformed batch. `pace()`, when given, is called after each record (the log cleaner's
-    worker giving the GIL up: log_cleaner.Pacer)."""
+    worker giving the GIL up: kafkite.gil_pacing.Pacer)."""
     if pace is None:
         return [Record(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in iter_records(data)]
     out = []

@@ -45,7 +45,6 @@ more cleaning.
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -72,34 +71,8 @@ def _key_hash(key: bytes) -> bytes:
     return hashlib.md5(key).digest()
 
 
-# The cleaning is pure Python (records decoded, keys hashed, batches rebuilt) in a worker thread: left to Python's
-# switch interval, each time the event loop's thread gave the GIL up (a socket send, a read) it waited up to 5 ms to
-# get it back, and a loop step of a few dozen such calls held every client for hundreds of ms. A worker that gives
-# the GIL up every PACE_S, sleeping YIELD_S (long enough for the waiting thread to wake and take it: a sleep(0)
-# retakes it first), keeps each such wait short; it costs the cleaning about YIELD_S / PACE_S of its speed.
-PACE_S = 0.001
-YIELD_S = 0.0001
-
-
-def yield_gil() -> None:
-    time.sleep(YIELD_S)
-
-
-class Pacer:
-    """Called once per record: every 64 calls, sleeps YIELD_S when PACE_S has passed since the last sleep."""
-    __slots__ = ("last", "count", "on")
-
-    def __init__(self, on: bool = True) -> None:
-        self.last, self.count, self.on = time.perf_counter(), 0, on
-
-    def __call__(self) -> None:
-        self.count += 1
-        if self.count & 63 or not self.on:
-            return
-        now = time.perf_counter()
-        if now - self.last >= PACE_S:
-            yield_gil()
-            self.last = time.perf_counter()
+def _no_pace() -> None:
+    """CleanJob's pace by default: nothing (a cleaning on the caller's own thread, clean_now)."""
 
 
 def topic_partition(lg) -> tuple[str, int] | None:
@@ -140,7 +113,7 @@ class CleanJob:
     delete_horizon_ms: int = 0                     # tombstones in batches older than this go
     max_map_entries: int = DEDUPE_BUFFER_SIZE // MAP_ENTRY_BYTES
     aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer -> (first, marker offset)
-    pace: Pacer = field(default_factory=Pacer)     # (off when cleaning on the caller's own thread: clean_now)
+    pace: Callable[[], None] = _no_pace            # called per record read (LogCleaner's `pace`)
 
     def is_aborted(self, h) -> bool:
         """A data batch of an aborted transaction."""
@@ -250,7 +223,11 @@ class CleanJob:
 class LogCleaner:
     """The cleaner's state across logs: each log's first dirty offset (see the module comment)."""
 
-    def __init__(self, dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE) -> None:
+    def __init__(self, dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
+                 pace: Callable[[], Callable[[], None]] | None = None) -> None:
+        # `pace()` makes what each job planned calls once per record it reads: the broker's gives the GIL up now and
+        # then (kafkite.gil_pacing.Pacer), for a job run in a worker thread beside the event loop
+        self._pace = pace
         self.first_dirty: WeakKeyDictionary = WeakKeyDictionary()
         self.max_map_entries = max(1, dedupe_buffer_size // MAP_ENTRY_BYTES)
         self._checkpoints: dict[Path, dict[tuple[str, int], int]] = {}  # log dir -> its checkpoint file
@@ -341,7 +318,8 @@ class LogCleaner:
             aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
         return CleanJob(lg, name, lg.version, first_dirty, first_uncleanable, ratio, hw,
                         [s.batch_source() for s in sources], [(s, s.batch_source()) for s in cleanable],
-                        now_ms - cfg.delete_retention_ms, self.max_map_entries, aborted)
+                        now_ms - cfg.delete_retention_ms, self.max_map_entries, aborted,
+                        self._pace() if self._pace is not None else _no_pace)
 
     def grab_filthiest_log(self, logs: Iterable[tuple[str, object]], now_ms: int) -> CleanJob | None:
         """Roll compacted logs' active segments past segment.ms, then plan the dirtiest due log."""
@@ -380,7 +358,7 @@ class LogCleaner:
         job = self.plan(lg, now_ms, force=True)
         if job is None:
             return 0
-        job.pace.on = False
+        job.pace = _no_pace  # (on this thread: nothing to give the GIL up to)
         result = job.run()
         if self.swap_in(job, result):
             write = self.checkpoint_writes()
