@@ -228,18 +228,28 @@ def _commit_answer(v: int, key: tuple) -> codec.EncodedBody:
         P = T.OffsetCommitResponsePartition
         response = OffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
             T(name=name, partitions=[P(partition_index=i, error_code=c) for i, c in parts]) for name, parts in key])
-        if len(_COMMIT_ANSWERS) >= _COMMIT_ANSWERS_MAX:
+        answer = codec.encode_body(response, v)
+        global _commit_answers_bytes
+        if len(_COMMIT_ANSWERS) >= _COMMIT_ANSWERS_MAX or \
+                _commit_answers_bytes + len(answer.data) > _COMMIT_ANSWERS_MAX_BYTES:
             _COMMIT_ANSWERS.clear()
-        answer = _COMMIT_ANSWERS[(v, key)] = codec.encode_body(response, v)
+            _commit_answers_bytes = 0
+        _COMMIT_ANSWERS[(v, key)] = answer
+        _commit_answers_bytes += len(answer.data)
     return answer
 
 
 _TOPIC_DENIED, _UNKNOWN_PARTITION = int(E.TOPIC_AUTHORIZATION_FAILED), int(E.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-# OffsetCommit answers by (version, ((topic, ((partition, error), ...)), ...)); cleared when full
+# OffsetCommit answers by (version, ((topic, ((partition, error), ...)), ...)); cleared when full: 4096 answers, or
+# 1 MiB of encoded answers (their keys take about ten times that: ~11 MB in all), so that commits of many partitions
+# under ever new names cannot grow it to gigabytes (4096 answers of 10,000 partitions: ~3 GB); a consumer's
+# answer of 10 partitions is ~80 bytes
 _COMMIT_ANSWERS: dict[tuple, codec.EncodedBody] = {}
 _COMMIT_ANSWERS_MAX = 4096
+_COMMIT_ANSWERS_MAX_BYTES = 1 << 20
+_commit_answers_bytes = 0  # of the answers' bodies held
 
 
 async def _fetch_group(apis, ctx, group_id, topics, require_stable, member_id=None, member_epoch=-1):
