@@ -167,23 +167,6 @@ def test_what_is_pending_when_the_writer_stops_is_written_before_it_stops():
     assert md.durable_version == md.version
 
 
-def test_copy_snapshot_is_a_deep_copy_of_a_snapshot():
-    """What the brokers are told is a copy of the durable snapshot (controller/metadata.py copy_snapshot, instead of
-    copy.deepcopy, which took 100-200 ms of the loop per publish of 1,000 partitions): equal, sharing nothing a
-    broker's cache could change."""
-    import copy
-    from kafkite.controller.metadata import copy_snapshot
-    md = ClusterMetadata(MemoryMetadataStore(), node_id=1)
-    md.create_topic("t", [[1, 2], [2, 1]], {"retention.ms": "5"})
-    snap = md.snapshot(include_brokers=True)
-    out = copy_snapshot(snap)
-    assert out == copy.deepcopy(snap) == snap
-    p, q = snap["topics"][0], out["topics"][0]
-    assert q is not p and q["configs"] is not p["configs"] and q["partitions"][0] is not p["partitions"][0]
-    assert q["partitions"][0]["replicas"] is not p["partitions"][0]["replicas"]
-    assert q["partitions"][0]["isr"] is not p["partitions"][0]["isr"] and out["acls"] is not snap["acls"]
-
-
 def test_the_metadata_keeps_one_copy_of_each_partition_in_memory():
     """Memory per partition of the controller's metadata with its writes deferred (a broker with a data dir): its
     PartitionInfo objects, and the last durable snapshot kept as JSON text, not as a second copy of dicts (~450

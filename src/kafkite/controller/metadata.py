@@ -26,12 +26,12 @@ from typing import Callable
 from ..config import ConfigError, validate_topic_configs
 from ..wire.errors import E
 from .metadata_store import (DeferredWrites, FileMetadataStore, MemoryMetadataStore, MetadataStore, PendingWrite,
-                             copy_snapshot, new_cluster_id)
+                             new_cluster_id)
 
 # Also this module's API (callers import the stores from here): see metadata_store.py.
 __all__ = ["BatchTooLarge", "BrokerInfo", "ClusterMetadata", "DeferredWrites", "FileMetadataStore",
            "INTERNAL_TOPICS", "MAX_RECORDS_PER_USER_OP", "MemoryMetadataStore", "MetadataError", "MetadataStore",
-           "PartitionInfo", "PendingWrite", "TopicInfo", "collision_key", "copy_snapshot", "new_cluster_id",
+           "PartitionInfo", "PendingWrite", "TopicInfo", "collision_key", "new_cluster_id",
            "validate_topic_name"]
 
 MAX_TOPIC_NAME = 249
