@@ -320,7 +320,7 @@ class Replication:
             with self._disk(key, what):
                 await trio.to_thread.run_sync(change)
         finally:
-            waiting, lg.busy, lg.after_busy = lg.after_busy, False, []
+            waiting, lg.busy, lg.after_busy = lg.after_busy, False, ()
             for run in waiting:
                 try:
                     run()
