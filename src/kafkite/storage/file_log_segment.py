@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .batch import HEADER_SIZE, BatchHeader, crc_ok, iter_batches, read_header
-from .log_segment import BatchSource, LogSegment, made_once, segment_name
+from .log_segment import BatchSource, LogSegment, StrPath, made_once, segment_name
 from .offset_index import OffsetIndex
 from .offset_index_check import OffsetIndexCheck
 from .time_index import TimeIndex
@@ -106,6 +106,8 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
     _index_lock_: threading.Lock | None = None
     _pending: list[tuple[int, object]] | tuple = ()  # deferred writes (position, buffer), in position order
     index_rebuild: threading.Thread | None = None       # the last index rebuild's thread (tests join it)
+    log_path = StrPath()
+    txn_index_path = StrPath()
 
     def __init__(self, directory: Path, base: int, created_ms: int, *, index_interval: int = 4096,
                  suffix: str = ""):
@@ -142,22 +144,6 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
     def _index_lock(self) -> threading.Lock:
         """Putting a rebuilt index in place vs swap_in and retire."""
         return self._index_lock_ or made_once(self, "_index_lock_", threading.Lock)
-
-    @property
-    def log_path(self) -> Path:
-        return Path(self._log_path)
-
-    @log_path.setter
-    def log_path(self, path: Path | str) -> None:
-        self._log_path = os.fspath(path)
-
-    @property
-    def txn_index_path(self) -> Path:
-        return Path(self._txn_index_path)
-
-    @txn_index_path.setter
-    def txn_index_path(self, path: Path | str) -> None:
-        self._txn_index_path = os.fspath(path)
 
     def _reset_indexes(self) -> None:
         self.offset_index.reset()

@@ -10,17 +10,17 @@ worker's) is never overwritten by an older one."""
 from __future__ import annotations
 
 import bisect
-import os
 import threading
 from pathlib import Path
 from typing import Callable
 
 from .checkpoint_file import read_checkpoint, write_checkpoint
-from .log_segment import made_once
+from .log_segment import StrPath, made_once
 
 
 class LeaderEpochFileCache:
     _lock_: threading.Lock | None = None  # made on first write (log_segment.made_once)
+    path = StrPath()  # (kept as a str)
 
     def __init__(self, path: Path | None):
         self.path = path
@@ -32,14 +32,6 @@ class LeaderEpochFileCache:
         self._version = 0  # of the entries (each change); the newest written is _written
         self._written = 0
         self._pending = False  # a change whose write is deferred (take_pending)
-
-    @property
-    def path(self) -> Path | None:
-        return None if self._path is None else Path(self._path)  # (kept as a str: log_segment.made_once)
-
-    @path.setter
-    def path(self, path: Path | str | None) -> None:
-        self._path = None if path is None else os.fspath(path)
 
     @property
     def latest_epoch(self) -> int:

@@ -23,7 +23,6 @@ files when it opens the directory.
 """
 from __future__ import annotations
 
-import os
 import random
 import threading
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Callable
 import structlog
 
 from .log_config import LogConfig
-from .log_segment import LogSegment, made_once
+from .log_segment import LogSegment, StrPath, made_once
 
 if TYPE_CHECKING:
     from .file_log_segment import DeletedFiles
@@ -53,6 +52,7 @@ class LocalLog:
     _to_rename: list[tuple[LogSegment, int | None]] | tuple = ()  # retired, files not renamed yet (_retire_later)
     _renamed: list[tuple[DeletedFiles, int | None]] | tuple = ()  # renamed by a worker, to schedule
     _retiring_: threading.Lock | None = None
+    dir = StrPath()  # None for a memory log
 
     def __init__(self, config: LogConfig, segments: list[LogSegment], *,
                  new_segment: Callable[[int, int], LogSegment] | None = None, directory: Path | None = None,
@@ -68,14 +68,6 @@ class LocalLog:
             seg.roll_jitter_ms = self._random_jitter()
         if config.preallocate:
             self.active.preallocate(config.segment_bytes)
-
-    @property
-    def dir(self) -> Path | None:
-        return None if self._dir is None else Path(self._dir)
-
-    @dir.setter
-    def dir(self, directory: Path | str | None) -> None:
-        self._dir = None if directory is None else os.fspath(directory)
 
     @property
     def _retiring(self) -> threading.Lock:

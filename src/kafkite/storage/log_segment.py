@@ -12,7 +12,9 @@ puts it in place (renames only) and `discard()` drops it.
 """
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from kafka.errors import CorruptRecordError
@@ -49,6 +51,24 @@ def made_once(obj: Any, name: str, make: Callable[[], Any]) -> Any:
             made = make()
             setattr(obj, name, made)
         return made
+
+
+class StrPath:
+    """An attribute read as a Path (or None) and kept as a str in `_<name>`: a PosixPath is 2 objects the garbage
+    collector tracks, and a broker holds 1,000s of logs, each with a directory, segment files and indexes (see
+    `made_once`)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attr = "_" + name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = getattr(obj, self.attr)
+        return None if value is None else Path(value)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj, self.attr, None if value is None else os.fspath(value))
 
 
 def segment_name(base: int) -> str:

@@ -20,6 +20,8 @@ import sys
 from array import array
 from pathlib import Path
 
+from .log_segment import StrPath
+
 
 def be_array(code: str, raw: bytes) -> array:
     """A big-endian byte string as an array of `code` items."""
@@ -66,13 +68,7 @@ class IndexFile:
 
     # Empty columns are the empty tuple, an array from the first entry on, and the path is kept as a str: an index
     # of the many segments never appended to holds no object the garbage collector tracks (file_log_segment.py).
-    @property
-    def path(self) -> Path:
-        return Path(self._path)
-
-    @path.setter
-    def path(self, path: Path | str) -> None:
-        self._path = os.fspath(path)
+    path = StrPath()
 
     def reset(self) -> None:
         for name in self.columns:
