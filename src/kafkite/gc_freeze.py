@@ -3,7 +3,7 @@ go through what was made since. On in `kafkite serve` (`--gc-freeze off` or KAFK
 in-process brokers (BrokerThread, KafkiteCluster) leave the host process's GC alone unless a caller installs it.
 
 Why: a full (generation 2) collection goes through every object the collector tracks -- a broker's 1,000s of
-partitions hold ~20 each (storage keeps it that low: log_segment.made_once) -- and stops every thread meanwhile, the
+partitions hold ~20 each (storage keeps it that low: log_segment.MadeOnce) -- and stops every thread meanwhile, the
 event loop's too: ~50 ms for 3 brokers x 1,000 partitions on a quiet 2-core machine, several times that on a busy
 one (benchmarks/loop_stalls.py measured each phase's longest loop step to be its longest full collection). Python
 runs one whenever the objects that reached the oldest generation since the last one pass a quarter of those it

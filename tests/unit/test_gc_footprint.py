@@ -61,6 +61,35 @@ def no_frozen():
     gc.unfreeze()
 
 
+def test_a_part_made_once_is_one_object_for_every_thread_and_then_a_plain_attribute():
+    """log_segment.MadeOnce: threads asking for a log's lock at once all get the same one; once made it is in the
+    instance's dict, where a read finds it without the descriptor."""
+    import threading
+    from kafkite.storage.log_segment import MadeOnce
+
+    made = []
+
+    class Part:
+        lock = MadeOnce(lambda: made.append(threading.Lock()) or made[-1])
+
+    for _ in range(20):
+        made.clear()
+        part, got = Part(), []
+        start = threading.Barrier(8)
+
+        def ask():
+            start.wait()
+            got.append(part.lock)
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(made) == 1 and all(g is made[0] for g in got)
+        assert vars(part) == {"lock": made[0]}
+    assert isinstance(Part.lock, MadeOnce)
+
+
 def test_survivors_of_a_full_collection_are_frozen_and_given_back_after_refresh_s(no_frozen):
     now = [0.0]
     hook = gc_freeze.FreezeAfterFullCollections(refresh_s=60, clock=lambda: now[0])

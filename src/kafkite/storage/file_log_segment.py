@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .batch import HEADER_SIZE, BatchHeader, crc_ok, iter_batches, read_header
-from .log_segment import BatchSource, LogSegment, StrPath, made_once, segment_name
+from .log_segment import BatchSource, LogSegment, MadeOnce, StrPath, segment_name
 from .offset_index import OffsetIndex
 from .offset_index_check import OffsetIndexCheck
 from .time_index import TimeIndex
@@ -99,11 +99,11 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
 
     # Many segments (one active per partition: 1,000s) are only ever appended to from the log's thread, so what the
     # deferred writes and index rebuilds need -- a Condition (8 GC-tracked objects), two locks, lists -- is made on first
-    # use (`made_once`), and the paths are kept as str (a PosixPath is 2 tracked objects): fewer objects for every full
+    # use (`MadeOnce`), and the paths are kept as str (a PosixPath is 2 tracked objects): fewer objects for every full
     # garbage collection to traverse, and a full collection stops the event loop (benchmarks/loop_stalls.py).
-    _io_: threading.Condition | None = None
-    _writer_: threading.Lock | None = None
-    _index_lock_: threading.Lock | None = None
+    _io = MadeOnce(threading.Condition)         # guards the deferred writes' state; a worker's end is notified on it
+    _writer = MadeOnce(threading.Lock)          # held by the worker writing (one at a time: bytes land in append order)
+    _index_lock = MadeOnce(threading.Lock)      # putting a rebuilt index in place vs swap_in and retire
     _pending: list[tuple[int, object]] | tuple = ()  # deferred writes (position, buffer), in position order
     index_rebuild: threading.Thread | None = None       # the last index rebuild's thread (tests join it)
     log_path = StrPath()
@@ -129,21 +129,6 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
         # a damaged .index entry found by a read: its rebuild (offset_index_check.py)
         self._rebuilding: OffsetIndex | None = None   # the damaged index whose rebuild was started
         self._preallocated = False                    # the file is longer than `size` (preallocate)
-
-    @property
-    def _io(self) -> threading.Condition:
-        """Guards the deferred writes' state; a worker's end is notified on it."""
-        return self._io_ or made_once(self, "_io_", threading.Condition)
-
-    @property
-    def _writer(self) -> threading.Lock:
-        """Held by the worker writing (one at a time: bytes land in append order)."""
-        return self._writer_ or made_once(self, "_writer_", threading.Lock)
-
-    @property
-    def _index_lock(self) -> threading.Lock:
-        """Putting a rebuilt index in place vs swap_in and retire."""
-        return self._index_lock_ or made_once(self, "_index_lock_", threading.Lock)
 
     def _reset_indexes(self) -> None:
         self.offset_index.reset()

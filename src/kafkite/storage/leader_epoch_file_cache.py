@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Callable
 
 from .checkpoint_file import read_checkpoint, write_checkpoint
-from .log_segment import StrPath, made_once
+from .log_segment import MadeOnce, StrPath
 
 
 class LeaderEpochFileCache:
-    _lock_: threading.Lock | None = None  # made on first write (log_segment.made_once)
+    _lock = MadeOnce(threading.Lock)  # made on first write
     path = StrPath()  # (kept as a str)
 
     def __init__(self, path: Path | None):
@@ -106,7 +106,7 @@ class LeaderEpochFileCache:
             self._write(list(self.entries), self._version)
 
     def _write(self, entries: list[tuple[int, int]], version: int) -> None:
-        with self._lock_ or made_once(self, "_lock_", threading.Lock):
+        with self._lock:
             if version > self._written:
                 write_checkpoint(self.path, entries)
                 self._written = version

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Callable
 import structlog
 
 from .log_config import LogConfig
-from .log_segment import LogSegment, StrPath, made_once
+from .log_segment import LogSegment, MadeOnce, StrPath
 
 if TYPE_CHECKING:
     from .file_log_segment import DeletedFiles
@@ -47,11 +47,11 @@ class LocalLog:
     log_end_offset: int  # where a roll starts the new segment (kept by UnifiedLog)
     version: int         # UnifiedLog's change count: a swap_in's retired files are collected once per version
     # (a broker holds 1,000s of logs: these lists are empty tuples until used, the lock made on first use and the
-    # directory kept as a str, for fewer objects the garbage collector tracks: log_segment.made_once)
+    # directory kept as a str, for fewer objects the garbage collector tracks: log_segment.MadeOnce)
     _doomed: list[DeletedFiles] | tuple = ()  # renamed .deleted, waiting for file.delete.delay.ms
     _to_rename: list[tuple[LogSegment, int | None]] | tuple = ()  # retired, files not renamed yet (_retire_later)
     _renamed: list[tuple[DeletedFiles, int | None]] | tuple = ()  # renamed by a worker, to schedule
-    _retiring_: threading.Lock | None = None
+    _retiring = MadeOnce(threading.Lock)  # held while retired segments' files are renamed
     dir = StrPath()  # None for a memory log
 
     def __init__(self, config: LogConfig, segments: list[LogSegment], *,
@@ -68,11 +68,6 @@ class LocalLog:
             seg.roll_jitter_ms = self._random_jitter()
         if config.preallocate:
             self.active.preallocate(config.segment_bytes)
-
-    @property
-    def _retiring(self) -> threading.Lock:
-        """Held while retired segments' files are renamed."""
-        return self._retiring_ or made_once(self, "_retiring_", threading.Lock)
 
     @property
     def active(self) -> LogSegment:

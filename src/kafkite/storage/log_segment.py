@@ -39,24 +39,34 @@ class CorruptRecordException(CorruptRecordError):
 _MAKING = threading.Lock()
 
 
-def made_once(obj: Any, name: str, make: Callable[[], Any]) -> Any:
-    """`obj.<name>`, made by `make()` when still None (thread-safe: two threads asking at once get the same one).
+class MadeOnce:
+    """An attribute made by `make()` on its first use, then kept in the instance's dict, where later reads find it
+    without this descriptor (thread-safe: two threads asking at once get the same one).
 
     The storage objects of a partition make their locks and such on first use: a broker holds 1,000s of logs, most of
     which never need them, and every object the garbage collector tracks lengthens each full collection, which stops
     every thread, the event loop's too (benchmarks/loop_stalls.py)."""
-    with _MAKING:
-        made = getattr(obj, name)
-        if made is None:
-            made = make()
-            setattr(obj, name, made)
-        return made
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        with _MAKING:
+            made = obj.__dict__.get(self.name)
+            if made is None:
+                made = obj.__dict__[self.name] = self.make()
+            return made
 
 
 class StrPath:
     """An attribute read as a Path (or None) and kept as a str in `_<name>`: a PosixPath is 2 objects the garbage
     collector tracks, and a broker holds 1,000s of logs, each with a directory, segment files and indexes (see
-    `made_once`)."""
+    `MadeOnce`)."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.attr = "_" + name

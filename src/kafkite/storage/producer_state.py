@@ -113,7 +113,7 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         # completed, marker not yet known below the high watermark (a tuple while empty: one GC-tracked object fewer
-        # for each of a broker's 1,000s of logs, log_segment.made_once)
+        # for each of a broker's 1,000s of logs, log_segment.MadeOnce)
         self.unreplicated: list[CompletedTxn] | tuple = ()
 
     def __len__(self) -> int:

@@ -51,7 +51,7 @@ class AbortedTxns:
     """A log's aborted transactions in marker order."""
 
     def __init__(self) -> None:
-        # (a tuple while empty, as in most logs: one object fewer for the garbage collector, log_segment.made_once)
+        # (a tuple while empty, as in most logs: one object fewer for the garbage collector, log_segment.MadeOnce)
         self.entries: list[AbortedTxn] | tuple = ()
 
     def add(self, txn: AbortedTxn) -> None:
