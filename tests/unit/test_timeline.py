@@ -200,3 +200,32 @@ def test_the_runtime_fails_the_writes_a_revert_undid_and_keeps_a_write_a_later_c
     # a's snapshot went with e's commit: a is committed as well, whatever its own wait said (the ISR caught up)
     assert runtime._settle(a, int(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)) == 0 and set(d) == {"a", "e"}
     assert runtime._inflight == {} and a.done.is_set() and runtime.reverted_writes == 1
+
+
+def test_a_write_whose_replay_raises_is_undone_and_leaves_nothing_to_wait_for():
+    """A bug in a replay must not leave the write open: every later read of the shard would wait for it forever."""
+    from kafkite.server.coordinator_runtime import CoordinatorRuntime
+    rt = GroupShardLog()
+    runtime = CoordinatorRuntime(None, "__consumer_offsets", rt.c)
+    shard = rt.shard
+
+    def append(partition, records, result=None):
+        rt.log.extend(records)
+        runtime._last_write[partition] = (None, len(rt.log) - 1)
+        return 0
+    runtime._append = append
+    _, result = rt.c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                                    offsets=[("t", 0, 5, -1, ""), ("t", 1, 6, -1, "")], retention_ms=-1, now_ms=0)
+    real_replay, calls = shard.replay, []
+
+    def replay(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a bug")
+        return real_replay(*a, **kw)
+    shard.replay = replay
+    with pytest.raises(RuntimeError):
+        runtime._start(shard, result)
+    assert len(calls) == 2 and "g" not in shard.groups  # the first record's change undone
+    assert runtime._inflight == {} and runtime._writes == {} and shard.timeline.offsets() == [0]
+    assert runtime.reverted_writes == 1

@@ -122,7 +122,14 @@ class CoordinatorRuntime:
                 shard.replay(key, value, -1, pid)
         else:
             replay = shard.replay
-        return start_write(result, replay, lambda recs: self._append_snapshot(shard, recs, result))
+        try:
+            return start_write(result, replay, lambda recs: self._append_snapshot(shard, recs, result))
+        except BaseException:
+            # a replay that raised (a bug): what it changed is undone, and no read waits for this write forever
+            w = self._writes.pop(id(result), None)
+            if w is not None:
+                self._settle(w, int(E.UNKNOWN_SERVER_ERROR))
+            raise
 
     def _append_snapshot(self, shard, records: list[Record], result: CoordinatorResult) -> int:
         """Append, then (before the replay) open the shard's snapshot at the offset the records start at."""
