@@ -229,3 +229,22 @@ def test_a_write_whose_replay_raises_is_undone_and_leaves_nothing_to_wait_for():
     assert len(calls) == 2 and "g" not in shard.groups  # the first record's change undone
     assert runtime._inflight == {} and runtime._writes == {} and shard.timeline.offsets() == [0]
     assert runtime.reverted_writes == 1
+
+
+def test_a_marker_whose_replay_raises_is_undone_and_leaves_nothing_to_wait_for():
+    import trio
+    from kafkite.server.coordinator_runtime import CoordinatorRuntime
+    rt = GroupShardLog()
+    replicas = SimpleNamespace(write_txn_marker=lambda *a, **kw: SimpleNamespace(error=0, last_offset=0),
+                               get=lambda topic, partition: None)
+    runtime = CoordinatorRuntime(SimpleNamespace(replicas=replicas, metadata=None), "__consumer_offsets", rt.c)
+    shard = rt.shard
+
+    def replay_marker(producer_id, commit):
+        shard.timeline.set_item(shard.groups, "changed", object())
+        raise RuntimeError("a bug")
+    shard.replay_marker = replay_marker
+    with pytest.raises(RuntimeError):
+        trio.run(lambda: runtime.complete_transaction(0, producer_id=7, producer_epoch=0, commit=True,
+                                                      coordinator_epoch=0))
+    assert "changed" not in shard.groups and runtime._inflight == {} and runtime.reverted_writes == 1

@@ -281,13 +281,18 @@ class CoordinatorRuntime:
         self._last_write[partition] = (lg, out.last_offset)
         shard = self.coordinator.shards.get(partition)
         w = None
-        if shard is not None:
-            w = self._open(shard, out.last_offset, out.last_offset)
-            shard.replay_marker(producer_id, commit)
-        with trio.CancelScope(shield=True):
-            code = await b.replicas.complete_produce(self.topic, partition, (lg, out.last_offset), out.last_offset,
-                                                     acks_all=True,
-                                                     deadline=trio.current_time() + REPLICATION_TIMEOUT_S)
+        try:
+            if shard is not None:
+                w = self._open(shard, out.last_offset, out.last_offset)
+                shard.replay_marker(producer_id, commit)
+            with trio.CancelScope(shield=True):
+                code = await b.replicas.complete_produce(self.topic, partition, (lg, out.last_offset),
+                                                         out.last_offset, acks_all=True,
+                                                         deadline=trio.current_time() + REPLICATION_TIMEOUT_S)
+        except BaseException:
+            if w is not None:  # (as in _start: a replay that raised is undone, and nothing waits for it forever)
+                self._settle(w, int(E.UNKNOWN_SERVER_ERROR))
+            raise
         # failed (or undone by an earlier write's failure): the offsets it committed are pending again, and the
         # transaction coordinator sends the marker again
         return self._settle(w, code) if w is not None else code
