@@ -81,6 +81,15 @@ def _serve(args) -> int:
     return 0
 
 
+def _key_values(items, flag: str) -> dict[str, str] | None:
+    """`key=value` arguments -> a dict; None (after a usage line on stderr) when one has no `=`."""
+    bad = [c for c in items if "=" not in c]
+    if bad:
+        print(f"{flag} expects key=value, got {bad[0]!r}", file=sys.stderr)
+        return None
+    return dict(c.split("=", 1) for c in items)
+
+
 def _admin(bootstrap: str):
     from kafka.admin import KafkaAdminClient
     return KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafkite-cli", request_timeout_ms=15000)
@@ -90,10 +99,12 @@ def _topics(args) -> int:
     from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
     from kafka.errors import KafkaError
 
+    configs = _key_values(args.config or [], "--config")
+    if configs is None:
+        return 2
     admin = _admin(args.bootstrap_server)
     try:
         if args.action == "create":
-            configs = dict(c.split("=", 1) for c in (args.config or []))
             try:
                 admin.create_topics([NewTopic(args.topic, args.partitions, args.replication_factor,
                                               topic_configs=configs)])
@@ -192,8 +203,10 @@ def _group_configs(args) -> int:
     if not args.group:
         print("groups configs needs a group id", file=sys.stderr)
         return 2
-    ops = {k: (AlterConfigOp.SET, v) for k, v in (c.split("=", 1) for c in ",".join(args.add_config or []).split(",")
-                                                 if c)}
+    added = _key_values([c for c in ",".join(args.add_config or []).split(",") if c], "--add-config")
+    if added is None:
+        return 2
+    ops = {k: (AlterConfigOp.SET, v) for k, v in added.items()}
     ops.update({k: (AlterConfigOp.DELETE, None) for k in ",".join(args.delete_config or []).split(",") if k})
     admin = _admin(args.bootstrap_server)
     try:

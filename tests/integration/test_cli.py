@@ -119,3 +119,15 @@ def test_help_names_bootstrap_server(argv, capsys):
         build_parser().parse_args([*argv, "--help"])
     usage = capsys.readouterr().out.split("options:")[0]
     assert "--bootstrap-server HOST:PORT,..." in usage and "--bootstrap-servers" not in usage
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["topics", "create", "t", "--config", "retention.ms"], "--config expects key=value, got 'retention.ms'"),
+    (["groups", "configs", "g", "--add-config", "consumer.session.timeout.ms"],
+     "--add-config expects key=value, got 'consumer.session.timeout.ms'"),
+])
+def test_a_config_without_a_value_is_a_usage_error(argv, message, capsys):
+    """Answered before any broker is asked (the bootstrap server here does not exist), not a traceback."""
+    from kafkite.cli import main
+    assert main([*argv, "--bootstrap-server", "127.0.0.1:1"]) == 2
+    assert message in capsys.readouterr().err
