@@ -305,7 +305,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {d.name: d for d in [
     BrokerConfigDef("group.consumer.regex.refresh.interval.ms", ConfigType.INT, "600000"),
     BrokerConfigDef("message.max.bytes", ConfigType.INT, "1048588", True),
     BrokerConfigDef("socket.request.max.bytes", ConfigType.INT, "104857600"),
-    # Kafkite default 100 MiB (Kafka: -1, unbounded): see check_socket_limits and server/quotas.py
+    # Kafkite default 100 MiB (Kafka: -1, unbounded): see check_socket_limits and network/quotas.py
     BrokerConfigDef("queued.max.request.bytes", ConfigType.LONG, str(QUEUED_MAX_REQUEST_BYTES_DEFAULT)),
     BrokerConfigDef("connections.max.idle.ms", ConfigType.LONG, "600000"),
     BrokerConfigDef("max.connections", ConfigType.INT, str(INT_MAX), True),
@@ -548,7 +548,7 @@ def check_socket_limits(config: "BrokerConfig") -> None:
         raise ConfigError("requirement failed: max.connections.per.ip can be set to zero only if "
                           "max.connections.per.ip.overrides property is set.")
     queued, source = config.raw("queued.max.request.bytes")
-    # Kafkite's own default follows socket.request.max.bytes up (see server/quotas.py); a value set is checked
+    # Kafkite's own default follows socket.request.max.bytes up (see network/quotas.py); a value set is checked
     if source != ConfigSource.DEFAULT_CONFIG and 0 < int(queued) < config.get("socket.request.max.bytes"):
         raise ConfigError("requirement failed: queued.max.request.bytes must be larger or equal to "
                           "socket.request.max.bytes")

@@ -14,7 +14,7 @@ A frame over `socket.request.max.bytes`, a truncated frame at EOF, an undecodabl
 request, or an unknown api (other than ApiVersions, which gets KIP-511's fallback
 answer) closes this connection with a log line; every other connection carries on.
 
-Limits (server/quotas.py): the body of a large request is read only once the broker's
+Limits (network/quotas.py): the body of a large request is read only once the broker's
 memory pool (`queued.max.request.bytes`) holds its size, and the reservation is released
 when the request has been handled; a connection with nothing received or sent for
 `connections.max.idle.ms` is closed (Kafka's default, 10 minutes; -1: never); a client that
@@ -35,7 +35,7 @@ from ..wire import codec
 from ..wire.frame import FrameReader, FrameTooLarge
 from ..server.context import PeerClosed, connection_socket
 from .listeners import Connection, current_connection
-from ..server.quotas import SMALL_REQUEST_BYTES
+from .quotas import SMALL_REQUEST_BYTES
 from ..server.router import CloseConnection
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from ..network.connection import serve_connection
 from .fetch_session import FetchSessionCache
 from .group_coordinator_service import GroupCoordinatorService
 from .transaction_coordinator_service import TransactionCoordinatorService
-from .quotas import ConnectionQuotas, MemoryPool, accept_loop
+from ..network.quotas import ConnectionQuotas, MemoryPool, accept_loop
 from .kafka_apis import KafkaApis
 from .router import Router
 from ..network.listeners import PROTOCOLS, WILDCARDS, inter_broker_name, listeners_of, serve_listener

@@ -9,7 +9,7 @@ Memory: the reader holds the chunks as received (nothing is allocated for the
 declared size up front, and a growing buffer is never copied over), and joins
 them once when the frame is whole. `pending_size` tells the caller the size of
 the frame being received, so it can bound what partly received frames hold
-(server/quotas.py: queued.max.request.bytes) before reading more of it.
+(network/quotas.py: queued.max.request.bytes) before reading more of it.
 """
 from __future__ import annotations
 
