@@ -174,7 +174,16 @@ async def delete_segment_files(state) -> None:
 async def clean_logs(state) -> None:
     cleaner: LogCleaner = state.log_cleaner
     while True:
-        job = cleaner.grab_filthiest_log(_logs(state), state.replicas.log_now_ms())
+        logs = _logs(state)
+        read = cleaner.checkpoint_reads(lg for _, lg in logs if lg.config.compacted)
+        if read is not None:  # a log dir's cleaner-offset-checkpoint file, the first time: in a worker thread
+            try:
+                cleaner.loaded(await trio.to_thread.run_sync(read))
+            except OSError:  # (read again after the backoff)
+                log.exception("log_cleaner.checkpoint_unreadable")
+                await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
+                continue
+        job = cleaner.grab_filthiest_log(logs, state.replicas.log_now_ms())
         if job is None or not await _clean(state, cleaner, job):
             await trio.sleep(state.config.get("log.cleaner.backoff.ms") / 1000)
         await trio.sleep(0)

@@ -44,11 +44,13 @@ def read_from_start(bs, topic):
 
 def test_compacted_topic_is_cleaned_within_seconds(disk_broker, monkeypatch):
     """The cleaner compacts the topic within seconds, its worker giving the GIL up as it goes (kafkite.gil_pacing);
-    its cleaner-offset-checkpoint file is written by a worker thread, not on the event loop."""
+    its cleaner-offset-checkpoint file is read (the first time it looks at a log of the log dir) and written by a
+    worker thread, not on the event loop."""
     import kafkite.storage.log_cleaner as log_cleaner
     from helpers import OnTheLoop
     from kafkite.gil_pacing import Pacer
     checkpoints = OnTheLoop(monkeypatch, log_cleaner, "write_checkpoint").__enter__()
+    reads = OnTheLoop(monkeypatch, log_cleaner, "read_cleaner_checkpoint").__enter__()
     paces, real_run = [], log_cleaner.CleanJob.run
     monkeypatch.setattr(log_cleaner.CleanJob, "run", lambda job: paces.append(type(job.pace)) or real_run(job))
     bs = disk_broker.bootstrap_servers
@@ -70,6 +72,8 @@ def test_compacted_topic_is_cleaned_within_seconds(disk_broker, monkeypatch):
     cp = disk_broker.state.replicas.log_dir.path / "cleaner-offset-checkpoint"
     wait_until(lambda: cp.exists() and "compacted 0 " in cp.read_text(), timeout=15, what="the cleaner's checkpoint")
     checkpoints.check(0)
+    reads.check(0)
+    assert cp.parent in disk_broker.state.log_cleaner._checkpoints  # (read, in a worker)
     assert paces and set(paces) == {Pacer}  # (services.py hands the broker's cleaner its pace)
 
 

@@ -245,6 +245,9 @@ async def compact(brokers: dict, topic: str | None, partition: int | None) -> li
         await trio.to_thread.run_sync(run)
         lg.mark_flushed(target)
         cleaner = LogCleaner(pace=Pacer)  # (its job runs in a worker thread)
+        read = cleaner.checkpoint_reads([lg])
+        if read is not None:  # (the cleaner-offset-checkpoint file, in a worker thread)
+            cleaner.loaded(await trio.to_thread.run_sync(read))
         job = cleaner.plan(lg, now_ms, name=f"{t}-{p}", force=True)
         removed, swapped = 0, True
         if job is not None:

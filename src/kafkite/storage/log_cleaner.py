@@ -233,8 +233,19 @@ class LogCleaner:
         self._checkpoints: dict[Path, dict[tuple[str, int], int]] = {}  # log dir -> its checkpoint file
         self._unwritten: set[Path] = set()  # log dirs whose checkpoint changed since checkpoint_writes
 
+    def checkpoint_reads(self, logs: Iterable) -> Callable[[], dict] | None:
+        """The cleaner-offset-checkpoint files of these logs' directories not read yet, as a function reading them
+        (for a worker thread: the broker's cleaner reads none on the event loop) whose result goes to `loaded`;
+        None when every one is read."""
+        dirs = {lg.dir.parent for lg in logs if lg.dir is not None} - self._checkpoints.keys()
+        return (lambda: {d: read_cleaner_checkpoint(d / CHECKPOINT_FILE) for d in dirs}) if dirs else None
+
+    def loaded(self, read: dict) -> None:
+        for log_dir, entries in read.items():
+            self._checkpoints.setdefault(log_dir, entries)
+
     def _dir_checkpoints(self, log_dir: Path) -> dict[tuple[str, int], int]:
-        if log_dir not in self._checkpoints:
+        if log_dir not in self._checkpoints:  # (read here, on the caller's thread, unless `loaded` first)
             self._checkpoints[log_dir] = read_cleaner_checkpoint(log_dir / CHECKPOINT_FILE)
         return self._checkpoints[log_dir]
 
