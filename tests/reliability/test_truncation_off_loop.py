@@ -163,10 +163,12 @@ def test_retention_renames_segments_in_a_worker(tmp_path, monkeypatch):
     """Retention deleting 30 segments: the renames of their files to `.deleted` run in a worker thread (was: on the
     event loop, ~0.2 ms a segment), here with every such rename taking 10 ms; Metadata is answered meanwhile, the
     watchdog sees no step hold the loop for it, the log starts after the deleted segments, its other records are
-    served, and the `.deleted` files are removed after file.delete.delay.ms."""
+    served, and the `.deleted` files are removed after file.delete.delay.ms. The partition's `log-start-offset` and
+    leader-epoch-checkpoint files are written in the worker too (were: on the event loop)."""
     import os
     from kafka.admin import ConfigResource, ConfigResourceType
     from helpers import OnTheLoop
+    from kafkite.storage import leader_epoch_file_cache, unified_log
     from kafkite.testing.runner import BrokerThread
     over = {"log.retention.check.interval.ms": "100"}
     with BrokerThread(data_dir=tmp_path / "data", overrides=over) as b:
@@ -185,7 +187,9 @@ def test_retention_renames_segments_in_a_worker(tmp_path, monkeypatch):
                 time.sleep(0.01)
             return real_replace(src, dst, *a, **kw)
         monkeypatch.setattr(os, "replace", slow_replace)
-        with structlog.testing.capture_logs() as logs, OnTheLoop(monkeypatch, os, "replace") as renames:
+        with structlog.testing.capture_logs() as logs, OnTheLoop(monkeypatch, os, "replace") as renames, \
+                OnTheLoop(monkeypatch, unified_log, "write_atomically") as starts, \
+                OnTheLoop(monkeypatch, leader_epoch_file_cache, "write_checkpoint") as epochs:
             # records 10 minutes old as far as retention is concerned: every closed segment goes
             admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC, configs={**small, "retention.ms": "1"})])
             with WireClient.connect(b.bootstrap_servers, timeout=10) as w:
@@ -202,6 +206,11 @@ def test_retention_renames_segments_in_a_worker(tmp_path, monkeypatch):
         admin.close()
         monkeypatch.setattr(os, "replace", real_replace)
         assert not [s for s in renames.stacks if "retire" in s], renames.stacks[:1]
+        starts.check(0)
+        epochs.check(0)
+        d = tmp_path / "data" / f"{TOPIC}-0"
+        wait_until(lambda: (d / "log-start-offset").read_text() == "360", timeout=10, what="the log start's file")
+        assert (d / "leader-epoch-checkpoint").read_text() == "0\n1\n0 360\n"
         assert not [e for e in logs if e.get("event") == "event_loop.blocked" and e.get("held_ms", 0) >= 250], \
             [e for e in logs if e.get("event") == "event_loop.blocked"]
         assert len(lg.segments) == 1 and lg.log_start_offset == 30 * 12 and lg.log_end_offset == 31 * 12
@@ -215,11 +224,13 @@ def test_delete_records_and_the_retention_control_rename_segments_in_a_worker(tm
     """DeleteRecords deleting 5 segments, then the control plane's retention (POST /v1/retention) deleting the
     others: the renames of their files to `.deleted` run in a worker thread (were: on the event loop, ~0.2 ms a
     segment), the log starts where each said, its other records are served, and the files are removed after
-    file.delete.delay.ms (DeleteRecords')."""
+    file.delete.delay.ms (DeleteRecords'). So are the writes of the partition's `log-start-offset` and
+    leader-epoch-checkpoint files (were: on the event loop), done before the answer."""
     import os
     from kafka.protocol.admin import DeleteRecordsRequest
     from helpers import OnTheLoop
     from kafkite.control import views
+    from kafkite.storage import leader_epoch_file_cache, unified_log
     from kafkite.testing.runner import BrokerThread
     with BrokerThread(data_dir=tmp_path / "data") as b:
         admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
@@ -232,12 +243,17 @@ def test_delete_records_and_the_retention_control_rename_segments_in_a_worker(tm
             lg = b.state.replicas.get(TOPIC, 0)
             assert len(lg.segments) == 12
             T = DeleteRecordsRequest.DeleteRecordsTopic
-            with OnTheLoop(monkeypatch, os, "replace") as renames:
+            d = tmp_path / "data" / f"{TOPIC}-0"
+            with OnTheLoop(monkeypatch, os, "replace") as renames, \
+                    OnTheLoop(monkeypatch, unified_log, "write_atomically") as starts, \
+                    OnTheLoop(monkeypatch, leader_epoch_file_cache, "write_checkpoint") as epochs:
                 r = w.request(DeleteRecordsRequest(topics=[T(name=TOPIC, partitions=[
                     T.DeleteRecordsPartition(partition_index=0, offset=5 * 12)])], timeout_ms=10000), 1)
                 p = r.topics[0].partitions[0]
                 assert (p.error_code, p.low_watermark) == (0, 60)
                 assert lg.log_start_offset == 60 and lg.segments[0].base == 60
+                assert (d / "log-start-offset").read_text() == "60"
+                assert (d / "leader-epoch-checkpoint").read_text() == "0\n1\n0 60\n"
                 consumer = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, auto_offset_reset="earliest",
                                          consumer_timeout_ms=10000)
                 consumer.assign([TopicPartition(TOPIC, 0)])
@@ -246,8 +262,11 @@ def test_delete_records_and_the_retention_control_rename_segments_in_a_worker(tm
                 consumer.close()
                 rows = b.call(views.apply_retention, b.node.brokers, TOPIC, None, 2 * 3600000)
                 assert rows[0]["log_start_offset"] == 12 * 12 == lg.log_start_offset
+                assert (d / "log-start-offset").read_text() == "144"
+                assert (d / "leader-epoch-checkpoint").read_text() == "0\n1\n0 144\n"
             assert not [s for s in renames.stacks if "retire" in s], renames.stacks[:1]
-            d = tmp_path / "data" / f"{TOPIC}-0"
+            starts.check(0)
+            epochs.check(0)
             # DeleteRecords' files removed after file.delete.delay.ms; retention's renamed (their delay counts from the
             # log clock the control advanced: two hours on)
             wait_until(lambda: sorted(f.name for f in d.glob("0*")) == ["%020d.%s.deleted" % (base, ext)

@@ -181,3 +181,39 @@ def test_compaction_survives_reopen(tmp_path):
     recs2 = [(r.offset, r.key, r.value) for r in decode_records(b"".join(
         lg2.read(s.base, 1 << 20) or b"" for s in lg2.segments if s.size))]
     assert recs == recs2 and lg2.log_end_offset == 12
+
+
+def test_deferred_log_start_writes_keep_their_order_and_a_crash_loses_nothing(tmp_path):
+    """DeleteRecords and retention with defer_renames leave the `log-start-offset` and leader-epoch-checkpoint writes
+    to renames()' function (the broker runs it in a worker thread): nothing is written before it runs; an older
+    function run after a newer one overwrites nothing; a flush's worker still writes the epochs before its records;
+    a close writes what no worker took; and a load cuts the leader epochs below the log start (the write a crash
+    lost: Kafka's LogLoader.truncateFromStart)."""
+    d = tmp_path / "t-0"
+    cfg = LogConfig(segment_bytes=600, index_interval_bytes=150)
+    lg = fill(d, cfg=cfg)
+    epochs, start = d / "leader-epoch-checkpoint", d / "log-start-offset"
+    lg.delete_records_before(22, defer_renames=True)
+    assert not start.exists() and epochs.read_text() == "0\n2\n0 0\n1 20\n"
+    older = lg.renames()
+    lg.delete_records_before(30, defer_renames=True)
+    newer = lg.renames()
+    newer()
+    older()
+    lg.schedule_renamed()
+    assert (start.read_text(), epochs.read_text()) == ("30", "0\n1\n1 30\n")
+    lg.append(batch(2), now_ms=0, leader_epoch=2, defer_flush=True)  # epoch 2 at 40, its write deferred
+    lg.delete_records_before(34, defer_renames=True)
+    lg.renames()  # taken, never run
+    target, run = lg.deferred_flush()
+    run()  # the flush's worker: the epochs (with the log start's cut) before the records
+    lg.mark_flushed(target)
+    assert epochs.read_text() == "0\n2\n1 34\n2 40\n" and start.read_text() == "30"
+    lg.delete_records_before(36, defer_renames=True)  # no worker takes it: the close writes it
+    lg.close()
+    assert (start.read_text(), epochs.read_text()) == ("36", "0\n2\n1 36\n2 40\n")
+    epochs.write_text("0\n3\n0 0\n1 20\n2 40\n")  # as a crash before the epochs' write leaves it
+    again = FileLog(d, cfg)
+    assert (again.log_start_offset, again.epochs.entries) == (36, [(1, 36), (2, 40)])
+    assert epochs.read_text() == "0\n2\n1 36\n2 40\n"
+    again.close()

@@ -6,7 +6,13 @@ An append whose write the caller leaves to a worker thread (UnifiedLog's deferre
 write too (`assign(..., defer=True)`): `take_pending()` hands the write of the entries as they are to that worker,
 which runs it before the records' own write (so the file never lacks the epoch of a record on disk: one it names
 for records not written is cut at the next load, as Kafka's truncateFromEnd). A newer write (inline, or another
-worker's) is never overwritten by an older one."""
+worker's) is never overwritten by an older one.
+
+The log start's move (DeleteRecords, retention) defers its write the same way (`truncate_from_start(..., defer=True)`,
+Kafka's truncateFromStartAsyncFlush): `pending_write()` hands it to the worker that renames the deleted segments,
+leaving it pending for the next flush's worker too (whose records must not reach the disk before the epochs they
+need). A crash before it is written leaves epochs below the log start, which the next load cuts (Kafka's LogLoader:
+"the earliest leader epoch may not be flushed during a hard failure")."""
 from __future__ import annotations
 
 import bisect
@@ -57,6 +63,14 @@ class LeaderEpochFileCache:
         entries, version = list(self.entries), self._version
         return lambda: self._write(entries, version)
 
+    def pending_write(self) -> Callable[[], None] | None:
+        """As `take_pending`, but the change stays pending: the next `take_pending` (a flush's worker, which writes
+        records after it) writes it too unless written by then."""
+        if not self._pending:
+            return None
+        entries, version = list(self.entries), self._version
+        return lambda: self._write(entries, version)
+
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs starting at or after end_offset (log truncated to end_offset)."""
         kept = [e for e in self.entries if e[1] < end_offset]
@@ -64,15 +78,20 @@ class LeaderEpochFileCache:
             self.entries = kept
             self._save()
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """Log start moved to start_offset: the epoch covering it now starts there."""
+    def truncate_from_start(self, start_offset: int, *, defer: bool = False) -> None:
+        """Log start moved to start_offset: the epoch covering it now starts there. `defer`: the file is written by
+        the worker the caller runs `pending_write()` (or a flush's `take_pending()`) in."""
         i = bisect.bisect_right([o for _, o in self.entries], start_offset) - 1
         if i < 0:
             return
         kept = [(self.entries[i][0], max(self.entries[i][1], start_offset))] + self.entries[i + 1:]
         if kept != self.entries:
             self.entries = kept
-            self._save()
+            if defer and self._path is not None:
+                self._version += 1
+                self._pending = True
+            else:
+                self._save()
 
     def epoch_for_offset(self, offset: int) -> int:
         i = bisect.bisect_right([o for _, o in self.entries], offset) - 1

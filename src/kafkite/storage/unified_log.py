@@ -33,6 +33,7 @@ from __future__ import annotations
 import bisect
 import random
 import shutil
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ from .local_log import LocalLog
 from .log_config import LogConfig
 from .checkpoint_file import write_atomically
 from .log_loader import LogLoader, check_topic_id, read_topic_id, write_partition_metadata
-from .log_segment import LogSegment
+from .log_segment import LogSegment, MadeOnce
 from .log_validator import assign_offsets_and_compress
 from .file_log_segment import FileLogSegment
 from .memory_log_segment import MemoryLogSegment
@@ -73,6 +74,9 @@ class AppendResult:
 class UnifiedLog(LocalLog):
     """One partition's log (see the module comment). `new_segment(base, now_ms)` makes a segment
     of the log's kind; `directory` is None for a memory log."""
+    _start_lock = MadeOnce(threading.Lock)  # the `log-start-offset` file's writes (made on first use)
+    _start_version = _start_written = 0  # of the log start's changes: the newest, the newest written
+    _start_pending = False  # a change whose write was deferred (`renames()`)
 
     def __init__(self, config: LogConfig, segments: list[LogSegment], *, epochs: LeaderEpochFileCache,
                  new_segment: Callable[[int, int], LogSegment] | None = None, log_start_offset: int = 0,
@@ -406,14 +410,14 @@ class UnifiedLog(LocalLog):
         return self.epochs.end_offset_for(epoch, self.log_end_offset)
 
     # -- removing the head
-    def _advance_log_start(self, offset: int) -> None:
+    def _advance_log_start(self, offset: int, defer: bool = False) -> None:
         if offset <= self.log_start_offset:
             return
         self.log_start_offset = offset
-        self.epochs.truncate_from_start(offset)
+        self.epochs.truncate_from_start(offset, defer=defer)
         self.producer_state.truncate_head(offset)
         self.aborted.drop_below(offset)
-        self._save_log_start()
+        self._save_log_start(defer)
 
     def _delete_oldest(self, now_ms: int | None, defer_renames: bool = False) -> LogSegment:
         self.version += 1
@@ -428,10 +432,11 @@ class UnifiedLog(LocalLog):
         """DeleteRecords: move the log start offset up to `offset` (never down), deleting
         segments wholly below it (their files after file.delete.delay.ms from `now_ms`, see
         local_log.py). OffsetOutOfRange above the high watermark. With `defer_renames` the deleted segments' renames
-        to `.deleted` are left for `renames()` (a worker thread)."""
+        to `.deleted`, and the writes of the `log-start-offset` and leader-epoch-checkpoint files, are left for
+        `renames()` (a worker thread)."""
         if offset > self.high_watermark or offset < 0:
             raise OffsetOutOfRange(f"offset {offset} is not in [0, high watermark {self.high_watermark}]")
-        self._advance_log_start(offset)
+        self._advance_log_start(offset, defer_renames)
         self.version += 1
         while len(self.segments) > 1 and self.segments[1].base <= self.log_start_offset:
             self._delete_oldest(now_ms, defer_renames)
@@ -441,7 +446,7 @@ class UnifiedLog(LocalLog):
         """cleanup.policy=delete: delete the oldest segments whose largest timestamp is older than
         retention.ms, then while the log exceeds retention.bytes by at least a segment. The
         active segment stays. Returns the number of segments deleted. With `defer_renames` their files'
-        renames to `.deleted` are left for `renames()` (a worker thread)."""
+        renames to `.deleted`, and the log start's file writes, are left for `renames()` (a worker thread)."""
         cfg, n = self.config, 0
         total = self.size_bytes
         while len(self.segments) > 1:
@@ -453,7 +458,7 @@ class UnifiedLog(LocalLog):
             total -= self._delete_oldest(now_ms, defer_renames).size
             n += 1
         if n:
-            self._advance_log_start(self.segments[0].base)
+            self._advance_log_start(self.segments[0].base, defer_renames)
         return n
 
     # -- compaction
@@ -501,12 +506,44 @@ class UnifiedLog(LocalLog):
             self._hw = offset
 
     # -- files of the partition
-    def _save_log_start(self) -> None:
+    def _save_log_start(self, defer: bool = False) -> None:
         """`log-start-offset`: our one-number checkpoint (Kafka keeps log start offsets in a
-        per-log-dir file the storage layer does not own)."""
+        per-log-dir file the storage layer does not own); `defer`: written by `renames()`' worker."""
         if self._dir is None:
             return
-        write_atomically(self.dir / "log-start-offset", str(self.log_start_offset))
+        self._start_version += 1
+        self._start_pending = defer
+        if not defer:
+            self._write_log_start(self.dir, self.log_start_offset, self._start_version)
+
+    def _write_log_start(self, directory: Path, offset: int, version: int) -> None:
+        with self._start_lock:  # (a newer write, inline or another worker's, is never overwritten by an older one)
+            if version > self._start_written:
+                write_atomically(directory / "log-start-offset", str(offset))
+                self._start_written = version
+
+    def _start_writes(self) -> list[Callable[[], None]]:
+        """The deferred writes of the log start's files as they are now (`log-start-offset`, the leader epochs' left
+        pending for the next flush too: see leader_epoch_file_cache.py), for a worker thread."""
+        runs = [self.epochs.pending_write()]
+        if self._start_pending:
+            self._start_pending = False
+            args = (self.dir, self.log_start_offset, self._start_version)
+            runs.insert(0, lambda: self._write_log_start(*args))
+        return [f for f in runs if f is not None]
+
+    def renames(self) -> Callable[[], None] | None:
+        """LocalLog's, after the deferred writes of the log start's files (DeleteRecords, retention: Kafka's
+        truncateFromStartAsyncFlush; a crash before them leaves the old files: the next load's log start is the
+        first segment's base or above, log_loader.py, and its leader epochs are cut there)."""
+        runs = [f for f in (*self._start_writes(), super().renames()) if f is not None]
+        if len(runs) < 2:
+            return runs[0] if runs else None
+
+        def run() -> None:
+            for f in runs:
+                f()
+        return run
 
     @property
     def topic_id(self) -> uuid.UUID | None:
@@ -518,6 +555,8 @@ class UnifiedLog(LocalLog):
         self.version += 1  # a cleaning under way is not swapped in
         flushed = True
         try:
+            for write in self._start_writes():  # (a deferred write no worker took)
+                write()
             self._flush_run(False)()
             self.active.on_roll()
         except OSError:
@@ -580,6 +619,7 @@ class FileLog(UnifiedLog):
             write_partition_metadata(directory, topic_id)
         epochs = LeaderEpochFileCache(directory / "leader-epoch-checkpoint")
         epochs.truncate_from_end(loaded.log_end_offset)
+        epochs.truncate_from_start(loaded.log_start_offset)  # (a deferred write a crash lost: Kafka's LogLoader)
         self._index_interval = loader.index_interval
         super().__init__(config, loaded.segments, epochs=epochs,
                          log_start_offset=loaded.log_start_offset, directory=directory, now_ms=now_ms, rng=rng)
