@@ -45,6 +45,7 @@ more cleaning.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -237,8 +238,9 @@ class LogCleaner:
         """The cleaner-offset-checkpoint files of these logs' directories not read yet, as a function reading them
         (for a worker thread: the broker's cleaner reads none on the event loop) whose result goes to `loaded`;
         None when every one is read."""
-        dirs = {lg.dir.parent for lg in logs if lg.dir is not None} - self._checkpoints.keys()
-        return (lambda: {d: read_cleaner_checkpoint(d / CHECKPOINT_FILE) for d in dirs}) if dirs else None
+        read = {os.fspath(d) for d in self._checkpoints}  # (strings: a Path made per log costs ~10 µs)
+        dirs = {os.path.dirname(lg._dir) for lg in logs if lg._dir is not None} - read  # (`lg.dir`'s str)
+        return (lambda: {Path(d): read_cleaner_checkpoint(Path(d) / CHECKPOINT_FILE) for d in dirs}) if dirs else None
 
     def loaded(self, read: dict) -> None:
         for log_dir, entries in read.items():
