@@ -41,6 +41,30 @@ def test_a_file_log_still_works_after_its_lazy_parts_are_made(tmp_path):
     lg.close()
 
 
+
+def test_a_partition_keeps_its_replicas_and_isr_in_objects_the_garbage_collector_does_not_track():
+    # server/partition.py: as lists, a partition's replicas and ISR were 2 tracked objects per replica (6,000 for
+    # 3 brokers x 1,000 partitions); as tuples of ints, the collector stops tracking them at its next pass
+    from kafkite.server.partition import Partition
+    from kafkite.storage.unified_log import MemoryLog
+    n, config = 200, LogConfig()
+    logs = [MemoryLog(config) for _ in range(n)]
+    gc.collect()
+    before = len(gc.get_objects())
+    parts = [Partition("t", i, 1, logs[i]) for i in range(n)]
+    for i, p in enumerate(parts):
+        if i % 2:
+            p.make_follower(2, 0, 0, [2, 1, 3], [2, 1, 3])
+        else:
+            p.make_leader(0, 0, [1, 2, 3], [1, 2, 3], now_ms=0)
+            p.apply_isr([1, 2], 1)
+    gc.collect()
+    per_partition = (len(gc.get_objects()) - before) / n
+    assert per_partition <= 2.6, per_partition  # the Partition, a leader's remotes dict and 2 Replicas (were +2)
+    assert parts[0].isr == (1, 2) and parts[0].maximal_isr == (1, 2) and parts[1].replicas == (2, 1, 3)
+    parts[0].pending_isr = [1, 2, 3]
+    assert parts[0].maximal_isr == [1, 2, 3]
+
 def _batch() -> bytes:
     from kafka.record.default_records import DefaultRecordBatchBuilder
     b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,

@@ -91,5 +91,5 @@ def test_the_controllers_isr_is_taken_only_when_newer():
     assert p.apply_isr([1, 2, 3], partition_epoch=2) is False  # the same epoch (an UpdateMetadata): kept pending
     assert p.pending_isr == [1, 2]
     assert p.apply_isr([1, 2], partition_epoch=3) is True
-    assert (p.isr, p.partition_epoch, p.pending_isr) == ([1, 2], 3, None)
+    assert (p.isr, p.partition_epoch, p.pending_isr) == ((1, 2), 3, None)
     assert p.apply_isr([1], partition_epoch=1) is False  # older

@@ -22,7 +22,7 @@ Sans-IO: times come in as `now_ms`; the broker's replica manager calls in.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -62,8 +62,11 @@ class Partition:
     leader: int = -1
     leader_epoch: int = -1
     partition_epoch: int = -1
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
+    # tuples (never changed in place, a change puts a new one): a tuple of ints is one object fewer for every full
+    # garbage collection to go through (the collector stops tracking it), a list is not (3 brokers x 1,000
+    # partitions held 6,000 of them)
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
     pending_isr: list[int] | None = None  # proposed to the controller, not answered yet
     leader_epoch_start_offset: int = 0
     remotes: dict[int, Replica] = field(default_factory=dict)
@@ -73,11 +76,11 @@ class Partition:
         return self.leader == self.node_id
 
     @property
-    def maximal_isr(self) -> list[int]:
+    def maximal_isr(self) -> Sequence[int]:
         """The committed ISR plus what a change in flight adds (Kafka's maximal ISR)."""
         if self.pending_isr is None:
             return self.isr
-        return self.isr + [r for r in self.pending_isr if r not in self.isr]
+        return [*self.isr, *(r for r in self.pending_isr if r not in self.isr)]
 
     # -- role changes (LeaderAndIsr) ---------------------------------------------------------------
     def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int],
@@ -86,7 +89,7 @@ class Partition:
         a fresh lastCaughtUpTime so they are not dropped before their first fetch)."""
         new_epoch = leader_epoch != self.leader_epoch or not self.is_leader
         self.leader, self.leader_epoch, self.partition_epoch = self.node_id, leader_epoch, partition_epoch
-        self.replicas, self.isr, self.pending_isr = list(replicas), list(isr), None
+        self.replicas, self.isr, self.pending_isr = tuple(replicas), tuple(isr), None
         if new_epoch:
             self.leader_epoch_start_offset = self.log.log_end_offset
             self.remotes = {r: Replica(r, last_caught_up_ms=now_ms if r in isr else 0)
@@ -98,7 +101,7 @@ class Partition:
     def make_follower(self, leader: int, leader_epoch: int, partition_epoch: int, replicas: list[int],
                       isr: list[int]) -> None:
         self.leader, self.leader_epoch, self.partition_epoch = leader, leader_epoch, partition_epoch
-        self.replicas, self.isr, self.pending_isr = list(replicas), list(isr), None
+        self.replicas, self.isr, self.pending_isr = tuple(replicas), tuple(isr), None
         self.remotes = {}
         self.log.set_replicated_high_watermark(self.log.high_watermark)
 
@@ -123,7 +126,7 @@ class Partition:
         (a proposal in flight is then void: the controller answers it INVALID_UPDATE_VERSION). True when taken."""
         if partition_epoch <= self.partition_epoch:
             return False
-        self.isr, self.partition_epoch, self.pending_isr = list(isr), partition_epoch, None
+        self.isr, self.partition_epoch, self.pending_isr = tuple(isr), partition_epoch, None
         return True
 
     # -- leader: followers' fetches ---------------------------------------------------------------------
@@ -162,7 +165,7 @@ class Partition:
         hw = self.log.high_watermark
         add = [b for b, r in self.remotes.items() if b not in self.isr and b in self.replicas
                and r.log_end_offset >= hw and r.log_end_offset >= self.leader_epoch_start_offset]
-        return self.isr + sorted(add) if add else None
+        return [*self.isr, *sorted(add)] if add else None
 
     def isr_to_shrink(self, now_ms: int, lag_ms: int) -> list[int] | None:
         """The ISR without the followers that have not caught up for `lag_ms`, or None."""

@@ -405,7 +405,7 @@ class Replication:
     def _propose(self, p: "Partition", new_isr: list[int], why: str) -> None:
         p.pending_isr = list(new_isr)
         self._proposals[(p.topic, p.index)] = (p.leader_epoch, list(new_isr), p.partition_epoch)
-        log.info("isr.proposed", topic=p.topic, partition=p.index, isr=p.isr, new_isr=new_isr, reason=why,
+        log.info("isr.proposed", topic=p.topic, partition=p.index, isr=list(p.isr), new_isr=new_isr, reason=why,
                  leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch)
         self._proposed.set()
 
