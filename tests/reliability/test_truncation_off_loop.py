@@ -43,6 +43,20 @@ def produce(w, data, acks=-1):
     return w.request(req, 9).responses[0].partition_responses[0].error_code
 
 
+def log_of_segments(b, n: int, configs: dict[str, str]):
+    """TOPIC made on broker `b` (one partition, `configs` and 100-byte segments) with `n` batches, a segment each
+    (a batch is over segment.bytes) -> its log."""
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+    admin.create_topics([NewTopic(TOPIC, 1, 1, topic_configs={"segment.bytes": "100", **configs})])
+    admin.close()
+    with WireClient.connect(b.bootstrap_servers, timeout=10) as w:
+        for i in range(n):
+            assert produce(w, records(f"r{i}-", 12)) == 0
+    lg = b.state.replicas.get(TOPIC, 0)
+    assert len(lg.segments) == n
+    return lg
+
+
 def test_a_follower_cuts_its_log_in_a_worker_while_requests_and_a_leader_change_go_on(tmp_path, monkeypatch):
     """A deposed leader comes back with 5 records nobody else has: its cut to the new leader's epoch is held (in the
     worker) until the test lets it go. Meanwhile it answers Metadata promptly, the leadership moves to the third
@@ -172,14 +186,9 @@ def test_retention_renames_segments_in_a_worker(tmp_path, monkeypatch):
     from kafkite.testing.runner import BrokerThread
     over = {"log.retention.check.interval.ms": "100"}
     with BrokerThread(data_dir=tmp_path / "data", overrides=over) as b:
-        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
         small = {"segment.bytes": "100", "retention.ms": str(86400000), "file.delete.delay.ms": "200"}
-        admin.create_topics([NewTopic(TOPIC, 1, 1, topic_configs=small)])
-        with WireClient.connect(b.bootstrap_servers, timeout=10) as w:
-            for i in range(31):  # a segment each (a batch is over segment.bytes)
-                assert produce(w, records(f"r{i}-", 12)) == 0
-        lg = b.state.replicas.get(TOPIC, 0)
-        assert len(lg.segments) == 31
+        lg = log_of_segments(b, 31, small)
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
         real_replace = os.replace
 
         def slow_replace(src, dst, *a, **kw):
@@ -233,15 +242,8 @@ def test_delete_records_and_the_retention_control_rename_segments_in_a_worker(tm
     from kafkite.storage import leader_epoch_file_cache, unified_log
     from kafkite.testing.runner import BrokerThread
     with BrokerThread(data_dir=tmp_path / "data") as b:
-        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
-        admin.create_topics([NewTopic(TOPIC, 1, 1, topic_configs={
-            "segment.bytes": "100", "retention.ms": "3600000", "file.delete.delay.ms": "100"})])
-        admin.close()
+        lg = log_of_segments(b, 12, {"retention.ms": "3600000", "file.delete.delay.ms": "100"})
         with WireClient.connect(b.bootstrap_servers, timeout=10) as w:
-            for i in range(12):  # a segment each (a batch is over segment.bytes)
-                assert produce(w, records(f"r{i}-", 12)) == 0
-            lg = b.state.replicas.get(TOPIC, 0)
-            assert len(lg.segments) == 12
             T = DeleteRecordsRequest.DeleteRecordsTopic
             d = tmp_path / "data" / f"{TOPIC}-0"
             with OnTheLoop(monkeypatch, os, "replace") as renames, \
