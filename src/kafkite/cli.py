@@ -8,6 +8,9 @@ from pathlib import Path
 
 
 def _serve(args) -> int:
+    from .wire.lazy_kafka import install
+    install()  # kafka.protocol without kafka-python's client half (wire/lazy_kafka.py)
+
     import trio
 
     from . import log as klog

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import json
 import sys
-import urllib.error
-import urllib.request
 from urllib.parse import urlencode
 
 
@@ -186,6 +184,9 @@ def add_subparser(sub) -> None:
 
 
 def _call(url: str, token: str | None, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
+    import urllib.error  # (here: `kafkite serve` builds this parser too, and needs no HTTP client)
+    import urllib.request
+
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url.rstrip("/") + path, data=data, method=method,
                                  headers={"content-type": "application/json"})
