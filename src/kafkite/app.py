@@ -61,7 +61,22 @@ def install_gc_freeze(on: bool | None) -> bool:
     return True
 
 
+def trim_malloc() -> bool:
+    """Give the C heap's free memory back to the system (glibc's `malloc_trim(0)`), once start-up is done: imports and
+    the brokers' construction leave about 0.8 MB of it freed but held (measured 2026-11-26, `kafkite serve
+    --in-memory`: 44.3 -> 43.5 MB, in 0.5 ms). Python's own object arenas go back without it; a `gc.collect()` at the
+    same point found no garbage (0 objects), so none is made. False where there is no glibc (musl, macOS)."""
+    try:
+        import ctypes
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim(0)
+    return True
+
+
 def _ready(node, first, extra: dict) -> None:
+    trim_malloc()
     log.info("ready", bootstrap=node.bootstrap_servers, node_id=first.node_id,
              brokers=len(node.brokers), cluster_id=node.state.metadata.cluster_id,
              data_dir=None if node.state.in_memory else str(node.state.data_dir), **extra)

@@ -78,3 +78,10 @@ def test_kafka_package_without_its_init_still_serves_its_own_names():
     """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+def test_serve_gives_the_c_heap_back_after_start_where_there_is_glibc():
+    import platform
+
+    from kafkite.app import trim_malloc
+    assert trim_malloc() is (platform.libc_ver()[0] == "glibc")
