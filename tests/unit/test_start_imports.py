@@ -10,10 +10,12 @@ import time
 
 # scramp, asn1crypto: SCRAM credentials; re2: KIP-848 regex subscriptions; kafka.admin/consumer/producer/net/...:
 # kafka-python's client half, which its package __init__ imports (wire/lazy_kafka.py leaves it out); urllib.request,
-# http.client: the `kafkite control` client
+# http.client: the `kafkite control` client; kafka.record, kafka.codec and the codec libraries: decoding records and
+# compressed batches (storage/batch.py, storage/compression.py)
 LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
         "kafka.metrics", "kafka.coordinator", "kafka.cluster", "kafka.serializer", "kafka.partitioner",
-        "urllib.request", "http.client")
+        "urllib.request", "http.client", "kafka.record", "kafka.codec", "lz4", "snappy", "cramjam", "zstandard",
+        "gzip")
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| +(\S+)$")
 
 

@@ -29,13 +29,12 @@ v2 batch header, big-endian (Kafka's DefaultRecordBatch)::
 """
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple
 
 import crc32c
-from kafka import codec as _codec
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted in batchLength
@@ -197,7 +196,7 @@ class Record:
 def iter_records(data):
     """The records of one whole batch as kafka-python decodes them, one at a time, none kept (the log cleaner's
     reading). Raises kafka.errors.CorruptRecordError (or a codec error) on a malformed batch."""
-    return iter(DefaultRecordBatch(bytes(data)))
+    return iter(_default_records().DefaultRecordBatch(bytes(data)))
 
 
 def decode_batch(data, pace: Callable[[], None] | None = None) -> list[Record]:
@@ -226,25 +225,40 @@ def decode_records(buf) -> list[Record]:
 
 def record_timestamps(data) -> list[int]:
     """Timestamps of one batch's records (decompresses if needed)."""
-    return [r.timestamp for r in DefaultRecordBatch(bytes(data))]
+    return [r.timestamp for r in _default_records().DefaultRecordBatch(bytes(data))]
 
 
-class _Builder(DefaultRecordBatchBuilder):
+def _default_records():
+    """kafka-python's kafka.record.default_records, imported on first use: it imports kafka.codec, which imports every
+    compression library (snappy, lz4, zstandard, gzip: 2 MB of a broker's idle memory), and a broker needs it only
+    to decode records or build a batch through kafka-python (the cleaner, ListOffsets by time, transaction markers,
+    a compressed batch it writes), never to store or serve a produced batch."""
+    from kafka.record import default_records
+    return default_records
+
+
+@functools.cache
+def _builder():
     """kafka-python's batch builder, but a batch is always stored with its codec: kafka-python
     keeps a batch uncompressed when compression does not shrink it, Kafka never does (and a
-    topic's compression.type says what is stored). gzip at Kafka's default level (6)."""
+    topic's compression.type says what is stored). gzip at Kafka's default level (6). (A class made on first use:
+    see _default_records.)"""
+    from kafka import codec
 
-    _ENCODE = {1: lambda d: _codec.gzip_encode(d, compresslevel=6), 2: _codec.snappy_encode,
-               3: _codec.lz4_encode, 4: _codec.zstd_encode}
+    class _Builder(_default_records().DefaultRecordBatchBuilder):
+        _ENCODE = {1: lambda d: codec.gzip_encode(d, compresslevel=6), 2: codec.snappy_encode,
+                   3: codec.lz4_encode, 4: codec.zstd_encode}
 
-    def _maybe_compress(self) -> bool:
-        if self._compression_type == self.CODEC_NONE:
-            return False
-        header_size = self.HEADER_STRUCT.size
-        compressed = self._ENCODE[self._compression_type](bytes(self._buffer[header_size:]))
-        del self._buffer[header_size:]
-        self._buffer += compressed
-        return True
+        def _maybe_compress(self) -> bool:
+            if self._compression_type == self.CODEC_NONE:
+                return False
+            header_size = self.HEADER_STRUCT.size
+            compressed = self._ENCODE[self._compression_type](bytes(self._buffer[header_size:]))
+            del self._buffer[header_size:]
+            self._buffer += compressed
+            return True
+
+    return _Builder
 
 
 def build_batch(records: list[tuple[bytes | None, bytes | None, list]], *, base_offset: int = 0,
@@ -335,7 +349,7 @@ def _varint(n: int) -> bytes:
 
 def _build_with_kafka_python(records, base_offset, timestamp_ms, producer_id, producer_epoch, base_sequence,
                              compression, is_transactional, partition_leader_epoch) -> bytes:
-    b = _Builder(magic=2, compression_type=compression, is_transactional=is_transactional,
+    b = _builder()(magic=2, compression_type=compression, is_transactional=is_transactional,
                  producer_id=producer_id, producer_epoch=producer_epoch,
                  base_sequence=base_sequence, batch_size=1 << 31)
     for i, (k, v, h) in enumerate(records):
@@ -351,7 +365,7 @@ def rebuild_batch(header: BatchHeader, records: list[Record], compression: int |
     (the log cleaner's output, or a recompressed batch). Compression (unless `compression` names
     another codec), producer fields, leader epoch and the timestamp type are kept. The offset
     range shrinks to the kept records, as Kafka's cleaner does."""
-    b = _Builder(magic=2, compression_type=header.compression if compression is None else compression,
+    b = _builder()(magic=2, compression_type=header.compression if compression is None else compression,
                                   is_transactional=header.is_transactional, producer_id=header.producer_id,
                                   producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
                                   batch_size=1 << 31)
@@ -379,7 +393,7 @@ def build_control_batch(producer_id: int, producer_epoch: int, *, commit: bool, 
     transactional and control bits, the producer's id and epoch and no sequence."""
     key = _CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
     value = _MARKER_VALUE.pack(0, coordinator_epoch)
-    b = _Builder(magic=2, compression_type=COMPRESSION_NONE, is_transactional=True, producer_id=producer_id,
+    b = _builder()(magic=2, compression_type=COMPRESSION_NONE, is_transactional=True, producer_id=producer_id,
                  producer_epoch=producer_epoch, base_sequence=-1, batch_size=1 << 31)
     b.append(0, timestamp=timestamp_ms, key=key, value=value, headers=[])
     data = bytearray(b.build())
@@ -402,7 +416,7 @@ def read_marker(buf, pos: int, h: BatchHeader) -> tuple[int, int] | None:
     if not h.is_control or h.compression != COMPRESSION_NONE or h.record_count < 1:
         return None
     try:
-        recs = DefaultRecordBatch(bytes(memoryview(buf)[pos:pos + h.size]))
+        recs = _default_records().DefaultRecordBatch(bytes(memoryview(buf)[pos:pos + h.size]))
         for r in recs:
             key = r.key
             if key is None or len(key) < 4:

@@ -18,9 +18,8 @@ import struct
 import zlib
 from typing import Iterator
 
-import lz4.frame
-import snappy
-import zstandard
+# The codec libraries (lz4, python-snappy over cramjam, zstandard: 1 MB of a broker's idle memory together) are
+# imported by the codec's reader the first time a batch of theirs is read (`kafkite serve` imports none at start).
 
 COMPRESSION_NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -138,6 +137,7 @@ def _snappy_block(block: memoryview, room: int) -> Iterator[bytes]:
     length, _ = _uvarint32(block, 0)
     if length > room:  # say so before inflating it
         raise DecompressedTooLarge(f"a snappy block of {length} bytes")
+    import snappy
     try:
         out = snappy.decompress(bytes(block))
     except Exception as exc:  # cramjam's DecompressionError, UncompressError
@@ -168,6 +168,7 @@ def _snappy(payload: memoryview, bound: int) -> Iterator[bytes]:
 
 
 def _lz4(payload: memoryview, bound: int) -> Iterator[bytes]:
+    import lz4.frame
     d = lz4.frame.LZ4FrameDecompressor()
     data = bytes(payload)
     try:
@@ -184,6 +185,7 @@ def _lz4(payload: memoryview, bound: int) -> Iterator[bytes]:
 
 def _zstd(payload: memoryview, bound: int) -> Iterator[bytes]:
     # ZstdInputStream reads frame after frame; a frame cut short is "truncated source"
+    import zstandard
     dctx = zstandard.ZstdDecompressor()
     d, fed = dctx.decompressobj(), False
     pos, buf = 0, b""
