@@ -11,11 +11,12 @@ import time
 # scramp, asn1crypto: SCRAM credentials; re2: KIP-848 regex subscriptions; kafka.admin/consumer/producer/net/...:
 # kafka-python's client half, which its package __init__ imports (wire/lazy_kafka.py leaves it out); urllib.request,
 # http.client: the `kafkite control` client; kafka.record, kafka.codec and the codec libraries: decoding records and
-# compressed batches (storage/batch.py, storage/compression.py)
+# compressed batches (storage/batch.py, storage/compression.py); crc32c (and importlib.metadata, which its __init__
+# imports): the first CRC (storage/batch.py crc32c_of)
 LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
         "kafka.metrics", "kafka.coordinator", "kafka.cluster", "kafka.serializer", "kafka.partitioner",
         "urllib.request", "http.client", "kafka.record", "kafka.codec", "lz4", "snappy", "cramjam", "zstandard",
-        "gzip")
+        "gzip", "crc32c", "importlib.metadata", "email")
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| +(\S+)$")
 
 

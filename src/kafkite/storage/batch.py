@@ -34,8 +34,6 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple
 
-import crc32c
-
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted in batchLength
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49: a batchLength below this cannot hold a header
@@ -159,9 +157,19 @@ def valid_prefix(buf, start: int = 0, end: int | None = None) -> int:
     return pos
 
 
+def crc32c_of(data) -> int:
+    """CRC32C of data, by the `crc32c` package's C function. The package is imported on the first call, not at start:
+    its __init__ imports importlib.metadata (with email, zipfile, csv...: 2 MB of an idle broker's memory) for its
+    version string. The first call puts the C function in this name's place, so later calls through it are direct."""
+    global crc32c_of
+    from crc32c import crc32c
+    crc32c_of = crc32c
+    return crc32c(data)
+
+
 def crc_ok(buf, pos: int, h: BatchHeader) -> bool:
     """CRC32C over attributes..end of the batch matches the header's crc."""
-    return crc32c.crc32c(memoryview(buf)[pos + CRC_START:pos + h.size]) == h.crc
+    return crc32c_of(memoryview(buf)[pos + CRC_START:pos + h.size]) == h.crc
 
 
 def patch_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
@@ -181,7 +189,7 @@ def set_log_append_time(buf: bytearray, pos: int, ts: int) -> None:
     h = read_header(buf, pos)
     struct.pack_into(">h", buf, pos + _ATTR_POS, h.attributes | TIMESTAMP_TYPE_BIT)
     struct.pack_into(">q", buf, pos + _MAX_TS_POS, ts)
-    struct.pack_into(">I", buf, pos + _CRC_POS, crc32c.crc32c(memoryview(buf)[pos + CRC_START:pos + h.size]))
+    struct.pack_into(">I", buf, pos + _CRC_POS, crc32c_of(memoryview(buf)[pos + CRC_START:pos + h.size]))
 
 
 @dataclass(slots=True)
@@ -321,7 +329,7 @@ def _finish_batch(parts: list, n: int, base_offset: int, timestamp_ms: int, prod
     parts[0] = _CRC_COVERED.pack(attributes, n - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
                                  base_sequence, n)
     tail = b"".join(parts)
-    crc = crc32c.crc32c(tail)
+    crc = crc32c_of(tail)
     h = BatchHeader(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, n - 1, timestamp_ms,
                     timestamp_ms, producer_id, producer_epoch, base_sequence, n)
     return _BEFORE_CRC.pack(base_offset, h.batch_length, partition_leader_epoch, 2, crc) + tail, h
@@ -399,7 +407,7 @@ def build_control_batch(producer_id: int, producer_epoch: int, *, commit: bool, 
     data = bytearray(b.build())
     h = read_header(data, 0)
     struct.pack_into(">h", data, _ATTR_POS, h.attributes | CONTROL_BIT)
-    struct.pack_into(">I", data, _CRC_POS, crc32c.crc32c(memoryview(data)[CRC_START:h.size]))
+    struct.pack_into(">I", data, _CRC_POS, crc32c_of(memoryview(data)[CRC_START:h.size]))
     return bytes(data)
 
 

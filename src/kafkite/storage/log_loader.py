@@ -40,10 +40,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
 import structlog
 
-from .batch import CRC_START, HEADER_SIZE, MIN_BATCH_LENGTH, read_header
+from .batch import CRC_START, HEADER_SIZE, MIN_BATCH_LENGTH, crc32c_of, read_header
 from .checkpoint_file import write_atomically
 from .file_log_segment import DELETED_SUFFIX, FileLogSegment
 from .offset_index import CorruptIndexException
@@ -109,7 +108,7 @@ def invalid_reason(seg: FileLogSegment, pos: int, size: int) -> str:
         return f"invalid magic {h.magic}"
     if h.base_offset < seg.base:
         return f"base offset {h.base_offset} below the segment's base offset {seg.base}"
-    computed = crc32c.crc32c(os.pread(seg.fd, h.size - CRC_START, pos + CRC_START))
+    computed = crc32c_of(os.pread(seg.fd, h.size - CRC_START, pos + CRC_START))
     return f"Record is corrupt (stored crc = {h.crc}, computed crc = {computed})"
 
 

@@ -57,12 +57,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-import crc32c
 import kafka.errors as kerr
 
 from .batch import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, TIMESTAMP_TYPE_BIT, ZSTD, BatchHeader,
-                    Record, crc_ok, decode_batch, iter_batches, patch_base_offset, patch_partition_leader_epoch,
-                    read_header, rebuild_batch, set_log_append_time)
+                    Record, crc32c_of, crc_ok, decode_batch, iter_batches, patch_base_offset,
+                    patch_partition_leader_epoch, read_header, rebuild_batch, set_log_append_time)
 from .compression import CorruptStream, DecompressedTooLarge, Inflater
 from .default_record import COMPILED, InvalidRecord, RecordChecks, ScanResult, scan_stream, scan_uncompressed
 
@@ -327,7 +326,7 @@ def prepare_append(records: bytes, config, *, now_ms: int, topic_partition: str 
 def _set_max_timestamp(buf: bytearray, pos: int, h: BatchHeader, ts: int) -> None:
     struct.pack_into(">h", buf, pos + 21, h.attributes & ~TIMESTAMP_TYPE_BIT)
     struct.pack_into(">q", buf, pos + 35, ts)
-    struct.pack_into(">I", buf, pos + 17, crc32c.crc32c(memoryview(buf)[pos + CRC_START:pos + h.size]))
+    struct.pack_into(">I", buf, pos + 17, crc32c_of(memoryview(buf)[pos + CRC_START:pos + h.size]))
 
 
 # compression.type -> batch attribute codec (`producer`: none, the batch keeps its own)
