@@ -12,11 +12,13 @@ import time
 # kafka-python's client half, which its package __init__ imports (wire/lazy_kafka.py leaves it out); urllib.request,
 # http.client: the `kafkite control` client; kafka.record, kafka.codec and the codec libraries: decoding records and
 # compressed batches (storage/batch.py, storage/compression.py); crc32c (and importlib.metadata, which its __init__
-# imports): the first CRC (storage/batch.py crc32c_of)
+# imports): the first CRC (storage/batch.py crc32c_of); the other sub-commands' parsers and what they import (cli.py
+# build_parser(only="serve")), the control plane and the testing helpers (only with --control-port)
 LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
         "kafka.metrics", "kafka.coordinator", "kafka.cluster", "kafka.serializer", "kafka.partitioner",
         "urllib.request", "http.client", "kafka.record", "kafka.codec", "lz4", "snappy", "cramjam", "zstandard",
-        "gzip", "crc32c", "importlib.metadata", "email")
+        "gzip", "crc32c", "importlib.metadata", "email",
+        "kafkite.control", "kafkite.spark", "kafkite.testing", "kafkite.users_cli", "kafkite.acls_cli")
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| +(\S+)$")
 
 
@@ -88,3 +90,16 @@ def test_serve_gives_the_c_heap_back_after_start_where_there_is_glibc():
 
     from kafkite.app import trim_malloc
     assert trim_malloc() is (platform.libc_ver()[0] == "glibc")
+
+
+def test_serve_parses_its_arguments_as_the_whole_command_line_does():
+    """`kafkite serve` builds the serve sub-command's parser alone (cli.build_parser(only="serve")): the same usage
+    line, the same arguments and defaults."""
+    from kafkite.cli import COMMANDS, build_parser
+    whole, alone = build_parser(), build_parser(only="serve")
+    assert tuple(whole._subparsers._group_actions[0].choices) == COMMANDS
+    assert alone.format_usage() == whole.format_usage()
+    argv = ["serve", "--port", "0", "--in-memory", "--override", "a=b", "--gc-freeze", "off"]
+    assert vars(alone.parse_args(argv)) == vars(whole.parse_args(argv))
+    serve = whole._subparsers._group_actions[0].choices["serve"]
+    assert alone._subparsers._group_actions[0].choices["serve"].format_help() == serve.format_help()
