@@ -152,3 +152,15 @@ def test_frame_reader_gives_the_frames_whatever_the_receives(payloads, cut):
     r.feed(struct.pack(">i", 11) + b"x" * 11)  # whole, but over the limit
     with pytest.raises(FrameTooLarge):
         r.next_frame()
+
+
+def test_the_registry_loads_each_api_from_the_module_that_holds_it():
+    """registry.classes imports an API's module on its first use (registry._MODULE_KEYS); the classes are those a scan
+    of every module finds, for every API."""
+    full = registry._all_message_classes()
+    assert registry.known_api_keys() == {k for k, v in full.items() if "request" in v and "response" in v}
+    for key, entry in full.items():
+        assert registry.classes(key) == (entry["request"], entry["response"]), key
+        assert registry.response_class(key) is entry["response"]
+    with pytest.raises(KeyError):
+        registry.classes(9999)
