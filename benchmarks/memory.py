@@ -79,18 +79,18 @@ def cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_start(argv_for_port) -> tuple[float, float, float]:
+def one_start(argv_for_port, settle: float = 1.0) -> tuple[float, float, float]:
     """(seconds from starting the process to its first answer, the CPU seconds it used by then, idle RSS in MB a
     second later). The CPU time is the steadier figure on a busy machine."""
     port = free_port()
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("KAFKITE_BENCH_DIR")) as d:
         t0 = time.monotonic()
         proc = subprocess.Popen(argv_for_port(port, d), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             first_answer(port, t0 + 60)
             ready = time.monotonic() - t0
             cpu = cpu_s(proc.pid)
-            time.sleep(1)
+            time.sleep(settle)
             return ready, cpu, rss_mb(proc.pid)
         finally:
             proc.terminate()
@@ -135,14 +135,15 @@ def compile_kafkite() -> None:
     compileall.compile_dir(str(Path(kafkite.__file__).parent), quiet=1)
 
 
-def starts(n: int, with_tansu: bool) -> None:
+def starts(n: int, with_tansu: bool, settle: float = 1.0) -> None:
     compile_kafkite()
-    print(f"start-up, {n} starts each: ready = process start to first answer; idle RSS 1 s later (median [min-max])")
+    print(f"start-up, {n} starts each: ready = process start to first answer; idle RSS {settle:g} s later "
+          "(median [min-max])")
     brokers = [("memory", kafkite_argv(False)), ("disk", kafkite_argv(True))]
     if with_tansu:
         brokers.append(("tansu", tansu_argv))
     for name, argv in brokers:
-        got = [one_start(argv) for _ in range(n)]
+        got = [one_start(argv, settle) for _ in range(n)]
         r, c, m = ([g[i] for g in got] for i in range(3))
         print(f"{name:>7} | ready s {statistics.median(r):.3f} [{min(r):.3f}-{max(r):.3f}] | CPU s to ready "
               f"{statistics.median(c):.2f} [{min(c):.2f}-{max(c):.2f}] | idle MB "
@@ -162,10 +163,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--partitions", default="1000,5000")
     ap.add_argument("--per-topic", type=int, default=100)
     ap.add_argument("--no-tansu", action="store_true")
+    ap.add_argument("--settle", type=float, default=1.0, help="seconds from the first answer to the idle RSS")
     ap.add_argument("--starts", type=int, default=5, help="starts of each broker for the start-up medians (0: none)")
     args = ap.parse_args(argv)
     if args.starts:
-        starts(args.starts, not args.no_tansu)
+        starts(args.starts, not args.no_tansu, args.settle)
     if not args.partitions:
         return
     totals = [int(x) for x in args.partitions.split(",")]

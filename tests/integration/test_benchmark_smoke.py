@@ -1,5 +1,5 @@
 """The benchmarks still run end to end (tiny sizes): throughput.py and commits.py (every mode against Tansu,
-ratios printed), replication.py (RF3 against RF1 on three broker processes).
+ratios printed), replication.py (RF3 against RF1 on three broker processes), memory.py (start-up and partitions).
 The figures themselves are not asserted here: speed targets live in benchmarks/, not in timed tests."""
 from __future__ import annotations
 
@@ -72,3 +72,13 @@ def test_replication_benchmark_runs(tmp_path):
     assert ratio and float(ratio.group(1)) > 0, out
     assert re.search(r"^round 1 RF3: (the 3 replicas agree|replicas differ) below the high watermark 2001\b", out, re.M), out
     assert re.search(r"^replicas agreed in [01] of 1 RF3 rounds", out, re.M), out
+
+
+def test_memory_benchmark_runs(tmp_path):
+    """The start-up part only (the partitions part creates topics as the other benchmarks do)."""
+    out = run_benchmark(tmp_path, "memory.py", "--starts", "1", "--settle", "0.1", "--partitions", "", "--no-tansu",
+                        tansu=False)
+    starts = re.findall(r"^\s*(memory|disk) \| ready s ([\d.]+) .* \| idle MB ([\d.]+)", out, re.M)
+    assert [s[0] for s in starts] == ["memory", "disk"], out
+    assert all(float(s[1]) > 0 and float(s[2]) > 5 for s in starts), out
+    assert int(re.search(r"modules imported by kafkite serve at ready: (\d+)", out).group(1)) > 100, out
