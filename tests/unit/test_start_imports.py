@@ -13,12 +13,15 @@ import time
 # http.client: the `kafkite control` client; kafka.record, kafka.codec and the codec libraries: decoding records and
 # compressed batches (storage/batch.py, storage/compression.py); crc32c (and importlib.metadata, which its __init__
 # imports): the first CRC (storage/batch.py crc32c_of); the other sub-commands' parsers and what they import (cli.py
-# build_parser(only="serve")), the control plane and the testing helpers (only with --control-port)
+# build_parser(only="serve")), the control plane and the testing helpers (only with --control-port); the admin APIs'
+# classes but those of groups, topics and the cluster (the handlers import them on their first request)
 LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
         "kafka.metrics", "kafka.coordinator", "kafka.cluster", "kafka.serializer", "kafka.partitioner",
         "urllib.request", "http.client", "kafka.record", "kafka.codec", "lz4", "snappy", "cramjam", "zstandard",
         "gzip", "crc32c", "importlib.metadata", "email",
-        "kafkite.control", "kafkite.spark", "kafkite.testing", "kafkite.users_cli", "kafkite.acls_cli")
+        "kafkite.control", "kafkite.spark", "kafkite.testing", "kafkite.users_cli", "kafkite.acls_cli",
+        "kafka.protocol.admin.acl", "kafka.protocol.admin.configs", "kafka.protocol.admin.users",
+        "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.transactions")
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| +(\S+)$")
 
 
@@ -79,6 +82,26 @@ def test_kafka_package_without_its_init_still_serves_its_own_names():
         assert KafkaConsumer.__module__ == "kafka.consumer.group" and "kafka.admin" in sys.modules
         assert kafka.__version__.startswith("3.") and "KafkaProducer" in kafka.__all__
         assert not hasattr(kafka, "no_such_name")
+        print("ok")
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+def test_kafka_protocol_admin_without_its_init_still_serves_its_own_names():
+    """The same for kafka.protocol.admin, whose __init__ imports every admin API's classes."""
+    code = """if True:
+        import sys
+        from kafkite.wire.lazy_kafka import install
+        install()
+        from kafka.protocol.admin.groups import ListGroupsResponse
+        import kafka.protocol.admin.cluster
+        assert "kafka.protocol.admin.acl" not in sys.modules and "kafka.admin" not in sys.modules
+        import kafka.protocol.admin as admin
+        assert kafka.protocol.admin is admin is sys.modules["kafka.protocol.admin"]
+        from kafka.protocol.admin import CreateAclsRequest
+        assert CreateAclsRequest.__module__ == "kafka.protocol.admin.acl" and "ListGroupsResponse" in admin.__all__
+        assert admin.ListGroupsResponse is ListGroupsResponse and admin.cluster is kafka.protocol.admin.cluster
         print("ok")
     """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

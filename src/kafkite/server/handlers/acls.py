@@ -9,19 +9,14 @@ ZooKeeper mode under /kafka-acl (server/zk_acls.py), which every broker follows.
 """
 from __future__ import annotations
 
-from kafka.protocol.admin import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
-
 from ...security.authorizer import AclBinding, AclError, AclFilter, Op, validate_binding, validate_filter
 from ...wire.errors import E
 from ..context import RequestContext
 from ..kafka_apis import KafkaApis
 
 _DISABLED = "No Authorizer is configured."
-_Created = CreateAclsResponse.AclCreationResult
-_Res = DescribeAclsResponse.DescribeAclsResource
-_Desc = _Res.AclDescription
-_FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
-_Matching = _FilterResult.DeleteAclsMatchingAcl
+# (kafka-python's ACL classes, kafka.protocol.admin.acl, are imported by the handlers on the first ACL request: not
+# at start, wire/lazy_kafka.py)
 
 
 def _filter(f) -> AclFilter:
@@ -40,6 +35,8 @@ def _refused(apis, ctx: RequestContext, op: int) -> tuple[int, str] | None:
 
 
 async def handle_create_acls(apis: KafkaApis, ctx: RequestContext):
+    from kafka.protocol.admin.acl import CreateAclsResponse
+    _Created = CreateAclsResponse.AclCreationResult
     creations = ctx.body.creations or []
     refused = _refused(apis, ctx, Op.ALTER)
     if refused:
@@ -72,6 +69,10 @@ async def handle_create_acls(apis: KafkaApis, ctx: RequestContext):
 
 
 async def handle_describe_acls(apis: KafkaApis, ctx: RequestContext):
+    from kafka.protocol.admin.acl import DescribeAclsResponse
+    _Res = DescribeAclsResponse.DescribeAclsResource
+    _Desc = _Res.AclDescription
+
     def answer(code=0, message=None, resources=()):
         return DescribeAclsResponse(version=ctx.version, throttle_time_ms=0, error_code=int(code),
                                     error_message=message, resources=list(resources))
@@ -92,6 +93,9 @@ async def handle_describe_acls(apis: KafkaApis, ctx: RequestContext):
 
 
 async def handle_delete_acls(apis: KafkaApis, ctx: RequestContext):
+    from kafka.protocol.admin.acl import DeleteAclsResponse
+    _FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
+    _Matching = _FilterResult.DeleteAclsMatchingAcl
     filters = ctx.body.filters or []
     refused = _refused(apis, ctx, Op.ALTER)
     if refused:

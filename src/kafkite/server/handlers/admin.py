@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import uuid
 
-from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
+from kafka.protocol.admin.topics import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
 from ...controller.metadata import MAX_RECORDS_PER_USER_OP, BatchTooLarge, MetadataError, TopicInfo
 from ...security.authorizer import Op, ResourceType

@@ -2,9 +2,6 @@
 per-group configs, coordinator/group_config.py)."""
 from __future__ import annotations
 
-from kafka.protocol.admin import (AlterConfigsResponse, DescribeConfigsResponse,
-                                  IncrementalAlterConfigsResponse)
-
 import structlog
 
 from ...config import (BROKER_CONFIGS, NOT_IMPLEMENTED_TOPIC_CONFIGS, TOPIC_CONFIGS, ConfigError, ConfigSource, NotDynamic, check_dynamic_broker_config,
@@ -24,12 +21,20 @@ GROUP = 32  # ConfigResource.Type.GROUP
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
-Synonym = Entry.DescribeConfigsSynonym
+
+
+def _entry_classes() -> tuple[type, type]:
+    """kafka-python's DescribeConfigs entry and synonym classes. (kafka-python's config classes,
+    kafka.protocol.admin.configs, are imported on the first request that needs them: not at start,
+    wire/lazy_kafka.py.)"""
+    from kafka.protocol.admin.configs import DescribeConfigsResponse
+    entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+    return entry, entry.DescribeConfigsSynonym
 
 
 def topic_config_entries(apis, topic: str, overrides: dict[str, str], keys, *, synonyms: bool,
                          version: int, documentation: bool = False) -> list:
+    Entry, Synonym = _entry_classes()
     out = []
     for name, d in sorted(TOPIC_CONFIGS.items()):
         if keys is not None and name not in keys:
@@ -53,6 +58,7 @@ def topic_config_entries(apis, topic: str, overrides: dict[str, str], keys, *, s
 
 
 def broker_config_entries(apis, keys, *, synonyms: bool, documentation: bool) -> list:
+    Entry, Synonym = _entry_classes()
     out = []
     for name, d in sorted(BROKER_CONFIGS.items()):
         if keys is not None and name not in keys:
@@ -72,6 +78,7 @@ def broker_config_entries(apis, keys, *, synonyms: bool, documentation: bool) ->
 def group_config_entries(apis, group: str, keys, *, synonyms: bool, documentation: bool) -> list:
     """Kafka's ConfigHelper.createGroupConfigEntry: each key's value (the group's, else the broker's
     group.consumer.* value), its source GROUP_CONFIG or DEFAULT_CONFIG, and as its one synonym itself."""
+    Entry, Synonym = _entry_classes()
     cfg = apis.group_coordinator.coordinator.cfg
     overrides = cfg.group_configs(group) or {}
     values = group_config.effective(overrides, cfg)
@@ -111,6 +118,7 @@ def _denied(apis, ctx: RequestContext, op: int, res) -> tuple[int, str] | None:
 
 
 async def handle_describe_configs(apis: KafkaApis, ctx: RequestContext):
+    from kafka.protocol.admin.configs import DescribeConfigsResponse
     body = ctx.body
     v = ctx.version
     R = DescribeConfigsResponse.DescribeConfigsResult
@@ -231,6 +239,7 @@ def _responses(cls, items):
 
 async def handle_alter_configs(apis: KafkaApis, ctx: RequestContext):
     """Legacy AlterConfigs: the given set replaces all dynamic configs of the resource."""
+    from kafka.protocol.admin.configs import AlterConfigsResponse
     body = ctx.body
     out = []
     for res in body.resources:
@@ -287,6 +296,7 @@ def _incremental(current: dict[str, str], ops, defaults_of) -> dict[str, str]:
 
 
 async def handle_incremental_alter_configs(apis: KafkaApis, ctx: RequestContext):
+    from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
     body = ctx.body
     out = []
     for res in body.resources:

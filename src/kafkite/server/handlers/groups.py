@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
                                      OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
                                      SyncGroupResponse)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import uuid
 
-from kafka.protocol.admin import DescribeClusterResponse
+from kafka.protocol.admin.cluster import DescribeClusterResponse
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
-from kafka.protocol.admin import DescribeTopicPartitionsResponse
+from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse
 
 from ...controller.metadata import MetadataError, validate_topic_name
 from ...security.authorizer import CLUSTER_NAME, Op, ResourceType

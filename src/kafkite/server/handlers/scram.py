@@ -7,7 +7,6 @@ controller; a ZooKeeper-mode Kafka 3.x broker that is not the controller answers
 from __future__ import annotations
 
 import structlog
-from kafka.protocol.admin import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 
 from ...security import scram
 from ...security.authorizer import Op
@@ -17,11 +16,13 @@ from ..kafka_apis import KafkaApis
 
 log = structlog.get_logger("kafkite.scram")
 
-_Described = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
-_Altered = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+# (kafka-python's classes of these two APIs, kafka.protocol.admin.users, are imported by the handlers on the first
+# request of theirs: not at start, wire/lazy_kafka.py)
 
 
 async def handle_describe_user_scram_credentials(apis: KafkaApis, ctx: RequestContext):
+    from kafka.protocol.admin.users import DescribeUserScramCredentialsResponse
+    _Described = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
     users = ctx.body.users
     if not apis.authorized_cluster(ctx, Op.DESCRIBE):  # Kafka: DESCRIBE on the cluster
         return DescribeUserScramCredentialsResponse(
@@ -38,6 +39,8 @@ async def handle_describe_user_scram_credentials(apis: KafkaApis, ctx: RequestCo
 
 
 async def handle_alter_user_scram_credentials(apis: KafkaApis, ctx: RequestContext):
+    from kafka.protocol.admin.users import AlterUserScramCredentialsResponse
+    _Altered = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
     body = ctx.body
     if not apis.authorized_cluster(ctx, Op.ALTER):  # Kafka: ALTER on the cluster, every user fails
         names = dict.fromkeys(x.name for x in (*(body.upsertions or []), *(body.deletions or [])))
