@@ -18,7 +18,7 @@ Limits (network/quotas.py): the body of a large request is read only once the br
 memory pool (`queued.max.request.bytes`) holds its size, and the reservation is released
 when the request has been handled; a connection with nothing received or sent for
 `connections.max.idle.ms` is closed (Kafka's default, 10 minutes; -1: never); a client that
-closes its connection while its Fetch long-polls ends that wait at once (context.py).
+closes its connection while its Fetch long-polls ends that wait at once (network/peer.py).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import trio
 
 from ..wire import codec
 from ..wire.frame import FrameReader, FrameTooLarge
-from ..server.context import PeerClosed, connection_socket
+from .peer import PeerClosed, connection_socket
 from .listeners import Connection, current_connection
 from .quotas import SMALL_REQUEST_BYTES
 from ..server.router import CloseConnection
@@ -276,7 +276,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
     pool = broker.memory_pool
     idle_ms = broker.config.get("connections.max.idle.ms")
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
-    connection_socket.set(raw_socket(stream))  # for handlers that long-poll (context.wait_unless_peer_closed)
+    connection_socket.set(raw_socket(stream))  # for handlers that long-poll (peer.wait_unless_peer_closed)
     held = 0  # bytes of the memory pool reserved for the frame being received
     try:
         while True:

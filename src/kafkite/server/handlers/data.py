@@ -10,7 +10,8 @@ from ...wire.errors import E
 from ...storage.batch import transactional_header
 from ..replica_manager import AppendOutcome
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
-from ..context import RequestContext, now_ms, wait_unless_peer_closed
+from ...network.peer import wait_unless_peer_closed
+from ..context import RequestContext, now_ms
 from ..fetch_session import FINAL_EPOCH, ZERO_UUID, PartitionRequest, TopicIdPartition
 from ..kafka_apis import KafkaApis
 from .leader_hints import fill_fetch, fill_produce, follow
