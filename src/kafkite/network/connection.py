@@ -34,7 +34,7 @@ import trio
 from ..wire import codec
 from ..wire.frame import FrameReader, FrameTooLarge
 from .peer import PeerClosed, connection_socket
-from .listeners import Connection, current_connection
+from .listeners import Connection
 from .quotas import SMALL_REQUEST_BYTES
 from ..server.router import CloseConnection
 
@@ -219,7 +219,6 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter
         if listener is not None and listener.sasl_config is not None:  # a SASL listener: authenticate first
             from ..security.sasl import SaslServerAuthenticator
             auth = SaslServerAuthenticator(listener.sasl_config, peer.rsplit(":", 1)[0])
-        current_connection.set(conn)
         async with trio.open_nursery() as nursery:
             outbox = _Outbox(stream, clog)
             nursery.start_soon(outbox.run, nursery.cancel_scope)
@@ -278,6 +277,8 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
     connection_socket.set(raw_socket(stream))  # for handlers that long-poll (peer.wait_unless_peer_closed)
     held = 0  # bytes of the memory pool reserved for the frame being received
+    # the listener a request's context names (Metadata's endpoints): the client listener's, None on the inter-broker one
+    listener = None if conn is None or conn.inter_broker else conn.listener
     try:
         while True:
             try:
@@ -368,7 +369,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     # rules, or the SASL user once authenticated (again, after a re-authentication)
                     out, waits = await broker.router.dispatch(
                         frame, peer, clog, inter_broker=inter_broker,
-                        principal=conn.principal if conn is not None else "User:ANONYMOUS")
+                        principal=conn.principal if conn is not None else "User:ANONYMOUS", listener=listener)
                 except CloseConnection as exc:
                     clog.warning("connection.closed", reason=str(exc))
                     return

@@ -23,10 +23,11 @@ class RequestContext:
     """One request's context. Built for every request, so it is lean: slots, and the request's logger is bound
     (peer, api, version, correlation id, client id) only when a handler logs."""
     __slots__ = ("broker", "request", "peer", "_log", "_conn_log", "now_ms", "before_send", "fault_log_entry",
-                 "principal", "inter_broker", "partition_errors", "close_after")
+                 "principal", "inter_broker", "listener", "partition_errors", "close_after")
 
     def __init__(self, broker: "Broker", request: Request, peer: str = "", log: Any = None, now_ms: int | None = None,
-                 principal: str = ANONYMOUS, inter_broker: bool = False, conn_log: Any = None):
+                 principal: str = ANONYMOUS, inter_broker: bool = False, conn_log: Any = None,
+                 listener: str | None = None):
         self.broker = broker  # read by the control plane only (control/model.py); handlers use KafkaApis
         self.request = request
         self.peer = peer
@@ -40,6 +41,9 @@ class RequestContext:
         # who sent it (security/authorizer.py): User:ANONYMOUS, the SASL user, or an SSL client certificate's DN
         self.principal = principal
         self.inter_broker = inter_broker  # on the inter-broker listener: the brokers' own requests, never refused
+        # the client listener it came on (its name): Metadata, FindCoordinator and KIP-951's leader hints give the
+        # brokers' endpoints on it; None: the broker's primary listener (the inter-broker one, an in-process call)
+        self.listener = listener
         # the control plane's (control/model.py): a partition's injected error patched into the response, and
         # whether the connection closes after handling (an acks=0 Produce that got one)
         self.partition_errors: Any = None
