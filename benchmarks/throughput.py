@@ -14,7 +14,8 @@ from P processes at once, each its share of the records, keyed over a topic of N
 is assigned every partition. `--pin` puts each broker (every thread) on the last CPU and the
 clients on the others: the same one core for a one-thread Kafkite as for a many-thread Tansu, and
 the clients off it. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
-(not run unless named) is the in-memory broker reading produced records in pure Python. A second table gives each broker's CPU per record (user + system CPU of
+(not run unless named) is the in-memory broker reading produced records in pure Python. `--baseline DIR`
+adds the in-memory broker from another source tree (memory0): an A/B run of two versions. A second table gives each broker's CPU per record (user + system CPU of
 its process while producing, then while consuming, over the records): steadier than the rates.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -132,6 +134,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
     a = AdminClient({"bootstrap.servers": bootstrap})
     for f in a.create_topics([NewTopic(topic, partitions, 1)]).values():
         f.result(30)
+
+
+def clients_cpu() -> float:
+    """User + system CPU seconds of this process (its librdkafka threads: one producer) and of its finished child
+    processes (several producers, joined by produce())."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _producer(bootstrap: str):
@@ -247,11 +256,17 @@ def main() -> None:
                     help="brokers to run, of " + ",".join(name for name, _ in MODES) + " (tansu always)")
     ap.add_argument("--pin", action="store_true",
                     help="the broker on the last CPU, this script and its producers on the others")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="also Kafkite in memory from this source tree (a src directory, e.g. made with `git archive "
+                         "<commit> src | tar -x -C /tmp/base`), as mode memory0, in the same rounds: an A/B run")
     args = ap.parse_args()
     if args.pin:
         os.sched_setaffinity(0, CLIENT_CPUS)  # inherited by the producer processes
     wanted = set(args.modes.split(",")) | {"tansu"}
     modes = [(name, broker) for name, broker in MODES if name in wanted]
+    if args.baseline:
+        base = str(Path(args.baseline).resolve())
+        modes.append(("kafkite0", lambda: kafkite(env={"PYTHONPATH": base})))
     import statistics
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:
@@ -269,13 +284,14 @@ def main() -> None:
                     cpu = BrokerCpu(bs)
                     if args.pin:
                         pin_process(cpu.pid, BROKER_CPUS)
-                    s0 = cpu.seconds()
+                    s0, c0 = cpu.seconds(), clients_cpu()
                     produced = produce(bs, topic, n, size, args.producers)
-                    s1 = cpu.seconds()
+                    s1, c1 = cpu.seconds(), clients_cpu()
                     consumed = consume(bs, topic, n, args.partitions)
                     s2 = cpu.seconds()
-                    runs.setdefault(name, []).append((produced, *consumed, (s1 - s0) / n * 1e6, (s2 - s1) / n * 1e6))
-        res = {name: tuple(statistics.median(x[i] for x in r) for i in range(6)) for name, r in runs.items()}
+                    runs.setdefault(name, []).append((produced, *consumed, (s1 - s0) / n * 1e6, (s2 - s1) / n * 1e6,
+                                                      (c1 - c0) / n * 1e6))
+        res = {name: tuple(statistics.median(x[i] for x in r) for i in range(7)) for name, r in runs.items()}
         rows.append((size, n, res))
     print(f"Medians of {args.repeat} interleaved rounds, confluent-kafka {confluent_version()}, {args.producers} "
           f"producer(s), {args.partitions} partition(s)"
@@ -301,18 +317,22 @@ def main() -> None:
             kp, kc, ke, kf = res[mode][:4]
             print(f"{size:>6} {n:>8} {label:>9} | {kp:>10,.0f} {tp:>10,.0f} {kp / tp:>6.2f} | {kc:>10,.0f} "
                   f"{tc:>10,.0f} {kc / tc:>6.2f} | {ke:>9,.0f} {te:>9,.0f} {ke / te:>6.2f} | {kf:>8.0f} {tf:>6.0f}")
-    print("Broker CPU per record (user + system CPU of the broker process / records), medians:")
-    print(f"{'size':>6} {'mode':>9} | {'produce us':>10} {'tansu':>6} | {'consume us':>10} {'tansu':>6}")
+    print("Broker CPU per record (user + system CPU of the broker process / records), medians; 'producers': the "
+          "producing processes' own CPU per record over the same runs. When the machine's cores are all busy, a "
+          "broker using no CPU at all would produce at most (producers + tansu) / producers times Tansu's rate:")
+    print(f"{'size':>6} {'mode':>9} | {'produce us':>10} {'tansu':>6} {'producers':>9} {'bound':>6} | "
+          f"{'consume us':>10} {'tansu':>6}")
     for size, n, res in rows:
-        tp, tc = res["tansu"][4:]
+        tp, tc = res["tansu"][4:6]
         for mode, label in LABELS:
             if mode not in res:
                 continue
-            kp, kc = res[mode][4:]
-            print(f"{size:>6} {label:>9} | {kp:>10.2f} {tp:>6.2f} | {kc:>10.2f} {tc:>6.2f}")
+            kp, kc, clients = res[mode][4:]
+            print(f"{size:>6} {label:>9} | {kp:>10.2f} {tp:>6.2f} {clients:>9.2f} {(clients + tp) / clients:>5.2f}x | "
+                  f"{kc:>10.2f} {tc:>6.2f}")
 
 
-LABELS = (("kafkite", "memory"), ("kafkite-pure", "pure-py"), ("kafkite-disk", "disk"),
+LABELS = (("kafkite", "memory"), ("kafkite0", "memory0"), ("kafkite-pure", "pure-py"), ("kafkite-disk", "disk"),
           ("kafkite-pagecache", "pagecache"))
 MODES = (("kafkite", kafkite), ("kafkite-pure", kafkite_pure), ("kafkite-disk", kafkite_disk), ("kafkite-pagecache", kafkite_disk_pagecache),
          ("tansu", tansu))

@@ -18,7 +18,7 @@ Limits (network/quotas.py): the body of a large request is read only once the br
 memory pool (`queued.max.request.bytes`) holds its size, and the reservation is released
 when the request has been handled; a connection with nothing received or sent for
 `connections.max.idle.ms` is closed (Kafka's default, 10 minutes; -1: never); a client that
-closes its connection while its Fetch long-polls ends that wait at once (context.py).
+closes its connection while its Fetch long-polls ends that wait at once (network/peer.py).
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ import trio
 
 from ..wire import codec
 from ..wire.frame import FrameReader, FrameTooLarge
-from ..server.context import PeerClosed, connection_socket
-from .listeners import Connection, current_connection
+from .peer import PeerClosed, connection_socket
+from .listeners import Connection
 from .quotas import SMALL_REQUEST_BYTES
 from ..server.router import CloseConnection
 
@@ -66,6 +66,9 @@ class _Outbox:
         # finds the connection busy with a request
         self.receiving = False
         self.idle_wake: trio.Event | None = None
+        # receive(): whether the last read of the socket found bytes waiting (a pipelining client: read first) or
+        # not (a client waiting for its answer: wait until the socket is readable first, no failed read)
+        self.read_first = True
         self.send_ch, self.recv_ch = trio.open_memory_channel(math.inf)
         self.pending = 0  # queued, not yet sent
         self.drained = trio.Event()
@@ -83,8 +86,51 @@ class _Outbox:
         while self.pending and not produce:
             await self.drained.wait()
 
+    async def receive(self, want: int) -> bytes:
+        """The next bytes from the client (b"" at its end), at most `want`. A plain TCP socket is read directly, as
+        Trio's SocketStream.receive_some reads it (a cancelled wait raises before reading; bytes read without
+        waiting are followed by a yield to the other tasks), without its layers of calls; a TLS stream through
+        the stream."""
+        fd = self.fd
+        if fd < 0:
+            return await self.stream.receive_some(want)
+        if self.read_first:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            try:
+                data = os.read(fd, want)
+            except BlockingIOError:
+                self.read_first = False
+            except OSError as exc:
+                raise trio.BrokenResourceError(f"socket receive failed: {exc}") from exc
+            else:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return data
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                data = os.read(fd, want)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise trio.BrokenResourceError(f"socket receive failed: {exc}") from exc
+            # one read per wake-up: a client that sent more than `want` (pipelined requests, a large one) is read
+            # first next time
+            self.read_first = len(data) == want
+            return data
+
     async def send(self, out) -> None:
         """One response: bytes, or for a Fetch a list of buffers written in order, not joined."""
+        if type(out) is bytes and self.fd >= 0 and out:  # the usual answer: one write, all taken
+            try:
+                n = os.write(self.fd, out)
+            except BlockingIOError:
+                n = 0
+            except OSError as exc:  # reset, broken pipe: as the stream's send_all would say
+                raise trio.BrokenResourceError(f"socket send failed: {exc}") from exc
+            if n < len(out):
+                await self.stream.send_all(memoryview(out)[n:])
+            self.last_active = trio.current_time()
+            return
         parts = [p for p in out if len(p)] if isinstance(out, list) else [out] if out else []
         if parts and self.fd >= 0:
             parts = self._write_now(parts)
@@ -173,7 +219,6 @@ async def serve_connection(broker: "Broker", stream: trio.SocketStream, *, inter
         if listener is not None and listener.sasl_config is not None:  # a SASL listener: authenticate first
             from ..security.sasl import SaslServerAuthenticator
             auth = SaslServerAuthenticator(listener.sasl_config, peer.rsplit(":", 1)[0])
-        current_connection.set(conn)
         async with trio.open_nursery() as nursery:
             outbox = _Outbox(stream, clog)
             nursery.start_soon(outbox.run, nursery.cancel_scope)
@@ -230,8 +275,10 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
     pool = broker.memory_pool
     idle_ms = broker.config.get("connections.max.idle.ms")
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
-    connection_socket.set(raw_socket(stream))  # for handlers that long-poll (context.wait_unless_peer_closed)
+    connection_socket.set(raw_socket(stream))  # for handlers that long-poll (peer.wait_unless_peer_closed)
     held = 0  # bytes of the memory pool reserved for the frame being received
+    # the listener a request's context names (Metadata's endpoints): the client listener's, None on the inter-broker one
+    listener = None if conn is None or conn.inter_broker else conn.listener
     try:
         while True:
             try:
@@ -266,7 +313,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     outbox.idle_wake.set()
                     outbox.idle_wake = None
                 try:
-                    data = await stream.receive_some(want)
+                    data = await outbox.receive(want)
                 finally:
                     outbox.receiving = False
                 outbox.last_active = trio.current_time()
@@ -322,7 +369,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     # rules, or the SASL user once authenticated (again, after a re-authentication)
                     out, waits = await broker.router.dispatch(
                         frame, peer, clog, inter_broker=inter_broker,
-                        principal=conn.principal if conn is not None else "User:ANONYMOUS")
+                        principal=conn.principal if conn is not None else "User:ANONYMOUS", listener=listener)
                 except CloseConnection as exc:
                     clog.warning("connection.closed", reason=str(exc))
                     return

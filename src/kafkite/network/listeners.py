@@ -11,12 +11,12 @@ sasl.* keys (Kafka's ListenerName / EndPoint / config prefix rules).
 - The inter-broker listener (`inter.broker.listener.name` or `security.inter.broker.protocol`, default INTERNAL here;
   any protocol: server/interbroker.py) is served only between the brokers of a replicated cluster
   (server/broker.py); every other entry is a client listener.
-- A client connection knows the listener it came in on (`Connection.listener`, network/connection.py); Metadata,
-  DescribeCluster and FindCoordinator answer with each broker's endpoint of that listener (server/handlers).
+- A client connection knows the listener it came in on (`Connection.listener`, network/connection.py), and each of its
+  requests carries it (`RequestContext.listener`); Metadata, DescribeCluster and FindCoordinator answer with each
+  broker's endpoint of that listener (server/handlers).
 """
 from __future__ import annotations
 
-import contextvars
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,11 +178,6 @@ class Connection:
     principal: str = "User:ANONYMOUS"
     inter_broker: bool = False
     requests: int = 0  # requests taken (after authentication and the session checks)
-
-
-# The connection whose request this task handles (set by network/connection.py for each connection's reader task).
-current_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
-    "kafkite_current_connection", default=None)
 
 
 def endpoint_for(broker_info, listener: str | None, primary: str | None = None) -> tuple[str, int] | None:

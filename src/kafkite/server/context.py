@@ -2,12 +2,8 @@
 the time, the request's logger, the waits before its answer is sent."""
 from __future__ import annotations
 
-import contextvars
-import socket
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
-
-import trio
+from typing import TYPE_CHECKING, Any
 
 from ..security.authorizer import ANONYMOUS
 from ..wire.codec import Request
@@ -23,49 +19,15 @@ def now_ms() -> int:
 _now_ms = now_ms  # RequestContext's own field is called now_ms
 
 
-# The socket of the connection whose request this task handles (set by network/connection.py).
-connection_socket: contextvars.ContextVar[Any] = contextvars.ContextVar("kafkite_connection_socket", default=None)
-
-
-class PeerClosed(Exception):
-    """The client closed its connection while its request waited: the connection is closed, no answer sent."""
-
-
-async def wait_unless_peer_closed(wait: Callable[[], Awaitable[object]]) -> None:
-    """Await `wait()` (a long poll); raise PeerClosed if the client closes the connection first. Nothing is
-    read meanwhile: when the client sends more (a pipelined request) the wait simply runs to its end."""
-    sock = connection_socket.get()
-    if sock is None:
-        await wait()
-        return
-    gone = False
-    async with trio.open_nursery() as nursery:
-        async def watch() -> None:
-            nonlocal gone
-            try:
-                data = await sock.recv(1, socket.MSG_PEEK)
-            except (OSError, trio.ClosedResourceError):  # reset
-                data = b""
-            if data:
-                await trio.sleep_forever()
-            gone = True
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(watch)
-        await wait()
-        nursery.cancel_scope.cancel()
-    if gone:
-        raise PeerClosed("the client closed the connection while its request waited")
-
-
 class RequestContext:
     """One request's context. Built for every request, so it is lean: slots, and the request's logger is bound
     (peer, api, version, correlation id, client id) only when a handler logs."""
     __slots__ = ("broker", "request", "peer", "_log", "_conn_log", "now_ms", "before_send", "fault_log_entry",
-                 "principal", "inter_broker", "partition_errors", "close_after")
+                 "principal", "inter_broker", "listener", "partition_errors", "close_after")
 
     def __init__(self, broker: "Broker", request: Request, peer: str = "", log: Any = None, now_ms: int | None = None,
-                 principal: str = ANONYMOUS, inter_broker: bool = False, conn_log: Any = None):
+                 principal: str = ANONYMOUS, inter_broker: bool = False, conn_log: Any = None,
+                 listener: str | None = None):
         self.broker = broker  # read by the control plane only (control/model.py); handlers use KafkaApis
         self.request = request
         self.peer = peer
@@ -79,6 +41,9 @@ class RequestContext:
         # who sent it (security/authorizer.py): User:ANONYMOUS, the SASL user, or an SSL client certificate's DN
         self.principal = principal
         self.inter_broker = inter_broker  # on the inter-broker listener: the brokers' own requests, never refused
+        # the client listener it came on (its name): Metadata, FindCoordinator and KIP-951's leader hints give the
+        # brokers' endpoints on it; None: the broker's primary listener (the inter-broker one, an in-process call)
+        self.listener = listener
         # the control plane's (control/model.py): a partition's injected error patched into the response, and
         # whether the connection closes after handling (an acks=0 Produce that got one)
         self.partition_errors: Any = None

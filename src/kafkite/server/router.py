@@ -118,13 +118,14 @@ class Router:
     def supported() -> dict[int, tuple[int, int]]:
         return _SUPPORTED
 
-    async def dispatch(self, frame: bytes, peer: str, log, *, inter_broker: bool = False, principal: str | None = None
-                       ) -> tuple[bytes | list | None, list]:
+    async def dispatch(self, frame: bytes, peer: str, log, *, inter_broker: bool = False, principal: str | None = None,
+                       listener: str | None = None) -> tuple[bytes | list | None, list]:
         """Handle one request frame: (the response frame -- bytes, or for Fetch a list of buffers
         that concatenate to it, or a function that encodes it once the waits are over; None when
         there is no response, e.g. acks=0 --, the waits that must end before it may be sent, e.g. a
         Produce's fsync). The connection awaits those and sends
-        the responses in request order."""
+        the responses in request order. `listener`: the client listener the request came on (RequestContext's).
+        """
         try:
             req = codec.decode_request(frame, self._inter_broker if inter_broker else supported())
         except (codec.UnknownApi, codec.UnsupportedVersion) as exc:
@@ -141,7 +142,7 @@ class Router:
         # the request's logger is bound only if a handler logs (RequestContext.log); lines logged anywhere while it
         # is handled carry its api and correlation id (kafkite.log.add_request)
         ctx = RequestContext(self.broker, req, peer, principal=ANONYMOUS if principal is None else principal,
-                             inter_broker=inter_broker, conn_log=log)
+                             inter_broker=inter_broker, conn_log=log, listener=listener)
         token = current_request.set(req)
         try:
             faults = None if inter_broker else self.apis.faults  # faults are the clients' (not replication's)

@@ -10,7 +10,8 @@ from ...wire.errors import E
 from ...storage.batch import transactional_header
 from ..replica_manager import AppendOutcome
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
-from ..context import RequestContext, now_ms, wait_unless_peer_closed
+from ...network.peer import wait_unless_peer_closed
+from ..context import RequestContext, now_ms
 from ..fetch_session import FINAL_EPOCH, ZERO_UUID, PartitionRequest, TopicIdPartition
 from ..kafka_apis import KafkaApis
 from .leader_hints import fill_fetch, fill_produce, follow
@@ -89,11 +90,11 @@ async def handle_produce(apis: KafkaApis, ctx: RequestContext):
                     ctx.log.info("produce.not_replicated", topic=topic, partition=part.index, error=E(code).name)
                 if code:
                     fail(part, code)
-            fill_produce(apis, ctx.version, response)  # KIP-951: after the waits (their errors count too)
+            fill_produce(apis, ctx.version, response, ctx.listener)  # KIP-951: after the waits (their errors too)
         ctx.before_send.append(fsynced)
     response = ProduceResponse(version=ctx.version, responses=topics, throttle_time_ms=0)
     if not waits:
-        fill_produce(apis, ctx.version, response)  # KIP-951: a NOT_LEADER_OR_FOLLOWER names the current leader
+        fill_produce(apis, ctx.version, response, ctx.listener)  # KIP-951: a NOT_LEADER_OR_FOLLOWER: the leader
     return response
 
 
@@ -213,7 +214,7 @@ async def handle_fetch(apis: KafkaApis, ctx: RequestContext):
     error, session_id, updates = context.update_and_generate(read + erroneous)
     # encoded by wire/fetch_response.py: record batches go to the socket as the log holds them
     response = FetchResponseData(responses=_group_by_topic(updates, v), error_code=error, session_id=session_id)
-    fill_fetch(apis, v, response)  # KIP-951: a NOT_LEADER_OR_FOLLOWER names the current leader
+    fill_fetch(apis, v, response, ctx.listener)  # KIP-951: a NOT_LEADER_OR_FOLLOWER names the current leader
     return response
 
 

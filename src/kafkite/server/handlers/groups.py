@@ -88,7 +88,7 @@ async def _coordinator_for(apis, ctx, key: str, key_type: int):
     p = apis.metadata_cache.partition(topic, partition_for(key, n))
     node = apis.metadata_cache.brokers.get(p.leader) if p is not None else None
     # the coordinator's endpoint on the listener this request came on (none there: not available, as Kafka)
-    ep = node_endpoint(apis, node) if node is not None else None
+    ep = node_endpoint(node, ctx.listener) if node is not None else None
     if ep is None:
         return int(E.COORDINATOR_NOT_AVAILABLE), "The coordinator is not available.", None
     return 0, None, _Node(node.node_id, ep[0], ep[1])

@@ -17,20 +17,20 @@ PRODUCE_SINCE, FETCH_SINCE = 10, 16
 _FETCH_ERRORS = (E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH)
 
 
-def _leader(apis, topic: str | None, partition: int, nodes: dict) -> tuple[int, int]:
+def _leader(apis, topic: str | None, partition: int, nodes: dict, listener: str | None) -> tuple[int, int]:
     """(leader id, leader epoch), the leader's (host, port, rack) added to `nodes` when it is live here."""
     p = None if topic is None else apis.metadata_cache.partition(topic, partition)
     if p is None:
         return -1, -1
     if p.leader >= 0 and p.leader not in nodes:
         info = next((x for x in broker_entries(apis) if x.node_id == p.leader), None)
-        ep = None if info is None else node_endpoint(apis, info)
+        ep = None if info is None else node_endpoint(info, listener)
         if ep is not None:
             nodes[p.leader] = (ep[0], ep[1], info.rack)
     return p.leader, p.leader_epoch
 
 
-def fill_produce(apis, version: int, response) -> None:
+def fill_produce(apis, version: int, response, listener: str | None) -> None:
     """A ProduceResponse (kafka-python's classes) before it is sent."""
     if version < PRODUCE_SINCE or response is None:
         return
@@ -38,7 +38,7 @@ def fill_produce(apis, version: int, response) -> None:
     for t in response.responses:
         for p in t.partition_responses:
             if p.error_code == E.NOT_LEADER_OR_FOLLOWER:
-                leader, epoch = _leader(apis, t.name, p.index, nodes)
+                leader, epoch = _leader(apis, t.name, p.index, nodes, listener)
                 if (leader, epoch) != (-1, -1):
                     p.current_leader = type(p).LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
     if nodes:
@@ -46,7 +46,7 @@ def fill_produce(apis, version: int, response) -> None:
                                    for n, (h, port, rack) in sorted(nodes.items())]
 
 
-def fill_fetch(apis, version: int, response) -> None:
+def fill_fetch(apis, version: int, response, listener: str | None) -> None:
     """A wire.fetch_response.FetchResponseData before it is encoded."""
     if version < FETCH_SINCE:
         return
@@ -54,7 +54,7 @@ def fill_fetch(apis, version: int, response) -> None:
     for t in response.responses:
         for p in t.partitions:
             if p.error_code in _FETCH_ERRORS:
-                p.current_leader = _leader(apis, t.topic, p.partition_index, nodes)
+                p.current_leader = _leader(apis, t.topic, p.partition_index, nodes, listener)
     response.node_endpoints = [(n, h, port, rack) for n, (h, port, rack) in sorted(nodes.items())]
 
 

@@ -11,7 +11,7 @@ from ...controller.metadata import MetadataError, validate_topic_name
 from ...security.authorizer import CLUSTER_NAME, Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
-from ...network.listeners import current_connection, endpoint_for
+from ...network.listeners import endpoint_for
 from ..kafka_apis import KafkaApis
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -60,16 +60,9 @@ def broker_entries(apis):
     return sorted(apis.metadata_cache.brokers.values(), key=lambda b: b.node_id)
 
 
-def connection_listener(apis) -> str | None:
-    """The client listener of the connection this request came on (None: the broker's primary one)."""
-    conn = current_connection.get()
-    return None if conn is None or conn.inter_broker else conn.listener
-
-
-def listener_endpoints(apis) -> list[tuple[object, str, int]]:
-    """(broker info, host, port) of each live broker on the listener of this request's connection: as Kafka, a
-    broker without that listener is left out."""
-    listener = connection_listener(apis)
+def listener_endpoints(apis, listener: str | None) -> list[tuple[object, str, int]]:
+    """(broker info, host, port) of each live broker on `listener`, the one the request came on (its context's;
+    None: the primary one): as Kafka, a broker without that listener is left out."""
     out = []
     for x in broker_entries(apis):
         ep = endpoint_for(x, listener)
@@ -78,16 +71,16 @@ def listener_endpoints(apis) -> list[tuple[object, str, int]]:
     return out
 
 
-def node_endpoint(apis, node) -> tuple[str, int] | None:
-    """A broker's (host, port) on this request's listener, None when it has none there."""
-    return endpoint_for(node, connection_listener(apis))
+def node_endpoint(node, listener: str | None) -> tuple[str, int] | None:
+    """A broker's (host, port) on the request's listener (its context's), None when it has none there."""
+    return endpoint_for(node, listener)
 
 
-def _partitions(topic, cls, apis, listener_error: bool = False):
+def _partitions(topic, cls, apis, listener: str | None, listener_error: bool = False):
     """`listener_error` (Metadata v6+): a live leader without the request's listener answers LISTENER_NOT_FOUND, as
     Kafka's metadata cache does (LEADER_NOT_AVAILABLE before v6)."""
     live = set(apis.metadata_cache.live_broker_ids)
-    reachable = {x.node_id for x, _, _ in listener_endpoints(apis)}
+    reachable = {x.node_id for x, _, _ in listener_endpoints(apis, listener)}
     # replicas in an offline log dir (this process's brokers whose data dir failed) are offline
     # replicas, as Kafka lists them; the leader stays and answers KAFKA_STORAGE_ERROR
     failed = {i for i, b in apis.brokers.items() if b.replicas.log_dir_offline}
@@ -114,7 +107,7 @@ async def handle_metadata(apis: KafkaApis, ctx: RequestContext):
 
     def topic_entry(t):
         return T(error_code=0, name=t.name, topic_id=t.topic_id, is_internal=t.internal,
-                 partitions=_partitions(t, P, apis, v >= 6),
+                 partitions=_partitions(t, P, apis, ctx.listener, v >= 6),
                  authorized_operations=apis.authorized_operations(ctx, ResourceType.TOPIC, t.name) if include_ops
                  else None)
 
@@ -160,7 +153,8 @@ async def handle_metadata(apis: KafkaApis, ctx: RequestContext):
             topics.append(topic_entry(t))
 
     B = MetadataResponse.MetadataResponseBroker
-    brokers = [B(node_id=x.node_id, host=host, port=port, rack=x.rack) for x, host, port in listener_endpoints(apis)]
+    brokers = [B(node_id=x.node_id, host=host, port=port, rack=x.rack)
+               for x, host, port in listener_endpoints(apis, ctx.listener)]
     cluster_ops = None  # kafka-python's bitfield: a set of operations, None = not requested
     if 8 <= v <= 10 and getattr(body, "include_cluster_authorized_operations", False):
         cluster_ops = apis.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -183,7 +177,7 @@ async def handle_describe_cluster(apis: KafkaApis, ctx: RequestContext):
         version=ctx.version, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
         cluster_id=apis.metadata_cache.cluster_id, controller_id=apis.metadata_cache.controller_id,
         brokers=[B(broker_id=x.node_id, host=host, port=port, rack=x.rack)
-                 for x, host, port in listener_endpoints(apis)],
+                 for x, host, port in listener_endpoints(apis, ctx.listener)],
         authorized_operations=apis.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
         if body.include_cluster_authorized_operations else None)
 
@@ -222,7 +216,7 @@ async def handle_describe_topic_partitions(apis: KafkaApis, ctx: RequestContext)
                             topic_authorized_operations=AUTH_OPS_UNSET))
             continue
         start = cursor.partition_index if cursor is not None and cursor.topic_name == name else 0
-        parts = _partitions(t, P, apis, True)[start:]
+        parts = _partitions(t, P, apis, ctx.listener, True)[start:]
         if budget <= 0:
             next_cursor = R.Cursor(topic_name=name, partition_index=start)
             break
