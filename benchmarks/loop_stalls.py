@@ -53,6 +53,7 @@ import kafkite.gc_freeze as gc_freeze_mod  # noqa: E402
 import kafkite.loop_watchdog as loop_watchdog  # noqa: E402
 from kafkite.testing.cluster import KafkiteCluster  # noqa: E402
 from kafkite.testing.wire_client import WireClient  # noqa: E402
+from kafkite.wire import registry  # noqa: E402
 
 PHASES = ("leader_and_isr", "retention", "compaction", "failover", "recovery")
 
@@ -70,6 +71,55 @@ class Phase:
     seconds: float = 0.0
     full_gcs: int = 0          # Python's full (generation 2) garbage collections: each stops every thread
     longest_gc_ms: float = 0.0
+    slow: list = field(default_factory=list)  # the Breakdown of each request over half the bound
+
+
+@dataclass
+class Breakdown:
+    """Where a slow request's time went (ms): the client thread's encode and send, the way to the broker's dispatch
+    (the socket and the loop's turn to read it), the broker (dispatch, then the waits: a Produce's fsync), the way
+    back to the client thread (the socket and that thread's turn for the GIL), its decode; and what else happened
+    meanwhile: the loop's busy time and longest step, garbage collection, the longest fsync, and how late the GIL
+    probe (a thread sleeping 2 ms over and over) woke at worst."""
+    api: str
+    total: float
+    at_s: float = 0.0            # since the phase began
+    encode: float = 0.0
+    to_broker: float = -1.0      # -1: the broker's side was not seen
+    dispatch: float = -1.0
+    waits: float = -1.0
+    to_client: float = -1.0
+    decode: float = 0.0
+    loop_busy: float = 0.0
+    longest_step: float = 0.0
+    longest_step_task: str = ""
+    gc: float = 0.0
+    longest_fsync: float = 0.0
+    probe_late: float = 0.0
+
+    def __str__(self) -> str:
+        return (f"{self.api} {self.total:.1f} ms at {self.at_s:.1f} s: encode {self.encode:.1f}, to broker "
+                f"{self.to_broker:.1f}, dispatch {self.dispatch:.1f}, waits {self.waits:.1f}, to client "
+                f"{self.to_client:.1f}, decode {self.decode:.1f} | loop busy {self.loop_busy:.1f}, longest step "
+                f"{self.longest_step:.1f} ({self.longest_step_task[-40:]}), gc {self.gc:.1f}, longest fsync "
+                f"{self.longest_fsync:.1f}, GIL probe late {self.probe_late:.1f}")
+
+
+class Probe:
+    """Counters the traffic thread reads around each request (see Breakdown); the window maxima it resets."""
+    busy_ms = 0.0          # the loop's steps, summed
+    gc_ms = 0.0            # garbage collections, summed
+    step_max = 0.0         # the longest loop step since the window's reset
+    step_task = ""
+    fsync_max = 0.0        # the longest os.fsync since the reset (any thread)
+    late_max = 0.0         # the GIL probe's worst lateness since the reset
+    broker: dict = {}      # correlation id -> [dispatch entered, dispatch returned, answer sent] (perf_counter s)
+    traffic_port = -1      # the traffic connection's client port
+    phase_t0 = 0.0
+
+    @classmethod
+    def reset_window(cls) -> None:
+        cls.step_max, cls.step_task, cls.fsync_max, cls.late_max = 0.0, "", 0.0, 0.0
 
 
 class Recorder(loop_watchdog.LoopWatchdog):
@@ -83,6 +133,9 @@ class Recorder(loop_watchdog.LoopWatchdog):
         if start is None:
             return
         held = (time.perf_counter() - start) * 1000
+        Probe.busy_ms += held
+        if held > Probe.step_max:
+            Probe.step_max, Probe.step_task = held, task.name
         p = self.phases.setdefault(self.phase, Phase())
         if held > p.longest_ms:
             p.longest_ms, p.longest_task = held, task.name
@@ -102,6 +155,7 @@ def gc_timed():
             started[:] = [time.perf_counter()]
         elif started:
             ms = (time.perf_counter() - started[0]) * 1000
+            Probe.gc_ms += ms
             p = Recorder.phases.setdefault(Recorder.phase, Phase())
             p.full_gcs += info["generation"] == 2
             p.longest_gc_ms = max(p.longest_gc_ms, ms)
@@ -124,6 +178,60 @@ def recorder_installed(threshold_ms: float):
         yield
     finally:
         loop_watchdog.install = real
+
+
+@contextlib.contextmanager
+def probes_installed():
+    """os.fsync timed (any thread), the GIL probe thread, and the broker's side of the traffic's requests: when the
+    router's dispatch is entered and returns, and when the connection's answer is sent."""
+    from kafkite.network import connection
+    from kafkite.server import router
+    real_fsync, real_dispatch, real_send = os.fsync, router.Router.dispatch, connection._Outbox.send
+    stop = threading.Event()
+
+    def fsync(fd):
+        t = time.perf_counter()
+        try:
+            return real_fsync(fd)
+        finally:
+            Probe.fsync_max = max(Probe.fsync_max, (time.perf_counter() - t) * 1000)
+
+    async def dispatch(self, frame, peer, log, **kw):
+        mine = peer.endswith(f":{Probe.traffic_port}")
+        if mine:
+            times = Probe.broker[int.from_bytes(frame[4:8], "big")] = [time.perf_counter()]
+        out = await real_dispatch(self, frame, peer, log, **kw)
+        if mine:
+            times.append(time.perf_counter())
+            Probe.last = times
+        return out
+
+    async def send(self, out):
+        await real_send(self, out)
+        mine = getattr(self, "_traffic", None)
+        if mine is None:
+            try:
+                mine = self._traffic = self.stream.socket.getpeername()[1] == Probe.traffic_port
+            except (OSError, AttributeError):
+                mine = self._traffic = False
+        if mine and getattr(Probe, "last", None) is not None:
+            Probe.last.append(time.perf_counter())
+            Probe.last = None
+
+    def probe():
+        while not stop.is_set():
+            t = time.perf_counter()
+            time.sleep(0.002)
+            Probe.late_max = max(Probe.late_max, (time.perf_counter() - t) * 1000 - 2)
+    os.fsync, router.Router.dispatch, connection._Outbox.send = fsync, dispatch, send
+    thread = threading.Thread(target=probe, daemon=True, name="gil-probe")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
+        os.fsync, router.Router.dispatch, connection._Outbox.send = real_fsync, real_dispatch, real_send
 
 
 def batch(n: int, value_size: int, key_space: int | None = None) -> bytes:
@@ -174,15 +282,37 @@ class Traffic:
         meta = MetadataRequest(topics=[T(name="traffic")], allow_auto_topic_creation=False)
         try:
             with WireClient.connect(self.bootstrap, timeout=60) as w:
+                Probe.traffic_port = w.sock.getsockname()[1]
                 while not self.stop.is_set():
                     for req, v in ((meta, 4), (produce_request("traffic", self.data), 9)):
+                        busy0, gc0 = Probe.busy_ms, Probe.gc_ms
+                        Probe.reset_window()
                         t0 = time.perf_counter()
-                        resp = w.request(req, v)
-                        ms = (time.perf_counter() - t0) * 1000
+                        data, corr = w.encode(req, v)
+                        t1 = time.perf_counter()
+                        w.send_raw(data)
+                        frame = w.recv_frame()
+                        t2 = time.perf_counter()
+                        resp = registry.response_class(req.API_KEY).decode(frame, version=v, header=True)
+                        t3 = time.perf_counter()
+                        ms = (t3 - t0) * 1000
                         p = Recorder.phases.setdefault(Recorder.phase, Phase())
                         p.requests += 1
                         p.slowest_ms = max(p.slowest_ms, ms)
                         p.over_bound += ms > self.bound_ms
+                        broker = Probe.broker.pop(corr, None)
+                        if ms > self.bound_ms / 2:
+                            b = Breakdown("Produce" if v == 9 else "Metadata", ms, t0 - Probe.phase_t0,
+                                          encode=(t1 - t0) * 1000, decode=(t3 - t2) * 1000,
+                                          loop_busy=Probe.busy_ms - busy0, longest_step=Probe.step_max,
+                                          longest_step_task=Probe.step_task, gc=Probe.gc_ms - gc0,
+                                          longest_fsync=Probe.fsync_max, probe_late=Probe.late_max)
+                            if broker is not None and len(broker) == 3:
+                                b.to_broker = (broker[0] - t1) * 1000
+                                b.dispatch = (broker[1] - broker[0]) * 1000
+                                b.waits = (broker[2] - broker[1]) * 1000
+                                b.to_client = (t2 - broker[2]) * 1000
+                            p.slow.append(b)
                         if v == 9 and resp.responses[0].partition_responses[0].error_code:
                             p.errors += 1
                     time.sleep(0.002)
@@ -210,7 +340,7 @@ def run(*, compact_mb: float = 200, recover_mb: float = 200, partitions: int = 1
     if gc_freeze:
         gc_freeze_mod.install()
     try:
-        with recorder_installed(watchdog_ms), gc_timed():
+        with recorder_installed(watchdog_ms), gc_timed(), probes_installed():
             _run(data, own_dir, compact_mb=compact_mb, recover_mb=recover_mb, partitions=partitions,
                  retention_segments=retention_segments, bound_ms=bound_ms, timeout=timeout)
     finally:
@@ -253,6 +383,8 @@ def _run(data: Path, own_dir: bool, *, compact_mb: float, recover_mb: float, par
                 time.sleep(0.5)
 
                 Recorder.phase = "leader_and_isr"
+
+                Probe.phase_t0 = time.perf_counter()
                 t0 = time.monotonic()
                 admin.create_topics([NewTopic("many", partitions, 3)])
                 wait_until(lambda: c.call(lambda: all(c.brokers[b].replicas.get("many", i) is not None
@@ -261,6 +393,8 @@ def _run(data: Path, own_dir: bool, *, compact_mb: float, recover_mb: float, par
                 Recorder.phases[Recorder.phase].seconds = time.monotonic() - t0
 
                 Recorder.phase = "retention"
+
+                Probe.phase_t0 = time.perf_counter()
                 t0 = time.monotonic()
                 n = len(ret.segments)
                 admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "ret", configs={
@@ -270,6 +404,8 @@ def _run(data: Path, own_dir: bool, *, compact_mb: float, recover_mb: float, par
                 assert n - 1 >= retention_segments, n
 
                 Recorder.phase = "compaction"
+
+                Probe.phase_t0 = time.perf_counter()
                 t0 = time.monotonic()
                 cmp = c.replica_log(others[1], "cmp", 0)
                 size = cmp.size_bytes
@@ -279,6 +415,8 @@ def _run(data: Path, own_dir: bool, *, compact_mb: float, recover_mb: float, par
                 Recorder.phases[Recorder.phase].seconds = time.monotonic() - t0
 
                 Recorder.phase = "failover"
+
+                Probe.phase_t0 = time.perf_counter()
                 t0 = time.monotonic()
                 ctrl = c.controller_id
                 assert ctrl != served
@@ -299,6 +437,7 @@ def _run(data: Path, own_dir: bool, *, compact_mb: float, recover_mb: float, par
                 assert not rm.log_dir.had_clean_shutdown and ("rec", 0) not in rm.log_dir.recovery_points
                 c.call(lambda: rm.stop_replica("rec", 0, delete=False))
                 Recorder.phase = "recovery"
+                Probe.phase_t0 = time.perf_counter()
                 t0 = time.monotonic()
 
                 def reopen() -> None:
@@ -366,6 +505,10 @@ def main() -> None:
     for name, p in phases.items():
         if p.warn_tasks:
             print(f"  {name}: WARN tasks (longest ms): {p.warn_tasks}")
+    print(f"\nrequests over {args.bound_ms / 2:.0f} ms, the slowest 3 of each phase (ms; see Breakdown):")
+    for name, p in phases.items():
+        for b in sorted(p.slow, key=lambda b: -b.total)[:3]:
+            print(f"  {name}: {b}")
 
 
 if __name__ == "__main__":
