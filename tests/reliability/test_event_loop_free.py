@@ -199,13 +199,18 @@ def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatc
     request's two topics), and the one of
     CreatePartitions, AlterConfigs and a new producer id block: nothing is fsynced on the event loop (before: the
     snapshot's file and directory, each change). The topic then takes records in every partition, and survives
-    a restart."""
+    a restart. The worker making the logs gives the GIL up between two (kafkite.gil_pacing.paced: here at every one),
+    and so does the one closing them at the broker's stop."""
     from kafka import KafkaProducer
     from kafka.admin import NewPartitions
     from kafka.protocol.producer import InitProducerIdRequest
     import kafkite.controller.metadata_store as metadata_module
+    import kafkite.gil_pacing as gil_pacing
     from kafkite.storage.log_loader import LogLoader
     data = tmp_path / "data"
+    yields = []
+    monkeypatch.setattr(gil_pacing, "PACE_S", 0.0)
+    monkeypatch.setattr(gil_pacing, "yield_gil", lambda: yields.append(threading.current_thread().name))
     with BrokerThread(data_dir=data) as b:
         admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
         with OnTheLoop(monkeypatch, LogLoader, "load") as loads, OnTheLoop(monkeypatch) as fsyncs, \
@@ -222,6 +227,8 @@ def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatc
                 pid = w.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 1)
                 assert pid.error_code == 0 and pid.producer_id >= 0
             assert b.state.writer.writes - writes >= 5  # written (in a worker thread): each change, acknowledged
+        made = [y for y in yields if "make_all" in y]  # (trio names its worker thread after the job)
+        assert len(made) >= 39, yields
         admin.close()
         loads.check(0)
         snapshots.check(0)
@@ -233,6 +240,8 @@ def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatc
         p.flush()
         p.close()
         assert [b.state.replicas.get("made", i).log_end_offset for i in range(40)] == [1] * 40
+        before_close = len(yields)
+    assert len(yields) - before_close >= 40  # the 44 logs closed
     with BrokerThread(data_dir=data) as b:
         assert [b.state.replicas.get("made", i).log_end_offset for i in range(40)] == [1] * 40
         grown = b.state.metadata.topic("grown")
