@@ -8,8 +8,8 @@ Kafka's LogManager schedules, each a loop here:
   worker thread (Kafka's "delete-file" tasks on its scheduler); checked every 100 ms here, so a file
   goes at most that long after its delay (storage/local_log.py, `files_to_delete`);
 - the log cleaner (cleanup.policy=compact): continuously, the dirtiest log first
-  (storage/log_cleaner.py); the cleaning runs in a worker thread and its result is swapped in
-  here, on the event loop; log.cleaner.backoff.ms between checks when nothing is to clean;
+  (storage/log_cleaner.py); the cleaning runs in a worker thread, and so do the renames that swap its result
+  in (under the log's lock); log.cleaner.backoff.ms between checks when nothing is to clean;
 - the flush scheduler: fsync (in a worker thread) the logs whose flush.ms has passed since their
   last flush, checked every log.flush.scheduler.interval.ms -- at least every second here
   (Kafka's default, Long.MAX, never runs it), so flush.ms holds without further appends;
@@ -193,7 +193,8 @@ async def _clean(state, cleaner: LogCleaner, job) -> bool:
     """Run one cleaning in a worker thread and swap its result in; False when nothing changed."""
     try:
         result = await trio.to_thread.run_sync(job.run, abandon_on_cancel=True)
-        if not cleaner.swap_in(job, result):
+        # the swap-in's renames in a worker too, under the log's lock (storage/local_log.py)
+        if not cleaner.swapped(job, result, await trio.to_thread.run_sync(cleaner.swap_work(job, result))):
             return False
         write = cleaner.checkpoint_writes()
         if write is not None:  # (the cleaner-offset-checkpoint file, in a worker thread)

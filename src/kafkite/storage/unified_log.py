@@ -436,10 +436,11 @@ class UnifiedLog(LocalLog):
         `renames()` (a worker thread)."""
         if offset > self.high_watermark or offset < 0:
             raise OffsetOutOfRange(f"offset {offset} is not in [0, high watermark {self.high_watermark}]")
-        self._advance_log_start(offset, defer_renames)
-        self.version += 1
-        while len(self.segments) > 1 and self.segments[1].base <= self.log_start_offset:
-            self._delete_oldest(now_ms, defer_renames)
+        with self.lock:
+            self._advance_log_start(offset, defer_renames)
+            self.version += 1
+            while len(self.segments) > 1 and self.segments[1].base <= self.log_start_offset:
+                self._delete_oldest(now_ms, defer_renames)
         return self.log_start_offset
 
     def enforce_retention(self, now_ms: int, defer_renames: bool = False) -> int:
@@ -449,16 +450,17 @@ class UnifiedLog(LocalLog):
         renames to `.deleted`, and the log start's file writes, are left for `renames()` (a worker thread)."""
         cfg, n = self.config, 0
         total = self.size_bytes
-        while len(self.segments) > 1:
-            seg = self.segments[0]
-            too_old = cfg.retention_ms >= 0 and seg.max_ts >= 0 and now_ms - seg.max_ts > cfg.retention_ms
-            too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
-            if not (too_old or too_big):
-                break
-            total -= self._delete_oldest(now_ms, defer_renames).size
-            n += 1
-        if n:
-            self._advance_log_start(self.segments[0].base, defer_renames)
+        with self.lock:
+            while len(self.segments) > 1:
+                seg = self.segments[0]
+                too_old = cfg.retention_ms >= 0 and seg.max_ts >= 0 and now_ms - seg.max_ts > cfg.retention_ms
+                too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+                if not (too_old or too_big):
+                    break
+                total -= self._delete_oldest(now_ms, defer_renames).size
+                n += 1
+            if n:
+                self._advance_log_start(self.segments[0].base, defer_renames)
         return n
 
     # -- compaction
@@ -477,12 +479,13 @@ class UnifiedLog(LocalLog):
         if offset <= self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        self.version += 1
-        while len(self.segments) > 1 and self.active.base >= offset:
-            self._retire(self.segments.pop())
-        self.active.truncate_to(offset)
-        if self.active.size == 0 and len(self.segments) > 1 and self.active.base > offset:
-            self._retire(self.segments.pop())
+        with self.lock:
+            self.version += 1
+            while len(self.segments) > 1 and self.active.base >= offset:
+                self._retire(self.segments.pop())
+            self.active.truncate_to(offset)
+            if self.active.size == 0 and len(self.segments) > 1 and self.active.base > offset:
+                self._retire(self.segments.pop())
         self.log_end_offset = self.active.next_offset if self.active.size else self.active.base
         self.epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producer_state()
@@ -492,11 +495,12 @@ class UnifiedLog(LocalLog):
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every record and start the log empty at `offset` (a follower whose fetch offset fell below the
         leader's log start offset, Kafka's truncateFullyAndStartAt)."""
-        self.version += 1
-        created_ms = self.active.created_ms
-        for seg in self.segments:
-            self._retire(seg)  # renamed before the new segment's files are made (it may have the same base)
-        self.segments = [self._make_segment(offset, created_ms)]
+        with self.lock:
+            self.version += 1
+            created_ms = self.active.created_ms
+            for seg in self.segments:
+                self._retire(seg)  # renamed before the new segment's files are made (it may have the same base)
+            self.segments = [self._make_segment(offset, created_ms)]
         self.log_start_offset = self.log_end_offset = offset
         self._save_log_start()
         self.epochs.clear()
@@ -552,6 +556,10 @@ class UnifiedLog(LocalLog):
     def close(self) -> bool:
         """fsync and write the active segment's indexes; close every file. False when the flush
         failed (the broker's shutdown is then not a clean one)."""
+        with self.lock:
+            return self._close()
+
+    def _close(self) -> bool:
         self.version += 1  # a cleaning under way is not swapped in
         flushed = True
         try:
@@ -570,20 +578,22 @@ class UnifiedLog(LocalLog):
         """Close every file of a log that is about to be deleted: pending writes completed (no worker is left
         writing to a closed file), but nothing flushed, fsynced or checkpointed (Kafka's closeHandlers before an
         asyncDelete): its directory is renamed and removed next, so none of that would survive."""
-        self.version += 1  # a cleaning under way is not swapped in
-        for s in self.segments:
-            s.close()
-        self._close_doomed()
+        with self.lock:
+            self.version += 1  # a cleaning under way is not swapped in
+            for s in self.segments:
+                s.close()
+            self._close_doomed()
 
     def delete(self) -> None:
         """Close and remove the partition (its directory, for a file log)."""
-        self.version += 1
-        for s in self.segments:
-            if self._dir is not None:
-                s.close()
-            else:
-                s.delete()
-        self._close_doomed()
+        with self.lock:
+            self.version += 1
+            for s in self.segments:
+                if self._dir is not None:
+                    s.close()
+                else:
+                    s.delete()
+            self._close_doomed()
         if self._dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
