@@ -393,8 +393,11 @@ class Replication:
             if got is not None:
                 await self.rm.wait_durable(*got)
         if self.rm.follower(key) is p:
+            start = p.log.log_start_offset
             with self._disk(key, "moving the watermarks of"):
                 p.update_follower_watermarks(rp.high_watermark, rp.log_start_offset)
+            if p.log.log_start_offset != start:  # its deleted segments' renames and files, in a worker thread
+                await self.rm.rename_deleted_segments([key])
 
     # -- leaders: ISR changes through the controller --------------------------------------------------
     def maybe_expand_isr(self, p: "Partition") -> None:
