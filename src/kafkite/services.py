@@ -135,7 +135,7 @@ async def retention(state) -> None:
             if "delete" in lg.config.cleanup_policy:
                 try:
                     n = lg.enforce_retention(state.replicas.log_now_ms(), defer_renames=True)
-                    renames = lg.renames()
+                    renames = lg.renames() if n else None  # (none deferred otherwise: 1,000s of logs a pass)
                     if renames is not None:  # the segments' files renamed `.deleted` in a worker thread
                         await trio.to_thread.run_sync(renames)
                         lg.schedule_renamed()
