@@ -62,6 +62,8 @@ PHASES = ("leader_and_isr", "retention", "compaction", "failover", "recovery")
 class Phase:
     longest_ms: float = 0.0
     longest_task: str = ""
+    longest_cpu_ms: float = 0.0  # the loop thread's CPU time in that step (the rest: waiting for the GIL or a core)
+    tasks: dict = field(default_factory=dict)  # task name -> [steps, wall ms, CPU ms] of its steps
     warns: int = 0
     warn_tasks: dict = field(default_factory=dict)
     requests: int = 0
@@ -127,18 +129,29 @@ class Recorder(loop_watchdog.LoopWatchdog):
     phase = "setup"
     phases: dict[str, Phase] = {}
 
+    def before_task_step(self, task) -> None:
+        self.cpu_started = time.thread_time()
+        super().before_task_step(task)
+
     def after_task_step(self, task) -> None:
         start = self._started.get(task)
         super().after_task_step(task)
         if start is None:
             return
         held = (time.perf_counter() - start) * 1000
+        cpu = (time.thread_time() - self.cpu_started) * 1000
         Probe.busy_ms += held
         if held > Probe.step_max:
             Probe.step_max, Probe.step_task = held, task.name
         p = self.phases.setdefault(self.phase, Phase())
         if held > p.longest_ms:
-            p.longest_ms, p.longest_task = held, task.name
+            p.longest_ms, p.longest_task, p.longest_cpu_ms = held, task.name, cpu
+        t = p.tasks.get(task.name)
+        if t is None:
+            t = p.tasks[task.name] = [0, 0.0, 0.0]
+        t[0] += 1
+        t[1] += held
+        t[2] += cpu
         if held > self.threshold_s * 1000:
             p.warns += 1
             p.warn_tasks[task.name] = max(p.warn_tasks.get(task.name, 0.0), round(held, 1))
@@ -505,6 +518,12 @@ def main() -> None:
     for name, p in phases.items():
         if p.warn_tasks:
             print(f"  {name}: WARN tasks (longest ms): {p.warn_tasks}")
+    print("\nthe loop's busiest tasks of each phase (steps, wall ms, CPU ms of the loop thread), and the longest step's "
+          "CPU ms:")
+    for name, p in phases.items():
+        top = sorted(p.tasks.items(), key=lambda kv: -kv[1][1])[:4]
+        print(f"  {name}: longest step {p.longest_ms:.1f} ms, CPU {p.longest_cpu_ms:.1f}; "
+              + "; ".join(f"{k.rsplit('.', 1)[-1][:28]} {n} {w:.0f} {c:.0f}" for k, (n, w, c) in top))
     print(f"\nrequests over {args.bound_ms / 2:.0f} ms, the slowest 3 of each phase (ms; see Breakdown):")
     for name, p in phases.items():
         for b in sorted(p.slow, key=lambda b: -b.total)[:3]:
