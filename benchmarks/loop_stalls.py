@@ -392,6 +392,7 @@ def _run(data: Path, own_dir: bool, *, compact_mb: float, recover_mb: float, par
             fill(c.bootstrap_of(others[0]), "ret", (retention_segments + 1) * seg / (1 << 20) * 1.02, small)
             ret = c.replica_log(others[0], "ret", 0)
             wait_until(lambda: len(ret.segments) > retention_segments, 30, "the segments to delete")
+            gc_freeze_mod.settle()  # (when on: as `kafkite serve` once ready, the first full collection before the phases)
             with Traffic(boot, bound_ms) as traffic:
                 time.sleep(0.5)
 
