@@ -346,7 +346,7 @@ def test_storage_work_with_traffic_running_holds_the_loop_no_step_long(monkeypat
     1,000 partitions, 100 segments, a controller failover, with traffic; the script prints its figures): an
     in-process cluster of 3 brokers on disk makes 100 partitions (replication factor 3), deletes 20 segments by
     retention, compacts a 4 MB log, loses and gets back its controller and recovers a 4 MB log whole, while a client
-    sends Metadata and Produce. No log is made or recovered on the event loop (counted, whatever the machine's load),
+    (a process of its own) sends Metadata and Produce. No log is made or recovered on the event loop (counted, whatever the machine's load),
     and the watchdog logs no event_loop.blocked line for any step. Load tolerance: the watchdog threshold is 500 ms
     here, not 100 (a step's wall time includes the time the process was not scheduled, and this machine runs 4
     suites at once; at this size no step does more than ~20 ms of work); the client's latency (bounded at 200 ms
