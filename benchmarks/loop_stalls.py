@@ -115,9 +115,11 @@ class Probe:
     gcs: list = []         # (start, end) of each garbage collection
     fsyncs: list = []      # (start, end) of each os.fsync of 5 ms or more (any thread)
     late: list = []        # (time, ms) of each GIL probe wake-up 5 ms or more late
-    broker: dict = {}      # correlation id -> [dispatch entered, dispatch returned, answer sent]
+    broker: dict = {}      # correlation id -> [dispatch entered, dispatch returned, answer's write begun]
     marks: list = []       # (time, phase name) of each phase's start
     traffic_port = -1      # the traffic connection's client port
+    served = -1            # and its broker's node id, and that broker's port
+    served_port = -1
 
     @classmethod
     def clear(cls) -> None:
@@ -217,7 +219,8 @@ def probes_installed():
                 Probe.fsyncs.append((t, end))
 
     async def dispatch(self, frame, peer, log, **kw):
-        mine = peer.endswith(f":{Probe.traffic_port}")
+        # (the traffic's: another connection may have the same client port, to another broker's port)
+        mine = peer.endswith(f":{Probe.traffic_port}") and self.broker.node_id == Probe.served
         if mine:
             times = Probe.broker[int.from_bytes(frame[4:8], "big")] = [time.perf_counter()]
         out = await real_dispatch(self, frame, peer, log, **kw)
@@ -227,15 +230,18 @@ def probes_installed():
         return out
 
     async def send(self, out):
+        t = time.perf_counter()  # (the answer's write begins: after it, the loop may wait for the GIL again)
         await real_send(self, out)
         mine = getattr(self, "_traffic", None)
         if mine is None:
             try:
-                mine = self._traffic = self.stream.socket.getpeername()[1] == Probe.traffic_port
+                sock = self.stream.socket
+                mine = self._traffic = (sock.getpeername()[1], sock.getsockname()[1]) == (Probe.traffic_port,
+                                                                                          Probe.served_port)
             except (OSError, AttributeError):
                 mine = self._traffic = False
         if mine and getattr(Probe, "last", None) is not None:
-            Probe.last.append(time.perf_counter())
+            Probe.last.append(t)
             Probe.last = None
 
     def probe():
@@ -427,6 +433,7 @@ def _run(data: Path, own_dir: bool, *, compact_mb: float, recover_mb: float, par
                 NewTopic("cmp", -1, -1, replica_assignments={0: [others[1]]}, topic_configs=held),
                 NewTopic("rec", -1, -1, replica_assignments={0: [others[0]]}, topic_configs={"segment.bytes": str(64 << 20)})])
             boot = c.bootstrap_of(served)
+            Probe.served, Probe.served_port = served, int(boot.rsplit(":", 1)[1])
             wait_until(lambda: all(c.replica_log(b, t, 0) is not None for t, b in
                                    (("traffic", served), ("ret", others[0]), ("cmp", others[1]), ("rec", others[0]))),
                        60, "the topics' logs")
