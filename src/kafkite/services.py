@@ -155,11 +155,13 @@ async def delete_segment_files(state) -> None:
     """Remove the `.deleted` files whose file.delete.delay.ms has passed, in a worker thread."""
     while True:
         await trio.sleep(FILE_DELETE_CHECK_S)
-        for i, ((topic, partition), lg) in enumerate(list(state.replicas.logs.items())):
+        now = state.replicas.log_now_ms()
+        due = [(key, lg) for key, lg in state.replicas.logs.items() if lg.deletions_pending]
+        for i, ((topic, partition), lg) in enumerate(due):
             await _pace(i)
             if not _serving(state, (topic, partition), lg):
                 continue
-            run = lg.files_to_delete(state.replicas.log_now_ms())
+            run = lg.files_to_delete(now)
             if run is None:
                 continue
             try:

@@ -236,6 +236,12 @@ class LocalLog:
                     self._schedule(files, now_ms)
 
     @property
+    def deletions_pending(self) -> bool:
+        """Whether `files_to_delete` may have anything to do: cheap, for the periodic check to skip the 1,000s of logs
+        that have not (a call each cost the event loop ~1.6 µs a log, 10 times a second)."""
+        return bool(self._doomed) or self._swept_version != self.version
+
+    @property
     def pending_deletions(self) -> list[DeletedFiles]:
         """The `.deleted` files still waiting for file.delete.delay.ms."""
         self._collect_retired(None)
