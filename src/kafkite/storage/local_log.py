@@ -23,11 +23,13 @@ files when it opens the directory.
 
 The log's lock (`lock`, Kafka's UnifiedLog.lock): held by whatever changes which segments make the log or renames
 their files -- retention, DeleteRecords and a follower's log start removing the oldest segments, truncation, close,
-delete, a log dir failure, and the cleaner's swap-in (`replace_segments`, Kafka's LocalLog.replaceSegments), which
+delete, and the cleaner's swap-in (`replace_segments`, Kafka's LocalLog.replaceSegments), which
 runs in a worker thread: the renames of a 200 MB log's 8 segments held the event loop ~1 ms. The segment list
 itself is changed on the log's thread only, except by `replace_segments`, which puts each replacement in its
 segment's place in the list in one item assignment: a read on the log's thread meanwhile uses the old segment or
-the new one, each whole (the old one's files renamed `.deleted`, its file still open).
+the new one, each whole (the old one's files renamed `.deleted`, its file still open). A log dir failure's `fail()`
+does not wait for it (the event loop would wait for a follower's truncation): it counts a change, so a swap not yet
+begun is not made, and its worker closes the files the failed log had.
 """
 from __future__ import annotations
 
