@@ -13,7 +13,8 @@ one connection to the leader's inter-broker listener and loops:
    followers: `_Session`, Kafka's FetchSessionHandler): after a first full fetch, a fetch names only the
    partitions whose offsets or leader epoch changed (and forgets those no longer fetched), and its answer
    carries only the partitions with something new -- a follower of 1,000 idle partitions no longer sends and
-   reads them all every round (~0.5 s of an in-process cluster's loop a second);
+   reads them all every round (with 3 in-process brokers following 2,000 idle replicas, ~0.1 s of the loop a
+   second);
 3. the leader's batches are appended as they are (`append_as_follower`), written and fsynced in a worker
    thread before the next fetch (whose offset tells the leader what this replica holds), and the follower's
    high watermark becomes the leader's, as far as its log reaches.
@@ -40,7 +41,7 @@ from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 
 from ..controller.zk_requests import inter_broker_endpoint
 from ..storage.unified_log import UnexpectedAppend
-from ..wire.errors import E
+from ..wire.errors import E, name_of
 from ..wire.frame import FrameReader
 from ..wire.interbroker import AlterPartitionRequest
 from .context import now_ms
@@ -404,8 +405,8 @@ class Replication:
             rack_id="")
         resp = await client.request(endpoint, req, extra_timeout=self.fetch_wait_ms / 1000.0)
         f.session.answered(wanted, resp.error_code, resp.session_id)
-        if resp.error_code:  # a session error: the next fetch is a full one, at once
-            log.info("replica_fetcher.session_reset", leader=f.leader, error=E(resp.error_code).name)
+        if resp.error_code:  # (a session error: the next fetch is a full one, at once)
+            log.info("replica_fetcher.session_reset", leader=f.leader, error=name_of(resp.error_code))
             return True
         if self.paused:  # paused while it waited: as if the answer never arrived
             return True
