@@ -13,8 +13,8 @@ one connection to the leader's inter-broker listener and loops:
    followers: `_Session`, Kafka's FetchSessionHandler): after a first full fetch, a fetch names only the
    partitions whose offsets or leader epoch changed (and forgets those no longer fetched), and its answer
    carries only the partitions with something new -- a follower of 1,000 idle partitions no longer sends and
-   reads them all every round (with 3 in-process brokers following 2,000 idle replicas, ~0.1 s of the loop a
-   second);
+   reads them all every round (3 in-process brokers of 1,000 idle partitions at replication factor 3: the
+   loop's CPU from 167-172 to 113-141 ms a second, the fetchers' own from 41 to 11-14);
 3. the leader's batches are appended as they are (`append_as_follower`), written and fsynced in a worker
    thread before the next fetch (whose offset tells the leader what this replica holds), and the follower's
    high watermark becomes the leader's, as far as its log reaches.
