@@ -127,25 +127,26 @@ async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
 async def retention(state) -> None:
     while True:
         await trio.sleep(state.config.get("log.retention.check.interval.ms") / 1000)
+        now = state.replicas.log_now_ms()  # (once a pass: a few ms late at most for its last logs)
         for i, ((topic, partition), lg) in enumerate(list(state.replicas.logs.items())):
             await _pace(i)
-            if not _serving(state, (topic, partition), lg):
+            if len(lg.segments) < 2 or "delete" not in lg.config.cleanup_policy \
+                    or not _serving(state, (topic, partition), lg):
+                continue  # (nothing to delete but the active segment: most logs, cheaply)
+            try:
+                n = lg.enforce_retention(now, defer_renames=True)
+                renames = lg.renames() if n else None  # (none deferred otherwise: 1,000s of logs a pass)
+                if renames is not None:  # the segments' files renamed `.deleted` in a worker thread
+                    await trio.to_thread.run_sync(renames)
+                    lg.schedule_renamed()
+            except OSError as exc:
+                if state.replicas.get(topic, partition) is lg:  # else deleted meanwhile: not a disk fault
+                    state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {topic}-{partition}")
+                    break
                 continue
-            name = f"{topic}-{partition}"
-            if "delete" in lg.config.cleanup_policy:
-                try:
-                    n = lg.enforce_retention(state.replicas.log_now_ms(), defer_renames=True)
-                    renames = lg.renames() if n else None  # (none deferred otherwise: 1,000s of logs a pass)
-                    if renames is not None:  # the segments' files renamed `.deleted` in a worker thread
-                        await trio.to_thread.run_sync(renames)
-                        lg.schedule_renamed()
-                except OSError as exc:
-                    if state.replicas.get(topic, partition) is lg:  # else deleted meanwhile: not a disk fault
-                        state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {name}")
-                        break
-                    continue
-                if n:
-                    log.info("log.retention", log=name, segments_deleted=n, log_start_offset=lg.log_start_offset)
+            if n:
+                log.info("log.retention", log=f"{topic}-{partition}", segments_deleted=n,
+                         log_start_offset=lg.log_start_offset)
 
 
 FILE_DELETE_CHECK_S = 0.1
