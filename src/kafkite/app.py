@@ -46,6 +46,7 @@ async def serve(config: BrokerConfig, *, data_dir: Path | None, in_memory: bool,
                 extra["control"] = f"http://{host}:{bound}"
             _ready(node, first, extra)
             task_status.started(first)
+            settle_gc()
             async for signum in signals:
                 log.info("shutdown", signal=signal.Signals(signum).name)
                 break
@@ -75,6 +76,12 @@ def trim_malloc() -> bool:
     return True
 
 
+def settle_gc() -> None:
+    """Once ready: the first full collection, what it leaves frozen (kafkite.gc_freeze.settle, when installed)."""
+    from . import gc_freeze
+    gc_freeze.settle()
+
+
 def _ready(node, first, extra: dict) -> None:
     trim_malloc()
     log.info("ready", bootstrap=node.bootstrap_servers, node_id=first.node_id,
@@ -97,6 +104,7 @@ async def _serve_zk_with_control(config, data_dir, in_memory, faults, control, s
                                                            lambda: runner), host, port, token)
         _ready(node, first, {"control": f"http://{host}:{bound}"})
         task_status.started(first)
+        settle_gc()
         async for signum in signals:
             log.info("shutdown", signal=signal.Signals(signum).name)
             break

@@ -8,8 +8,8 @@ Kafka's LogManager schedules, each a loop here:
   worker thread (Kafka's "delete-file" tasks on its scheduler); checked every 100 ms here, so a file
   goes at most that long after its delay (storage/local_log.py, `files_to_delete`);
 - the log cleaner (cleanup.policy=compact): continuously, the dirtiest log first
-  (storage/log_cleaner.py); the cleaning runs in a worker thread and its result is swapped in
-  here, on the event loop; log.cleaner.backoff.ms between checks when nothing is to clean;
+  (storage/log_cleaner.py); the cleaning runs in a worker thread, and so do the renames that swap its result
+  in (under the log's lock); log.cleaner.backoff.ms between checks when nothing is to clean;
 - the flush scheduler: fsync (in a worker thread) the logs whose flush.ms has passed since their
   last flush, checked every log.flush.scheduler.interval.ms -- at least every second here
   (Kafka's default, Long.MAX, never runs it), so flush.ms holds without further appends;
@@ -127,25 +127,26 @@ async def run(state, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
 async def retention(state) -> None:
     while True:
         await trio.sleep(state.config.get("log.retention.check.interval.ms") / 1000)
+        now = state.replicas.log_now_ms()  # (once a pass: a few ms late at most for its last logs)
         for i, ((topic, partition), lg) in enumerate(list(state.replicas.logs.items())):
             await _pace(i)
-            if not _serving(state, (topic, partition), lg):
+            if len(lg.segments) < 2 or "delete" not in lg.config.cleanup_policy \
+                    or not _serving(state, (topic, partition), lg):
+                continue  # (nothing to delete but the active segment: most logs, cheaply)
+            try:
+                n = lg.enforce_retention(now, defer_renames=True)
+                renames = lg.renames() if n else None  # (none deferred otherwise: 1,000s of logs a pass)
+                if renames is not None:  # the segments' files renamed `.deleted` in a worker thread
+                    await trio.to_thread.run_sync(renames)
+                    lg.schedule_renamed()
+            except OSError as exc:
+                if state.replicas.get(topic, partition) is lg:  # else deleted meanwhile: not a disk fault
+                    state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {topic}-{partition}")
+                    break
                 continue
-            name = f"{topic}-{partition}"
-            if "delete" in lg.config.cleanup_policy:
-                try:
-                    n = lg.enforce_retention(state.replicas.log_now_ms(), defer_renames=True)
-                    renames = lg.renames()
-                    if renames is not None:  # the segments' files renamed `.deleted` in a worker thread
-                        await trio.to_thread.run_sync(renames)
-                        lg.schedule_renamed()
-                except OSError as exc:
-                    if state.replicas.get(topic, partition) is lg:  # else deleted meanwhile: not a disk fault
-                        state.replicas.handle_log_dir_failure(exc, f"deleting old segments of {name}")
-                        break
-                    continue
-                if n:
-                    log.info("log.retention", log=name, segments_deleted=n, log_start_offset=lg.log_start_offset)
+            if n:
+                log.info("log.retention", log=f"{topic}-{partition}", segments_deleted=n,
+                         log_start_offset=lg.log_start_offset)
 
 
 FILE_DELETE_CHECK_S = 0.1
@@ -155,11 +156,13 @@ async def delete_segment_files(state) -> None:
     """Remove the `.deleted` files whose file.delete.delay.ms has passed, in a worker thread."""
     while True:
         await trio.sleep(FILE_DELETE_CHECK_S)
-        for i, ((topic, partition), lg) in enumerate(list(state.replicas.logs.items())):
+        now = state.replicas.log_now_ms()
+        due = [(key, lg) for key, lg in state.replicas.logs.items() if lg.deletions_pending]
+        for i, ((topic, partition), lg) in enumerate(due):
             await _pace(i)
             if not _serving(state, (topic, partition), lg):
                 continue
-            run = lg.files_to_delete(state.replicas.log_now_ms())
+            run = lg.files_to_delete(now)
             if run is None:
                 continue
             try:
@@ -193,7 +196,8 @@ async def _clean(state, cleaner: LogCleaner, job) -> bool:
     """Run one cleaning in a worker thread and swap its result in; False when nothing changed."""
     try:
         result = await trio.to_thread.run_sync(job.run, abandon_on_cancel=True)
-        if not cleaner.swap_in(job, result):
+        # the swap-in's renames in a worker too, under the log's lock (storage/local_log.py)
+        if not cleaner.swapped(job, result, await trio.to_thread.run_sync(cleaner.swap_work(job, result))):
             return False
         write = cleaner.checkpoint_writes()
         if write is not None:  # (the cleaner-offset-checkpoint file, in a worker thread)

@@ -281,3 +281,48 @@ def test_unclean_leader_election_by_the_broker_default():
         wait_until(lambda: cluster.isr("unclean-default", 0) == [leader], timeout=30, what="the follower out")
         cluster.stop_broker(leader)
         wait_until(lambda: cluster.leader("unclean-default", 0) == follower, timeout=30, what="the unclean leader")
+
+
+def test_followers_fetch_in_incremental_fetch_sessions():
+    """Followers fetch as Kafka's do, in an incremental fetch session (KIP-227): after a first full fetch, an idle
+    follower's fetches name no partition (the leader reads the session's); an acks=all record is answered once the
+    follower's next fetch names the one partition that moved; and when its leader loses the session
+    (FETCH_SESSION_ID_NOT_FOUND, as after a restart) the follower starts over with a full fetch and goes on in a new
+    session."""
+    with KafkiteCluster(brokers=2, overrides={"replica.fetch.wait.max.ms": "50"}) as c:
+        _create(c, "sess", partitions=10, rf=2)
+        wait_until(lambda: all(len(c.isr("sess", p)) == 2 for p in range(10)), timeout=30, what="the ISRs")
+        named = []  # (leader, session epoch, partitions named) of each follower fetch from now on
+        for b in c.node_ids:
+            sessions = c.brokers[b].fetch_sessions
+
+            def recording(version, sid, epoch, follower, data, forget, name, now, real=sessions.new_context, b=b):
+                if follower:
+                    named.append((b, epoch, len(data)))
+                return real(version, sid, epoch, follower, data, forget, name, now)
+            sessions.new_context = recording
+        wait_until(lambda: sum(1 for _, e, n in named if e > 0 and n == 0) >= 6, timeout=15,
+                   what="idle incremental fetches")
+        assert all(n == 0 for _, e, n in named[-4:] if e > 0), named[-4:]  # (nothing changed: nothing named)
+        leader = c.leader("sess", 3)
+        follower = 3 - leader
+        before = len(named)
+        with WireClient.connect(c.bootstrap_of(leader), timeout=10) as w:
+            assert produce(w, "sess", batch(2), partition=3).error_code == 0  # acks=all: the follower has it
+        assert c.log_end_offsets("sess", 3) == {leader: 2, follower: 2}
+        assert any(b == leader and e > 0 and n == 1 for b, e, n in named[before:]), named[before:]
+        stats = c.brokers[leader].fetch_sessions.stats
+        lost = stats["FETCH_SESSION_ID_NOT_FOUND"]
+        c.call(lambda: c.brokers[leader].fetch_sessions.sessions.clear())
+        before = len(named)
+        wait_until(lambda: stats["FETCH_SESSION_ID_NOT_FOUND"] > lost, timeout=15, what="the lost session")
+
+        def restarted():
+            fresh = [(e, n) for b, e, n in named[before:] if b == leader]
+            full = next((i for i, (e, _) in enumerate(fresh) if e == 0), None)
+            return full is not None and any(e > 0 for e, _ in fresh[full:]) and fresh[full:]
+        fresh = wait_until(restarted, timeout=15, what="a full fetch, then a new session")
+        assert fresh[0] == (0, len([p for p in range(10) if c.leader("sess", p) == leader])), fresh[:3]
+        with WireClient.connect(c.bootstrap_of(leader), timeout=10) as w:
+            assert produce(w, "sess", batch(1), partition=3).error_code == 0
+        assert c.log_end_offsets("sess", 3) == {leader: 3, follower: 3}

@@ -199,13 +199,18 @@ def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatc
     request's two topics), and the one of
     CreatePartitions, AlterConfigs and a new producer id block: nothing is fsynced on the event loop (before: the
     snapshot's file and directory, each change). The topic then takes records in every partition, and survives
-    a restart."""
+    a restart. The worker making the logs gives the GIL up between two (kafkite.gil_pacing.paced: here at every one),
+    and so does the one closing them at the broker's stop."""
     from kafka import KafkaProducer
     from kafka.admin import NewPartitions
     from kafka.protocol.producer import InitProducerIdRequest
     import kafkite.controller.metadata_store as metadata_module
+    import kafkite.gil_pacing as gil_pacing
     from kafkite.storage.log_loader import LogLoader
     data = tmp_path / "data"
+    yields = []
+    monkeypatch.setattr(gil_pacing, "PACE_S", 0.0)
+    monkeypatch.setattr(gil_pacing, "yield_gil", lambda: yields.append(threading.current_thread().name))
     with BrokerThread(data_dir=data) as b:
         admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
         with OnTheLoop(monkeypatch, LogLoader, "load") as loads, OnTheLoop(monkeypatch) as fsyncs, \
@@ -222,6 +227,8 @@ def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatc
                 pid = w.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 1)
                 assert pid.error_code == 0 and pid.producer_id >= 0
             assert b.state.writer.writes - writes >= 5  # written (in a worker thread): each change, acknowledged
+        made = [y for y in yields if "make_all" in y]  # (trio names its worker thread after the job)
+        assert len(made) >= 39, yields
         admin.close()
         loads.check(0)
         snapshots.check(0)
@@ -233,6 +240,8 @@ def test_creating_a_topic_makes_its_logs_in_a_worker_thread(tmp_path, monkeypatc
         p.flush()
         p.close()
         assert [b.state.replicas.get("made", i).log_end_offset for i in range(40)] == [1] * 40
+        before_close = len(yields)
+    assert len(yields) - before_close >= 40  # the 44 logs closed
     with BrokerThread(data_dir=data) as b:
         assert [b.state.replicas.get("made", i).log_end_offset for i in range(40)] == [1] * 40
         grown = b.state.metadata.topic("grown")
@@ -337,7 +346,7 @@ def test_storage_work_with_traffic_running_holds_the_loop_no_step_long(monkeypat
     1,000 partitions, 100 segments, a controller failover, with traffic; the script prints its figures): an
     in-process cluster of 3 brokers on disk makes 100 partitions (replication factor 3), deletes 20 segments by
     retention, compacts a 4 MB log, loses and gets back its controller and recovers a 4 MB log whole, while a client
-    sends Metadata and Produce. No log is made or recovered on the event loop (counted, whatever the machine's load),
+    (a process of its own) sends Metadata and Produce. No log is made or recovered on the event loop (counted, whatever the machine's load),
     and the watchdog logs no event_loop.blocked line for any step. Load tolerance: the watchdog threshold is 500 ms
     here, not 100 (a step's wall time includes the time the process was not scheduled, and this machine runs 4
     suites at once; at this size no step does more than ~20 ms of work); the client's latency (bounded at 200 ms

@@ -45,12 +45,17 @@ def read_from_start(bs, topic):
 def test_compacted_topic_is_cleaned_within_seconds(disk_broker, monkeypatch):
     """The cleaner compacts the topic within seconds, its worker giving the GIL up as it goes (kafkite.gil_pacing);
     its cleaner-offset-checkpoint file is read (the first time it looks at a log of the log dir) and written by a
-    worker thread, not on the event loop."""
+    worker thread, not on the event loop; so are the swap-in's renames (under the log's lock)."""
     import kafkite.storage.log_cleaner as log_cleaner
     from helpers import OnTheLoop
     from kafkite.gil_pacing import Pacer
+    from kafkite.storage.file_log_segment import FileLogSegment
     checkpoints = OnTheLoop(monkeypatch, log_cleaner, "write_checkpoint").__enter__()
     reads = OnTheLoop(monkeypatch, log_cleaner, "read_cleaner_checkpoint").__enter__()
+    swaps, real_replaced_by = [], FileLogSegment.replaced_by
+    monkeypatch.setattr(FileLogSegment, "replaced_by", lambda seg, prepared: swaps.append(seg.base)
+                        or real_replaced_by(seg, prepared))
+    swaps_on_loop = OnTheLoop(monkeypatch, FileLogSegment, "replaced_by").__enter__()
     paces, real_run = [], log_cleaner.CleanJob.run
     monkeypatch.setattr(log_cleaner.CleanJob, "run", lambda job: paces.append(type(job.pace)) or real_run(job))
     bs = disk_broker.bootstrap_servers
@@ -73,6 +78,8 @@ def test_compacted_topic_is_cleaned_within_seconds(disk_broker, monkeypatch):
     wait_until(lambda: cp.exists() and "compacted 0 " in cp.read_text(), timeout=15, what="the cleaner's checkpoint")
     checkpoints.check(0)
     reads.check(0)
+    swaps_on_loop.check(0)
+    assert swaps  # (the compacted segments replaced: in a worker thread)
     assert cp.parent in disk_broker.state.log_cleaner._checkpoints  # (read, in a worker)
     assert paces and set(paces) == {Pacer}  # (services.py hands the broker's cleaner its pace)
 

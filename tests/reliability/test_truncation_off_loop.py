@@ -275,3 +275,44 @@ def test_delete_records_and_the_retention_control_rename_segments_in_a_worker(tm
                                                                        for base in range(60, 132, 12)
                                                                        for ext in ("index", "log", "timeindex")]
                        + ["%020d.log" % 132], timeout=30, what="the deleted segments' files renamed, then removed")
+
+
+def test_a_follower_moves_its_log_start_renaming_segments_in_a_worker(tmp_path, monkeypatch):
+    """DeleteRecords on the leader of a partition with 2 copies: the follower's log start follows the leader's
+    (Kafka's Partition.updateFollowerFetchState -> maybeIncrementLogStartOffset), and the renames of its deleted
+    segments' files to `.deleted`, with its `log-start-offset` and leader-epoch-checkpoint writes, run in a worker
+    thread, not on the event loop; it goes on copying the leader's records."""
+    import os
+    from kafka.protocol.admin import DeleteRecordsRequest
+    from helpers import OnTheLoop
+    from kafkite.storage import leader_epoch_file_cache, unified_log
+    with KafkiteCluster(brokers=2, data_dir=tmp_path) as c:
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers)
+        admin.create_topics([NewTopic(TOPIC, 1, 2, topic_configs={"segment.bytes": "100"})])
+        admin.close()
+        wait_until(lambda: len(c.isr(TOPIC, 0)) == 2, timeout=15, what="the ISR")
+        leader = c.leader(TOPIC, 0)
+        follower = 3 - leader
+        with WireClient.connect(c.bootstrap_of(leader), timeout=10) as w:
+            for i in range(8):
+                assert produce(w, records(f"r{i}-", 12)) == 0  # acks=all: the follower has it too
+            lg = c.replica_log(follower, TOPIC, 0)
+            assert len(lg.segments) == 8
+            d = tmp_path / f"broker-{follower}" / f"{TOPIC}-0"
+            with OnTheLoop(monkeypatch, os, "replace") as renames, \
+                    OnTheLoop(monkeypatch, unified_log, "write_atomically") as starts, \
+                    OnTheLoop(monkeypatch, leader_epoch_file_cache, "write_checkpoint") as epochs:
+                T = DeleteRecordsRequest.DeleteRecordsTopic
+                r = w.request(DeleteRecordsRequest(topics=[T(name=TOPIC, partitions=[
+                    T.DeleteRecordsPartition(partition_index=0, offset=5 * 12)])], timeout_ms=10000), 1)
+                assert r.topics[0].partitions[0].error_code == 0
+                assert produce(w, records("after-", 12)) == 0
+                wait_until(lambda: lg.log_start_offset == 60 and lg.segments[0].base == 60
+                           and lg.log_end_offset == 9 * 12, timeout=15, what="the follower's log start")
+                wait_until(lambda: (d / "log-start-offset").exists() and (d / "log-start-offset").read_text() == "60",
+                           timeout=15, what="the follower's log-start-offset file")
+            assert not [s for s in renames.stacks if "retire" in s], renames.stacks[:1]
+            starts.check(0)
+            epochs.check(0)
+            assert sorted(f.name for f in d.glob("*.log.deleted")) == ["%020d.log.deleted" % (12 * i) for i in range(5)]
+            assert c.log_end_offsets(TOPIC, 0) == {leader: 108, follower: 108}

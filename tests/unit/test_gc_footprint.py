@@ -142,9 +142,11 @@ def test_install_freezes_after_each_full_collection_and_uninstall_gives_everythi
         assert gc_freeze.install() is hook and gc.callbacks.count(hook) == 1
         gc.collect()
         assert gc.get_freeze_count() > 0 and hook.frozen == 1
+        assert gc_freeze.settle() and hook.frozen == 2  # (kafkite serve's, once ready)
     finally:
         gc_freeze.uninstall()
     assert hook not in gc.callbacks and gc.get_freeze_count() == 0
+    assert not gc_freeze.settle()  # not installed: the host process's GC left alone
 
 
 @pytest.mark.parametrize("raw, expected", [("", True), ("0", False), ("off", False), ("1", True), ("on", True)])
@@ -170,3 +172,25 @@ def test_kafkite_serve_installs_the_gc_freeze_unless_told_not_to(monkeypatch, fl
     args = build_parser().parse_args(["serve", "--in-memory"] + ([] if flag is None else ["--gc-freeze", flag]))
     assert app.install_gc_freeze(None if args.gc_freeze is None else args.gc_freeze == "on") is installed
     assert calls == ([1] if installed else [])
+
+
+def test_kafkite_serve_settles_the_gc_freeze_once_ready(monkeypatch):
+    """`kafkite serve` runs the process's first full collection (kafkite.gc_freeze.settle) right after its ready
+    line, not at some later moment while it serves."""
+    import trio
+    from kafkite import app
+    from kafkite.config import BrokerConfig
+    events = []
+    monkeypatch.setattr(gc_freeze, "install", lambda: events.append("install"))
+    monkeypatch.setattr(gc_freeze, "settle", lambda: events.append("settle"))
+    monkeypatch.setattr(app, "_ready", lambda *a: events.append("ready"))
+
+    async def main():
+        async with trio.open_nursery() as n:
+            config = BrokerConfig(static={"listeners": "PLAINTEXT://127.0.0.1:0"})
+            await n.start(lambda task_status: app.serve(config, data_dir=None, in_memory=True, gc_freeze=True,
+                                                        task_status=task_status))
+            await trio.sleep(0)
+            n.cancel_scope.cancel()
+    trio.run(main)
+    assert events == ["install", "ready", "settle"]

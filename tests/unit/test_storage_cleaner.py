@@ -294,3 +294,82 @@ def test_a_batch_keeping_some_records_is_rebuilt_with_them(make_log):
     assert lg.compact(0) == 2
     assert everything(lg) == [(0, b"k0", b"old0"), (2, b"k2", b"old2"), (3, b"k3", b"old3"), (5, b"k5", b"old5"),
                               (6, b"k1", b"new1"), (7, b"k4", b"new4"), (8, b"other", b"x")]
+
+
+class _Recorded:
+    """A log's lock that notes the name of each function that takes it."""
+
+    def __init__(self) -> None:
+        import sys
+        self._sys, self._lock, self.takers = sys, threading.RLock(), []
+
+    def __enter__(self):
+        self.takers.append(self._sys._getframe(1).f_code.co_name)
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self._lock.__exit__(*exc)
+
+
+def test_the_swap_in_runs_in_a_worker_under_the_log_lock_and_a_reader_keeps_its_segment(make_log):
+    """The swap-in's renames run in a worker thread (swap_work: the log's replace_segments, Kafka's
+    LocalLog.replaceSegments) under the log's lock, which retention, DeleteRecords, truncation and closing take too;
+    each replacement takes its segment's place in the list, and a reader holding the old segment still reads it
+    whole, from its file renamed `.deleted`, until the log deletes it. A swap whose segment left the log meanwhile
+    does nothing and its prepared files are dropped."""
+    lg = make_log(segment_bytes=300)
+    fill(lg, 20)
+    lock = lg.lock = _Recorded()
+    old = lg.segments[0]
+    old_batches = old.read(old.base, 1 << 20, True, None)
+    before = everything(lg)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    result = job.run()
+    replaced = {id(seg) for seg, _ in result.replacements}
+    assert id(old) in replaced
+    done = []
+    t = threading.Thread(target=lambda: done.append(cleaner.swap_work(job, result)()))
+    t.start()
+    t.join()
+    assert done == [True] and lock.takers == ["replace_segments"]
+    assert not replaced & {id(s) for s in lg.segments} and lg.segments[0].base == old.base
+    assert cleaner.swapped(job, result, True)
+    after = everything(lg)
+    assert len(after) == len(before) - result.records_removed < len(before) and after[-3:] == before[-3:]
+    assert old.read(old.base, 1 << 20, True, None) == old_batches  # (the old segment, as a reader holds it)
+    if lg.dir is not None:
+        assert sorted(p.name for p in lg.dir.glob(f"{old.base:020d}.*")) == [
+            f"{old.base:020d}.{ext}" for ext in ("index", "index.deleted", "log", "log.deleted", "timeindex",
+                                                 "timeindex.deleted")]
+        assert lg.deletions_pending and {f.base for f in lg.pending_deletions} >= {old.base}
+        assert not list(lg.dir.glob("*.cleaned"))
+        lg.files_to_delete(0)
+        run = lg.files_to_delete(lg.config.file_delete_delay_ms)
+        run()
+        assert not list(lg.dir.glob("*.deleted")) and not lg.deletions_pending  # (the periodic check skips it)
+    # the log's changes of its segments take the lock
+    fill(lg, 20)
+    lg.enforce_retention(0)
+    lg.delete_records_before(lg.segments[1].base)
+    lg.truncate_to(lg.log_end_offset - 1)
+    lg.truncate_to(lg.log_start_offset)
+    lg.close()
+    assert lock.takers[1:] == ["enforce_retention", "delete_records_before", "truncate_to",
+                               "truncate_fully_and_start_at", "close"]
+
+
+def test_a_swap_whose_segment_left_the_log_meanwhile_does_nothing(make_log):
+    """replace_segments checks, under the lock, that every segment to replace is still in the log (besides the log's
+    version): else nothing is renamed or replaced, and `swapped` drops the prepared files."""
+    lg = make_log(segment_bytes=300)
+    fill(lg, 20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    result = job.run()
+    lg.segments.pop(0)  # (as the version were the same)
+    kept = list(lg.segments)
+    assert not cleaner.swapped(job, result, cleaner.swap_work(job, result)())
+    assert all(a is b for a, b in zip(lg.segments, kept)) and len(lg.segments) == len(kept)
+    if lg.dir is not None:
+        assert not list(lg.dir.glob("*.cleaned")) and not list(lg.dir.glob("*.deleted"))

@@ -252,7 +252,7 @@ async def compact(brokers: dict, topic: str | None, partition: int | None) -> li
         removed, swapped = 0, True
         if job is not None:
             result = await trio.to_thread.run_sync(job.run)
-            swapped = cleaner.swap_in(job, result)
+            swapped = cleaner.swapped(job, result, await trio.to_thread.run_sync(cleaner.swap_work(job, result)))
             removed = result.records_removed if swapped else 0
             write = cleaner.checkpoint_writes()
             if write is not None:  # (the cleaner-offset-checkpoint file, in a worker thread)

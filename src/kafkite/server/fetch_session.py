@@ -5,7 +5,8 @@ A Fetch (v7+) carries session_id and session_epoch:
 - epoch 0 (INITIAL_EPOCH): a full fetch that asks for a new session. Any session it names is closed first;
   the response carries every partition and the id of the session created, or 0 when the cache has no room
   for one (the client goes on with full fetches).
-- epoch -1 (FINAL_EPOCH): a full fetch without a session (closes the one it names). Followers fetch so.
+- epoch -1 (FINAL_EPOCH): a full fetch without a session (closes the one it names). (Followers fetch in sessions,
+  as Kafka's: server/replication.py.)
 - any other epoch: an incremental fetch of session `session_id`: unknown id -> FETCH_SESSION_ID_NOT_FOUND,
   an epoch other than the session's -> INVALID_FETCH_SESSION_EPOCH, a session created with topic ids (v13+)
   used by an older version or the reverse -> FETCH_SESSION_TOPIC_ID_ERROR (each with session id 0 and no

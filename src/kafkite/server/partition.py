@@ -115,11 +115,13 @@ class Partition:
 
     def update_follower_watermarks(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
         """A fetch answer from the leader: this replica's high watermark is the leader's, up to its own log end;
-        records below the leader's log start offset go once this replica's high watermark covers it."""
+        records below the leader's log start offset go once this replica's high watermark covers it (the deleted
+        segments' renames, and the log start's files, left to the log's `renames()`, for a worker thread, as
+        DeleteRecords leaves them: the replica fetcher runs it)."""
         lg = self.log
         lg.set_replicated_high_watermark(min(leader_high_watermark, lg.log_end_offset))
         if lg.log_start_offset < leader_log_start_offset <= lg.high_watermark:
-            lg.delete_records_before(leader_log_start_offset)
+            lg.delete_records_before(leader_log_start_offset, defer_renames=True)
 
     def apply_isr(self, isr: list[int], partition_epoch: int) -> bool:
         """The controller's ISR (an AlterPartition answer, an UpdateMetadata): taken when newer than what we have

@@ -21,6 +21,8 @@ from typing import Callable, Iterable
 import structlog
 import trio
 
+from ..gil_pacing import paced
+
 log = structlog.get_logger("kafkite.prepared_logs")
 Key = tuple[str, int]
 
@@ -47,7 +49,7 @@ class PreparedLogs:
 
         def make_all() -> dict[Key, object]:
             made = {}
-            for k in todo:
+            for k in paced(todo):  # (~2 ms of Python a log: the GIL given up between them, kafkite/gil_pacing.py)
                 try:
                     made[k] = make(k)
                 except Exception as exc:  # the usual path makes (or loads) it again and answers its error

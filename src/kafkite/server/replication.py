@@ -9,7 +9,12 @@ one connection to the leader's inter-broker listener and loops:
    epoch both have (Kafka's KIP-101/279 rounds), so a divergent suffix it wrote as an earlier leader goes;
 2. Fetch v12 with the replica id (`replica.fetch.wait.max.ms`, `replica.fetch.min.bytes`,
    `replica.fetch.max.bytes` per partition, `replica.fetch.response.max.bytes` in all) from each partition's
-   log end offset, at the leader epoch it follows;
+   log end offset, at the leader epoch it follows, in an incremental fetch session (KIP-227, as Kafka's
+   followers: `_Session`, Kafka's FetchSessionHandler): after a first full fetch, a fetch names only the
+   partitions whose offsets or leader epoch changed (and forgets those no longer fetched), and its answer
+   carries only the partitions with something new -- a follower of 1,000 idle partitions no longer sends and
+   reads them all every round (3 in-process brokers of 1,000 idle partitions at replication factor 3: the
+   loop's CPU from 167-172 to 113-141 ms a second, the fetchers' own from 41 to 11-14);
 3. the leader's batches are appended as they are (`append_as_follower`), written and fsynced in a worker
    thread before the next fetch (whose offset tells the leader what this replica holds), and the follower's
    high watermark becomes the leader's, as far as its log reaches.
@@ -36,10 +41,11 @@ from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 
 from ..controller.zk_requests import inter_broker_endpoint
 from ..storage.unified_log import UnexpectedAppend
-from ..wire.errors import E
+from ..wire.errors import E, name_of
 from ..wire.frame import FrameReader
 from ..wire.interbroker import AlterPartitionRequest
 from .context import now_ms
+from .fetch_session import INITIAL_EPOCH, next_epoch
 from .controller_channel import exchange
 from .interbroker import InterBrokerAuthenticationError
 from .replica_manager import KafkaStorageException
@@ -106,6 +112,38 @@ class _FetchState:
 
 
 @dataclass
+class _Session:
+    """A fetcher's side of its leader's incremental fetch session (Kafka's FetchSessionHandler; the leader's side is
+    server/fetch_session.py). `sent`: what the leader's session holds of each partition, (fetch offset, log start
+    offset, leader epoch). Without a session (id 0) a fetch is a full one asking for one (epoch 0); the leader's
+    answer names the session, or 0 when it has no room (the next fetch asks again). With one, a fetch sends the
+    partitions whose state changed and forgets those no longer fetched (backing off, truncating, moved away). An
+    answer with a session error, an unexpected session id, or a request that failed drops the session: the next
+    fetch is a full one."""
+    id: int = 0
+    epoch: int = INITIAL_EPOCH
+    sent: dict[Key, tuple[int, int, int]] = field(default_factory=dict)
+
+    def request(self, wanted: dict[Key, tuple[int, int, int]]) -> tuple[dict, list[Key]]:
+        """(the partitions to name, the partitions to forget) for a fetch of `wanted`."""
+        if not self.id:
+            return wanted, []
+        return {k: w for k, w in wanted.items() if self.sent.get(k) != w}, [k for k in self.sent if k not in wanted]
+
+    def answered(self, wanted: dict[Key, tuple[int, int, int]], error: int, session_id: int) -> None:
+        if error in _SESSION_ERRORS or (self.id and session_id != self.id):
+            self.reset()
+        elif self.id or session_id:
+            self.id, self.epoch, self.sent = session_id, next_epoch(self.epoch), dict(wanted)
+
+    def reset(self) -> None:
+        self.id, self.epoch, self.sent = 0, INITIAL_EPOCH, {}
+
+
+_SESSION_ERRORS = (E.FETCH_SESSION_ID_NOT_FOUND, E.INVALID_FETCH_SESSION_EPOCH, E.FETCH_SESSION_TOPIC_ID_ERROR)
+
+
+@dataclass
 class _Fetcher:
     leader: int
     fetcher_id: int
@@ -113,6 +151,7 @@ class _Fetcher:
     running: bool = False
     wake: trio.Event = field(default_factory=trio.Event)
     client: InterBrokerClient | None = None
+    session: _Session = field(default_factory=_Session)
 
 
 class Replication:
@@ -233,6 +272,7 @@ class Replication:
                     (log.warning if isinstance(exc, InterBrokerAuthenticationError) else log.info)(
                         "replica_fetcher.connection_failed", leader=f.leader, error=str(exc) or repr(exc))
                     await client.close()
+                    f.session.reset()  # (the leader may or may not have taken the last fetch: start over)
                     await self._sleep(f, self.backoff)
                 except KafkaStorageException:
                     return  # the log dir is offline: this broker replicates nothing more
@@ -343,19 +383,31 @@ class Replication:
             return False
         T = FetchRequest.FetchTopic
         P = T.FetchPartition
+        wanted: dict[Key, tuple[int, int, int]] = {}
+        for key, s in ready.items():
+            lg = self.rm.follower(key).log
+            wanted[key] = (lg.log_end_offset, lg.log_start_offset, s.leader_epoch)
+        asked = {k: w[0] for k, w in wanted.items()}
+        named, forget = f.session.request(wanted)
         topics: dict[str, list] = {}
-        asked: dict[Key, int] = {}
-        for (t, i), s in ready.items():
-            lg = self.rm.follower((t, i)).log
-            asked[(t, i)] = lg.log_end_offset
+        for (t, i), (offset, start, epoch) in named.items():
             topics.setdefault(t, []).append(P(
-                partition=i, current_leader_epoch=s.leader_epoch, fetch_offset=lg.log_end_offset,
-                last_fetched_epoch=-1, log_start_offset=lg.log_start_offset, partition_max_bytes=self.fetch_max_bytes))
+                partition=i, current_leader_epoch=epoch, fetch_offset=offset, last_fetched_epoch=-1,
+                log_start_offset=start, partition_max_bytes=self.fetch_max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for t, i in forget:
+            forgotten.setdefault(t, []).append(i)
         req = FetchRequest[FETCH_VERSION](
             replica_id=self.node_id, max_wait_ms=self.fetch_wait_ms, min_bytes=self.fetch_min_bytes,
-            max_bytes=self.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[T(topic=t, partitions=ps) for t, ps in topics.items()], forgotten_topics_data=[], rack_id="")
+            max_bytes=self.response_max_bytes, isolation_level=0, session_id=f.session.id,
+            session_epoch=f.session.epoch, topics=[T(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
+            rack_id="")
         resp = await client.request(endpoint, req, extra_timeout=self.fetch_wait_ms / 1000.0)
+        f.session.answered(wanted, resp.error_code, resp.session_id)
+        if resp.error_code:  # (a session error: the next fetch is a full one, at once)
+            log.info("replica_fetcher.session_reset", leader=f.leader, error=name_of(resp.error_code))
+            return True
         if self.paused:  # paused while it waited: as if the answer never arrived
             return True
         for rt in resp.responses:
@@ -393,8 +445,11 @@ class Replication:
             if got is not None:
                 await self.rm.wait_durable(*got)
         if self.rm.follower(key) is p:
+            start = p.log.log_start_offset
             with self._disk(key, "moving the watermarks of"):
                 p.update_follower_watermarks(rp.high_watermark, rp.log_start_offset)
+            if p.log.log_start_offset != start:  # its deleted segments' renames and files, in a worker thread
+                await self.rm.rename_deleted_segments([key])
 
     # -- leaders: ISR changes through the controller --------------------------------------------------
     def maybe_expand_isr(self, p: "Partition") -> None:

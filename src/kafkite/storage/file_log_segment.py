@@ -468,6 +468,43 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
         self.bytes_since_index = prepared.bytes_since_index
         self._adopt(prepared)
 
+    def replaced_by(self, prepared: "FileLogSegment") -> DeletedFiles:
+        """The cleaner's swap-in (log_segment.py), its files in the order of `swap_in`: this segment's indexes renamed
+        `.deleted`, its .log hard-linked as `.log.deleted`, then each prepared file renamed over the live name, so
+        that a crash in between leaves a .log whose indexes are rebuilt on open. This segment keeps its file open
+        and its in-memory indexes (a read holding it goes on working) under its `.deleted` names, where a rebuild of
+        its index under way puts the index, never over the new one."""
+        super().replaced_by(prepared)
+        self.complete_writes()
+        live_log, live_indexes = self.log_path, (self.offset_index.path, self.time_index.path)
+        with self._index_lock:
+            aside = []
+            for idx in (self.offset_index, self.time_index):
+                gone = deleted_path(idx.path)
+                try:
+                    os.replace(idx.path, gone)
+                    aside.append(gone)
+                except FileNotFoundError:
+                    pass
+                idx.path = gone
+            old_log = deleted_path(live_log)
+            try:
+                old_log.unlink(missing_ok=True)  # an earlier compaction's, still waiting: its fd keeps it
+                os.link(live_log, old_log)
+                aside.append(old_log)
+                self.log_path = old_log
+            except OSError as exc:  # no hard links on this filesystem: the old .log goes at once
+                if exc.errno == errno.EIO:
+                    raise
+            self._index_from_file = False
+            os.replace(prepared.log_path, live_log)
+            prepared.log_path = live_log
+            for live, theirs in zip(live_indexes, (prepared.offset_index, prepared.time_index)):
+                os.replace(theirs.path, live)
+                theirs.path = live
+            prepared.txn_index_path = self.txn_index_path  # (the live .txnindex, if any, stays: the same base)
+        return DeletedFiles(self.base, aside, self.close)
+
     def truncate_to(self, offset: int) -> None:
         self.complete_writes()
         pos = self.find_position(offset)  # the batch reaching offset is dropped whole

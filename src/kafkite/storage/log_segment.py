@@ -7,8 +7,9 @@ file_log_segment.py) and `MemoryLogSegment` (memory_log_segment.py, for --in-mem
 
 The cleaner: `batch_source()` gives a function that reads the segment's batches in another
 thread (by path, up to the bytes written when it was called); `prepare(batches)`, also in a
-worker, writes a replacement as `.cleaned` files; `swap_in(prepared)` on the log's own thread
-puts it in place (renames only) and `discard()` drops it.
+worker, writes a replacement as `.cleaned` files; `replaced_by(prepared)` gives it the segment's file names (renames
+only, under the log's lock: LocalLog.replace_segments puts it in the segment's place), and `discard()` drops it.
+(`swap_in(prepared)` puts it in place inside the segment object itself: `replace`, for tools and tests.)
 """
 from __future__ import annotations
 
@@ -183,6 +184,15 @@ class LogSegment:
 
     def swap_in(self, prepared: "LogSegment") -> None:
         raise NotImplementedError
+
+    def replaced_by(self, prepared: "LogSegment") -> "DeletedFiles | None":
+        """The cleaner's swap-in of this segment (LocalLog.replace_segments: under the log's lock, in a worker
+        thread): `prepared` is to take this segment's place in the log, with this one's file names and end offset;
+        this one stays readable as it is. -> this one's files, renamed `.deleted`, for the log to delete later
+        (a memory segment: None)."""
+        prepared.next_offset = max(self.next_offset, prepared.next_offset)  # offsets are kept: the end stays
+        prepared.roll_jitter_ms = self.roll_jitter_ms
+        return None
 
     def discard(self) -> None:
         """Drop a prepared replacement that will not be swapped in."""

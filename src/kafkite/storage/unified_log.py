@@ -2,29 +2,14 @@
 
 A log is a list of segments (log_segment.py), each holding the batches from its base offset up
 to the next segment's base; keeping them -- rolling the active one, deleting the files of those
-that leave the log -- is LocalLog's (local_log.py), which UnifiedLog extends. Every rule --
+that leave the log -- is LocalLog's (local_log.py), which UnifiedLog extends (through LogFlush). Every rule --
 offset assignment, rolling, reads, the high watermark, retention, DeleteRecords, timestamp
 lookup, truncation, the leader epoch cache and producer state -- is the same for both kinds of
 segment, so file and memory logs behave alike to the offset. Directory loading and recovery
 are LogLoader's (log_loader.py); compaction is LogCleaner's (log_cleaner.py).
 
-Durability: the active .log is fsynced once `flush.messages` records are unflushed (1 by
-default here: an acknowledged write is on disk), or on an append `flush.ms` after the last
-flush; `scheduled_flush` is Kafka's flush scheduler's check, for a periodic task. A rolled
-segment's fsync and index files are left to the next flush run (deferred or scheduled), as
-Kafka leaves them to its scheduler, so a roll does not wait for the disk. An append
-may leave the write -- and that fsync when one is due -- to its caller (`defer_flush=True`:
-`deferred_flush()` gives a function to run in a worker thread that writes the pending bytes
-and fsyncs if asked to, `mark_flushed()` records it done); until then the appended records stay
-above the high watermark, so no consumer reads a record that a crash could still take away,
-and reads stop where the file's written bytes end. One run covers every append made before it
-started (group commit).
-
-A failed write or fsync leaves the records of that append, and every one after the first whose
-deferred write had not completed, unacknowledged; `fail()` (the log dir went offline: Kafka's
-LogManager.handleLogDirFailure closing the log's handlers) drops them, unwritten, and gives a
-function for a worker thread that cuts them from the files and closes them, so that neither a
-later flush nor a restart brings them back.
+Durability -- fsyncs per flush.messages / flush.ms, the write and fsync an append may leave to a
+worker thread, and what a failed one leaves -- is LogFlush's (log_flush.py), which UnifiedLog extends.
 
 Sans-IO with respect to time: every operation that needs the clock takes `now_ms`.
 """
@@ -41,7 +26,7 @@ from typing import Callable, Iterator
 
 from .batch import BatchHeader, Record, crc_ok, decode_batch, iter_batches, read_marker, valid_prefix
 from .leader_epoch_file_cache import LeaderEpochFileCache
-from .local_log import LocalLog
+from .log_flush import LogFlush
 from .log_config import LogConfig
 from .checkpoint_file import write_atomically
 from .log_loader import LogLoader, check_topic_id, read_topic_id, write_partition_metadata
@@ -71,7 +56,7 @@ class AppendResult:
     log_start_offset: int
 
 
-class UnifiedLog(LocalLog):
+class UnifiedLog(LogFlush):
     """One partition's log (see the module comment). `new_segment(base, now_ms)` makes a segment
     of the log's kind; `directory` is None for a memory log."""
     _start_lock = MadeOnce(threading.Lock)  # the `log-start-offset` file's writes (made on first use)
@@ -89,7 +74,7 @@ class UnifiedLog(LocalLog):
         self._hw: int | None = None
         self._unflushed = 0
         self._last_flush_ms = now_ms
-        self._dirty_from: int | None = None  # first offset whose deferred fsync has not happened
+        self._dirty_from = None
         self.version = 0  # bumped by every change other than an append or a roll (the cleaner checks it)
         # a worker thread is changing the log (a follower's truncation, server/replication.py): the broker's
         # services and requests leave it alone, and the changes that arrive meanwhile (a LeaderAndIsr, StopReplica)
@@ -258,85 +243,6 @@ class UnifiedLog(LocalLog):
             self._dirty_from = base if self._dirty_from is None else min(self._dirty_from, base)
             raise
 
-    # -- flushing
-    def flush(self, now_ms: int | None = None) -> None:
-        """Write and fsync everything appended, on this thread."""
-        self._flush_run(False)()
-        self.active.flush()
-        self._unflushed = 0
-        self._dirty_from = None
-        if now_ms is not None:
-            self._last_flush_ms = now_ms
-
-    def flush_pending(self, offset: int) -> bool:
-        """True while the record at `offset` waits for a deferred fsync."""
-        return self._dirty_from is not None and self._dirty_from <= offset
-
-    def deferred_flush(self) -> tuple[int, Callable[[], None]]:
-        """(target, run): `run()` -- safe to call in another thread -- makes every record below
-        `target` durable; then call `mark_flushed(target)` on the log's own thread. It finishes
-        the rolls still under way (LogSegment.finish_roll), then writes the active segment's
-        deferred appends (and fsyncs when one of them asked for it)."""
-        return self.log_end_offset, self._flush_run(False)
-
-    def _flush_run(self, force_sync: bool) -> Callable[[], None]:
-        closing = [s for s in self.segments[:-1] if s.closing]
-        active = self.active
-        epochs = self.epochs.take_pending()  # (written before the records: see leader_epoch_file_cache.py)
-
-        def run() -> None:
-            if epochs is not None:
-                epochs()
-            for seg in closing:
-                seg.finish_roll()
-            active.write_deferred(force_sync)
-        return run
-
-    def scheduled_flush(self, now_ms: int) -> tuple[int, Callable[[], None]] | None:
-        """Kafka's flush scheduler: when records are unflushed and flush.ms has passed since the
-        last flush (the run then fsyncs), or a roll is still to be finished, (target, run) as
-        deferred_flush's; else None."""
-        due = self._unflushed > 0 and now_ms - self._last_flush_ms >= self.config.flush_ms
-        if not due and not any(s.closing for s in self.segments[:-1]):
-            return None
-        if due:
-            self._unflushed, self._last_flush_ms = 0, now_ms
-        return self.log_end_offset, self._flush_run(due)
-
-    def fail(self) -> Callable[[], None]:
-        """The log dir failed: the log takes no more writes, and the appends not acknowledged (from the
-        first record whose deferred write or fsync had not completed) are dropped, unwritten. Returns
-        `run()` for a worker thread: cuts them from the files, as far as the disk allows, and closes
-        the files (see the module comment). A cleaning under way is not swapped in."""
-        self.version += 1
-        keep = self.log_end_offset if self._dirty_from is None else self._dirty_from
-        segments = list(self.segments)
-        for s in segments:
-            s.fail()
-        self._collect_retired(None)
-        doomed, self._doomed = self._doomed, ()
-
-        def run() -> None:
-            for i, s in enumerate(segments):
-                try:
-                    s.abandon(keep, delete=i > 0 and s.base >= keep)
-                except OSError:
-                    pass  # the disk failed: what it kept, recovery checks at the next start
-            for files in doomed:  # left for the next start's LogLoader
-                try:
-                    files.close()
-                except OSError:
-                    pass
-        return run
-
-    def mark_flushed(self, target: int) -> None:
-        if self._dirty_from is None:
-            return
-        if target >= self.log_end_offset:
-            self._dirty_from = None
-        elif target > self._dirty_from:
-            self._dirty_from = target
-
     # -- read
     def _check_range(self, offset: int) -> None:
         if offset < self.log_start_offset or offset > self.log_end_offset:
@@ -436,10 +342,11 @@ class UnifiedLog(LocalLog):
         `renames()` (a worker thread)."""
         if offset > self.high_watermark or offset < 0:
             raise OffsetOutOfRange(f"offset {offset} is not in [0, high watermark {self.high_watermark}]")
-        self._advance_log_start(offset, defer_renames)
-        self.version += 1
-        while len(self.segments) > 1 and self.segments[1].base <= self.log_start_offset:
-            self._delete_oldest(now_ms, defer_renames)
+        with self.lock:
+            self._advance_log_start(offset, defer_renames)
+            self.version += 1
+            while len(self.segments) > 1 and self.segments[1].base <= self.log_start_offset:
+                self._delete_oldest(now_ms, defer_renames)
         return self.log_start_offset
 
     def enforce_retention(self, now_ms: int, defer_renames: bool = False) -> int:
@@ -449,16 +356,17 @@ class UnifiedLog(LocalLog):
         renames to `.deleted`, and the log start's file writes, are left for `renames()` (a worker thread)."""
         cfg, n = self.config, 0
         total = self.size_bytes
-        while len(self.segments) > 1:
-            seg = self.segments[0]
-            too_old = cfg.retention_ms >= 0 and seg.max_ts >= 0 and now_ms - seg.max_ts > cfg.retention_ms
-            too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
-            if not (too_old or too_big):
-                break
-            total -= self._delete_oldest(now_ms, defer_renames).size
-            n += 1
-        if n:
-            self._advance_log_start(self.segments[0].base, defer_renames)
+        with self.lock:
+            while len(self.segments) > 1:
+                seg = self.segments[0]
+                too_old = cfg.retention_ms >= 0 and seg.max_ts >= 0 and now_ms - seg.max_ts > cfg.retention_ms
+                too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+                if not (too_old or too_big):
+                    break
+                total -= self._delete_oldest(now_ms, defer_renames).size
+                n += 1
+            if n:
+                self._advance_log_start(self.segments[0].base, defer_renames)
         return n
 
     # -- compaction
@@ -477,12 +385,13 @@ class UnifiedLog(LocalLog):
         if offset <= self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        self.version += 1
-        while len(self.segments) > 1 and self.active.base >= offset:
-            self._retire(self.segments.pop())
-        self.active.truncate_to(offset)
-        if self.active.size == 0 and len(self.segments) > 1 and self.active.base > offset:
-            self._retire(self.segments.pop())
+        with self.lock:
+            self.version += 1
+            while len(self.segments) > 1 and self.active.base >= offset:
+                self._retire(self.segments.pop())
+            self.active.truncate_to(offset)
+            if self.active.size == 0 and len(self.segments) > 1 and self.active.base > offset:
+                self._retire(self.segments.pop())
         self.log_end_offset = self.active.next_offset if self.active.size else self.active.base
         self.epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producer_state()
@@ -492,11 +401,12 @@ class UnifiedLog(LocalLog):
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every record and start the log empty at `offset` (a follower whose fetch offset fell below the
         leader's log start offset, Kafka's truncateFullyAndStartAt)."""
-        self.version += 1
-        created_ms = self.active.created_ms
-        for seg in self.segments:
-            self._retire(seg)  # renamed before the new segment's files are made (it may have the same base)
-        self.segments = [self._make_segment(offset, created_ms)]
+        with self.lock:
+            self.version += 1
+            created_ms = self.active.created_ms
+            for seg in self.segments:
+                self._retire(seg)  # renamed before the new segment's files are made (it may have the same base)
+            self.segments = [self._make_segment(offset, created_ms)]
         self.log_start_offset = self.log_end_offset = offset
         self._save_log_start()
         self.epochs.clear()
@@ -552,6 +462,10 @@ class UnifiedLog(LocalLog):
     def close(self) -> bool:
         """fsync and write the active segment's indexes; close every file. False when the flush
         failed (the broker's shutdown is then not a clean one)."""
+        with self.lock:
+            return self._close()
+
+    def _close(self) -> bool:
         self.version += 1  # a cleaning under way is not swapped in
         flushed = True
         try:
@@ -570,20 +484,22 @@ class UnifiedLog(LocalLog):
         """Close every file of a log that is about to be deleted: pending writes completed (no worker is left
         writing to a closed file), but nothing flushed, fsynced or checkpointed (Kafka's closeHandlers before an
         asyncDelete): its directory is renamed and removed next, so none of that would survive."""
-        self.version += 1  # a cleaning under way is not swapped in
-        for s in self.segments:
-            s.close()
-        self._close_doomed()
+        with self.lock:
+            self.version += 1  # a cleaning under way is not swapped in
+            for s in self.segments:
+                s.close()
+            self._close_doomed()
 
     def delete(self) -> None:
         """Close and remove the partition (its directory, for a file log)."""
-        self.version += 1
-        for s in self.segments:
-            if self._dir is not None:
-                s.close()
-            else:
-                s.delete()
-        self._close_doomed()
+        with self.lock:
+            self.version += 1
+            for s in self.segments:
+                if self._dir is not None:
+                    s.close()
+                else:
+                    s.delete()
+            self._close_doomed()
         if self._dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
