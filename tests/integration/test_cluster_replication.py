@@ -326,3 +326,35 @@ def test_followers_fetch_in_incremental_fetch_sessions():
         with WireClient.connect(c.bootstrap_of(leader), timeout=10) as w:
             assert produce(w, "sess", batch(1), partition=3).error_code == 0
         assert c.log_end_offsets("sess", 3) == {leader: 3, follower: 3}
+
+
+def test_a_fetch_answer_not_applied_is_fetched_again_in_full():
+    """A follower that drops a fetch answer (its replication paused while the fetch waited) starts its fetch session
+    over, as Kafka's FetchSessionHandler does after an error: the leader's session records what each answer carried,
+    so an incremental fetch would never send again the high watermark the dropped answer moved, and the follower's
+    would stay behind."""
+    with KafkiteCluster(brokers=2, overrides={"replica.fetch.wait.max.ms": "50"}) as c:
+        _create(c, "dropped", partitions=1, rf=2)
+        wait_until(lambda: len(c.isr("dropped", 0)) == 2, timeout=30, what="the ISR")
+        leader = c.leader("dropped", 0)
+        follower = 3 - leader
+        replication = c.brokers[follower].replicas.replication
+        fetcher = wait_until(lambda: next((f for f in replication.fetchers.values()
+                                           if f.leader == leader and f.client is not None), None),
+                             timeout=15, what="the follower's fetcher")
+        real, armed = fetcher.client.request, [True]
+
+        async def request(endpoint, req, **kwargs):  # the first answer moving the high watermark alone is dropped
+            resp = await real(endpoint, req, **kwargs)
+            if armed and any(rp.high_watermark == 1 and not rp.records
+                             for rt in getattr(resp, "responses", ()) for rp in rt.partitions):
+                replication.pause()
+                armed.clear()
+            return resp
+        c.call(lambda: setattr(fetcher.client, "request", request))
+        with WireClient.connect(c.bootstrap_of(leader), timeout=10) as w:
+            assert produce(w, "dropped", batch(1)).error_code == 0
+        wait_until(lambda: not armed, timeout=15, what="the dropped answer")
+        c.resume_replication(follower)
+        wait_until(lambda: c.call(lambda: c.replica_log(follower, "dropped", 0).high_watermark) == 1, timeout=10,
+                   what="the follower's high watermark")

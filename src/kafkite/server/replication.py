@@ -115,32 +115,36 @@ class _FetchState:
 class _Session:
     """A fetcher's side of its leader's incremental fetch session (Kafka's FetchSessionHandler; the leader's side is
     server/fetch_session.py). `sent`: what the leader's session holds of each partition, (fetch offset, log start
-    offset, leader epoch). Without a session (id 0) a fetch is a full one asking for one (epoch 0); the leader's
-    answer names the session, or 0 when it has no room (the next fetch asks again). With one, a fetch sends the
-    partitions whose state changed and forgets those no longer fetched (backing off, truncating, moved away). An
-    answer with a session error, an unexpected session id, or a request that failed drops the session: the next
-    fetch is a full one."""
+    offset, leader epoch). At epoch 0 a fetch is a full one asking for a session (and closing the one `id` names);
+    the leader's answer names the new session, or 0 when it has no room (the next fetch asks again). In one, a fetch
+    sends the partitions whose state changed and forgets those no longer fetched (backing off, truncating, moved
+    away). As Kafka's: an answer with a top-level error, a request that failed, or an answer not applied, makes the
+    next fetch a full one that closes this session (nextCloseExisting: the leader keeps no stale session, and the
+    full answer carries again what an unapplied one did); FETCH_SESSION_ID_NOT_FOUND or a session the leader
+    closed, a full one without an id."""
     id: int = 0
     epoch: int = INITIAL_EPOCH
     sent: dict[Key, tuple[int, int, int]] = field(default_factory=dict)
 
     def request(self, wanted: dict[Key, tuple[int, int, int]]) -> tuple[dict, list[Key]]:
         """(the partitions to name, the partitions to forget) for a fetch of `wanted`."""
-        if not self.id:
+        if self.epoch == INITIAL_EPOCH:
             return wanted, []
         return {k: w for k, w in wanted.items() if self.sent.get(k) != w}, [k for k in self.sent if k not in wanted]
 
     def answered(self, wanted: dict[Key, tuple[int, int, int]], error: int, session_id: int) -> None:
-        if error in _SESSION_ERRORS or (self.id and session_id != self.id):
-            self.reset()
-        elif self.id or session_id:
+        if error:
+            self.reset(close=error != E.FETCH_SESSION_ID_NOT_FOUND)
+        elif not session_id:  # no room for one, or the leader closed it (its last partition forgotten)
+            self.reset(close=False)
+        elif self.epoch == INITIAL_EPOCH or session_id == self.id:
             self.id, self.epoch, self.sent = session_id, next_epoch(self.epoch), dict(wanted)
+        else:  # an answer of another session than the one asked for
+            self.reset()
 
-    def reset(self) -> None:
-        self.id, self.epoch, self.sent = 0, INITIAL_EPOCH, {}
-
-
-_SESSION_ERRORS = (E.FETCH_SESSION_ID_NOT_FOUND, E.INVALID_FETCH_SESSION_EPOCH, E.FETCH_SESSION_TOPIC_ID_ERROR)
+    def reset(self, close: bool = True) -> None:
+        """The next fetch a full one; `close`: naming this session, for the leader to close it first."""
+        self.id, self.epoch, self.sent = self.id if close else 0, INITIAL_EPOCH, {}
 
 
 @dataclass
@@ -408,7 +412,8 @@ class Replication:
         if resp.error_code:  # (a session error: the next fetch is a full one, at once)
             log.info("replica_fetcher.session_reset", leader=f.leader, error=name_of(resp.error_code))
             return True
-        if self.paused:  # paused while it waited: as if the answer never arrived
+        if self.paused:  # paused while it waited: as if the answer never arrived (the leader's session thinks it did)
+            f.session.reset()
             return True
         for rt in resp.responses:
             for rp in rt.partitions:
