@@ -126,3 +126,47 @@ def test_serve_parses_its_arguments_as_the_whole_command_line_does():
     assert vars(alone.parse_args(argv)) == vars(whole.parse_args(argv))
     serve = whole._subparsers._group_actions[0].choices["serve"]
     assert alone._subparsers._group_actions[0].choices["serve"].format_help() == serve.format_help()
+
+
+def test_a_lazy_package_is_whole_for_a_thread_that_asks_while_another_runs_its_init(tmp_path, monkeypatch):
+    """wire/lazy_kafka.py: while one thread runs a lazy package's __init__ (its first use), another thread asking
+    for one of its names waits for the __init__ to finish, as an import in progress makes it wait, rather than find
+    the names not yet there."""
+    import threading
+
+    from kafkite.wire.lazy_kafka import _lazy_package
+    pkg = tmp_path / "kafkite_lazy_probe"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import threading\nentered, release = threading.Event(), threading.Event()\n"
+                                     "import builtins\nbuiltins._kafkite_lazy_probe = (entered, release)\n"
+                                     "entered.set()\nrelease.wait(10)\nVALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import builtins
+    try:
+        assert _lazy_package("kafkite_lazy_probe")
+        module = sys.modules["kafkite_lazy_probe"]
+        got = {}
+
+        def use(who):
+            try:
+                got[who] = module.VALUE
+            except AttributeError as exc:
+                got[who] = exc
+        first = threading.Thread(target=use, args=("first",))
+        first.start()
+        for _ in range(200):  # the first thread is in the __init__
+            if hasattr(builtins, "_kafkite_lazy_probe") and builtins._kafkite_lazy_probe[0].is_set():
+                break
+            first.join(0.05)
+        second = threading.Thread(target=use, args=("second",))
+        second.start()
+        second.join(0.3)  # (it waits: still running; before, it failed at once)
+        builtins._kafkite_lazy_probe[1].set()
+        first.join(10)
+        second.join(10)
+        assert got == {"first": 1, "second": 1}, got
+    finally:
+        sys.modules.pop("kafkite_lazy_probe", None)
+        if hasattr(builtins, "_kafkite_lazy_probe"):
+            builtins._kafkite_lazy_probe[1].set()
+            del builtins._kafkite_lazy_probe

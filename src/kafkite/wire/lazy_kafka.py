@@ -46,11 +46,14 @@ def _lazy_package(name: str) -> bool:
     def __getattr__(attr: str):
         if not attr.startswith("__") and importlib.util.find_spec(f"{name}.{attr}") is not None:
             return importlib.import_module(f"{name}.{attr}")  # a submodule: what the package attribute would be
-        with _lock:
+        with _lock:  # (another thread asking meanwhile waits here until the __init__ has run, as for an import)
             if not ran:
-                ran.append(True)
-                del module.__getattr__  # the package as it is: no module __getattr__ of its own
-                spec.loader.exec_module(module)
+                ran.append(True)  # (its own thread's further asks, from inside the __init__, see it as it is so far)
+                try:
+                    spec.loader.exec_module(module)
+                finally:
+                    if module.__dict__.get("__getattr__") is __getattr__:
+                        del module.__getattr__  # the package as it is: no module __getattr__ of its own
         try:
             return module.__dict__[attr]
         except KeyError:
