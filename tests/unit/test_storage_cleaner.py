@@ -373,3 +373,39 @@ def test_a_swap_whose_segment_left_the_log_meanwhile_does_nothing(make_log):
     assert all(a is b for a, b in zip(lg.segments, kept)) and len(lg.segments) == len(kept)
     if lg.dir is not None:
         assert not list(lg.dir.glob("*.cleaned")) and not list(lg.dir.glob("*.deleted"))
+
+
+class _SwapFirst:
+    """A log's lock that a worker's swap-in takes first: the swap runs as the first caller asks for the lock."""
+
+    def __init__(self, swap) -> None:
+        self._lock, self._swap = threading.RLock(), swap
+
+    def __enter__(self):
+        swap, self._swap = self._swap, None
+        if swap is not None:
+            swap()
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self._lock.__exit__(*exc)
+
+
+def test_retention_measures_the_log_under_its_lock_after_a_swap_that_held_it(make_log):
+    """retention.bytes is checked against the log's size read under the log's lock: a cleaner's swap-in that held the
+    lock meanwhile (in its worker) shrank the log, and a size read before the lock would delete a segment the
+    retention keeps."""
+    lg = make_log(segment_bytes=300)
+    fill(lg, 20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    result = job.run()
+    saved = sum(old.size - new.size for old, new in result.replacements)
+    after = lg.size_bytes - saved
+    lg.config.retention_bytes = after + 1  # (all of it kept, once swapped)
+    first = result.replacements[0][1]
+    assert lg.size_bytes - first.size > after  # (the size before the swap would delete its first segment)
+    lg.lock = _SwapFirst(cleaner.swap_work(job, result))
+    count = len(lg.segments)
+    assert lg.enforce_retention(0) == 0
+    assert len(lg.segments) == count and lg.size_bytes == after and lg.segments[0] is first

@@ -355,8 +355,8 @@ class UnifiedLog(LogFlush):
         active segment stays. Returns the number of segments deleted. With `defer_renames` their files'
         renames to `.deleted`, and the log start's file writes, are left for `renames()` (a worker thread)."""
         cfg, n = self.config, 0
-        total = self.size_bytes
         with self.lock:
+            total = self.size_bytes  # (under the lock: a cleaner's swap-in holding it shrinks the log)
             while len(self.segments) > 1:
                 seg = self.segments[0]
                 too_old = cfg.retention_ms >= 0 and seg.max_ts >= 0 and now_ms - seg.max_ts > cfg.retention_ms
