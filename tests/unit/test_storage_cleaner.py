@@ -409,3 +409,20 @@ def test_retention_measures_the_log_under_its_lock_after_a_swap_that_held_it(mak
     count = len(lg.segments)
     assert lg.enforce_retention(0) == 0
     assert len(lg.segments) == count and lg.size_bytes == after and lg.segments[0] is first
+
+
+def test_a_swap_in_that_passed_its_check_as_the_log_dir_failed_is_closed_by_the_failure(tmp_path):
+    """fail() (the log dir failed) runs its closing in a worker under the log's lock: a cleaner's swap-in that was
+    past its version check when fail() took the segment list has put its segments in by then, and they are closed
+    with the rest, as are the segments they replaced (no descriptor left open on a dead log dir)."""
+    lg = FileLog(tmp_path / "t-0", LogConfig(cleanup_policy="compact", segment_bytes=300))
+    fill(lg, 20)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    result = job.run()
+    close_files = lg.fail()
+    assert lg.replace_segments(result.replacements, lg.version)  # (the swap, as if past its check meanwhile)
+    close_files()
+    olds = [old for old, _ in result.replacements]
+    news = [new for _, new in result.replacements]
+    assert all(s.fd == -1 for s in news + olds + list(lg.segments))

@@ -93,17 +93,37 @@ class LogFlush(LocalLog):
         doomed, self._doomed = self._doomed, ()
 
         def run() -> None:
-            for i, s in enumerate(segments):
-                try:
-                    s.abandon(keep, delete=i > 0 and s.base >= keep)
-                except OSError:
-                    pass  # the disk failed: what it kept, recovery checks at the next start
-            for files in doomed:  # left for the next start's LogLoader
-                try:
-                    files.close()
-                except OSError:
-                    pass
+            # under the log's lock: a follower's truncation in another worker ends first (its descriptors are
+            # closed after it), and a cleaner's swap-in that was past its version check when fail() ran has put
+            # its segments in: they are failed and closed too
+            with self.lock:
+                known = {id(s) for s in segments}
+                live = list(self.segments)
+                for s in live:
+                    if id(s) not in known:
+                        s.fail()
+                now = {id(s) for s in live}
+                replaced = [s for s in segments if id(s) not in now]  # swapped out: closed, their files kept
+                self._abandon(live, keep, doomed, replaced)
         return run
+
+    @staticmethod
+    def _abandon(segments, keep: int, doomed, replaced) -> None:
+        for i, s in enumerate(segments):
+            try:
+                s.abandon(keep, delete=i > 0 and s.base >= keep)
+            except OSError:
+                pass  # the disk failed: what it kept, recovery checks at the next start
+        for s in replaced:
+            try:
+                s.close()
+            except OSError:
+                pass
+        for files in doomed:  # left for the next start's LogLoader
+            try:
+                files.close()
+            except OSError:
+                pass
 
     def mark_flushed(self, target: int) -> None:
         if self._dirty_from is None:
