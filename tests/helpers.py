@@ -28,7 +28,7 @@ def wait_until(pred, timeout=30.0, interval=0.05, what="condition"):
         if v:
             return v
         time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
 
 
 # -- kafka-python ---------------------------------------------------------------

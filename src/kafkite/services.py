@@ -130,9 +130,9 @@ async def retention(state) -> None:
         now = state.replicas.log_now_ms()  # (once a pass: a few ms late at most for its last logs)
         for i, ((topic, partition), lg) in enumerate(list(state.replicas.logs.items())):
             await _pace(i)
-            if len(lg.segments) < 2 or "delete" not in lg.config.cleanup_policy \
+            if (len(lg.segments) < 2 and lg.segments[0].size == 0) or "delete" not in lg.config.cleanup_policy \
                     or not _serving(state, (topic, partition), lg):
-                continue  # (nothing to delete but the active segment: most logs, cheaply)
+                continue  # (an empty log has nothing to delete: most logs, cheaply)
             try:
                 n = lg.enforce_retention(now, defer_renames=True)
                 renames = lg.renames() if n else None  # (none deferred otherwise: 1,000s of logs a pass)

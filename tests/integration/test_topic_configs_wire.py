@@ -69,21 +69,22 @@ def test_storage_topic_configs_over_the_wire(broker_factory, tmp_path):
     # go file.delete.delay.ms later, never sooner
     start = time.monotonic()  # nothing of the topic is renamed before this
     try:
-        for i in range(6):  # a segment a batch (segment.bytes 200), retention.ms 1: all but the active one go
+        for i in range(6):  # a segment a batch (segment.bytes 200), retention.ms 1: every segment goes, the active
+            # one too once past retention.ms (as on Kafka: a new active segment is rolled first)
             p.send("retained", value=b"r" * 60).get(timeout=10)
     finally:
         p.close()
     seen: set[str] = set()
     gone_at: dict[str, float] = {}
     deadline = start + 8
-    while time.monotonic() < deadline and (sum(n.endswith(".log.deleted") for n in seen) < 5 or seen - set(gone_at)):
+    while time.monotonic() < deadline and (sum(n.endswith(".log.deleted") for n in seen) < 6 or seen - set(gone_at)):
         now_there = set(deleted("retained"))
         t = time.monotonic()
         seen |= now_there
         gone_at.update({n: t for n in seen - now_there if n not in gone_at})
         time.sleep(0.02)
     # (a segment deleted before its roll's index files were written has none to rename)
-    assert {n for n in seen if n.endswith(".log.deleted")} == {f"{o:020d}.log.deleted" for o in range(5)}
-    assert seen <= {f"{o:020d}{ext}.deleted" for o in range(5) for ext in (".log", ".index", ".timeindex")}
+    assert {n for n in seen if n.endswith(".log.deleted")} == {f"{o:020d}.log.deleted" for o in range(6)}
+    assert seen <= {f"{o:020d}{ext}.deleted" for o in range(6) for ext in (".log", ".index", ".timeindex")}
     assert set(gone_at) == seen and min(gone_at.values()) - start >= 1.0
-    assert logs("retained") == [f"{5:020d}.log"]
+    assert logs("retained") == [f"{6:020d}.log"]

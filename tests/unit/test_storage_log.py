@@ -180,7 +180,10 @@ def test_retention_by_bytes(make_log):
     assert offsets(lg.read(lg.log_start_offset, 1))[0] == lg.log_start_offset
 
 
-def test_retention_by_time_never_deletes_active(make_log):
+def test_retention_by_time_deletes_the_active_segment_too_after_a_roll(make_log):
+    """As Kafka's deletableSegments/deleteSegments: segments past retention.ms go from the oldest, each wholly below
+    the high watermark; a non-empty active segment past it goes too, after the log rolls a new (empty) one, which
+    retention never deletes; the log start is then the log end, and appends go on from there."""
     lg = make_log(segment_bytes=300, retention_ms=1000)
     for i in range(12):
         lg.append(batch(1, ts=0 if i < 6 else 10_000), now_ms=0)
@@ -188,10 +191,25 @@ def test_retention_by_time_never_deletes_active(make_log):
     expired = [b for b, ts in segs[:-1] if ts < 4000]
     assert lg.enforce_retention(5_000) == len(expired) > 0
     assert lg.log_start_offset == lg.segments[0].base
+    lg.high_watermark = 11  # the last record not yet replicated: its (active) segment stays
     assert lg.enforce_retention(10**9) == len(segs) - len(expired) - 1
-    assert len(lg.segments) == 1 and lg.log_end_offset == 12
-    lg.append(batch(1), now_ms=0)
-    assert lg.log_end_offset == 13
+    assert len(lg.segments) == 1 and lg.log_start_offset == lg.segments[0].base < 11
+    lg.high_watermark = 12
+    assert lg.enforce_retention(10**9) == 1
+    assert len(lg.segments) == 1 and lg.log_start_offset == lg.log_end_offset == lg.segments[0].base == 12
+    assert lg.segments[0].size == 0 and lg.enforce_retention(10**12) == 0  # an empty active segment stays
+    lg.append(batch(1, ts=10**9), now_ms=0)
+    assert lg.log_end_offset == 13 and offsets(lg.read(12, 100)) == [12]
+
+
+def test_retention_by_bytes_deletes_the_active_segment_when_the_log_is_still_over(make_log):
+    """retention.bytes counts the active segment as Kafka does: a log over it by at least the active segment's size
+    loses that too (after a roll)."""
+    lg = make_log(segment_bytes=10**6, retention_bytes=0, retention_ms=-1)
+    for _ in range(3):
+        lg.append(batch(1), now_ms=0)
+    assert len(lg.segments) == 1 and lg.enforce_retention(0) == 1
+    assert lg.log_start_offset == lg.log_end_offset == 3 and lg.size_bytes == 0
 
 
 def test_delete_records(make_log):

@@ -266,8 +266,8 @@ async def apply_retention(brokers: dict, topic: str | None, partition: int | Non
                           advance_ms: int = 0) -> list[dict]:
     """Apply retention.ms/retention.bytes to every cleanup.policy=delete replica (of topic/partition) now, as the
     retention check would at the broker's log clock (or `advance_ms` past it, for this call only): closed segments
-    past it go, and, as Kafka rolls and deletes an active segment past retention.ms, an active segment whose records
-    are all older than retention.ms (and below the high watermark) goes too: the log start offset moves to its end.
+    past it go, and an active segment past it too (below the high watermark), after a roll, as Kafka does: the log
+    start offset moves to its end.
     The deleted segments' files are renamed `.deleted` in a worker thread, as the broker's retention check does."""
     import trio
     out = []
@@ -277,10 +277,6 @@ async def apply_retention(brokers: dict, topic: str | None, partition: int | Non
         now_ms = brokers[bid].replicas.log_now_ms() + advance_ms
         before = lg.log_start_offset
         deleted = lg.enforce_retention(now_ms, defer_renames=True)
-        ret, act = lg.config.retention_ms, lg.active
-        if (ret >= 0 and act.size and act.max_ts >= 0 and now_ms - act.max_ts > ret
-                and len(lg.segments) == 1 and lg.log_end_offset <= lg.high_watermark):
-            lg.delete_records_before(lg.log_end_offset, now_ms, defer_renames=True)
         renames = lg.renames()
         if renames is not None:
             await trio.to_thread.run_sync(renames)

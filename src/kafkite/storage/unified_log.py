@@ -350,21 +350,32 @@ class UnifiedLog(LogFlush):
         return self.log_start_offset
 
     def enforce_retention(self, now_ms: int, defer_renames: bool = False) -> int:
-        """cleanup.policy=delete: delete the oldest segments whose largest timestamp is older than
-        retention.ms, then while the log exceeds retention.bytes by at least a segment. The
-        active segment stays. Returns the number of segments deleted. With `defer_renames` their files'
-        renames to `.deleted`, and the log start's file writes, are left for `renames()` (a worker thread)."""
+        """cleanup.policy=delete, as Kafka's deletableSegments/deleteSegments: from the oldest, the segments whose
+        largest timestamp is older than retention.ms or whose deletion leaves the log at least retention.bytes,
+        each wholly below the high watermark (the log start never passes it). The active segment too when it
+        is not empty: the log rolls a new one first, so that it always has a segment. Returns the number of
+        segments deleted. With `defer_renames` their files' renames to `.deleted`, and the log start's file
+        writes, are left for `renames()` (a worker thread)."""
         cfg, n = self.config, 0
         with self.lock:
+            segs, hw = self.segments, self.high_watermark
             total = self.size_bytes  # (under the lock: a cleaner's swap-in holding it shrinks the log)
-            while len(self.segments) > 1:
-                seg = self.segments[0]
+            for i, seg in enumerate(segs):
+                last = i == len(segs) - 1
+                if last and seg.size == 0:
+                    break
+                if hw < (self.log_end_offset if last else segs[i + 1].base):
+                    break
                 too_old = cfg.retention_ms >= 0 and seg.max_ts >= 0 and now_ms - seg.max_ts > cfg.retention_ms
                 too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
                 if not (too_old or too_big):
                     break
-                total -= self._delete_oldest(now_ms, defer_renames).size
+                total -= seg.size
                 n += 1
+            if n and n == len(segs):
+                self._roll(now_ms)
+            for _ in range(n):
+                self._delete_oldest(now_ms, defer_renames)
             if n:
                 self._advance_log_start(self.segments[0].base, defer_renames)
         return n
