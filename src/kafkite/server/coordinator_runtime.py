@@ -103,7 +103,8 @@ class CoordinatorRuntime:
         self._parked: dict[Pending, list] = {}  # token -> [event, result]
         self._last_write: dict[int, tuple[Any, int]] = {}  # partition -> (log, last offset appended)
         self._inflight: dict[Any, list[_Write]] = {}  # shard -> its writes not committed nor reverted yet
-        self._writes: dict[int, _Write] = {}  # id(result) -> its write, from _start to _finish
+        # id(result) -> its write, from _start to _finish (its base offset, in _start only, when committed as appended)
+        self._writes: dict[int, _Write | int] = {}
         self.reverted_writes = 0  # writes that failed after their append and were undone (tests, the log)
         self._wake = trio.Event()
 
@@ -122,21 +123,42 @@ class CoordinatorRuntime:
                 shard.replay(key, value, -1, pid)
         else:
             replay = shard.replay
+        key = id(result)
         try:
-            return start_write(result, replay, lambda recs: self._append_snapshot(shard, recs, result))
+            code = start_write(result, replay, lambda recs: self._append_snapshot(shard, recs, result))
         except BaseException:
             # a replay that raised (a bug): what it changed is undone, and no read waits for this write forever
-            w = self._writes.pop(id(result), None)
-            if w is not None:
+            w = self._writes.pop(key, None)
+            if type(w) is int:  # committed as appended: only its snapshot to revert to
+                if shard.timeline.revert_to(w):
+                    self.reverted_writes += 1
+                    log.warning("coordinator.write_reverted", topic=self.topic, partition=shard.partition, offset=w,
+                                last_offset=self._last_write[shard.partition][1], error="UNKNOWN_SERVER_ERROR")
+            elif w is not None:
                 self._settle(w, int(E.UNKNOWN_SERVER_ERROR))
             raise
+        w = self._writes.get(key)
+        if type(w) is int:  # committed as appended, and replayed: its snapshot goes
+            del self._writes[key]
+            shard.timeline.delete_up_to(self._last_write[shard.partition][1] + 1)
+        return code
 
     def _append_snapshot(self, shard, records: list[Record], result: CoordinatorResult) -> int:
-        """Append, then (before the replay) open the shard's snapshot at the offset the records start at."""
-        code = self._append(shard.partition, records, result)
+        """Append, then (before the replay) open the shard's snapshot at the offset the records start at. A write
+        committed as it is appended (in memory, or already flushed, on an unreplicated partition, with no earlier
+        write of the shard still open) has nothing to wait for nor to settle: only its snapshot is opened (a replay
+        that raises is undone), and dropped once it is replayed (_start)."""
+        partition = shard.partition
+        code = self._append(partition, records, result)
         if not code:
-            end = self._last_write[shard.partition][1]
-            self._writes[id(result)] = self._open(shard, end - len(records) + 1, end)
+            lg, end = self._last_write[partition]
+            base = end - len(records) + 1
+            if self._inflight.get(shard) or lg is None or lg.flush_pending(end) or \
+                    self.broker.replicas.replicated(self.topic, partition):
+                self._writes[id(result)] = self._open(shard, base, end)
+            else:
+                shard.timeline.snapshot(base)
+                self._writes[id(result)] = base
         return code
 
     async def _finish(self, shard, result: CoordinatorResult, error: int, completions: list) -> Any:
@@ -221,23 +243,23 @@ class CoordinatorRuntime:
             await w.done.wait()
 
     def _append(self, partition: int, records: list[Record], result: CoordinatorResult | None = None) -> int:
-        b = self.broker
-        err = b.replicas.leader_check(b.metadata, self.topic, partition)
+        b, topic = self.broker, self.topic
+        rm, md = b.replicas, b.metadata
+        err = rm.leader_check(md, topic, partition)
         if err:
             return int(err)
-        p = b.metadata.partition(self.topic, partition)
         # built at the log end, the CRC computed once, handed over with its header: not walked, parsed nor copied
         # again (AppendOrigin.COORDINATOR); a transactional one (TxnOffsetCommit) has sequence 0, unchecked
         txn = result is not None and result.producer_id >= 0
-        out = b.replicas.append_coordinator_batch(self.topic, partition, records, now_ms(), leader_epoch=p.leader_epoch,
-                                                  producer_id=result.producer_id if txn else -1,
-                                                  producer_epoch=result.producer_epoch if txn else -1,
-                                                  defer_flush=True)
+        out = rm.append_coordinator_batch(topic, partition, records, now_ms(),
+                                          leader_epoch=md.partition(topic, partition).leader_epoch,
+                                          producer_id=result.producer_id if txn else -1,
+                                          producer_epoch=result.producer_epoch if txn else -1,
+                                          defer_flush=True)
         if out.error:
-            log.warning("coordinator.append_failed", topic=self.topic, partition=partition, error=E(out.error).name)
+            log.warning("coordinator.append_failed", topic=topic, partition=partition, error=E(out.error).name)
             return out.error
-        lg = b.replicas.get(self.topic, partition)
-        self._last_write[partition] = (lg, out.base_offset + len(records) - 1)
+        self._last_write[partition] = (rm.logs.get((topic, partition)), out.base_offset + len(records) - 1)
         return 0
 
     def _must_wait(self, partition: int) -> bool:
