@@ -113,7 +113,15 @@ class CoordinatorRuntime:
         """Run an operation's result (the operation ran just before, with no await in between): append,
         replay, wait until durable, answer -- a parked token's answer when the response is one."""
         error = self._start(shard, result)
-        return await self._finish(shard, result, error, self.coordinator.drain_completions())
+        completions = self.coordinator.drain_completions()
+        if id(result) not in self._writes and not isinstance(result.response, Pending) and \
+                (shard is None or result.records or not self._inflight.get(shard)):
+            # nothing to wait for (committed as appended, failed, or wrote nothing after no open write): _finish's
+            # answer at once
+            response = finish_write(result, error)
+            self._deliver(completions + self.coordinator.drain_completions())
+            return response
+        return await self._finish(shard, result, error, completions)
 
     def _start(self, shard, result: CoordinatorResult) -> int:
         if shard is None:

@@ -215,8 +215,14 @@ async def handle_offset_commit(apis: KafkaApis, ctx: RequestContext):
             offsets=offsets, retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v)
         for name, i, code in results:
             codes[(name, i)] = code
-    return _commit_answer(v, tuple((t.name, tuple((p.partition_index, codes[(t.name, p.partition_index)])
-                                                  for p in t.partitions)) for t in topics))
+    key = []
+    for t in topics:
+        name, parts = t.name, []
+        for p in t.partitions:
+            i = p.partition_index
+            parts.append((i, codes[(name, i)]))
+        key.append((name, tuple(parts)))
+    return _commit_answer(v, tuple(key))
 
 
 def _commit_answer(v: int, key: tuple) -> codec.EncodedBody:
