@@ -191,9 +191,13 @@ def offset_commit_record(group: str, topic: str, partition: int, v: OffsetValue)
     key, value = k[0], offset_value(v)
     if len(_JUST_ENCODED) >= _JUST_ENCODED_MAX:
         _JUST_ENCODED.clear()
-    v1 = v.expire_timestamp >= 0
-    _JUST_ENCODED[(key, value)] = (k[1], OffsetValue(v.offset, -1 if v1 else v.leader_epoch, v.metadata,
-                                                     v.commit_timestamp, v.expire_timestamp if v1 else -1))
+    if v.expire_timestamp >= 0:  # a v1 value: no leader epoch in it
+        decoded = OffsetValue(v.offset, -1, v.metadata, v.commit_timestamp, v.expire_timestamp)
+    elif v.expire_timestamp == -1 and v.metadata is not None:  # a v3 value: v itself decodes from it
+        decoded = v
+    else:
+        decoded = OffsetValue(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, -1)
+    _JUST_ENCODED[(key, value)] = (k[1], decoded)
     return key, value
 
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 import trio
 
-from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, start_write, write_error
+from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, write_error
 from ..storage.batch import COMMIT_MARKER, control_type, decode_batch, iter_batches
 from ..wire.errors import E, kafka_name
 from .context import now_ms
@@ -124,7 +124,10 @@ class CoordinatorRuntime:
         return await self._finish(shard, result, error, completions)
 
     def _start(self, shard, result: CoordinatorResult) -> int:
-        if shard is None:
+        """Append the result's records and replay them (coordinator/result.py's start_write, with the snapshot
+        around them) -> 0, or the coordinator's error for a failed append (then nothing was applied)."""
+        records = result.records
+        if shard is None or not records:
             return 0
         if result.producer_id >= 0:  # a transactional write: pending until its marker
             def replay(key, value, pid=result.producer_id):
@@ -132,8 +135,13 @@ class CoordinatorRuntime:
         else:
             replay = shard.replay
         key = id(result)
-        try:
-            code = start_write(result, replay, lambda recs: self._append_snapshot(shard, recs, result))
+        try:  # (start_write's steps: append, then replay unless the append failed)
+            code = self._append_snapshot(shard, records, result)
+            if code:
+                return write_error(code)
+            if result.replay:
+                for k, value in records:
+                    replay(k, value)
         except BaseException:
             # a replay that raised (a bug): what it changed is undone, and no read waits for this write forever
             w = self._writes.pop(key, None)
@@ -149,7 +157,7 @@ class CoordinatorRuntime:
         if type(w) is int:  # committed as appended, and replayed: its snapshot goes
             del self._writes[key]
             shard.timeline.delete_up_to(self._last_write[shard.partition][1] + 1)
-        return code
+        return 0
 
     def _append_snapshot(self, shard, records: list[Record], result: CoordinatorResult) -> int:
         """Append, then (before the replay) open the shard's snapshot at the offset the records start at. A write

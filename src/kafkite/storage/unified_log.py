@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .batch import BatchHeader, Record, crc_ok, decode_batch, iter_batches, read_marker, valid_prefix
+from .batch import CONTROL_BIT, BatchHeader, Record, crc_ok, decode_batch, iter_batches, read_marker, valid_prefix
 from .leader_epoch_file_cache import LeaderEpochFileCache
 from .local_log import LocalLog
 from .log_config import LogConfig
@@ -241,7 +241,7 @@ class UnifiedLog(LocalLog):
                                      sync=flush_due, max_index_bytes=self.config.segment_index_bytes)
             for pos, h in headers:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset, defer=deferring)
-                if h.is_control:
+                if h.attributes & CONTROL_BIT:  # (h.is_control)
                     done = self.producer_state.update(h, marker=read_marker(buf, pos, h))
                     self._note_txn(done, self.active.base, write=True)
                 else:
