@@ -117,9 +117,14 @@ class CoordinatorRuntime:
         if id(result) not in self._writes and not isinstance(result.response, Pending) and \
                 (shard is None or result.records or not self._inflight.get(shard)):
             # nothing to wait for (committed as appended, failed, or wrote nothing after no open write): _finish's
-            # answer at once
-            response = finish_write(result, error)
-            self._deliver(completions + self.coordinator.drain_completions())
+            # answer at once (finish_write's; requests its on_success or on_failure completes are answered too)
+            if (result.on_failure if error else result.on_success) is None:
+                response = result.response
+            else:
+                response = finish_write(result, error)
+                completions += self.coordinator.drain_completions()
+            if completions:
+                self._deliver(completions)
             return response
         return await self._finish(shard, result, error, completions)
 
