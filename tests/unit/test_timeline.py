@@ -231,6 +231,52 @@ def test_a_write_whose_replay_raises_is_undone_and_leaves_nothing_to_wait_for():
     assert runtime.reverted_writes == 1
 
 
+def _committed_as_appended_runtime():
+    """A runtime whose appends are committed at once (a memory log, an unreplicated partition)."""
+    from kafkite.server.coordinator_runtime import CoordinatorRuntime
+    rt = GroupShardLog()
+    broker = SimpleNamespace(replicas=SimpleNamespace(replicated=lambda topic, partition: False))
+    runtime = CoordinatorRuntime(broker, "__consumer_offsets", rt.c)
+    memory_log = SimpleNamespace(flush_pending=lambda offset: False)
+
+    def append(partition, records, result=None):
+        rt.log.extend(records)
+        runtime._last_write[partition] = (memory_log, len(rt.log) - 1)
+        return 0
+    runtime._append = append
+    return rt, runtime
+
+
+def test_a_write_committed_as_appended_leaves_no_snapshot_nor_write_to_settle():
+    rt, runtime = _committed_as_appended_runtime()
+    shard = rt.shard
+    _, result = rt.c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                                    offsets=[("t", 0, 5, -1, "")], retention_ms=-1, now_ms=0)
+    assert runtime._start(shard, result) == 0
+    assert shard.groups["g"].offsets[("t", 0)].offset == 5
+    assert runtime._inflight == {} and runtime._writes == {} and shard.timeline.offsets() == []
+    assert shard.timeline._undo == [] and runtime.reverted_writes == 0
+
+
+def test_a_write_committed_as_appended_whose_replay_raises_is_undone():
+    rt, runtime = _committed_as_appended_runtime()
+    shard = rt.shard
+    _, result = rt.c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                                    offsets=[("t", 0, 5, -1, ""), ("t", 1, 6, -1, "")], retention_ms=-1, now_ms=0)
+    real_replay, calls = shard.replay, []
+
+    def replay(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a bug")
+        return real_replay(*a, **kw)
+    shard.replay = replay
+    with pytest.raises(RuntimeError):
+        runtime._start(shard, result)
+    assert len(calls) == 2 and "g" not in shard.groups  # the first record's change undone
+    assert runtime._inflight == {} and runtime._writes == {} and runtime.reverted_writes == 1
+
+
 def test_a_marker_whose_replay_raises_is_undone_and_leaves_nothing_to_wait_for():
     import trio
     from kafkite.server.coordinator_runtime import CoordinatorRuntime

@@ -53,7 +53,7 @@ class OffsetMetadataManager:
         results, recs = [], []
         for topic, partition, offset, leader_epoch, metadata in offsets:
             md = metadata or ""
-            if len(md.encode()) > self.cfg.offset_metadata_max_bytes:
+            if md and len(md.encode()) > self.cfg.offset_metadata_max_bytes:
                 results.append((topic, partition, int(E.OFFSET_METADATA_TOO_LARGE)))
                 continue
             recs.append(R.offset_commit_record(group_id, topic, partition,
@@ -99,9 +99,10 @@ class OffsetMetadataManager:
             # a simple consumer (assign + commit) commits with generation -1; the replay of its first
             # commit creates the group
             return E.ILLEGAL_GENERATION if generation_id >= 0 else 0
-        if g.is_(S.DEAD):
+        state = g.state
+        if state is S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
-        if generation_id < 0 and g.is_(S.EMPTY):
+        if generation_id < 0 and state is S.EMPTY:
             return 0  # a simple consumer, or a group nobody is in
         m = g.members.get(member_id)
         if group_instance_id:

@@ -175,15 +175,29 @@ _JUST_ENCODED: dict[tuple[bytes, bytes], tuple["OffsetKey", "OffsetValue"]] = {}
 _JUST_ENCODED_MAX = 1024
 
 
+# The key of each (group, topic, partition) committed to lately, encoded and decoded: a consumer commits the same
+# partitions again and again. Bounded as _JUST_ENCODED (cleared when full).
+_KEYS: dict[tuple[str, str, int], tuple[bytes, "OffsetKey"]] = {}
+_KEYS_MAX = 4096
+
+
 def offset_commit_record(group: str, topic: str, partition: int, v: OffsetValue) -> tuple[bytes, bytes]:
     """The (key, value) of one committed offset, as offset_key and offset_value encode them."""
-    key, value = offset_key(group, topic, partition), offset_value(v)
+    k = _KEYS.get((group, topic, partition))
+    if k is None:
+        if len(_KEYS) >= _KEYS_MAX:
+            _KEYS.clear()
+        k = _KEYS[(group, topic, partition)] = (offset_key(group, topic, partition), OffsetKey(group, topic, partition))
+    key, value = k[0], offset_value(v)
     if len(_JUST_ENCODED) >= _JUST_ENCODED_MAX:
         _JUST_ENCODED.clear()
-    v1 = v.expire_timestamp >= 0
-    _JUST_ENCODED[(key, value)] = (OffsetKey(group, topic, partition),
-                                   OffsetValue(v.offset, -1 if v1 else v.leader_epoch, v.metadata, v.commit_timestamp,
-                                               v.expire_timestamp if v1 else -1))
+    if v.expire_timestamp >= 0:  # a v1 value: no leader epoch in it
+        decoded = OffsetValue(v.offset, -1, v.metadata, v.commit_timestamp, v.expire_timestamp)
+    elif v.expire_timestamp == -1 and v.metadata is not None:  # a v3 value: v itself decodes from it
+        decoded = v
+    else:
+        decoded = OffsetValue(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, -1)
+    _JUST_ENCODED[(key, value)] = (k[1], decoded)
     return key, value
 
 

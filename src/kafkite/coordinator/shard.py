@@ -26,6 +26,7 @@ from .timeline import SnapshotRegistry
 
 S = GroupState
 log = structlog.get_logger("kafkite.coordinator")
+_CR_KEY_PREFIXES = frozenset(v.to_bytes(2, "big", signed=True) for v in CR.TYPES)  # their keys' first two bytes
 
 
 @dataclass
@@ -75,7 +76,8 @@ class GroupCoordinatorShard:
         A transactional record (`producer_id` >= 0: TxnOffsetCommit) waits for its producer's marker."""
         if key is None:
             return
-        if len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in CR.TYPES:
+        head = key[:2]  # the key version: a KIP-848 group's record?
+        if (head if type(head) is bytes else bytes(head)) in _CR_KEY_PREFIXES:
             self._replay_consumer_group(key, value, offset)
             return
         try:

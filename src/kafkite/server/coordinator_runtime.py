@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import structlog
 import trio
 
-from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, start_write, write_error
+from ..coordinator.result import CoordinatorResult, Pending, Record, finish_write, write_error
 from ..storage.batch import COMMIT_MARKER, control_type, decode_batch, iter_batches
 from ..wire.errors import E, kafka_name
 from .context import now_ms
@@ -103,7 +103,8 @@ class CoordinatorRuntime:
         self._parked: dict[Pending, list] = {}  # token -> [event, result]
         self._last_write: dict[int, tuple[Any, int]] = {}  # partition -> (log, last offset appended)
         self._inflight: dict[Any, list[_Write]] = {}  # shard -> its writes not committed nor reverted yet
-        self._writes: dict[int, _Write] = {}  # id(result) -> its write, from _start to _finish
+        # id(result) -> its write, from _start to _finish (its base offset, in _start only, when committed as appended)
+        self._writes: dict[int, _Write | int] = {}
         self.reverted_writes = 0  # writes that failed after their append and were undone (tests, the log)
         self._wake = trio.Event()
 
@@ -112,31 +113,73 @@ class CoordinatorRuntime:
         """Run an operation's result (the operation ran just before, with no await in between): append,
         replay, wait until durable, answer -- a parked token's answer when the response is one."""
         error = self._start(shard, result)
-        return await self._finish(shard, result, error, self.coordinator.drain_completions())
+        completions = self.coordinator.drain_completions()
+        if id(result) not in self._writes and not isinstance(result.response, Pending) and \
+                (shard is None or result.records or not self._inflight.get(shard)):
+            # nothing to wait for (committed as appended, failed, or wrote nothing after no open write): _finish's
+            # answer at once (finish_write's; requests its on_success or on_failure completes are answered too)
+            if (result.on_failure if error else result.on_success) is None:
+                response = result.response
+            else:
+                response = finish_write(result, error)
+                completions += self.coordinator.drain_completions()
+            if completions:
+                self._deliver(completions)
+            return response
+        return await self._finish(shard, result, error, completions)
 
     def _start(self, shard, result: CoordinatorResult) -> int:
-        if shard is None:
+        """Append the result's records and replay them (coordinator/result.py's start_write, with the snapshot
+        around them) -> 0, or the coordinator's error for a failed append (then nothing was applied)."""
+        records = result.records
+        if shard is None or not records:
             return 0
         if result.producer_id >= 0:  # a transactional write: pending until its marker
             def replay(key, value, pid=result.producer_id):
                 shard.replay(key, value, -1, pid)
         else:
             replay = shard.replay
-        try:
-            return start_write(result, replay, lambda recs: self._append_snapshot(shard, recs, result))
+        key = id(result)
+        try:  # (start_write's steps: append, then replay unless the append failed)
+            code = self._append_snapshot(shard, records, result)
+            if code:
+                return write_error(code)
+            if result.replay:
+                for k, value in records:
+                    replay(k, value)
         except BaseException:
             # a replay that raised (a bug): what it changed is undone, and no read waits for this write forever
-            w = self._writes.pop(id(result), None)
-            if w is not None:
+            w = self._writes.pop(key, None)
+            if type(w) is int:  # committed as appended: only its snapshot to revert to
+                if shard.timeline.revert_to(w):
+                    self.reverted_writes += 1
+                    log.warning("coordinator.write_reverted", topic=self.topic, partition=shard.partition, offset=w,
+                                last_offset=self._last_write[shard.partition][1], error="UNKNOWN_SERVER_ERROR")
+            elif w is not None:
                 self._settle(w, int(E.UNKNOWN_SERVER_ERROR))
             raise
+        w = self._writes.get(key)
+        if type(w) is int:  # committed as appended, and replayed: its snapshot goes
+            del self._writes[key]
+            shard.timeline.delete_up_to(self._last_write[shard.partition][1] + 1)
+        return 0
 
     def _append_snapshot(self, shard, records: list[Record], result: CoordinatorResult) -> int:
-        """Append, then (before the replay) open the shard's snapshot at the offset the records start at."""
-        code = self._append(shard.partition, records, result)
+        """Append, then (before the replay) open the shard's snapshot at the offset the records start at. A write
+        committed as it is appended (in memory, or already flushed, on an unreplicated partition, with no earlier
+        write of the shard still open) has nothing to wait for nor to settle: only its snapshot is opened (a replay
+        that raises is undone), and dropped once it is replayed (_start)."""
+        partition = shard.partition
+        code = self._append(partition, records, result)
         if not code:
-            end = self._last_write[shard.partition][1]
-            self._writes[id(result)] = self._open(shard, end - len(records) + 1, end)
+            lg, end = self._last_write[partition]
+            base = end - len(records) + 1
+            if self._inflight.get(shard) or lg is None or lg.flush_pending(end) or \
+                    self.broker.replicas.replicated(self.topic, partition):
+                self._writes[id(result)] = self._open(shard, base, end)
+            else:
+                shard.timeline.snapshot(base)
+                self._writes[id(result)] = base
         return code
 
     async def _finish(self, shard, result: CoordinatorResult, error: int, completions: list) -> Any:
@@ -221,23 +264,23 @@ class CoordinatorRuntime:
             await w.done.wait()
 
     def _append(self, partition: int, records: list[Record], result: CoordinatorResult | None = None) -> int:
-        b = self.broker
-        err = b.replicas.leader_check(b.metadata, self.topic, partition)
+        b, topic = self.broker, self.topic
+        rm, md = b.replicas, b.metadata
+        err = rm.leader_check(md, topic, partition)
         if err:
             return int(err)
-        p = b.metadata.partition(self.topic, partition)
         # built at the log end, the CRC computed once, handed over with its header: not walked, parsed nor copied
         # again (AppendOrigin.COORDINATOR); a transactional one (TxnOffsetCommit) has sequence 0, unchecked
         txn = result is not None and result.producer_id >= 0
-        out = b.replicas.append_coordinator_batch(self.topic, partition, records, now_ms(), leader_epoch=p.leader_epoch,
-                                                  producer_id=result.producer_id if txn else -1,
-                                                  producer_epoch=result.producer_epoch if txn else -1,
-                                                  defer_flush=True)
+        out = rm.append_coordinator_batch(topic, partition, records, now_ms(),
+                                          leader_epoch=md.partition(topic, partition).leader_epoch,
+                                          producer_id=result.producer_id if txn else -1,
+                                          producer_epoch=result.producer_epoch if txn else -1,
+                                          defer_flush=True)
         if out.error:
-            log.warning("coordinator.append_failed", topic=self.topic, partition=partition, error=E(out.error).name)
+            log.warning("coordinator.append_failed", topic=topic, partition=partition, error=E(out.error).name)
             return out.error
-        lg = b.replicas.get(self.topic, partition)
-        self._last_write[partition] = (lg, out.base_offset + len(records) - 1)
+        self._last_write[partition] = (rm.logs.get((topic, partition)), out.base_offset + len(records) - 1)
         return 0
 
     def _must_wait(self, partition: int) -> bool:

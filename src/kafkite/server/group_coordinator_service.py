@@ -174,11 +174,13 @@ class GroupCoordinatorService:
     # -- offsets --------------------------------------------------------------------------------------
     async def commit_offsets(self, *, group_id: str | None, generation_id: int, member_id: str,
                              group_instance_id: str | None, offsets: list[OffsetCommit],
-                             retention_ms: int = -1, api_version: int = 9) -> list[tuple[str, int, int]]:
+                             retention_ms: int = -1, api_version: int = 9, now: int | None = None
+                             ) -> list[tuple[str, int, int]]:
+        """`now`: the time in ms the commit is made at (the request's; now_ms() when not given)."""
         return await self.runtime.write(*self.coordinator.commit_offsets(
             group_id=group_id, generation_id=generation_id, member_id=member_id,
-            group_instance_id=group_instance_id, offsets=offsets, retention_ms=retention_ms, now_ms=now_ms(),
-            api_version=api_version))
+            group_instance_id=group_instance_id, offsets=offsets, retention_ms=retention_ms,
+            now_ms=now_ms() if now is None else now, api_version=api_version))
 
     async def fetch_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]] | None,
                             require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1

@@ -540,7 +540,7 @@ class ReplicaManager(ReplicatedPartitions):
         p = self.partitions.get(key)
         if p is not None:
             p.maybe_increment_hw()
-        self.notify(*key)
+        self.purgatory.check_and_complete(key)  # (notify)
 
     def notify(self, topic: str, partition: int) -> None:
         """The partition changed: the requests waiting on it in the purgatory look again."""

@@ -299,11 +299,13 @@ def build_batch_with_header(records, *, base_offset: int, timestamp_ms: int, pro
         raise ValueError("a record batch needs at least one record")
     parts = [b""]  # the CRC-covered header goes first
     if headerless:
+        small = _SMALL_VARINTS  # (lengths and deltas below 64 are one byte: no call)
         for delta, (k, v) in enumerate(records):
-            rec = b"".join(((b"\x00\x00", _varint(delta))
-                            + ((b"\x01",) if k is None else (_varint(len(k)), k))
-                            + ((b"\x01",) if v is None else (_varint(len(v)), v)) + (b"\x00",)))
-            parts += (_varint(len(rec)), rec)
+            rec = b"".join(((b"\x00\x00", small[delta] if delta < 64 else _varint(delta))
+                            + ((b"\x01",) if k is None else (small[len(k)] if len(k) < 64 else _varint(len(k)), k))
+                            + ((b"\x01",) if v is None else (small[len(v)] if len(v) < 64 else _varint(len(v)), v))
+                            + (b"\x00",)))
+            parts += (small[len(rec)] if len(rec) < 64 else _varint(len(rec)), rec)
         return _finish_batch(parts, len(records), base_offset, timestamp_ms, producer_id, producer_epoch,
                              base_sequence, is_transactional, partition_leader_epoch)
     for delta, (k, v, h) in enumerate(records):

@@ -98,7 +98,7 @@ class LocalLog:
     # -- rolling
     def _should_roll(self, nbytes: int, headers, now_ms: int, next_offset: int) -> bool:
         """Kafka's LogSegment.shouldRoll (an empty segment never rolls)."""
-        seg = self.active
+        seg = self.segments[-1]
         if seg.size == 0:
             return False
         if seg.size + nbytes > self.config.segment_bytes:
@@ -107,7 +107,8 @@ class LocalLog:
             return True
         if seg.index_full(self.config.segment_index_bytes):
             return True
-        return self._waited(max(h.max_timestamp for _, h in headers), now_ms) > self._roll_ms(seg)
+        ts = headers[0][1].max_timestamp if len(headers) == 1 else max(h.max_timestamp for _, h in headers)
+        return self._waited(ts, now_ms) > self._roll_ms(seg)
 
     def _roll_ms(self, seg: LogSegment) -> int:
         return self.config.segment_ms - seg.roll_jitter_ms

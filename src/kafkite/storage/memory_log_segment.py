@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 from typing import Iterator
 
-from .batch import BatchHeader, iter_batches, read_header
+from .batch import LOG_OVERHEAD, BatchHeader, iter_batches, read_header
 from .log_segment import BatchSource, LogSegment
 
 
@@ -32,15 +32,16 @@ class MemoryLogSegment(LogSegment):
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
                defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None) -> None:
         # one whole batch in an immutable bytes (a coordinator's, just built) is kept as it is; else copied out
-        whole = type(buf) is bytes and len(headers) == 1 and headers[0][1].size == len(buf)
+        whole = type(buf) is bytes and len(headers) == 1 and headers[0][1].batch_length + LOG_OVERHEAD == len(buf)
         mv = memoryview(buf)
         self.index_interval = index_interval
         for pos, h in headers:
             self._note(h)
-            self.batches.append(buf if whole else bytes(mv[pos:pos + h.size]))
-            self.lasts.append(h.last_offset)
-            self.size += h.size
-            self._count_index_entry(h.size, index_interval, max_index_bytes)
+            size = h.batch_length + LOG_OVERHEAD  # (h.size)
+            self.batches.append(buf if whole else bytes(mv[pos:pos + size]))
+            self.lasts.append(h.base_offset + h.last_offset_delta)
+            self.size += size
+            self._count_index_entry(size, index_interval, max_index_bytes)
 
     def _count_index_entry(self, size: int, interval: int, max_index_bytes: int | None) -> None:
         """FileLogSegment._index_batch's entries, counted."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .batch import BatchHeader, Record, crc_ok, decode_batch, iter_batches, read_marker, valid_prefix
+from .batch import CONTROL_BIT, BatchHeader, Record, crc_ok, decode_batch, iter_batches, read_marker, valid_prefix
 from .leader_epoch_file_cache import LeaderEpochFileCache
 from .log_flush import LogFlush
 from .log_config import LogConfig
@@ -180,10 +180,11 @@ class UnifiedLog(LogFlush):
         """A batch the broker has just built at the log end offset, with the leader epoch stamped and the header
         the builder knows (a coordinator's write, Kafka's AppendOrigin.COORDINATOR; ReplicaManager checks that
         neither compression.type nor LogAppendTime would rewrite it): appended as it is, not parsed again."""
-        if header.base_offset != self.log_end_offset:
-            raise ValueError(f"a built batch at offset {header.base_offset}, the log end is {self.log_end_offset}")
+        base = header.base_offset
+        if base != self.log_end_offset:
+            raise ValueError(f"a built batch at offset {base}, the log end is {self.log_end_offset}")
         self._append_batches(batch, [(0, header)], now_ms=now_ms, defer_flush=defer_flush)
-        return AppendResult(header.base_offset, header.last_offset, -1, self.log_start_offset)
+        return AppendResult(base, base + header.last_offset_delta, -1, self.log_start_offset)
 
     def append_as_follower(self, batches, *, now_ms: int, defer_flush: bool = False) -> AppendResult:
         """A follower's append (Kafka's appendAsFollower): the leader's batches as they are -- their offsets,
@@ -210,20 +211,22 @@ class UnifiedLog(LogFlush):
     def _append_batches(self, buf, headers, *, now_ms: int, defer_flush: bool) -> None:
         """Write batches whose offsets are assigned: roll if needed, segment, epoch cache, producer state,
         log end offset, fsync (or leave it to the caller's worker)."""
-        base = headers[0][1].base_offset
-        offset = headers[-1][1].next_offset
+        last = headers[-1][1]
+        base, offset = headers[0][1].base_offset, last.base_offset + last.last_offset_delta + 1
         if self._should_roll(len(buf), headers, now_ms, offset):
             self._roll(now_ms)
-        flush_due = (self._unflushed + sum(h.record_count for _, h in headers) >= self.config.flush_messages
+        count = last.record_count if len(headers) == 1 else sum(h.record_count for _, h in headers)
+        flush_due = (self._unflushed + count >= self.config.flush_messages
                      or now_ms - self._last_flush_ms >= self.config.flush_ms)
         # the write, and the fsync when one is due, go to the caller's worker
-        deferring = defer_flush and self.durable
+        durable = self._dir is not None
+        deferring = defer_flush and durable
         try:
-            self.active.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
-                               sync=flush_due, max_index_bytes=self.config.segment_index_bytes)
+            self.segments[-1].append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
+                                     sync=flush_due, max_index_bytes=self.config.segment_index_bytes)
             for pos, h in headers:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset, defer=deferring)
-                if h.is_control:
+                if h.attributes & CONTROL_BIT:  # (h.is_control)
                     done = self.producer_state.update(h, marker=read_marker(buf, pos, h))
                     self._note_txn(done, self.active.base, write=True)
                 else:
@@ -235,7 +238,7 @@ class UnifiedLog(LogFlush):
                     self._dirty_from = base
                 if flush_due:
                     self._unflushed, self._last_flush_ms = 0, now_ms
-            elif flush_due and self.durable:
+            elif flush_due and durable:
                 self.flush(now_ms)
             elif flush_due:  # a memory log: nothing to write or fsync, only the count starts again
                 self._unflushed, self._last_flush_ms = 0, now_ms

@@ -98,7 +98,9 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
 
     `supported` maps api key -> (min, max) version this broker serves.
     """
-    api_key, api_version, correlation_id = peek_header(payload)
+    if len(payload) < 8:  # (peek_header, inline)
+        raise MalformedRequest(f"request of {len(payload)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _UNPACK_HEADER(payload, 0)
     bounds = supported.get(api_key)
     if bounds is None:
         raise UnknownApi(f"unknown or unsupported api key {api_key}", api_key, api_version, correlation_id)

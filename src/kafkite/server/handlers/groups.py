@@ -185,7 +185,8 @@ async def handle_leave_group(apis: KafkaApis, ctx: RequestContext):
 
 
 async def handle_offset_commit(apis: KafkaApis, ctx: RequestContext):
-    body, v = ctx.body, ctx.version
+    req = ctx.request
+    body, v = req.body, req.api_version
     topics = body.topics
     readable = None  # every topic, unless an authorizer says otherwise
     if apis.authorizing(ctx):
@@ -212,11 +213,19 @@ async def handle_offset_commit(apis: KafkaApis, ctx: RequestContext):
         results = await apis.group_coordinator.commit_offsets(
             group_id=body.group_id, generation_id=body.generation_id_or_member_epoch if v >= 1 else -1,
             member_id=body.member_id if v >= 1 else "", group_instance_id=body.group_instance_id if v >= 7 else None,
-            offsets=offsets, retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v)
+            offsets=offsets, retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v,
+            now=ctx.now_ms)
         for name, i, code in results:
             codes[(name, i)] = code
-    return _commit_answer(v, tuple((t.name, tuple((p.partition_index, codes[(t.name, p.partition_index)])
-                                                  for p in t.partitions)) for t in topics))
+    key = []
+    for t in topics:
+        name, parts = t.name, []
+        for p in t.partitions:
+            i = p.partition_index
+            parts.append((i, codes[(name, i)]))
+        key.append((name, tuple(parts)))
+    answer = _COMMIT_ANSWERS.get((v, tuple(key)))  # (_commit_answer's cache, looked up here)
+    return answer if answer is not None else _commit_answer(v, tuple(key))
 
 
 def _commit_answer(v: int, key: tuple) -> codec.EncodedBody:
