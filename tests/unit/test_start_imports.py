@@ -14,14 +14,17 @@ import time
 # compressed batches (storage/batch.py, storage/compression.py); crc32c (and importlib.metadata, which its __init__
 # imports): the first CRC (storage/batch.py crc32c_of); the other sub-commands' parsers and what they import (cli.py
 # build_parser(only="serve")), the control plane and the testing helpers (only with --control-port); the admin APIs'
-# classes but those of groups, topics and the cluster (the handlers import them on their first request)
+# classes; every API's request and response classes (the handlers import them on their API's first request:
+# wire/lazy_kafka.py lazy_names)
 LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
         "kafka.metrics", "kafka.coordinator", "kafka.cluster", "kafka.serializer", "kafka.partitioner",
         "urllib.request", "http.client", "kafka.record", "kafka.codec", "lz4", "snappy", "cramjam", "zstandard",
         "gzip", "crc32c", "importlib.metadata", "email",
         "kafkite.control", "kafkite.spark", "kafkite.testing", "kafkite.users_cli", "kafkite.acls_cli",
         "kafka.protocol.admin.acl", "kafka.protocol.admin.configs", "kafka.protocol.admin.users",
-        "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.transactions")
+        "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.transactions", "kafka.protocol.admin",
+        "kafka.protocol.consumer", "kafka.protocol.producer", "kafka.protocol.metadata", "kafka.protocol.sasl",
+        "kafkite.wire.consumer_group_api")
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| +(\S+)$")
 
 
@@ -126,3 +129,44 @@ def test_serve_parses_its_arguments_as_the_whole_command_line_does():
     assert vars(alone.parse_args(argv)) == vars(whole.parse_args(argv))
     serve = whole._subparsers._group_actions[0].choices["serve"]
     assert alone._subparsers._group_actions[0].choices["serve"].format_help() == serve.format_help()
+
+
+def test_a_lazy_name_imports_on_first_use_and_then_is_the_class_itself():
+    """wire/lazy_kafka.py lazy_names: a handler module's response class is imported on its first call, attribute
+    or subscript, and then the module's global is the class itself (no stand-in left on the request path)."""
+    code = """if True:
+        import sys
+        from kafkite.wire.lazy_kafka import LazyName, install, lazy_names
+        install()
+        ns = {}
+        ns["FetchRequest"], ns["ListOffsetsResponse"] = lazy_names(
+            ns, "kafka.protocol.consumer.fetch", "FetchRequest", "ListOffsetsResponse")
+        assert "kafka.protocol.consumer.fetch" not in sys.modules and "kafka.protocol.consumer.group" not in sys.modules
+        req = ns["FetchRequest"][12](replica_id=1, max_wait_ms=0, min_bytes=1, topics=[])
+        from kafka.protocol.consumer.fetch import FetchRequest
+        assert ns["FetchRequest"] is FetchRequest and type(req).__name__ == "FetchRequest" and req.version == 12
+        assert "kafka.protocol.consumer.group" not in sys.modules  # (the package's other modules: not imported)
+        stand_in = ns["ListOffsetsResponse"]
+        assert isinstance(stand_in, LazyName)
+        try:
+            stand_in.TopicThatIsNot
+            raise AssertionError("no AttributeError")
+        except AttributeError:
+            pass  # (kafka.protocol.consumer.fetch has no ListOffsetsResponse)
+        (L,) = lazy_names(ns, "kafka.protocol.consumer.offsets", "ListOffsetsResponse")
+        ns["ListOffsetsResponse"] = L
+        T = L.ListOffsetsTopicResponse
+        from kafka.protocol.consumer.offsets import ListOffsetsResponse
+        assert ns["ListOffsetsResponse"] is ListOffsetsResponse and T is ListOffsetsResponse.ListOffsetsTopicResponse
+        r = L(version=7, throttle_time_ms=0, topics=[])
+        assert type(r) is ListOffsetsResponse
+        from kafkite.server.handlers import metadata
+        assert isinstance(metadata.ApiVersionsResponse, LazyName)
+        answer = metadata.api_versions_response(3, {18: (0, 4)})
+        from kafka.protocol.metadata.api_versions import ApiVersionsResponse
+        assert metadata.ApiVersionsResponse is ApiVersionsResponse and type(answer) is ApiVersionsResponse
+        assert [(k.api_key, k.max_version) for k in answer.api_keys] == [(18, 4)]
+        print("ok")
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stdout + out.stderr

@@ -24,7 +24,8 @@ import importlib.util
 import sys
 import threading
 
-PACKAGES = ("kafka", "kafka.protocol.admin")  # (parents first)
+PACKAGES = ("kafka", "kafka.protocol.admin", "kafka.protocol.consumer", "kafka.protocol.metadata",
+            "kafka.protocol.producer")  # (parents first)
 _lock = threading.RLock()  # (re-entered: kafka's __init__ imports kafka.admin, which uses kafka.protocol.admin's names)
 
 
@@ -62,3 +63,40 @@ def _lazy_package(name: str) -> bool:
     if parent:
         setattr(sys.modules[parent], child, module)  # as the import system does for a submodule it loads
     return True
+
+
+class LazyName:
+    """A name of a module not imported yet (kafka-python's response classes a handler module uses): the module is
+    imported at the first use (a call or an attribute), and the real object then takes this stand-in's place in the
+    namespace that holds it, so later requests find the class itself there (no per-request cost). Only a call and an
+    attribute are passed on: what needs the object itself (isinstance, subclassing) imports it."""
+    __slots__ = ("_module", "_name", "_namespace", "_target")
+
+    def __init__(self, namespace: dict, module: str, name: str):
+        self._namespace, self._module, self._name, self._target = namespace, module, name, None
+
+    def resolve(self):
+        target = self._target
+        if target is None:
+            target = self._target = getattr(importlib.import_module(self._module), self._name)
+            if self._namespace.get(self._name) is self:
+                self._namespace[self._name] = target
+        return target
+
+    def __call__(self, *args, **kwargs):
+        return self.resolve()(*args, **kwargs)
+
+    def __getattr__(self, attr: str):
+        return getattr(self.resolve(), attr)
+
+    def __getitem__(self, key):  # (a class's FetchRequest[version])
+        return self.resolve()[key]
+
+    def __repr__(self) -> str:
+        return f"<lazy {self._module}.{self._name}>"
+
+
+def lazy_names(namespace: dict, module: str, *names: str) -> tuple:
+    """Stand-ins (LazyName) for `from module import *names` in the module whose globals() are `namespace`:
+    `A, B = lazy_names(globals(), "kafka.protocol.consumer.offsets", "A", "B")`."""
+    return tuple(LazyName(namespace, module, name) for name in names)
