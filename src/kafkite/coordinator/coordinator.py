@@ -10,24 +10,32 @@ answers that come later are `Pending` tokens whose results appear in `drain_comp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import structlog
 
 from ..wire.errors import E
 from .assignors import normalize as normalize_assignors
-from .consumer_group import ConsumerGroup
-from .consumer_group_manager import GroupError, HeartbeatRequest, HeartbeatResult, TopicLookup
-from .consumer_group_manager import check_heartbeat
 from . import group_config
 from .group import Group, OffsetEntry
 from .group_metadata import JoinResult, SyncResult
 from .hashing import partition_for
 from .offsets import OffsetCommit
-from . import regex_refresh
-from .regex_refresh import RegexJob
 from .result import CoordinatorResult, Pending
-from .shard import GroupCoordinatorShard, GroupDescription, MemberDescription
+from ..wire.lazy_kafka import lazy_names
+
+if TYPE_CHECKING:
+    from .consumer_group import ConsumerGroup
+    from .consumer_group_manager import HeartbeatRequest, TopicLookup
+    from .regex_refresh import RegexJob
+
+# KIP-848's consumer groups, and the shard (which builds their manager): imported at the first load of a
+# __consumer_offsets partition, ConsumerGroupHeartbeat or description (wire/lazy_kafka.py LazyName)
+GroupError, HeartbeatResult, check_heartbeat = lazy_names(
+    globals(), "kafkite.coordinator.consumer_group_manager", "GroupError", "HeartbeatResult", "check_heartbeat")
+GroupCoordinatorShard, GroupDescription, MemberDescription = lazy_names(
+    globals(), "kafkite.coordinator.shard", "GroupCoordinatorShard", "GroupDescription", "MemberDescription")
+(regex_refresh,) = lazy_names(globals(), "kafkite.coordinator", "regex_refresh")
 
 log = structlog.get_logger("kafkite.coordinator")
 

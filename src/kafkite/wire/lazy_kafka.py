@@ -67,20 +67,30 @@ def _lazy_package(name: str) -> bool:
 
 class LazyName:
     """A name of a module not imported yet (kafka-python's response classes a handler module uses): the module is
-    imported at the first use (a call or an attribute), and the real object then takes this stand-in's place in the
-    namespace that holds it, so later requests find the class itself there (no per-request cost). Only a call and an
-    attribute are passed on: what needs the object itself (isinstance, subclassing) imports it."""
-    __slots__ = ("_module", "_name", "_namespace", "_target")
+    imported at the first use (a call, an attribute or a subscript) of any of the names one lazy_names call made,
+    and the real objects then take their stand-ins' places in the namespace that holds them, so later requests find
+    the class itself there (no per-request cost). Only a call, an attribute and a subscript are passed on: what
+    needs the object itself (isinstance, an except clause, subclassing) must come after a use of one of its
+    siblings, or import it."""
+    __slots__ = ("_module", "_name", "_namespace", "_target", "_siblings")
 
-    def __init__(self, namespace: dict, module: str, name: str):
-        self._namespace, self._module, self._name, self._target = namespace, module, name, None
+    def __init__(self, namespace: dict, module: str, name: str, siblings: list):
+        self._namespace, self._module, self._name, self._target, self._siblings = namespace, module, name, None, siblings
+        siblings.append(self)
 
     def resolve(self):
         target = self._target
         if target is None:
-            target = self._target = getattr(importlib.import_module(self._module), self._name)
-            if self._namespace.get(self._name) is self:
-                self._namespace[self._name] = target
+            module = importlib.import_module(self._module)
+            for s in self._siblings:  # (all of them: a class an except clause names is then the class too)
+                s._target = getattr(module, s._name, None)
+                if s._target is None:  # a submodule, or as `from module import name` fails
+                    if not hasattr(module, "__path__"):
+                        raise ImportError(f"cannot import name {s._name!r} from {s._module!r}")
+                    s._target = importlib.import_module(f"{s._module}.{s._name}")
+                if s._namespace.get(s._name) is s:
+                    s._namespace[s._name] = s._target
+            target = self._target
         return target
 
     def __call__(self, *args, **kwargs):
@@ -99,4 +109,5 @@ class LazyName:
 def lazy_names(namespace: dict, module: str, *names: str) -> tuple:
     """Stand-ins (LazyName) for `from module import *names` in the module whose globals() are `namespace`:
     `A, B = lazy_names(globals(), "kafka.protocol.consumer.offsets", "A", "B")`."""
-    return tuple(LazyName(namespace, module, name) for name in names)
+    siblings: list[LazyName] = []
+    return tuple(LazyName(namespace, module, name, siblings) for name in names)

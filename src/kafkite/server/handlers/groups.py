@@ -6,7 +6,6 @@ import dataclasses
 
 
 from ...controller.metadata import MetadataError
-from ...coordinator.consumer_group_manager import HeartbeatRequest
 from ...coordinator.hashing import partition_for
 from ...security.authorizer import Op, ResourceType
 from ...wire import codec
@@ -29,6 +28,7 @@ DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse = lazy_names(
                                         "FindCoordinatorResponse")
 ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse = lazy_names(
     globals(), "kafkite.wire.consumer_group_api", "ConsumerGroupDescribeResponse", "ConsumerGroupHeartbeatResponse")
+(HeartbeatRequest,) = lazy_names(globals(), "kafkite.coordinator.consumer_group_manager", "HeartbeatRequest")
 
 GROUP_KEY, TXN_KEY = 0, 1
 _GROUP_DENIED = int(E.GROUP_AUTHORIZATION_FAILED)
