@@ -16,7 +16,8 @@ import time
 # build_parser(only="serve")), the control plane and the testing helpers (only with --control-port); the admin APIs'
 # classes; every API's request and response classes (the handlers import them on their API's first request:
 # wire/lazy_kafka.py lazy_names); KIP-848's consumer groups and the group coordinator's shard (the first load of a
-# __consumer_offsets partition, the first ConsumerGroupHeartbeat or ConsumerGroupDescribe)
+# __consumer_offsets partition, the first ConsumerGroupHeartbeat or ConsumerGroupDescribe); the segment files'
+# modules (the first FileLog: never with --in-memory)
 LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
         "kafka.metrics", "kafka.coordinator", "kafka.cluster", "kafka.serializer", "kafka.partitioner",
         "urllib.request", "http.client", "kafka.record", "kafka.codec", "lz4", "snappy", "cramjam", "zstandard",
@@ -28,7 +29,9 @@ LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.p
         "kafkite.wire.consumer_group_api", "kafkite.coordinator.shard", "kafkite.coordinator.consumer_group",
         "kafkite.coordinator.consumer_group_manager", "kafkite.coordinator.consumer_group_migration",
         "kafkite.coordinator.consumer_group_records", "kafkite.coordinator.consumer_protocol",
-        "kafkite.coordinator.reconciliation", "kafkite.coordinator.regex_refresh", "kafkite.coordinator.regex")
+        "kafkite.coordinator.reconciliation", "kafkite.coordinator.regex_refresh", "kafkite.coordinator.regex",
+        "kafkite.storage.log_loader", "kafkite.storage.file_log_segment", "kafkite.storage.offset_index",
+        "kafkite.storage.offset_index_check", "kafkite.storage.time_index")
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| +(\S+)$")
 
 
