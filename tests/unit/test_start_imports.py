@@ -17,7 +17,8 @@ import time
 # classes; every API's request and response classes (the handlers import them on their API's first request:
 # wire/lazy_kafka.py lazy_names); KIP-848's consumer groups and the group coordinator's shard (the first load of a
 # __consumer_offsets partition, the first ConsumerGroupHeartbeat or ConsumerGroupDescribe); the segment files'
-# modules (the first FileLog: never with --in-memory)
+# modules (the first FileLog: never with --in-memory); the controller-to-broker APIs' classes (a cluster's first
+# controller request, ISR change or markers sent to another broker)
 LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
         "kafka.metrics", "kafka.coordinator", "kafka.cluster", "kafka.serializer", "kafka.partitioner",
         "urllib.request", "http.client", "kafka.record", "kafka.codec", "lz4", "snappy", "cramjam", "zstandard",
@@ -31,7 +32,8 @@ LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.p
         "kafkite.coordinator.consumer_group_records", "kafkite.coordinator.consumer_protocol",
         "kafkite.coordinator.reconciliation", "kafkite.coordinator.regex_refresh", "kafkite.coordinator.regex",
         "kafkite.storage.log_loader", "kafkite.storage.file_log_segment", "kafkite.storage.offset_index",
-        "kafkite.storage.offset_index_check", "kafkite.storage.time_index")
+        "kafkite.storage.offset_index_check", "kafkite.storage.time_index", "kafkite.wire.interbroker",
+        "kafkite.controller.zk_requests")
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| +(\S+)$")
 
 
