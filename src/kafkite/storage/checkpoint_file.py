@@ -28,7 +28,6 @@ def topic_id_to_string(topic_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 
-
 def fsync_dir(directory: Path) -> None:
     """Make a rename or an unlink in `directory` durable."""
     fd = os.open(directory, os.O_RDONLY)

@@ -66,16 +66,17 @@ def _lazy_package(name: str) -> bool:
 
 
 class LazyName:
-    """A name of a module not imported yet (kafka-python's response classes a handler module uses): the module is
-    imported at the first use (a call, an attribute or a subscript) of any of the names one lazy_names call made,
-    and the real objects then take their stand-ins' places in the namespace that holds them, so later requests find
-    the class itself there (no per-request cost). Only a call, an attribute and a subscript are passed on: what
-    needs the object itself (isinstance, an except clause, subclassing) must come after a use of one of its
-    siblings, or import it."""
+    """A name of a module not imported yet (the kafka-python classes a handler answers with, a subsystem only some
+    requests need: `kafkite serve` imports less at start, issue 24 item 5): the module is imported at the first use (a
+    call, an attribute or a subscript) of any of the names one lazy_names call made, and the real objects then take
+    their stand-ins' places in the namespace that holds them, so later requests find the class itself there (no
+    per-request cost). Only a call, an attribute and a subscript are passed on: what needs the object itself
+    (isinstance, an except clause, subclassing) must come after a use of one of its siblings, or import it."""
     __slots__ = ("_module", "_name", "_namespace", "_target", "_siblings")
 
     def __init__(self, namespace: dict, module: str, name: str, siblings: list):
-        self._namespace, self._module, self._name, self._target, self._siblings = namespace, module, name, None, siblings
+        self._namespace, self._module, self._name, self._siblings = namespace, module, name, siblings
+        self._target = None
         siblings.append(self)
 
     def resolve(self):

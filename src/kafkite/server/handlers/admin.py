@@ -13,7 +13,8 @@ from ...wire.lazy_kafka import lazy_names
 
 # kafka-python's classes, imported on their API's first request (wire/lazy_kafka.py LazyName)
 CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse = lazy_names(
-    globals(), "kafka.protocol.admin.topics", "CreatePartitionsResponse", "CreateTopicsResponse", "DeleteTopicsResponse")
+    globals(), "kafka.protocol.admin.topics", "CreatePartitionsResponse", "CreateTopicsResponse",
+    "DeleteTopicsResponse")
 
 ZERO_UUID = uuid.UUID(int=0)
 

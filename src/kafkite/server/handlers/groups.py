@@ -21,9 +21,9 @@ from ...wire.lazy_kafka import lazy_names
 DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse = lazy_names(
     globals(), "kafka.protocol.admin.groups", "DeleteGroupsResponse", "DescribeGroupsResponse", "ListGroupsResponse")
 (HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse, OffsetCommitResponse, OffsetFetchResponse,
- OffsetDeleteResponse) = lazy_names(globals(), "kafka.protocol.consumer.group", "HeartbeatResponse", "JoinGroupResponse",
-                                    "LeaveGroupResponse", "SyncGroupResponse", "OffsetCommitResponse",
-                                    "OffsetFetchResponse", "OffsetDeleteResponse")
+ OffsetDeleteResponse) = lazy_names(
+    globals(), "kafka.protocol.consumer.group", "HeartbeatResponse", "JoinGroupResponse", "LeaveGroupResponse",
+    "SyncGroupResponse", "OffsetCommitResponse", "OffsetFetchResponse", "OffsetDeleteResponse")
 (FindCoordinatorResponse,) = lazy_names(globals(), "kafka.protocol.metadata.find_coordinator",
                                         "FindCoordinatorResponse")
 ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse = lazy_names(
