@@ -14,14 +14,26 @@ import time
 # compressed batches (storage/batch.py, storage/compression.py); crc32c (and importlib.metadata, which its __init__
 # imports): the first CRC (storage/batch.py crc32c_of); the other sub-commands' parsers and what they import (cli.py
 # build_parser(only="serve")), the control plane and the testing helpers (only with --control-port); the admin APIs'
-# classes but those of groups, topics and the cluster (the handlers import them on their first request)
+# classes; every API's request and response classes (the handlers import them on their API's first request:
+# wire/lazy_kafka.py lazy_names); KIP-848's consumer groups and the group coordinator's shard (the first load of a
+# __consumer_offsets partition, the first ConsumerGroupHeartbeat or ConsumerGroupDescribe); the segment files'
+# modules (the first FileLog: never with --in-memory); the controller-to-broker APIs' classes (a cluster's first
+# controller request, ISR change or markers sent to another broker)
 LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
         "kafka.metrics", "kafka.coordinator", "kafka.cluster", "kafka.serializer", "kafka.partitioner",
         "urllib.request", "http.client", "kafka.record", "kafka.codec", "lz4", "snappy", "cramjam", "zstandard",
         "gzip", "crc32c", "importlib.metadata", "email",
         "kafkite.control", "kafkite.spark", "kafkite.testing", "kafkite.users_cli", "kafkite.acls_cli",
         "kafka.protocol.admin.acl", "kafka.protocol.admin.configs", "kafka.protocol.admin.users",
-        "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.transactions")
+        "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.transactions", "kafka.protocol.admin",
+        "kafka.protocol.consumer", "kafka.protocol.producer", "kafka.protocol.metadata", "kafka.protocol.sasl",
+        "kafkite.wire.consumer_group_api", "kafkite.coordinator.shard", "kafkite.coordinator.consumer_group",
+        "kafkite.coordinator.consumer_group_manager", "kafkite.coordinator.consumer_group_migration",
+        "kafkite.coordinator.consumer_group_records", "kafkite.coordinator.consumer_protocol",
+        "kafkite.coordinator.reconciliation", "kafkite.coordinator.regex_refresh", "kafkite.coordinator.regex",
+        "kafkite.storage.log_loader", "kafkite.storage.file_log_segment", "kafkite.storage.offset_index",
+        "kafkite.storage.offset_index_check", "kafkite.storage.time_index", "kafkite.wire.interbroker",
+        "kafkite.controller.zk_requests")
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| +(\S+)$")
 
 
@@ -170,3 +182,72 @@ def test_a_lazy_package_is_whole_for_a_thread_that_asks_while_another_runs_its_i
         if hasattr(builtins, "_kafkite_lazy_probe"):
             builtins._kafkite_lazy_probe[1].set()
             del builtins._kafkite_lazy_probe
+
+
+def test_a_lazy_name_imports_on_first_use_and_then_is_the_class_itself():
+    """wire/lazy_kafka.py lazy_names: a handler module's response class is imported on its first call, attribute
+    or subscript, and then the module's global is the class itself (no stand-in left on the request path)."""
+    code = """if True:
+        import sys
+        from kafkite.wire.lazy_kafka import LazyName, install, lazy_names
+        install()
+        ns = {}
+        ns["FetchRequest"], ns["FetchResponse"] = lazy_names(
+            ns, "kafka.protocol.consumer.fetch", "FetchRequest", "FetchResponse")
+        assert "kafka.protocol.consumer.fetch" not in sys.modules and "kafka.protocol.consumer.group" not in sys.modules
+        req = ns["FetchRequest"][12](replica_id=1, max_wait_ms=0, min_bytes=1, topics=[])
+        from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+        assert ns["FetchRequest"] is FetchRequest and type(req).__name__ == "FetchRequest" and req.version == 12
+        assert ns["FetchResponse"] is FetchResponse  # (a name of the same lazy_names: replaced too)
+        assert "kafka.protocol.consumer.group" not in sys.modules  # (the package's other modules: not imported)
+        (wrong,) = lazy_names({}, "kafka.protocol.consumer.fetch", "ListOffsetsResponse")
+        try:
+            wrong.ListOffsetsTopicResponse
+            raise AssertionError("no ImportError")
+        except ImportError as e:
+            assert "ListOffsetsResponse" in str(e)
+        ns["ListOffsetsResponse"] = "something else"
+        (L,) = lazy_names(ns, "kafka.protocol.consumer.offsets", "ListOffsetsResponse")
+        T = L.ListOffsetsTopicResponse
+        from kafka.protocol.consumer.offsets import ListOffsetsResponse
+        assert ns["ListOffsetsResponse"] == "something else"  # (only a stand-in is replaced)
+        assert T is ListOffsetsResponse.ListOffsetsTopicResponse
+        r = L(version=7, throttle_time_ms=0, topics=[])
+        assert type(r) is ListOffsetsResponse
+        from kafkite.server.handlers import metadata
+        assert isinstance(metadata.ApiVersionsResponse, LazyName)
+        answer = metadata.api_versions_response(3, {18: (0, 4)})
+        from kafka.protocol.metadata.api_versions import ApiVersionsResponse
+        assert metadata.ApiVersionsResponse is ApiVersionsResponse and type(answer) is ApiVersionsResponse
+        assert [(k.api_key, k.max_version) for k in answer.api_keys] == [(18, 4)]
+        print("ok")
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+def test_the_group_coordinator_imports_kip_848_on_first_use():
+    """coordinator.py's KIP-848 names (lazy_names): a describe before any shard, an invalid heartbeat answered by the
+    GroupError an except clause names (its sibling check_heartbeat imported it), then a shard loaded."""
+    code = """if True:
+        import sys
+        from kafkite.coordinator.coordinator import Config, GroupCoordinator
+        from kafkite.wire.errors import E
+        assert "kafkite.coordinator.shard" not in sys.modules
+        assert "kafkite.coordinator.consumer_group_manager" not in sys.modules
+        c = GroupCoordinator(Config(num_partitions=1))
+        from kafkite.server.handlers import groups
+        req = groups.HeartbeatRequest(group_id="g", member_id="", member_epoch=1)
+        shard, result = c.consumer_group_heartbeat(req, lambda name: None, 0, api_version=0)
+        assert shard is None and result.response.error == E.INVALID_REQUEST, result.response
+        assert result.response.message == "MemberId can't be empty."
+        assert "kafkite.coordinator.shard" not in sys.modules
+        assert c.describe_group("g").error == E.NOT_COORDINATOR
+        c.begin_loading(0, 0)
+        c.finish_loading(0, 0)
+        d = c.describe_group("g")
+        assert (d.error, d.state) == (E.GROUP_ID_NOT_FOUND, "Dead"), d
+        print("ok")
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stdout + out.stderr

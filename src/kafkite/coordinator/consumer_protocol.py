@@ -10,9 +10,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
-from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
-
 from .consumer_group_records import Assignment
+from ..wire.lazy_kafka import lazy_names
+
+# kafka-python's classes, imported when a classic member first joins (wire/lazy_kafka.py LazyName)
+ConsumerProtocolAssignment, ConsumerProtocolSubscription = lazy_names(
+    globals(), "kafka.protocol.consumer.metadata", "ConsumerProtocolAssignment", "ConsumerProtocolSubscription")
 
 PROTOCOL_TYPE = "consumer"
 

@@ -10,24 +10,30 @@ answers that come later are `Pending` tokens whose results appear in `drain_comp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import structlog
 
 from ..wire.errors import E
 from .assignors import normalize as normalize_assignors
-from .consumer_group import ConsumerGroup
-from .consumer_group_manager import GroupError, HeartbeatRequest, HeartbeatResult, TopicLookup
-from .consumer_group_manager import check_heartbeat
 from . import group_config
 from .group import Group, OffsetEntry
 from .group_metadata import JoinResult, SyncResult
 from .hashing import partition_for
 from .offsets import OffsetCommit
-from . import regex_refresh
-from .regex_refresh import RegexJob
 from .result import CoordinatorResult, Pending
-from .shard import GroupCoordinatorShard, GroupDescription, MemberDescription
+from ..wire.lazy_kafka import lazy_names
+
+if TYPE_CHECKING:
+    from .consumer_group import ConsumerGroup
+    from .consumer_group_manager import HeartbeatRequest, TopicLookup
+    from .regex_refresh import RegexJob
+
+# KIP-848's consumer groups, and the shard (which builds their manager): imported at the first load of a
+# __consumer_offsets partition, ConsumerGroupHeartbeat or description (wire/lazy_kafka.py LazyName)
+GroupCoordinatorShard, GroupDescription, MemberDescription = lazy_names(
+    globals(), "kafkite.coordinator.shard", "GroupCoordinatorShard", "GroupDescription", "MemberDescription")
+(regex_refresh,) = lazy_names(globals(), "kafkite.coordinator", "regex_refresh")
 
 log = structlog.get_logger("kafkite.coordinator")
 
@@ -225,6 +231,9 @@ class GroupCoordinator:
     def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: TopicLookup, now_ms: int,
                                  api_version: int = 1
                                  ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[HeartbeatResult]]:
+        # (KIP-848's manager is imported on first use; an import statement, not a lazy name: an except clause needs
+        # the class itself)
+        from .consumer_group_manager import GroupError, HeartbeatResult, check_heartbeat
         try:  # as Kafka's service: the request's own rules first, before the coordinator is looked up
             check_heartbeat(request, self.cfg.consumer_assignors, api_version)
         except GroupError as exc:

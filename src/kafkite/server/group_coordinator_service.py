@@ -7,18 +7,22 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from ..coordinator.consumer_group import ConsumerGroup
-from ..coordinator.consumer_group_manager import HeartbeatRequest, HeartbeatResult
-from ..coordinator.consumer_group_records import TopicMetadata
-from ..coordinator.coordinator import GroupCoordinator, GroupDescription, JoinResult, SyncResult
+from ..coordinator.coordinator import GroupCoordinator, JoinResult, SyncResult
 from ..coordinator.group import OffsetEntry
-from ..coordinator.regex_refresh import RegexJob
 from ..coordinator.offsets import OffsetCommit
+from ..wire.lazy_kafka import lazy_names
 from .context import now_ms
 from .coordinator_runtime import CoordinatorRuntime
 
 if TYPE_CHECKING:
+    from ..coordinator.consumer_group import ConsumerGroup
+    from ..coordinator.consumer_group_manager import HeartbeatRequest, HeartbeatResult
+    from ..coordinator.regex_refresh import RegexJob
+    from ..coordinator.shard import GroupDescription
     from .broker import Broker
+
+# KIP-848's (wire/lazy_kafka.py LazyName: imported on the first ConsumerGroupHeartbeat, as coordinator.py's)
+(TopicMetadata,) = lazy_names(globals(), "kafkite.coordinator.consumer_group_records", "TopicMetadata")
 
 log = structlog.get_logger("kafkite.coordinator")
 OFFSETS_TOPIC = "__consumer_offsets"

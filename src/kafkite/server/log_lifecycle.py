@@ -28,7 +28,7 @@ from ..config import TOPIC_CONFIGS
 from ..gil_pacing import paced
 from ..storage.checkpoint_file import fsync_dir
 from ..storage.log_config import LogConfig
-from ..storage.log_loader import InconsistentTopicId
+from ..storage.checkpoint_file import InconsistentTopicId
 from ..storage.log_manager import DELETE_DIR_SUFFIX, LogDirectory
 from ..storage.unified_log import FileLog, MemoryLog
 from .prepared_logs import PreparedLogs

@@ -37,13 +37,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 import trio
-from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 
-from ..controller.zk_requests import inter_broker_endpoint
 from ..storage.unified_log import UnexpectedAppend
 from ..wire.errors import E, name_of
 from ..wire.frame import FrameReader
-from ..wire.interbroker import AlterPartitionRequest
+from ..wire.lazy_kafka import lazy_names
 from .context import now_ms
 from .fetch_session import INITIAL_EPOCH, next_epoch
 from .controller_channel import exchange
@@ -55,6 +53,11 @@ if TYPE_CHECKING:
     from .partition import Partition
 
 log = structlog.get_logger("kafkite.replication")
+# imported when a follower first fetches, or a leader first proposes an ISR change (wire/lazy_kafka.py LazyName)
+(FetchRequest,) = lazy_names(globals(), "kafka.protocol.consumer.fetch", "FetchRequest")
+(OffsetForLeaderEpochRequest,) = lazy_names(globals(), "kafka.protocol.consumer.offsets", "OffsetForLeaderEpochRequest")
+(AlterPartitionRequest,) = lazy_names(globals(), "kafkite.wire.interbroker", "AlterPartitionRequest")
+(inter_broker_endpoint,) = lazy_names(globals(), "kafkite.controller.zk_requests", "inter_broker_endpoint")
 FETCH_VERSION = 12  # replica id in the body, topic names, log start offset (Kafka 3.x with names)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4  # replica id (v3+), flexible
 ALTER_PARTITION_VERSION = 1

@@ -19,15 +19,17 @@ import trio
 
 from ..coordinator.transaction import NEED_PRODUCER_ID, InitResult, MarkerJob, TransactionCoordinator
 from ..wire.errors import E
-from ..controller.zk_requests import inter_broker_endpoint
 from .context import now_ms
 from .coordinator_runtime import CoordinatorRuntime
 from .group_coordinator_service import OFFSETS_TOPIC
+from ..wire.lazy_kafka import lazy_names
 
 if TYPE_CHECKING:
     from .broker import Broker
 
 log = structlog.get_logger("kafkite.transactions")
+# (with the controller's request classes, imported when the first markers go to another broker: wire/lazy_kafka.py)
+(inter_broker_endpoint,) = lazy_names(globals(), "kafkite.controller.zk_requests", "inter_broker_endpoint")
 TXN_TOPIC = "__transaction_state"
 WRITE_TXN_MARKERS_VERSION = 1
 VERIFY_VERSION = 4  # AddPartitionsToTxn's brokers' form (KIP-890 part 1), verify only

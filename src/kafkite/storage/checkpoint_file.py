@@ -5,8 +5,27 @@ line (space-separated fields), replaced atomically. `leader-epoch-checkpoint` an
 and `log-start-offset-checkpoint` (log_manager.py)."""
 from __future__ import annotations
 
+import base64
 import os
+import uuid
 from pathlib import Path
+
+
+# (partition.metadata's: here, not in log_loader.py, so that a broker --in-memory need not import the file log's
+# modules to name the exception log_lifecycle.py catches)
+class InconsistentTopicId(Exception):
+    """Kafka's InconsistentTopicIdException: the directory's partition.metadata names another topic
+    id than the topic's; its records are not served under this topic."""
+
+    def __init__(self, directory: Path, topic_id: uuid.UUID, found: uuid.UUID):
+        super().__init__(f"Tried to assign topic ID {topic_id_to_string(topic_id)} to log for topic partition "
+                         f"{directory.name}, but log already contained topic ID {topic_id_to_string(found)}")
+        self.directory, self.topic_id, self.found = directory, topic_id, found
+
+
+def topic_id_to_string(topic_id: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 
 def fsync_dir(directory: Path) -> None:

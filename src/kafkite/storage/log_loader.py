@@ -43,26 +43,11 @@ from pathlib import Path
 import structlog
 
 from .batch import CRC_START, HEADER_SIZE, MIN_BATCH_LENGTH, crc32c_of, read_header
-from .checkpoint_file import write_atomically
+from .checkpoint_file import InconsistentTopicId, topic_id_to_string, write_atomically  # noqa: F401 (names of here)
 from .file_log_segment import DELETED_SUFFIX, FileLogSegment
 from .offset_index import CorruptIndexException
 
 log = structlog.get_logger("kafkite.log_loader")
-
-
-class InconsistentTopicId(Exception):
-    """Kafka's InconsistentTopicIdException: the directory's partition.metadata names another topic
-    id than the topic's; its records are not served under this topic."""
-
-    def __init__(self, directory: Path, topic_id: uuid.UUID, found: uuid.UUID):
-        super().__init__(f"Tried to assign topic ID {topic_id_to_string(topic_id)} to log for topic partition "
-                         f"{directory.name}, but log already contained topic ID {topic_id_to_string(found)}")
-        self.directory, self.topic_id, self.found = directory, topic_id, found
-
-
-def topic_id_to_string(topic_id: uuid.UUID) -> str:
-    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 
 def topic_id_from_string(s: str) -> uuid.UUID:

@@ -29,13 +29,17 @@ from .leader_epoch_file_cache import LeaderEpochFileCache
 from .log_flush import LogFlush
 from .log_config import LogConfig
 from .checkpoint_file import write_atomically
-from .log_loader import LogLoader, check_topic_id, read_topic_id, write_partition_metadata
 from .log_segment import LogSegment, MadeOnce
 from .log_validator import assign_offsets_and_compress
-from .file_log_segment import FileLogSegment
 from .memory_log_segment import MemoryLogSegment
 from .producer_state import CompletedTxn, ProducerStateManager
 from .transaction_index import AbortedTxn, AbortedTxns, append_entry, sync_files
+from ..wire.lazy_kafka import lazy_names
+
+# the segment files' modules, imported when the first FileLog is made (not by a broker --in-memory)
+LogLoader, check_topic_id, read_topic_id, write_partition_metadata = lazy_names(
+    globals(), "kafkite.storage.log_loader", "LogLoader", "check_topic_id", "read_topic_id", "write_partition_metadata")
+(FileLogSegment,) = lazy_names(globals(), "kafkite.storage.file_log_segment", "FileLogSegment")
 
 
 class UnexpectedAppend(Exception):

@@ -24,7 +24,8 @@ import importlib.util
 import sys
 import threading
 
-PACKAGES = ("kafka", "kafka.protocol.admin")  # (parents first)
+PACKAGES = ("kafka", "kafka.protocol.admin", "kafka.protocol.consumer", "kafka.protocol.metadata",
+            "kafka.protocol.producer")  # (parents first)
 _lock = threading.RLock()  # (re-entered: kafka's __init__ imports kafka.admin, which uses kafka.protocol.admin's names)
 
 
@@ -65,3 +66,52 @@ def _lazy_package(name: str) -> bool:
     if parent:
         setattr(sys.modules[parent], child, module)  # as the import system does for a submodule it loads
     return True
+
+
+class LazyName:
+    """A name of a module not imported yet (the kafka-python classes a handler answers with, a subsystem only some
+    requests need: `kafkite serve` imports less at start, issue 24 item 5): the module is imported at the first use (a
+    call, an attribute or a subscript) of any of the names one lazy_names call made, and the real objects then take
+    their stand-ins' places in the namespace that holds them, so later requests find the class itself there (no
+    per-request cost). Only a call, an attribute and a subscript are passed on: what needs the object itself
+    (isinstance, an except clause, subclassing) must come after a use of one of its siblings, or import it."""
+    __slots__ = ("_module", "_name", "_namespace", "_target", "_siblings")
+
+    def __init__(self, namespace: dict, module: str, name: str, siblings: list):
+        self._namespace, self._module, self._name, self._siblings = namespace, module, name, siblings
+        self._target = None
+        siblings.append(self)
+
+    def resolve(self):
+        target = self._target
+        if target is None:
+            module = importlib.import_module(self._module)
+            for s in self._siblings:  # (all of them: a class an except clause names is then the class too)
+                s._target = getattr(module, s._name, None)
+                if s._target is None:  # a submodule, or as `from module import name` fails
+                    if not hasattr(module, "__path__"):
+                        raise ImportError(f"cannot import name {s._name!r} from {s._module!r}")
+                    s._target = importlib.import_module(f"{s._module}.{s._name}")
+                if s._namespace.get(s._name) is s:
+                    s._namespace[s._name] = s._target
+            target = self._target
+        return target
+
+    def __call__(self, *args, **kwargs):
+        return self.resolve()(*args, **kwargs)
+
+    def __getattr__(self, attr: str):
+        return getattr(self.resolve(), attr)
+
+    def __getitem__(self, key):  # (a class's FetchRequest[version])
+        return self.resolve()[key]
+
+    def __repr__(self) -> str:
+        return f"<lazy {self._module}.{self._name}>"
+
+
+def lazy_names(namespace: dict, module: str, *names: str) -> tuple:
+    """Stand-ins (LazyName) for `from module import *names` in the module whose globals() are `namespace`:
+    `A, B = lazy_names(globals(), "kafka.protocol.consumer.offsets", "A", "B")`."""
+    siblings: list[LazyName] = []
+    return tuple(LazyName(namespace, module, name, siblings) for name in names)

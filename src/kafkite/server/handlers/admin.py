@@ -3,14 +3,18 @@ from __future__ import annotations
 
 import uuid
 
-from kafka.protocol.admin.topics import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
-
 from ...controller.metadata import MAX_RECORDS_PER_USER_OP, BatchTooLarge, MetadataError, TopicInfo
 from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
 from .configs import topic_config_entries
 from ..kafka_apis import KafkaApis
+from ...wire.lazy_kafka import lazy_names
+
+# kafka-python's classes, imported on their API's first request (wire/lazy_kafka.py LazyName)
+CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse = lazy_names(
+    globals(), "kafka.protocol.admin.topics", "CreatePartitionsResponse", "CreateTopicsResponse",
+    "DeleteTopicsResponse")
 
 ZERO_UUID = uuid.UUID(int=0)
 

@@ -17,10 +17,15 @@ import structlog
 
 from ...controller.metadata import BrokerInfo, PartitionInfo
 from ...wire.errors import E
-from ...wire.interbroker import (AlterPartitionResponse, ControlledShutdownResponse, LeaderAndIsrResponse,
-                                 StopReplicaResponse, UpdateMetadataResponse)
 from ..context import RequestContext
 from ..kafka_apis import KafkaApis
+from ...wire.lazy_kafka import lazy_names
+
+# the controller-to-broker APIs' classes, imported on the first of their requests (wire/lazy_kafka.py LazyName)
+(AlterPartitionResponse, ControlledShutdownResponse, LeaderAndIsrResponse, StopReplicaResponse,
+ UpdateMetadataResponse) = lazy_names(globals(), "kafkite.wire.interbroker", "AlterPartitionResponse",
+                                      "ControlledShutdownResponse", "LeaderAndIsrResponse", "StopReplicaResponse",
+                                      "UpdateMetadataResponse")
 
 log = structlog.get_logger("kafkite.controller_apis")
 LEADER_DURING_DELETE = -2

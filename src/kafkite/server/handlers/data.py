@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import trio
-from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
-from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
@@ -15,6 +13,13 @@ from ..context import RequestContext, now_ms
 from ..fetch_session import FINAL_EPOCH, ZERO_UUID, PartitionRequest, TopicIdPartition
 from ..kafka_apis import KafkaApis
 from .leader_hints import fill_fetch, fill_produce, follow
+from ...wire.lazy_kafka import lazy_names
+
+# kafka-python's classes, imported on their API's first request (wire/lazy_kafka.py LazyName)
+(ProduceResponse,) = lazy_names(globals(), "kafka.protocol.producer.produce", "ProduceResponse")
+ListOffsetsResponse, OffsetForLeaderEpochResponse = lazy_names(
+    globals(), "kafka.protocol.consumer.offsets", "ListOffsetsResponse", "OffsetForLeaderEpochResponse")
+(InitProducerIdResponse,) = lazy_names(globals(), "kafka.protocol.producer.transaction", "InitProducerIdResponse")
 
 
 # -- Produce -------------------------------------------------------------------

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
-from kafka.protocol.consumer import (HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
-                                     OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
-                                     SyncGroupResponse)
-from kafka.protocol.metadata import FindCoordinatorResponse
 
 from ...controller.metadata import MetadataError
-from ...coordinator.consumer_group_manager import HeartbeatRequest
 from ...coordinator.hashing import partition_for
 from ...security.authorizer import Op, ResourceType
-from ...wire.consumer_group_api import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from ...wire import codec
 from ...wire.errors import E
 from ..context import RequestContext
@@ -22,6 +15,20 @@ from .metadata import node_endpoint
 from ..group_coordinator_service import OFFSETS_TOPIC
 from ..transaction_coordinator_service import TXN_TOPIC
 from ..kafka_apis import KafkaApis
+from ...wire.lazy_kafka import lazy_names
+
+# kafka-python's classes (and KIP-848's), imported on their API's first request (wire/lazy_kafka.py LazyName)
+DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse = lazy_names(
+    globals(), "kafka.protocol.admin.groups", "DeleteGroupsResponse", "DescribeGroupsResponse", "ListGroupsResponse")
+(HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse, OffsetCommitResponse, OffsetFetchResponse,
+ OffsetDeleteResponse) = lazy_names(
+    globals(), "kafka.protocol.consumer.group", "HeartbeatResponse", "JoinGroupResponse", "LeaveGroupResponse",
+    "SyncGroupResponse", "OffsetCommitResponse", "OffsetFetchResponse", "OffsetDeleteResponse")
+(FindCoordinatorResponse,) = lazy_names(globals(), "kafka.protocol.metadata.find_coordinator",
+                                        "FindCoordinatorResponse")
+ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse = lazy_names(
+    globals(), "kafkite.wire.consumer_group_api", "ConsumerGroupDescribeResponse", "ConsumerGroupHeartbeatResponse")
+(HeartbeatRequest,) = lazy_names(globals(), "kafkite.coordinator.consumer_group_manager", "HeartbeatRequest")
 
 GROUP_KEY, TXN_KEY = 0, 1
 _GROUP_DENIED = int(E.GROUP_AUTHORIZATION_FAILED)

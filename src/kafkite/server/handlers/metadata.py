@@ -3,16 +3,20 @@ from __future__ import annotations
 
 import uuid
 
-from kafka.protocol.admin.cluster import DescribeClusterResponse
-from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
-from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse
-
 from ...controller.metadata import MetadataError, validate_topic_name
 from ...security.authorizer import CLUSTER_NAME, Op, ResourceType
 from ...wire.errors import E
+from ...wire.lazy_kafka import lazy_names
 from ..context import RequestContext
 from ...network.listeners import endpoint_for
 from ..kafka_apis import KafkaApis
+
+# kafka-python's classes, imported on their API's first request (wire/lazy_kafka.py LazyName)
+(DescribeClusterResponse,) = lazy_names(globals(), "kafka.protocol.admin.cluster", "DescribeClusterResponse")
+(ApiVersionsResponse,) = lazy_names(globals(), "kafka.protocol.metadata.api_versions", "ApiVersionsResponse")
+(MetadataResponse,) = lazy_names(globals(), "kafka.protocol.metadata.metadata", "MetadataResponse")
+(DescribeTopicPartitionsResponse,) = lazy_names(globals(), "kafka.protocol.admin.topics",
+                                                "DescribeTopicPartitionsResponse")
 
 ZERO_UUID = uuid.UUID(int=0)
 AUTH_OPS_UNSET = -2147483648  # "not requested"

@@ -7,15 +7,18 @@ TxnOffsetCommit below v3.
 """
 from __future__ import annotations
 
-from kafka.protocol.producer.transaction import (AddOffsetsToTxnResponse, AddPartitionsToTxnResponse,
-                                                 EndTxnResponse, InitProducerIdResponse, TxnOffsetCommitResponse,
-                                                 WriteTxnMarkersResponse)
-
 from ...security.authorizer import Op, ResourceType
 from ...wire.errors import E
 from ..context import RequestContext
 from ..transaction_coordinator_service import write_markers_locally
 from ..kafka_apis import KafkaApis
+from ...wire.lazy_kafka import lazy_names
+
+# kafka-python's classes, imported on the first transactional request (wire/lazy_kafka.py LazyName)
+(AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, EndTxnResponse, InitProducerIdResponse, TxnOffsetCommitResponse,
+ WriteTxnMarkersResponse) = lazy_names(globals(), "kafka.protocol.producer.transaction", "AddOffsetsToTxnResponse",
+                                       "AddPartitionsToTxnResponse", "EndTxnResponse", "InitProducerIdResponse",
+                                       "TxnOffsetCommitResponse", "WriteTxnMarkersResponse")
 
 FENCED_SINCE = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2,
                 "TxnOffsetCommit": 3}
