@@ -26,7 +26,7 @@ from ..wire.lazy_kafka import lazy_names
 
 if TYPE_CHECKING:
     from .consumer_group import ConsumerGroup
-    from .consumer_group_manager import HeartbeatRequest, TopicLookup
+    from .consumer_group_manager import HeartbeatRequest, HeartbeatResult, TopicLookup
     from .regex_refresh import RegexJob
 
 # KIP-848's consumer groups, and the shard (which builds their manager): imported at the first load of a
