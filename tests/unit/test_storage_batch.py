@@ -158,3 +158,20 @@ def test_decode_records_skips_control_batches():
     assert read_header(ctl).is_control
     assert len(decode_records(ctl + data)) == 2
     assert HEADER_SIZE == 61
+
+
+def test_the_first_crc_loads_the_c_function_without_the_crc32c_package():
+    """The crc32c package's __init__ imports importlib.metadata (14-60 ms, paid by a broker's first Produce): the
+    first CRC loads the package's extension module alone, and later calls reach the C function directly."""
+    import subprocess
+    import sys
+    code = ("import sys\nfrom kafkite.wire.lazy_kafka import install\ninstall()  # as kafkite serve does\n"
+            "from kafkite.storage import batch, log_validator\n"
+            "first = batch.crc32c_of(b'123456789')\n"
+            "again = log_validator.crc32c_of(b'123456789')\n"  # a module that imported the name before the first call
+            "print(first, again, type(batch.crc32c_of).__name__, 'importlib.metadata' in sys.modules, "
+            "'crc32c' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    expected = crc32c.crc32c(b"123456789")
+    assert out.stdout.split() == [str(expected), str(expected), "builtin_function_or_method", "False", "False"]
