@@ -210,7 +210,7 @@ CONSUMER = {"group.id": "bench", "enable.auto.commit": False, "fetch.max.bytes":
 WARMUP = 0.25  # the steady rate is taken over the records after this share
 
 
-def consume(bootstrap: str, topic: str, n: int, partitions: int = 1) -> tuple[float, float, float]:
+def consume(bootstrap: str, topic: str, n: int, partitions: int = 1, strict: bool = True) -> tuple[float, float, float]:
     """(steady records/s, end-to-end records/s, ms to the first record).
 
     steady: over the last 75% of the records, so that neither the client's start nor its first
@@ -226,9 +226,13 @@ def consume(bootstrap: str, topic: str, n: int, partitions: int = 1) -> tuple[fl
     first = mark = None
     mark_at = int(n * WARMUP)
     deadline = time.monotonic() + 300
-    while got < n and time.monotonic() < deadline:
+    idle_until = deadline
+    while got < n and time.monotonic() < min(deadline, idle_until):
         # never ask for more than will come: consume() returns when it has that many (or times out)
         msgs = c.consume(min(10_000, n - got), timeout=1.0)
+        if msgs:
+            idle_until = time.monotonic() + 15  # (records missing for good end the read 15 s on)
+            last = time.perf_counter()
         if msgs and first is None:
             first = time.perf_counter()
         for m in msgs:
@@ -238,7 +242,15 @@ def consume(bootstrap: str, topic: str, n: int, partitions: int = 1) -> tuple[fl
             mark, mark_got = time.perf_counter(), got
     t1 = time.perf_counter()
     c.close()
-    assert got == n, f"consumed {got} of {n}"
+    if got != n:
+        if strict:
+            raise AssertionError(f"consumed {got} of {n}")
+        # Tansu 0.6's memory engine was seen to serve 398,963-399,370 of 400,000 produced records: reported, and
+        # the rate taken over what came (the peer's loss is not Kafkite's to fail the run on)
+        print(f"throughput.py: {topic}: consumed {got} of {n} records", file=sys.stderr)
+        if got == 0 or mark is None:
+            return 0.0, 0.0, 0.0
+        t1, n = last, got  # (the rates over what came, up to the last record)
     e2e = n / (t1 - t0)
     # tiny runs: the first answers may already hold every record; then there is no steady phase
     steady = (n - mark_got) / (t1 - mark) if n > mark_got and t1 > mark else e2e
@@ -287,7 +299,7 @@ def main() -> None:
                     s0, c0 = cpu.seconds(), clients_cpu()
                     produced = produce(bs, topic, n, size, args.producers)
                     s1, c1 = cpu.seconds(), clients_cpu()
-                    consumed = consume(bs, topic, n, args.partitions)
+                    consumed = consume(bs, topic, n, args.partitions, strict=name != "tansu")
                     s2 = cpu.seconds()
                     runs.setdefault(name, []).append((produced, *consumed, (s1 - s0) / n * 1e6, (s2 - s1) / n * 1e6,
                                                       (c1 - c0) / n * 1e6))
