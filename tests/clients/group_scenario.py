@@ -128,6 +128,22 @@ def group_members(bs: str, group: str) -> dict[str, set[int]]:
     return out
 
 
+def describe_group(bs: str, group: str) -> str:
+    """The group's state, protocol, generation-less member list (id, client host) and assignments, or the error."""
+    try:
+        from kafka.protocol.admin import DescribeGroupsRequest
+        from kafka.protocol.metadata import FindCoordinatorRequest
+        from kafkite.testing.wire_client import WireClient
+        with WireClient.connect(bs.split(",")[0]) as w:
+            fc = w.request(FindCoordinatorRequest(key=group, key_type=0), 3)
+        with WireClient(fc.host, fc.port) as w:
+            d = w.request(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 5).groups[0]
+        return (f"error={d.error_code} state={d.group_state} protocol={d.protocol_data} members="
+                f"{[(m.member_id, len(bytes(m.member_assignment))) for m in d.members]}")
+    except Exception as exc:  # (a diagnosis only)
+        return repr(exc)
+
+
 def produce_batch(bs: str, topic: str, start: int, n: int) -> list[tuple[int, int]]:
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 2})
@@ -181,7 +197,10 @@ def run_group_scenario(bs: str, topic: str, group: str, make_consumer, n_partiti
         return True
 
     def settled(window: list[float], until, timeout: float, what: str) -> None:
-        wait_for(lambda: live() and until(), timeout, what)
+        try:
+            wait_for(lambda: live() and until(), timeout, what)
+        except AssertionError as e:  # the group as the coordinator describes it, for the diagnosis
+            raise AssertionError(f"{e}; the group: {describe_group(bs, group)}") from None
         window[1] = time.monotonic() + rebalance_grace_s
         time.sleep(rebalance_grace_s)  # what follows runs in a settled group
 
