@@ -113,10 +113,12 @@ class UnifiedLog(LogFlush):
     @property
     def last_stable_offset(self) -> int:
         """The high watermark, or below it the first offset of a transaction still open (or whose marker the
-        ISR does not have yet): read_committed consumers read up to here."""
+        ISR does not have yet): read_committed consumers read up to here. Never below the log start offset (Kafka's
+        maybeIncrementFirstUnstableOffset): retention or DeleteRecords may have deleted an open transaction's first
+        records."""
         hw = self.high_watermark
         first = self.producer_state.first_unstable_offset(hw)
-        return hw if first is None else min(hw, first)
+        return hw if first is None else min(hw, max(first, self.log_start_offset))
 
     def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping [fetch_offset, upper_bound)."""
