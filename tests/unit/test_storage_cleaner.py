@@ -426,3 +426,21 @@ def test_a_swap_in_that_passed_its_check_as_the_log_dir_failed_is_closed_by_the_
     olds = [old for old, _ in result.replacements]
     news = [new for _, new in result.replacements]
     assert all(s.fd == -1 for s in news + olds + list(lg.segments))
+
+
+def test_retention_ms_deletes_segments_the_cleaner_emptied(make_log):
+    """A segment with no timestamp (a cleaning left it empty) is as old as its last append, as Kafka's
+    LogSegment.largestTimestamp falls back to the file's last modification (which its cleaner carries over to the
+    cleaned segment): retention.ms deletes it, and the segments after it, instead of stopping there for good."""
+    lg = make_log(segment_bytes=300, retention_ms=1000, min_cleanable_dirty_ratio=0.01)
+    fill(lg, 20, keys=1, ts=0)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    cleaner.swap_work(job, job.run())()
+    emptied = [s for s in lg.segments if s.size == 0]
+    assert emptied and all(s.max_ts < 0 for s in emptied)
+    assert lg.enforce_retention(500) == 0  # (not past retention.ms yet)
+    n = len(lg.segments)
+    assert lg.enforce_retention(10_000) == n  # every segment, the active one after a roll
+    assert lg.log_start_offset == lg.log_end_offset == 20
+

@@ -118,7 +118,9 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
         self.time_index = TimeIndex(stem + ".timeindex" + suffix, base)
         self._txn_index_path = stem + ".txnindex" + suffix  # storage/transaction_index.py
         self.fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT | (os.O_TRUNC if suffix else 0), 0o644)
-        self.size = os.fstat(self.fd).st_size
+        st = os.fstat(self.fd)
+        self.size = st.st_size
+        self.modified_ms = st.st_mtime_ns // 1_000_000 if st.st_size else created_ms  # (Kafka's lastModified)
         self.next_offset = base
         self._reset_indexes()
         # deferred writes (see UnifiedLog.deferred_flush): appended bytes a worker thread writes (_pending)

@@ -228,8 +228,10 @@ class UnifiedLog(LogFlush):
         durable = self._dir is not None
         deferring = defer_flush and durable
         try:
-            self.segments[-1].append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
-                                     sync=flush_due, max_index_bytes=self.config.segment_index_bytes)
+            seg = self.segments[-1]
+            seg.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring, sync=flush_due,
+                       max_index_bytes=self.config.segment_index_bytes)
+            seg.modified_ms = now_ms
             for pos, h in headers:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset, defer=deferring)
                 if h.attributes & CONTROL_BIT:  # (h.is_control)
@@ -375,7 +377,7 @@ class UnifiedLog(LogFlush):
                     break
                 if hw < (self.log_end_offset if last else segs[i + 1].base):
                     break
-                too_old = cfg.retention_ms >= 0 and seg.max_ts >= 0 and now_ms - seg.max_ts > cfg.retention_ms
+                too_old = cfg.retention_ms >= 0 and now_ms - seg.largest_ts > cfg.retention_ms
                 too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
                 if not (too_old or too_big):
                     break
