@@ -444,3 +444,15 @@ def test_retention_ms_deletes_segments_the_cleaner_emptied(make_log):
     assert lg.enforce_retention(10_000) == n  # every segment, the active one after a roll
     assert lg.log_start_offset == lg.log_end_offset == 20
 
+
+def test_min_compaction_lag_of_records_without_timestamps_counts_from_the_last_append(make_log):
+    """min.compaction.lag.ms of a segment whose records carry no timestamp: from its last append (Kafka's
+    largestTimestamp, the file's last modification), not never cleanable."""
+    lg = make_log(segment_bytes=300, min_compaction_lag_ms=1000, min_cleanable_dirty_ratio=0.01)
+    for i in range(20):
+        lg.append(kv(b"k", b"v%d" % i, ts=-1), now_ms=0)
+    assert len(lg.segments) > 2 and all(s.max_ts < 0 for s in lg.segments)
+    cleaner = LogCleaner()
+    assert cleaner.plan(lg, 500) is None  # (within the lag)
+    job = cleaner.plan(lg, 10_000)
+    assert job is not None and job.first_dirty == 0
