@@ -368,6 +368,12 @@ class UnifiedLog(LogFlush):
         segments deleted. With `defer_renames` their files' renames to `.deleted`, and the log start's file
         writes, are left for `renames()` (a worker thread)."""
         cfg, n = self.config, 0
+        segs = self.segments
+        if len(segs) == 1:  # (most logs, each retention pass: only a segment not past retention, told without the lock)
+            seg = segs[0]
+            if not seg.size or not (cfg.retention_bytes == 0 or (cfg.retention_ms >= 0 and
+                                                                  now_ms - seg.largest_ts > cfg.retention_ms)):
+                return 0
         with self.lock:
             segs, hw = self.segments, self.high_watermark
             total = self.size_bytes  # (under the lock: a cleaner's swap-in holding it shrinks the log)
