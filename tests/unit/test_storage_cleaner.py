@@ -456,3 +456,22 @@ def test_min_compaction_lag_of_records_without_timestamps_counts_from_the_last_a
     assert cleaner.plan(lg, 500) is None  # (within the lag)
     job = cleaner.plan(lg, 10_000)
     assert job is not None and job.first_dirty == 0
+
+
+def test_a_cleaned_segment_keeps_the_last_modification_of_the_one_it_replaces(make_log, tmp_path):
+    """Kafka's cleaner gives the cleaned segment the replaced one's last modification time (its file's, so after a
+    restart too): what retention.ms counts from when no record is left with a timestamp."""
+    lg = make_log(segment_bytes=300, min_cleanable_dirty_ratio=0.01)
+    for i in range(20):
+        lg.append(kv(b"k", b"v%d" % i, ts=0), now_ms=1000 + 100 * i)  # (appended later than each was made)
+    before = {s.base: s.modified_ms for s in lg.segments[:-1]}
+    assert all(s.modified_ms > s.created_ms for s in lg.segments[:-1])
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    cleaner.swap_work(job, job.run())()
+    assert {s.base: s.modified_ms for s in lg.segments[:-1]} == before
+    if lg.dir is not None:
+        lg.close()
+        again = FileLog(lg.dir, lg.config)
+        assert {s.base: s.modified_ms for s in again.segments[:-1]} == before
+        again.close()

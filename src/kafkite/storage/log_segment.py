@@ -199,6 +199,7 @@ class LogSegment:
         (a memory segment: None)."""
         prepared.next_offset = max(self.next_offset, prepared.next_offset)  # offsets are kept: the end stays
         prepared.roll_jitter_ms = self.roll_jitter_ms
+        prepared.modified_ms = self.modified_ms  # (Kafka's cleaner: cleaned.lastModified = the segment's)
         return None
 
     def discard(self) -> None:
