@@ -130,11 +130,14 @@ async def retention(state) -> None:
         now = state.replicas.log_now_ms()  # (once a pass: a few ms late at most for its last logs)
         for i, ((topic, partition), lg) in enumerate(list(state.replicas.logs.items())):
             await _pace(i)
-            if (len(lg.segments) < 2 and lg.segments[0].size == 0) or "delete" not in lg.config.cleanup_policy \
-                    or not _serving(state, (topic, partition), lg):
+            segs = lg.segments
+            delete = "delete" in lg.config.cleanup_policy
+            if (len(segs) < 2 and (segs[0].size == 0 or not delete)) or not _serving(state, (topic, partition), lg):
                 continue  # (an empty log has nothing to delete: most logs, cheaply)
+            if not delete and segs[1].base > lg.log_start_offset:
+                continue  # (compacted only: only segments below the log start go, as on Kafka)
             try:
-                n = lg.enforce_retention(now, defer_renames=True)
+                n = lg.enforce_retention(now, defer_renames=True, delete=delete)
                 renames = lg.renames() if n else None  # (none deferred otherwise: 1,000s of logs a pass)
                 if renames is not None:  # the segments' files renamed `.deleted` in a worker thread
                     await trio.to_thread.run_sync(renames)

@@ -426,3 +426,52 @@ def test_a_swap_in_that_passed_its_check_as_the_log_dir_failed_is_closed_by_the_
     olds = [old for old, _ in result.replacements]
     news = [new for _, new in result.replacements]
     assert all(s.fd == -1 for s in news + olds + list(lg.segments))
+
+
+def test_retention_ms_deletes_segments_the_cleaner_emptied(make_log):
+    """A segment with no timestamp (a cleaning left it empty) is as old as its last append, as Kafka's
+    LogSegment.largestTimestamp falls back to the file's last modification (which its cleaner carries over to the
+    cleaned segment): retention.ms deletes it, and the segments after it, instead of stopping there for good."""
+    lg = make_log(segment_bytes=300, retention_ms=1000, min_cleanable_dirty_ratio=0.01)
+    fill(lg, 20, keys=1, ts=0)
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    cleaner.swap_work(job, job.run())()
+    emptied = [s for s in lg.segments if s.size == 0]
+    assert emptied and all(s.max_ts < 0 for s in emptied)
+    assert lg.enforce_retention(500) == 0  # (not past retention.ms yet)
+    n = len(lg.segments)
+    assert lg.enforce_retention(10_000) == n  # every segment, the active one after a roll
+    assert lg.log_start_offset == lg.log_end_offset == 20
+
+
+def test_min_compaction_lag_of_records_without_timestamps_counts_from_the_last_append(make_log):
+    """min.compaction.lag.ms of a segment whose records carry no timestamp: from its last append (Kafka's
+    largestTimestamp, the file's last modification), not never cleanable."""
+    lg = make_log(segment_bytes=300, min_compaction_lag_ms=1000, min_cleanable_dirty_ratio=0.01)
+    for i in range(20):
+        lg.append(kv(b"k", b"v%d" % i, ts=-1), now_ms=0)
+    assert len(lg.segments) > 2 and all(s.max_ts < 0 for s in lg.segments)
+    cleaner = LogCleaner()
+    assert cleaner.plan(lg, 500) is None  # (within the lag)
+    job = cleaner.plan(lg, 10_000)
+    assert job is not None and job.first_dirty == 0
+
+
+def test_a_cleaned_segment_keeps_the_last_modification_of_the_one_it_replaces(make_log, tmp_path):
+    """Kafka's cleaner gives the cleaned segment the replaced one's last modification time (its file's, so after a
+    restart too): what retention.ms counts from when no record is left with a timestamp."""
+    lg = make_log(segment_bytes=300, min_cleanable_dirty_ratio=0.01)
+    for i in range(20):
+        lg.append(kv(b"k", b"v%d" % i, ts=0), now_ms=1000 + 100 * i)  # (appended later than each was made)
+    before = {s.base: s.modified_ms for s in lg.segments[:-1]}
+    assert all(s.modified_ms > s.created_ms for s in lg.segments[:-1])
+    cleaner = LogCleaner()
+    job = cleaner.plan(lg, 0)
+    cleaner.swap_work(job, job.run())()
+    assert {s.base: s.modified_ms for s in lg.segments[:-1]} == before
+    if lg.dir is not None:
+        lg.close()
+        again = FileLog(lg.dir, lg.config)
+        assert {s.base: s.modified_ms for s in again.segments[:-1]} == before
+        again.close()

@@ -180,3 +180,19 @@ def test_compaction_removes_markers_whose_transaction_is_gone_after_delete_reten
         assert [o for o, k in kept() if k == "marker"] == [5]
         assert lg.last_stable_offset == 11 and not lg.producer_state.ongoing
         lg.close()
+
+
+def test_lso_is_never_below_the_log_start_offset():
+    """Kafka's maybeIncrementFirstUnstableOffset: an open transaction whose first records retention (or DeleteRecords)
+    deleted makes the last stable offset the log start, not an offset below it (a read_committed ListOffsets LATEST
+    would answer an offset out of range)."""
+    lg = MemoryLog(LogConfig(retention_ms=1000))
+    lg.append(txn_batch(5, 0, 0), now_ms=1)                                # 0-1 pid 5 opens
+    lg.append(txn_batch(-1, -1, -1, transactional=False), now_ms=1)        # 2-3
+    assert lg.last_stable_offset == 0
+    lg.delete_records_before(2)
+    assert lg.log_start_offset == 2 and lg.last_stable_offset == 2
+    assert lg.enforce_retention(10_000) == 1  # the active segment, after a roll
+    assert lg.log_start_offset == lg.high_watermark == 4 and lg.last_stable_offset == 4
+    lg.append(marker(5, 0, commit=True), now_ms=1)                         # 4: pid 5 committed
+    assert lg.last_stable_offset == lg.high_watermark == 5

@@ -52,6 +52,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -94,6 +95,12 @@ class DeletedFiles:
         return f"DeletedFiles({[p.name for p in self.paths]}, due_ms={self.due_ms})"
 
 
+def _keep_mtime(fd: int, modified_ms: int) -> None:
+    """A cleaned segment's file keeps the last modification time of the one it replaces (Kafka's cleaner sets it):
+    retention.ms of a segment without timestamps counts from there after a restart too."""
+    os.utime(fd, ns=(time.time_ns(), modified_ms * 1_000_000))
+
+
 class FileLogSegment(OffsetIndexCheck, LogSegment):
     """One segment's files (see the module comment)."""
 
@@ -119,6 +126,7 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
         self._txn_index_path = stem + ".txnindex" + suffix  # storage/transaction_index.py
         self.fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT | (os.O_TRUNC if suffix else 0), 0o644)
         self.size = os.fstat(self.fd).st_size
+        self.modified_ms = created_ms  # (a loaded file's: its mtime, LogLoader sets it)
         self.next_offset = base
         self._reset_indexes()
         # deferred writes (see UnifiedLog.deferred_flush): appended bytes a worker thread writes (_pending)
@@ -456,6 +464,7 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
                 if exc.errno == errno.EIO:
                     raise
             old_fd = self.fd
+            _keep_mtime(prepared.fd, self.modified_ms)
             os.replace(prepared.log_path, self.log_path)
             for mine, theirs in ((self.offset_index, prepared.offset_index), (self.time_index, prepared.time_index)):
                 os.replace(theirs.path, mine.path)
@@ -497,6 +506,7 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
                 if exc.errno == errno.EIO:
                     raise
             self._index_from_file = False
+            _keep_mtime(prepared.fd, self.modified_ms)
             os.replace(prepared.log_path, live_log)
             prepared.log_path = live_log
             for live, theirs in zip(live_indexes, (prepared.offset_index, prepared.time_index)):

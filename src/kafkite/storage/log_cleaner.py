@@ -307,7 +307,7 @@ class LogCleaner:
         for seg in lg.segments[:-1]:
             if seg.closing or seg.next_offset > hw:  # a roll not finished: bytes may still be on their way
                 break
-            if cfg.min_compaction_lag_ms > 0 and (seg.max_ts < 0 or now_ms - seg.max_ts < cfg.min_compaction_lag_ms):
+            if cfg.min_compaction_lag_ms > 0 and now_ms - seg.largest_ts < cfg.min_compaction_lag_ms:
                 break
             cleanable.append(seg)
         if not cleanable:

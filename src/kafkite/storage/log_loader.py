@@ -119,6 +119,11 @@ class LogLoader:
     def new_segment(self, base: int, now_ms: int) -> FileLogSegment:
         return FileLogSegment(self.dir, base, now_ms, index_interval=self.index_interval)
 
+    def _existing(self, base: int) -> FileLogSegment:
+        seg = self.new_segment(base, self.now_ms)
+        seg.modified_ms = os.fstat(seg.fd).st_mtime_ns // 1_000_000  # (Kafka's LogSegment.lastModified)
+        return seg
+
     def load(self) -> LoadedLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         for leftover in self.dir.glob("*.cleaned"):  # an interrupted compaction: the old files stand
@@ -133,7 +138,7 @@ class LogLoader:
                     log.warning("log.orphaned_index", file=str(orphan),
                                 message=f"Found an orphaned index file {orphan}, with no corresponding log file.")
                     orphan.unlink()
-        segments = [self.new_segment(b, self.now_ms) for b in bases] or [self.new_segment(0, self.now_ms)]
+        segments = [self._existing(b) for b in bases] or [self.new_segment(0, self.now_ms)]
         # the first segment to recover: none after a clean shutdown, else the one holding the recovery point
         first_unflushed = len(segments) if self.had_clean_shutdown else \
             max(0, bisect.bisect_right([s.base for s in segments], self.recovery_point) - 1)

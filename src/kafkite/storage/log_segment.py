@@ -95,11 +95,18 @@ class LogSegment:
     max_ts_offset: int   # last offset of the first batch carrying max_ts
     first_batch_ts: int  # max timestamp of the first batch (time-based rolling), -1 when none
     created_ms: int
+    modified_ms: int     # the last append's time (Kafka's lastModified, which a cleaning keeps: swap_in keeps it)
     roll_jitter_ms = 0   # subtracted from segment.ms for this segment (segment.jitter.ms, drawn by the log)
     retired: list["DeletedFiles"] | tuple = ()  # files a swap_in replaced, for the log to delete later
 
     def _reset_stats(self) -> None:
         self.max_ts, self.max_ts_offset, self.first_batch_ts = -1, -1, -1
+
+    @property
+    def largest_ts(self) -> int:
+        """Kafka's LogSegment.largestTimestamp: the largest batch timestamp, else (no batch has one: e.g. a cleaning
+        left the segment empty) its last modification's time."""
+        return self.max_ts if self.max_ts >= 0 else self.modified_ms
 
     def _note(self, h: BatchHeader) -> None:
         if self.size == 0:
@@ -192,6 +199,7 @@ class LogSegment:
         (a memory segment: None)."""
         prepared.next_offset = max(self.next_offset, prepared.next_offset)  # offsets are kept: the end stays
         prepared.roll_jitter_ms = self.roll_jitter_ms
+        prepared.modified_ms = self.modified_ms  # (Kafka's cleaner: cleaned.lastModified = the segment's)
         return None
 
     def discard(self) -> None:

@@ -18,6 +18,7 @@ class MemoryLogSegment(LogSegment):
 
     def __init__(self, base: int, created_ms: int):
         self.base, self.created_ms = base, created_ms
+        self.modified_ms = created_ms
         self._clear()
 
     def _clear(self) -> None:

@@ -113,10 +113,12 @@ class UnifiedLog(LogFlush):
     @property
     def last_stable_offset(self) -> int:
         """The high watermark, or below it the first offset of a transaction still open (or whose marker the
-        ISR does not have yet): read_committed consumers read up to here."""
+        ISR does not have yet): read_committed consumers read up to here. Never below the log start offset (Kafka's
+        maybeIncrementFirstUnstableOffset): retention or DeleteRecords may have deleted an open transaction's first
+        records."""
         hw = self.high_watermark
         first = self.producer_state.first_unstable_offset(hw)
-        return hw if first is None else min(hw, first)
+        return hw if first is None else min(hw, max(first, self.log_start_offset))
 
     def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping [fetch_offset, upper_bound)."""
@@ -226,8 +228,10 @@ class UnifiedLog(LogFlush):
         durable = self._dir is not None
         deferring = defer_flush and durable
         try:
-            self.segments[-1].append(buf, headers, self.config.index_interval_bytes, defer_write=deferring,
-                                     sync=flush_due, max_index_bytes=self.config.segment_index_bytes)
+            seg = self.segments[-1]
+            seg.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring, sync=flush_due,
+                       max_index_bytes=self.config.segment_index_bytes)
+            seg.modified_ms = now_ms
             for pos, h in headers:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset, defer=deferring)
                 if h.attributes & CONTROL_BIT:  # (h.is_control)
@@ -356,26 +360,37 @@ class UnifiedLog(LogFlush):
                 self._delete_oldest(now_ms, defer_renames)
         return self.log_start_offset
 
-    def enforce_retention(self, now_ms: int, defer_renames: bool = False) -> int:
-        """cleanup.policy=delete, as Kafka's deletableSegments/deleteSegments: from the oldest, the segments whose
-        largest timestamp is older than retention.ms or whose deletion leaves the log at least retention.bytes,
-        each wholly below the high watermark (the log start never passes it). The active segment too when it
-        is not empty: the log rolls a new one first, so that it always has a segment. Returns the number of
-        segments deleted. With `defer_renames` their files' renames to `.deleted`, and the log start's file
-        writes, are left for `renames()` (a worker thread)."""
+    def enforce_retention(self, now_ms: int, defer_renames: bool = False, *, delete: bool = True) -> int:
+        """As Kafka's deleteOldSegments (its deletableSegments/deleteSegments): from the oldest, the segments wholly
+        below the log start offset (a log start loaded from its checkpoint may be past segments still there) and,
+        with `delete` (cleanup.policy=delete), those whose largest timestamp is older than retention.ms or whose
+        deletion leaves the log at least retention.bytes, each wholly below the high watermark (the log start never
+        passes it). The active segment too when it is not empty: the log rolls a new one first, so that it always
+        has a segment. Returns the number of segments deleted. With `defer_renames` their files' renames to
+        `.deleted`, and the log start's file writes, are left for `renames()` (a worker thread)."""
         cfg, n = self.config, 0
+        segs = self.segments
+        if len(segs) == 1:  # (most logs, each retention pass: only a segment not past retention, told without the lock)
+            seg = segs[0]
+            if not seg.size or not delete or not (cfg.retention_bytes == 0 or (
+                    cfg.retention_ms >= 0 and now_ms - seg.largest_ts > cfg.retention_ms)):
+                return 0
         with self.lock:
-            segs, hw = self.segments, self.high_watermark
+            segs, hw, start = self.segments, self.high_watermark, self.log_start_offset
             total = self.size_bytes  # (under the lock: a cleaner's swap-in holding it shrinks the log)
+            # (one pass for Kafka's three, log start, retention.bytes then retention.ms: the first two delete a
+            # prefix each, so it deletes the same segments)
             for i, seg in enumerate(segs):
                 last = i == len(segs) - 1
                 if last and seg.size == 0:
                     break
-                if hw < (self.log_end_offset if last else segs[i + 1].base):
+                upper = self.log_end_offset if last else segs[i + 1].base
+                if hw < upper:
                     break
-                too_old = cfg.retention_ms >= 0 and seg.max_ts >= 0 and now_ms - seg.max_ts > cfg.retention_ms
-                too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
-                if not (too_old or too_big):
+                below_start = not last and upper <= start
+                too_old = delete and cfg.retention_ms >= 0 and now_ms - seg.largest_ts > cfg.retention_ms
+                too_big = delete and cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+                if not (below_start or too_old or too_big):
                     break
                 total -= seg.size
                 n += 1
