@@ -51,13 +51,17 @@ def test_sequence_wraps_at_int32_max():
     assert ps2.check(4, 0, 0, 0).ok
 
 
-def test_truncate_head_and_expiry():
+def test_the_log_head_moving_keeps_producers_until_they_expire():
+    """As Kafka (2.4+, KIP-360: onLogStartOffsetIncremented): a producer whose batches all lie below the new log start
+    keeps its state (a retried batch is still a duplicate, an older epoch still fenced) until producer.id.expiration.ms."""
     ps = ProducerStateManager()
     ps.update(hdr(1, 0, 0, 2, base_offset=0, ts=100))
     ps.update(hdr(2, 0, 0, 2, base_offset=2, ts=5000))
-    ps.truncate_head(2)
-    assert set(ps.producers) == {2}
-    assert ps.check(1, 0, 9, 9).ok  # evicted: unknown again
+    ps.truncate_head(4)
+    assert set(ps.producers) == {1, 2}
+    assert ps.check(1, 0, 0, 1).duplicate and not ps.check(1, 0, 9, 9).ok  # (a gap: out of order)
+    assert ps.remove_expired(now_ms=100 + 86_400_000) == 1 and set(ps.producers) == {2}
+    assert ps.check(1, 0, 9, 9).ok  # expired: unknown again, any sequence
     assert ps.remove_expired(now_ms=5000 + 86_400_000) == 1 and not ps.producers
 
 

@@ -6,7 +6,7 @@ For each producer id the partition keeps its epoch and the metadata of its last 
 batches (first/last sequence, base/last offset). The rules, checked in this order, as Kafka
 (2.5+, KIP-360; 2.7+ for INVALID_PRODUCER_EPOCH) applies them to a client's batch:
 
-- unknown producer (no state, e.g. never seen or evicted with the log head): any sequence
+- unknown producer (no state, e.g. never seen or expired): any sequence
   is accepted; Kafka no longer answers UNKNOWN_PRODUCER_ID to produce;
 - epoch older than the producer's epoch: INVALID_PRODUCER_EPOCH (47);
 - same epoch, same (first, last) sequence as one of the last five batches: DUPLICATE; the
@@ -16,8 +16,9 @@ batches (first/last sequence, base/last offset). The rules, checked in this orde
   OUT_OF_ORDER_SEQUENCE_NUMBER.
 
 `update` records an appended batch. The state is not checkpointed: a log rebuilds it from
-its batch headers when opened (`rebuild`), and evicts producers whose batches all fall
-below a moved log start offset (`truncate_head`).
+its batch headers when opened (`rebuild`), so a producer whose batches retention deleted is
+known until the broker restarts or producer.id.expiration.ms passes (Kafka keeps it in its
+producer snapshots across a restart too).
 
 Transactions (Kafka's ProducerStateManager.ongoingTxns / unreplicatedTxns): a transactional
 batch opens its producer's transaction at its base offset unless one is open; a marker (control
@@ -213,15 +214,12 @@ class ProducerStateManager:
     update_from_header = update  # older name
 
     def truncate_head(self, log_start_offset: int) -> None:
-        """Forget producers whose every batch lies below the log start offset (Kafka evicts them
-        when retention or DeleteRecords moves the log start)."""
-        gone = [pid for pid, e in self.producers.items() if e.batches and e.last_offset < log_start_offset
-                and pid not in self.ongoing]  # an open transaction keeps its producer
-        for pid in gone:
-            del self.producers[pid]
-        for e in self.producers.values():
-            while e.batches and e.batches[0].last_offset < log_start_offset:
-                e.batches.popleft()
+        """The log start offset moved (retention, DeleteRecords): as Kafka's onLogStartOffsetIncremented (2.4+,
+        KIP-360), the producers stay, with their epochs and last batches, until producer.id.expiration.ms
+        (`remove_expired`): a producer whose records were all deleted still has its duplicates found and its
+        older epochs fenced. Only completed transactions not yet replicated that lie wholly below it go."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= log_start_offset] or ()
 
     def remove_expired(self, now_ms: int, expiration_ms: int = 86400000) -> int:
         """producer.id.expiration.ms: drop producers idle for longer. Returns how many."""
