@@ -202,6 +202,22 @@ def test_the_runtime_fails_the_writes_a_revert_undid_and_keeps_a_write_a_later_c
     assert runtime._inflight == {} and a.done.is_set() and runtime.reverted_writes == 1
 
 
+def _commit_whose_second_replay_raises(rt):
+    """A commit of two offsets of group g, and the shard's replay raising at its second record (a bug in a replay):
+    (the commit's result, the replay calls made)."""
+    _, result = rt.c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                                    offsets=[("t", 0, 5, -1, ""), ("t", 1, 6, -1, "")], retention_ms=-1, now_ms=0)
+    real_replay, calls = rt.shard.replay, []
+
+    def replay(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a bug")
+        return real_replay(*a, **kw)
+    rt.shard.replay = replay
+    return result, calls
+
+
 def test_a_write_whose_replay_raises_is_undone_and_leaves_nothing_to_wait_for():
     """A bug in a replay must not leave the write open: every later read of the shard would wait for it forever."""
     from kafkite.server.coordinator_runtime import CoordinatorRuntime
@@ -214,16 +230,7 @@ def test_a_write_whose_replay_raises_is_undone_and_leaves_nothing_to_wait_for():
         runtime._last_write[partition] = (None, len(rt.log) - 1)
         return 0
     runtime._append = append
-    _, result = rt.c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
-                                    offsets=[("t", 0, 5, -1, ""), ("t", 1, 6, -1, "")], retention_ms=-1, now_ms=0)
-    real_replay, calls = shard.replay, []
-
-    def replay(*a, **kw):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("a bug")
-        return real_replay(*a, **kw)
-    shard.replay = replay
+    result, calls = _commit_whose_second_replay_raises(rt)
     with pytest.raises(RuntimeError):
         runtime._start(shard, result)
     assert len(calls) == 2 and "g" not in shard.groups  # the first record's change undone
@@ -261,16 +268,7 @@ def test_a_write_committed_as_appended_leaves_no_snapshot_nor_write_to_settle():
 def test_a_write_committed_as_appended_whose_replay_raises_is_undone():
     rt, runtime = _committed_as_appended_runtime()
     shard = rt.shard
-    _, result = rt.c.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
-                                    offsets=[("t", 0, 5, -1, ""), ("t", 1, 6, -1, "")], retention_ms=-1, now_ms=0)
-    real_replay, calls = shard.replay, []
-
-    def replay(*a, **kw):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("a bug")
-        return real_replay(*a, **kw)
-    shard.replay = replay
+    result, calls = _commit_whose_second_replay_raises(rt)
     with pytest.raises(RuntimeError):
         runtime._start(shard, result)
     assert len(calls) == 2 and "g" not in shard.groups  # the first record's change undone
