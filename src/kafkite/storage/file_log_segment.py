@@ -52,7 +52,6 @@ from __future__ import annotations
 import errno
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -98,7 +97,7 @@ class DeletedFiles:
 def _keep_mtime(fd: int, modified_ms: int) -> None:
     """A cleaned segment's file keeps the last modification time of the one it replaces (Kafka's cleaner sets it):
     retention.ms of a segment without timestamps counts from there after a restart too."""
-    os.utime(fd, ns=(time.time_ns(), modified_ms * 1_000_000))
+    os.utime(fd, ns=(os.fstat(fd).st_atime_ns, modified_ms * 1_000_000))  # (its access time kept: no clock read)
 
 
 class FileLogSegment(OffsetIndexCheck, LogSegment):
