@@ -8,6 +8,8 @@ from pathlib import Path
 
 
 def _serve(args) -> int:
+    from .lazy_modules import install as lazy_libraries
+    lazy_libraries()  # ssl, hashlib, asyncio...: run at their first use, not at trio's and structlog's import
     from .wire.lazy_kafka import install
     install()  # kafka.protocol without kafka-python's client half (wire/lazy_kafka.py)
 

@@ -18,8 +18,9 @@ import time
 # wire/lazy_kafka.py lazy_names); KIP-848's consumer groups and the group coordinator's shard (the first load of a
 # __consumer_offsets partition, the first ConsumerGroupHeartbeat or ConsumerGroupDescribe); the segment files'
 # modules (the first FileLog: never with --in-memory); the controller-to-broker APIs' classes (a cluster's first
-# controller request, ISR change or markers sent to another broker)
-LAZY = ("scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
+# controller request, ISR change or markers sent to another broker); ssl, hashlib, hmac, asyncio, idna, zipfile: what
+# trio and structlog import for features a broker uses only with TLS or SCRAM, or never (kafkite/lazy_modules.py)
+LAZY = ("ssl", "_ssl", "hashlib", "_hashlib", "hmac", "asyncio", "idna", "zipfile", "scramp", "asn1crypto", "re2", "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
         "kafka.metrics", "kafka.coordinator", "kafka.cluster", "kafka.serializer", "kafka.partitioner",
         "urllib.request", "http.client", "kafka.record", "kafka.codec", "lz4", "snappy", "cramjam", "zstandard",
         "gzip", "crc32c", "importlib.metadata", "email",
@@ -114,6 +115,40 @@ def test_kafka_protocol_admin_without_its_init_still_serves_its_own_names():
         from kafka.protocol.admin import CreateAclsRequest
         assert CreateAclsRequest.__module__ == "kafka.protocol.admin.acl" and "ListGroupsResponse" in admin.__all__
         assert admin.ListGroupsResponse is ListGroupsResponse and admin.cluster is kafka.protocol.admin.cluster
+        print("ok")
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+def test_lazy_standard_modules_run_at_their_first_use_and_then_are_whole():
+    """kafkite/lazy_modules.py: `import ssl` binds the module without running it; its first use runs it once (from
+    two threads at once too), into the module every importer holds; a package's submodule imports without its
+    __init__; trio and structlog work with them lazy, TLS and SCRAM included."""
+    code = """if True:
+        import sys, threading
+        from kafkite.lazy_modules import LIBRARIES, install
+        assert install() == list(LIBRARIES) and install() == []
+        import trio, structlog, ssl, hashlib, asyncio.events
+        assert "_ssl" not in sys.modules and "_hashlib" not in sys.modules and "asyncio.base_events" not in sys.modules
+        got = []
+        ts = [threading.Thread(target=lambda: got.append(ssl.create_default_context())) for _ in range(4)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        assert len(got) == 4 and all(isinstance(c, ssl.SSLContext) for c in got) and "_ssl" in sys.modules
+        assert sys.modules["ssl"] is ssl and ssl.SSLContext.__module__ == "ssl" and not hasattr(ssl, "no_such_name")
+        from kafkite.security.scram import credential_from_password
+        assert len(credential_from_password("SCRAM-SHA-512", "pw", 4096).stored_key) == 64
+        assert hashlib.sha256(b"").hexdigest().startswith("e3b0c442")
+        async def main():
+            return 7
+        assert asyncio.run(main()) == 7 and asyncio.events is sys.modules["asyncio.events"]
+        import idna, zipfile
+        assert idna.encode("b\u00fccher.example") == b"xn--bcher-kva.example" and zipfile.ZipFile
+        async def trio_main():
+            await trio.sleep(0)
+            return 8
+        assert trio.run(trio_main) == 8
         print("ok")
     """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -24,7 +24,8 @@ from ..wire.errors import E
 MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 MECHANISM_BY_NAME = {v: k for k, v in MECHANISM_TYPES.items()}
 MECHANISMS = tuple(MECHANISM_TYPES.values())
-_HASH = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+_HASH = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}  # hashlib's names (looked up when used: see
+# kafkite/lazy_modules.py, which leaves hashlib unloaded in `kafkite serve` until a SCRAM credential is made)
 MIN_ITERATIONS = 4096    # Kafka's ScramMechanism.minIterations, both mechanisms
 MAX_ITERATIONS = 16384   # ZkAdminManager / ScramControlManager's upper bound for AlterUserScramCredentials
 DEFAULT_ITERATIONS = 4096  # kafka-configs' default
@@ -78,7 +79,7 @@ def credential_from_salted_password(mechanism: str, salt: bytes, salted_password
                                     iterations: int) -> ScramCredential:
     """RFC 5802: ClientKey = HMAC(SaltedPassword, "Client Key"), StoredKey = H(ClientKey),
     ServerKey = HMAC(SaltedPassword, "Server Key")."""
-    h = _HASH[mechanism]
+    h = getattr(hashlib, _HASH[mechanism])
     client_key = hmac.new(salted_password, b"Client Key", h).digest()
     return ScramCredential(salt, h(client_key).digest(), hmac.new(salted_password, b"Server Key", h).digest(),
                            iterations)
@@ -86,7 +87,7 @@ def credential_from_salted_password(mechanism: str, salt: bytes, salted_password
 
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
     """Hi(password, salt, i) of RFC 5802: what an admin client sends in AlterUserScramCredentials."""
-    return hashlib.pbkdf2_hmac(_HASH[mechanism]().name, password.encode("utf-8"), salt, iterations)
+    return hashlib.pbkdf2_hmac(_HASH[mechanism], password.encode("utf-8"), salt, iterations)
 
 
 def sanitize(user: str) -> str:

@@ -15,18 +15,19 @@ import as usual (the import system needs only the package's `__path__`); `from k
 submodule, as the package would. The first use of anything else on it (`from kafka import KafkaConsumer`,
 `kafka.__version__`, `kafka.protocol.admin.__all__`) executes the real `__init__` into that same module, so code
 that uses the package's own names sees them as always. `kafkite serve` calls it before anything imports kafka; in a
-process that has already imported kafka it does nothing.
+process that has already imported kafka it does nothing. (kafkite/lazy_modules.py's lazy_module does it, for
+standard library modules too.)
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import sys
-import threading
+
+from ..lazy_modules import lazy_module
 
 PACKAGES = ("kafka", "kafka.protocol.admin", "kafka.protocol.consumer", "kafka.protocol.metadata",
             "kafka.protocol.producer")  # (parents first)
-_lock = threading.RLock()  # (re-entered: kafka's __init__ imports kafka.admin, which uses kafka.protocol.admin's names)
 
 
 def install() -> bool:
@@ -39,33 +40,9 @@ def install() -> bool:
 
 def _lazy_package(name: str) -> bool:
     spec = importlib.util.find_spec(name)  # (imports the parent package, lazy or not)
-    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+    if spec is None or spec.submodule_search_locations is None:
         return False
-    module = importlib.util.module_from_spec(spec)
-    ran = []
-
-    def __getattr__(attr: str):
-        if not attr.startswith("__") and importlib.util.find_spec(f"{name}.{attr}") is not None:
-            return importlib.import_module(f"{name}.{attr}")  # a submodule: what the package attribute would be
-        with _lock:  # (another thread asking meanwhile waits here until the __init__ has run, as for an import)
-            if not ran:
-                ran.append(True)  # (its own thread's further asks, from inside the __init__, see it as it is so far)
-                try:
-                    spec.loader.exec_module(module)
-                finally:
-                    if module.__dict__.get("__getattr__") is __getattr__:
-                        del module.__getattr__  # the package as it is: no module __getattr__ of its own
-        try:
-            return module.__dict__[attr]
-        except KeyError:
-            raise AttributeError(f"module {name!r} has no attribute {attr!r}") from None
-
-    module.__getattr__ = __getattr__
-    sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
-    if parent:
-        setattr(sys.modules[parent], child, module)  # as the import system does for a submodule it loads
-    return True
+    return lazy_module(name)
 
 
 class LazyName:
