@@ -53,12 +53,17 @@ def lazy_module(name: str) -> bool:
             return importlib.import_module(f"{name}.{attr}")  # a submodule: what the package attribute would be
         with _lock:  # (another thread asking meanwhile waits here until the code has run, as for an import)
             if not ran:
-                ran.append(True)  # (its own thread's further asks, from inside that code, see the module so far)
+                ran.append(None)  # (its own thread's further asks, from inside that code, see the module so far)
                 try:
                     spec.loader.exec_module(module)
+                except BaseException as exc:  # (kept: every later use fails as an import of it would)
+                    ran[0] = exc
+                    raise
                 finally:
-                    if module.__dict__.get("__getattr__") is __getattr__:
+                    if ran[0] is None and module.__dict__.get("__getattr__") is __getattr__:
                         del module.__getattr__  # the module as it is: no module __getattr__ unless it has its own
+            elif ran[0] is not None:
+                raise ImportError(f"module {name!r} failed to load: {ran[0]!r}") from ran[0]
         try:
             return module.__dict__[attr]
         except KeyError:

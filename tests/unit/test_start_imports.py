@@ -155,6 +155,25 @@ def test_lazy_standard_modules_run_at_their_first_use_and_then_are_whole():
     assert out.stdout.strip() == "ok", out.stdout + out.stderr
 
 
+def test_a_lazy_module_that_fails_to_run_fails_every_use(tmp_path, monkeypatch):
+    """As a failed import does: the error at the first use, an ImportError naming it at every later one."""
+    import pytest
+
+    from kafkite.lazy_modules import lazy_module
+    (tmp_path / "kafkite_lazy_broken.py").write_text("x = 1\nraise RuntimeError('no library')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "kafkite_lazy_broken", raising=False)
+    assert lazy_module("kafkite_lazy_broken")
+    try:
+        import kafkite_lazy_broken as m  # (binds it: nothing runs yet)
+        with pytest.raises(RuntimeError, match="no library"):
+            m.y
+        with pytest.raises(ImportError, match="kafkite_lazy_broken.*failed to load.*no library"):
+            m.y
+    finally:
+        sys.modules.pop("kafkite_lazy_broken", None)
+
+
 def test_serve_gives_the_c_heap_back_after_start_where_there_is_glibc():
     import platform
 
