@@ -30,7 +30,6 @@ import threading
 
 # (what imports them at start: trio, trio._dtls, structlog.stdlib, trio._socket, importlib.resources.readers)
 LIBRARIES = ("ssl", "hmac", "hashlib", "asyncio", "idna", "zipfile")
-_lock = threading.RLock()  # (re-entered: a module's code may use another lazy module's names, or its own package's)
 
 
 def install(names: tuple[str, ...] = LIBRARIES) -> list[str]:
@@ -47,11 +46,13 @@ def lazy_module(name: str) -> bool:
     module = importlib.util.module_from_spec(spec)
     package = spec.submodule_search_locations is not None
     ran = []
+    lock = threading.RLock()  # its own, as the import system has one per module (re-entered: its code may use its
+    # own package's names, as kafka's __init__ uses kafka.protocol.admin's through kafka.admin)
 
     def __getattr__(attr: str):
         if package and not attr.startswith("__") and importlib.util.find_spec(f"{name}.{attr}") is not None:
             return importlib.import_module(f"{name}.{attr}")  # a submodule: what the package attribute would be
-        with _lock:  # (another thread asking meanwhile waits here until the code has run, as for an import)
+        with lock:  # (another thread asking meanwhile waits here until the code has run, as for an import)
             if not ran:
                 ran.append(None)  # (its own thread's further asks, from inside that code, see the module so far)
                 try:
