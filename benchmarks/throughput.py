@@ -193,12 +193,15 @@ def _produce_with(p, failed: list, topic: str, keys: list[bytes], value: bytes) 
     assert not failed, f"{len(failed)} records failed, the first: {failed[0]}"
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1) -> tuple[float, float]:
-    """(records/s, the producers' CPU seconds from the start to their last acknowledgement)."""
+def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1, on_start=lambda: None
+            ) -> tuple[float, float]:
+    """(records/s, the producers' CPU seconds from the start to their last acknowledgement). `on_start()` is called
+    when the clock starts: the producers are connected (and the broker has served their start-up requests)."""
     value = os.urandom(size)
     if producers <= 1:
         failed: list = []
         p, keys = _producer(bootstrap, failed), _keys(n, 0)
+        on_start()
         c0, t0 = cpu_now(), time.perf_counter()
         _produce_with(p, failed, topic, keys, value)
         t1 = time.perf_counter()
@@ -213,6 +216,7 @@ def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1) -
     for pr in procs:
         pr.start()
     ready.wait(60)
+    on_start()
     t0 = time.perf_counter()
     go.set()
     ends = [done.get(timeout=300) for _ in procs]
@@ -334,9 +338,10 @@ def main() -> None:
                     cpu = BrokerCpu(bs)
                     if args.pin:
                         pin_process(cpu.pid, BROKER_CPUS)
-                    s0 = cpu.seconds()
-                    produced, clients = produce(bs, topic, n, size, args.producers)
-                    s1 = cpu.seconds()
+                    started = []  # the broker's CPU when the clock starts (its producers' connections served)
+                    produced, clients = produce(bs, topic, n, size, args.producers,
+                                                on_start=lambda: started.append(cpu.seconds()))
+                    s0, s1 = started[0], cpu.seconds()
                     consumed = consume(bs, topic, n, args.partitions, strict=name != "tansu")
                     s2 = cpu.seconds()
                     runs.setdefault(name, []).append((produced, *consumed, (s1 - s0) / n * 1e6, (s2 - s1) / n * 1e6,
@@ -367,7 +372,8 @@ def main() -> None:
             kp, kc, ke, kf = res[mode][:4]
             print(f"{size:>6} {n:>8} {label:>9} | {kp:>10,.0f} {tp:>10,.0f} {kp / tp:>6.2f} | {kc:>10,.0f} "
                   f"{tc:>10,.0f} {kc / tc:>6.2f} | {ke:>9,.0f} {te:>9,.0f} {ke / te:>6.2f} | {kf:>8.0f} {tf:>6.0f}")
-    print("Broker CPU per record (user + system CPU of the broker process / records), medians; 'producers': the "
+    print("Broker CPU per record (user + system CPU of the broker process / records, from the start of the clock, "
+          "the producers connected), medians; 'producers': the "
           "producing processes' own CPU per record over the same runs, from the start to their last acknowledgement (their "
           "start-up before the clock left out). When the machine's cores are all busy, a "
           "broker using no CPU at all would produce at most (producers + tansu) / producers times Tansu's rate:")
