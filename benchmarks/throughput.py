@@ -149,9 +149,9 @@ def cpu_now() -> float:
 # 0..999, one random value); only the client's own work is cut:
 # - the keys are made before the clock starts, and the loop calls produce() with positional arguments and nothing
 #   else (confluent-kafka parses keyword arguments per call; a formatted key per record cost 0.4 us of the ~1.7);
-# - delivery.report.only.error: librdkafka reports to the application only the records that failed (every record
-#   is still acknowledged by the broker, and flush() still waits for each acknowledgement); the benchmark counts
-#   those failures and fails the run on any, which it did not check before;
+# - on_delivery with delivery.report.only.error: confluent-kafka calls back only for the records that failed (it
+#   takes the setting itself: librdkafka still hands every record's report to flush(), as with no callback at
+#   all, and the broker still acknowledges each record); the run fails on any failure, which it did not check;
 # - queue.buffering.max.messages holds every record a producer sends, so produce() never finds the queue full:
 #   poll() runs only if it does. batch.size 1 MB and librdkafka's default batch.num.messages (10,000) are above
 #   what 5 ms of linger gathers here (a few hundred records a partition), so linger alone closes batches, as
