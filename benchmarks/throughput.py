@@ -160,11 +160,21 @@ PRODUCER = {"acks": "all", "linger.ms": 5, "batch.size": 1 << 20, "queue.bufferi
             "delivery.report.only.error": True}
 
 
-def _producer(bootstrap: str, failed: list):
+def _producer(bootstrap: str, failed: list, warmup: str | None = None):
+    """A producer connected before the clock starts: to the bootstrap address (metadata), and with `warmup` (a
+    topic) to the partitions' leader too, by one record sent there and acknowledged (librdkafka opens that
+    connection on its first produce; the broker serves its first Produce)."""
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, **PRODUCER, "on_delivery": lambda err, msg: failed.append(err)})
-    p.list_topics(timeout=30)  # connected before the clock starts
+    p.list_topics(timeout=30)
+    if warmup is not None:
+        p.produce(warmup, b"warm-up", b"0")
+        assert p.flush(30) == 0 and not failed, f"the warm-up record failed: {failed}"
     return p
+
+
+def warmup_topic(topic: str) -> str:
+    return topic + "-warmup"
 
 
 def _keys(n: int, first_key: int) -> list[bytes]:
@@ -193,14 +203,15 @@ def _produce_with(p, failed: list, topic: str, keys: list[bytes], value: bytes) 
     assert not failed, f"{len(failed)} records failed, the first: {failed[0]}"
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1, on_start=lambda: None
-            ) -> tuple[float, float]:
+def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1, on_start=lambda: None,
+            warmup: str | None = None) -> tuple[float, float]:
     """(records/s, the producers' CPU seconds from the start to their last acknowledgement). `on_start()` is called
-    when the clock starts: the producers are connected (and the broker has served their start-up requests)."""
+    when the clock starts: the producers are connected (and the broker has served their start-up requests; with
+    `warmup`, a topic, each has had a record acknowledged there)."""
     value = os.urandom(size)
     if producers <= 1:
         failed: list = []
-        p, keys = _producer(bootstrap, failed), _keys(n, 0)
+        p, keys = _producer(bootstrap, failed, warmup), _keys(n, 0)
         on_start()
         c0, t0 = cpu_now(), time.perf_counter()
         _produce_with(p, failed, topic, keys, value)
@@ -211,7 +222,7 @@ def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1, o
     ready, go, done = ctx.Barrier(producers + 1), ctx.Event(), ctx.Queue()
     shares = [n // producers + (i < n % producers) for i in range(producers)]
     procs = [ctx.Process(target=_produce_process, args=(bootstrap, topic, share, value, i * 1000 // producers,
-                                                        ready, go, done), daemon=True)
+                                                        ready, go, done, warmup), daemon=True)
              for i, share in enumerate(shares)]
     for pr in procs:
         pr.start()
@@ -226,12 +237,12 @@ def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1, o
     return n / (max(end for end, _ in ends) - t0), sum(cpu for _, cpu in ends)
 
 
-def _produce_process(bootstrap, topic, n, value, first_key, ready, go, done) -> None:
+def _produce_process(bootstrap, topic, n, value, first_key, ready, go, done, warmup) -> None:
     """One producer process: connected and its keys made, then on `go` its records; puts (the time of its last
     acknowledgement, its CPU seconds since `go`), None if it failed."""
     try:
         failed: list = []
-        p, keys = _producer(bootstrap, failed), _keys(n, first_key)
+        p, keys = _producer(bootstrap, failed, warmup), _keys(n, first_key)
         ready.wait(60)
         go.wait(60)
         c0 = cpu_now()
@@ -332,6 +343,7 @@ def main() -> None:
                     topic = f"bench-{size}-{rnd}"
                     try:
                         create_topic(bs, topic, args.partitions)
+                        create_topic(bs, warmup_topic(topic), 1)
                     except Exception:
                         print(f"throughput.py: creating {topic} on {name} ({bs}) failed", file=sys.stderr)
                         raise
@@ -339,7 +351,7 @@ def main() -> None:
                     if args.pin:
                         pin_process(cpu.pid, BROKER_CPUS)
                     started = []  # the broker's CPU when the clock starts (its producers' connections served)
-                    produced, clients = produce(bs, topic, n, size, args.producers,
+                    produced, clients = produce(bs, topic, n, size, args.producers, warmup=warmup_topic(topic),
                                                 on_start=lambda: started.append(cpu.seconds()))
                     s0, s1 = started[0], cpu.seconds()
                     consumed = consume(bs, topic, n, args.partitions, strict=name != "tansu")
