@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
                 create_topic(cluster, topic, [leader] + others[:rf - 1])
                 bs = cluster.bootstrap_of(leader)
                 warm_up(bs, topic)
-                rates[rf].append(produce(bs, topic, args.records, args.size))
+                rates[rf].append(produce(bs, topic, args.records, args.size)[0])
                 if rf == 3:
                     ok, line = check_replicas(cluster, topic, leader)
                     checks.append((rnd + 1, ok, line))

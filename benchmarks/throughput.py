@@ -15,13 +15,15 @@ is assigned every partition. `--pin` puts each broker (every thread) on the last
 clients on the others: the same one core for a one-thread Kafkite as for a many-thread Tansu, and
 the clients off it. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
 (not run unless named) is the in-memory broker reading produced records in pure Python. `--baseline DIR`
-adds the in-memory broker from another source tree (memory0): an A/B run of two versions. A second table gives each broker's CPU per record (user + system CPU of
-its process while producing, then while consuming, over the records): steadier than the rates.
+adds the in-memory broker from another source tree (memory0): an A/B run of two versions. A second table gives each
+broker's CPU per record (user + system CPU of its process while producing, then while consuming, over the records):
+steadier than the rates; and the producers' (see PRODUCER: a lean client, the same for every broker).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import resource
 import socket
@@ -136,65 +138,126 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
         f.result(30)
 
 
-def clients_cpu() -> float:
-    """User + system CPU seconds of this process (its librdkafka threads: one producer) and of its finished child
-    processes (several producers, joined by produce())."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+def cpu_now() -> float:
+    """User + system CPU seconds of this process, every thread (a producer's: its librdkafka threads too)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
 
 
-def _producer(bootstrap: str):
+# The producer is a lean benchmark client: what it costs per record is spent by both brokers' runs alike, but the
+# two cores are shared, so every microsecond the clients take is one the broker under test cannot have. The records
+# and what the broker is asked to do stay as issue 24 set them (acks=all, no compression, linger 5 ms, keys
+# 0..999, one random value); only the client's own work is cut:
+# - the keys are made before the clock starts, and the loop calls produce() with positional arguments and nothing
+#   else (confluent-kafka parses keyword arguments per call; a formatted key per record cost 0.4 us of the ~1.7);
+# - on_delivery with delivery.report.only.error: confluent-kafka calls back only for the records that failed (it
+#   takes the setting itself: librdkafka still hands every record's report to flush(), as with no callback at
+#   all, and the broker still acknowledges each record); the run fails on any failure, which it did not check;
+# - queue.buffering.max.messages holds every record a producer sends, so produce() never finds the queue full:
+#   poll() runs only if it does. batch.size 1 MB and librdkafka's default batch.num.messages (10,000) stay above
+#   what a partition's batch gathers here (about 1,400 records of 100 B or 800 of 1 KB, 150-850 KB, measured in
+#   the broker: a producer's sending thread, short of CPU, takes what queued meanwhile), so neither closes a batch
+#   and neither was changed. Socket buffers stay the system's (4 MB send buffers measured no change), and so does
+#   message.copy.max.bytes (0, records sent from their own buffers, cost more at 100 B, the same at 1 KB);
+# - the garbage collector is off during the loop (it ran for the argument tuples of the calls: 1-2% of the CPU).
+PRODUCER = {"acks": "all", "linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.messages": 1_000_000,
+            "delivery.report.only.error": True}
+
+
+def _producer(bootstrap: str, failed: list, warmup: str | None = None):
+    """A producer connected before the clock starts: to the bootstrap address (metadata), and with `warmup` (a
+    topic) to the partitions' leader too, by one record sent there and acknowledged (librdkafka opens that
+    connection on its first produce; the broker serves its first Produce)."""
     from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1 << 20,
-                  "queue.buffering.max.messages": 1_000_000})
-    p.list_topics(timeout=30)  # connected before the clock starts
+    p = Producer({"bootstrap.servers": bootstrap, **PRODUCER, "on_delivery": lambda err, msg: failed.append(err)})
+    p.list_topics(timeout=30)
+    if warmup is not None:
+        p.produce(warmup, b"warm-up", b"0")
+        assert p.flush(30) == 0 and not failed, f"the warm-up record failed: {failed}"
     return p
 
 
-def _produce_with(p, topic: str, n: int, size: int, first_key: int = 0) -> None:
-    value = os.urandom(size)
-    for i in range(first_key, first_key + n):
+def warmup_topic(topic: str) -> str:
+    return topic + "-warmup"
+
+
+def _keys(n: int, first_key: int) -> list[bytes]:
+    """The keys of a producer's n records, made before the clock starts: b"0".."999" in turn, from first_key."""
+    cycle = [b"%d" % ((first_key + i) % 1000) for i in range(1000)]
+    return (cycle * (n // 1000 + 1))[:n]
+
+
+def _produce_with(p, failed: list, topic: str, keys: list[bytes], value: bytes) -> None:
+    produce = p.produce
+    it = iter(keys)
+    collecting = gc.isenabled()
+    gc.disable()  # the loop makes no cycles: no collections run for the argument tuples each call makes
+    try:
         while True:
             try:
-                p.produce(topic, value=value, key=b"%d" % (i % 1000))
+                for key in it:
+                    produce(topic, value, key)
                 break
-            except BufferError:
-                p.poll(0.01)
-    assert p.flush(120) == 0
+            except BufferError:  # the queue is full (never with PRODUCER's limit): serve it, send the record again
+                while True:
+                    p.poll(0.01)
+                    try:
+                        produce(topic, value, key)
+                        break
+                    except BufferError:
+                        pass
+        assert p.flush(120) == 0
+    finally:
+        if collecting:
+            gc.enable()
+    assert not failed, f"{len(failed)} records failed, the first: {failed[0]}"
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1) -> float:
+def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1, on_start=lambda: None,
+            warmup: str | None = None) -> tuple[float, float]:
+    """(records/s, the producers' CPU seconds from the start to their last acknowledgement). `on_start()` is called
+    when the clock starts: the producers are connected (and the broker has served their start-up requests; with
+    `warmup`, a topic, each has had a record acknowledged there)."""
+    value = os.urandom(size)
     if producers <= 1:
-        p = _producer(bootstrap)
-        t0 = time.perf_counter()
-        _produce_with(p, topic, n, size)
-        return n / (time.perf_counter() - t0)
+        failed: list = []
+        p, keys = _producer(bootstrap, failed, warmup), _keys(n, 0)
+        on_start()
+        c0, t0 = cpu_now(), time.perf_counter()
+        _produce_with(p, failed, topic, keys, value)
+        t1 = time.perf_counter()
+        return n / (t1 - t0), cpu_now() - c0
     import multiprocessing as mp
     ctx = mp.get_context("fork")
     ready, go, done = ctx.Barrier(producers + 1), ctx.Event(), ctx.Queue()
     shares = [n // producers + (i < n % producers) for i in range(producers)]
-    procs = [ctx.Process(target=_produce_process, args=(bootstrap, topic, share, size, i * 1000 // producers,
-                                                        ready, go, done), daemon=True)
+    procs = [ctx.Process(target=_produce_process, args=(bootstrap, topic, share, value, i * 1000 // producers,
+                                                        ready, go, done, warmup), daemon=True)
              for i, share in enumerate(shares)]
     for pr in procs:
         pr.start()
     ready.wait(60)
+    on_start()
     t0 = time.perf_counter()
     go.set()
     ends = [done.get(timeout=300) for _ in procs]
     for pr in procs:
         pr.join(30)
     assert all(e is not None for e in ends), "a producer failed"
-    return n / (max(ends) - t0)
+    return n / (max(end for end, _ in ends) - t0), sum(cpu for _, cpu in ends)
 
 
-def _produce_process(bootstrap, topic, n, size, first_key, ready, go, done) -> None:
+def _produce_process(bootstrap, topic, n, value, first_key, ready, go, done, warmup) -> None:
+    """One producer process: connected and its keys made, then on `go` its records; puts (the time of its last
+    acknowledgement, its CPU seconds since `go`), None if it failed."""
     try:
-        p = _producer(bootstrap)
+        failed: list = []
+        p, keys = _producer(bootstrap, failed, warmup), _keys(n, first_key)
         ready.wait(60)
         go.wait(60)
-        _produce_with(p, topic, n, size, first_key)
-        done.put(time.perf_counter())
+        c0 = cpu_now()
+        _produce_with(p, failed, topic, keys, value)
+        done.put((time.perf_counter(), cpu_now() - c0))
     except BaseException:
         done.put(None)
         raise
@@ -290,19 +353,21 @@ def main() -> None:
                     topic = f"bench-{size}-{rnd}"
                     try:
                         create_topic(bs, topic, args.partitions)
+                        create_topic(bs, warmup_topic(topic), 1)
                     except Exception:
                         print(f"throughput.py: creating {topic} on {name} ({bs}) failed", file=sys.stderr)
                         raise
                     cpu = BrokerCpu(bs)
                     if args.pin:
                         pin_process(cpu.pid, BROKER_CPUS)
-                    s0, c0 = cpu.seconds(), clients_cpu()
-                    produced = produce(bs, topic, n, size, args.producers)
-                    s1, c1 = cpu.seconds(), clients_cpu()
+                    started = []  # the broker's CPU when the clock starts (its producers' connections served)
+                    produced, clients = produce(bs, topic, n, size, args.producers, warmup=warmup_topic(topic),
+                                                on_start=lambda: started.append(cpu.seconds()))
+                    s0, s1 = started[0], cpu.seconds()
                     consumed = consume(bs, topic, n, args.partitions, strict=name != "tansu")
                     s2 = cpu.seconds()
                     runs.setdefault(name, []).append((produced, *consumed, (s1 - s0) / n * 1e6, (s2 - s1) / n * 1e6,
-                                                      (c1 - c0) / n * 1e6))
+                                                      clients / n * 1e6))
         res = {name: tuple(statistics.median(x[i] for x in r) for i in range(7)) for name, r in runs.items()}
         rows.append((size, n, res))
     print(f"Medians of {args.repeat} interleaved rounds, confluent-kafka {confluent_version()}, {args.producers} "
@@ -329,8 +394,10 @@ def main() -> None:
             kp, kc, ke, kf = res[mode][:4]
             print(f"{size:>6} {n:>8} {label:>9} | {kp:>10,.0f} {tp:>10,.0f} {kp / tp:>6.2f} | {kc:>10,.0f} "
                   f"{tc:>10,.0f} {kc / tc:>6.2f} | {ke:>9,.0f} {te:>9,.0f} {ke / te:>6.2f} | {kf:>8.0f} {tf:>6.0f}")
-    print("Broker CPU per record (user + system CPU of the broker process / records), medians; 'producers': the "
-          "producing processes' own CPU per record over the same runs. When the machine's cores are all busy, a "
+    print("Broker CPU per record (user + system CPU of the broker process / records, from the start of the clock, "
+          "the producers connected), medians; 'producers': the "
+          "producing processes' own CPU per record over the same runs, from the start to their last acknowledgement (their "
+          "start-up before the clock left out). When the machine's cores are all busy, a "
           "broker using no CPU at all would produce at most (producers + tansu) / producers times Tansu's rate:")
     print(f"{'size':>6} {'mode':>9} | {'produce us':>10} {'tansu':>6} {'producers':>9} {'bound':>6} | "
           f"{'consume us':>10} {'tansu':>6}")

@@ -438,3 +438,20 @@ def test_the_retention_service_deletes_a_compacted_logs_segments_below_its_log_s
                 nursery.cancel_scope.cancel()
     trio.run(main)
     assert compacted.segments == segs[1:]
+
+
+def test_a_memory_log_keeps_the_buffer_it_is_handed_and_copies_a_followers():
+    """UnifiedLog.append owns the bytearray it patches: a memory segment keeps that one object (the produced batch
+    is copied once, out of the request), not a copy of it; a follower's fetched bytes are not the log's, and are
+    copied. What is read back is the patched batch either way."""
+    lg = MemoryLog(LogConfig())
+    buf = batch(3)
+    lg.append(buf, now_ms=0, leader_epoch=2)
+    assert lg.active.batches[-1] is buf
+    assert read_header(buf).partition_leader_epoch == 2 and offsets(bytes(lg.read(0, 1 << 20))) == [0, 1, 2]
+    follower = MemoryLog(LogConfig())
+    fetched = bytearray(lg.read(0, 1 << 20))
+    follower.append_as_follower(fetched, now_ms=0)
+    assert follower.active.batches[-1] is not fetched and follower.active.batches[-1] == fetched
+    fetched[:] = bytes(len(fetched))  # the fetcher reusing its buffer changes nothing in the follower's log
+    assert offsets(bytes(follower.read(0, 1 << 20))) == [0, 1, 2]

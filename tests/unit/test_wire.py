@@ -164,3 +164,21 @@ def test_the_registry_loads_each_api_from_the_module_that_holds_it():
         assert registry.response_class(key) is entry["response"]
     with pytest.raises(KeyError):
         registry.classes(9999)
+
+
+@pytest.mark.parametrize("version", range(3, 12))
+def test_a_produce_requests_records_are_a_view_of_the_frame(version):
+    """A Produce's records come out of decode_request as a memoryview over the frame itself (no copy: the log copies
+    them once, into the buffer it keeps), holding the bytes sent; other bytes fields are still bytes."""
+    from kafka.protocol.producer.produce import ProduceRequest
+    from kafkite.storage.batch import build_batch
+    records = bytes(build_batch([(b"k%d" % i, b"v" * 100, []) for i in range(5)], timestamp_ms=1000))
+    cls = ProduceRequest[version]
+    data_cls = cls.TopicProduceData
+    req = cls(transactional_id="tx" if version >= 3 else None, acks=-1, timeout_ms=1000, topic_data=[
+        data_cls(name="t", partition_data=[data_cls.PartitionProduceData(index=0, records=records)])])
+    req.with_header(correlation_id=7, client_id="c")
+    frame = bytes(req.encode(header=True))
+    got = codec.decode_request(frame, {0: (3, 11)}).body.topic_data[0].partition_data[0].records
+    assert type(got) is memoryview and got.obj is frame and got == records
+    assert codec.decode_request(frame, {0: (3, 11)}).body.transactional_id == "tx"

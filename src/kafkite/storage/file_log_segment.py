@@ -252,7 +252,8 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
 
     # -- data
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
-               defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None) -> None:
+               defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None,
+               owned: bool = False) -> None:
         """Write buf (any bytes-like: no copy) at the end; with defer_write the write (and with
         sync an fsync after it) is left to `write_deferred` in a worker thread (the caller keeps the
         records invisible until then). The indexes take no entry past `max_index_bytes`."""

@@ -124,7 +124,9 @@ class LogSegment:
         return None if parts is None else b"".join(parts)
 
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
-               defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None) -> None:
+               defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None,
+               owned: bool = False) -> None:
+        """`owned`: buf is the log's own (no one else keeps or changes it): a segment may keep it, not a copy."""
         raise NotImplementedError
 
     def index_full(self, max_index_bytes: int) -> bool:

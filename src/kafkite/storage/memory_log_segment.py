@@ -1,5 +1,6 @@
 """The memory variant of LogSegment (--in-memory brokers and tests): the segment's batches as a
-list of bytes objects, found by bisecting their last offsets.
+list of bytes objects (or the bytearray a produced batch was validated and patched in, kept as it is: nothing
+changes it after the append), found by bisecting their last offsets.
 
 It has no index files, but counts the entries a file segment's offset and time indexes would hold
 (one every index.interval.bytes, as FileLogSegment._index_batch adds them), so that
@@ -31,9 +32,13 @@ class MemoryLogSegment(LogSegment):
         self._last_time_entry = -1
 
     def append(self, buf, headers: list[tuple[int, BatchHeader]], index_interval: int, *,
-               defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None) -> None:
-        # one whole batch in an immutable bytes (a coordinator's, just built) is kept as it is; else copied out
-        whole = type(buf) is bytes and len(headers) == 1 and headers[0][1].batch_length + LOG_OVERHEAD == len(buf)
+               defer_write: bool = False, sync: bool = False, max_index_bytes: int | None = None,
+               owned: bool = False) -> None:
+        # one whole batch is kept as it is when nothing else may change it: an immutable bytes (a coordinator's,
+        # just built), or a buffer the log owns (`owned`: a produced batch, copied out of the request once and
+        # patched in place by UnifiedLog.append); else each batch is copied out
+        whole = (owned or type(buf) is bytes) and len(headers) == 1 and \
+            headers[0][1].batch_length + LOG_OVERHEAD == len(buf)
         mv = memoryview(buf)
         self.index_interval = index_interval
         for pos, h in headers:

@@ -163,7 +163,8 @@ class UnifiedLog(LogFlush):
 
     # -- append
     def append(self, batches, *, now_ms: int, leader_epoch: int = 0, defer_flush: bool = False) -> AppendResult:
-        """Append validated batches (a bytearray, patched in place): recompress per the topic's
+        """Append validated batches (a bytearray, patched in place and kept by the log: the caller hands it over and
+        neither keeps nor changes it; anything else is copied): recompress per the topic's
         compression.type, assign offsets from the log end offset, stamp the leader epoch (and
         LogAppendTime when the topic uses it), roll the active segment if needed, update indexes,
         producer state and the epoch cache, fsync per flush.messages / flush.ms (or, with
@@ -178,7 +179,7 @@ class UnifiedLog(LogFlush):
         lat = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
         base = self.log_end_offset
         buf, headers = assign_offsets_and_compress(buf, base, leader_epoch, lat, self.config.compression_type)
-        self._append_batches(buf, headers, now_ms=now_ms, defer_flush=defer_flush)
+        self._append_batches(buf, headers, now_ms=now_ms, defer_flush=defer_flush, owned=True)
         return AppendResult(base, headers[-1][1].last_offset, lat, self.log_start_offset)
 
     def append_built(self, batch: bytes, header: BatchHeader, *, now_ms: int, defer_flush: bool = False
@@ -214,9 +215,10 @@ class UnifiedLog(LogFlush):
         self._append_batches(buf, headers, now_ms=now_ms, defer_flush=defer_flush)
         return AppendResult(headers[0][1].base_offset, headers[-1][1].last_offset, -1, self.log_start_offset)
 
-    def _append_batches(self, buf, headers, *, now_ms: int, defer_flush: bool) -> None:
+    def _append_batches(self, buf, headers, *, now_ms: int, defer_flush: bool, owned: bool = False) -> None:
         """Write batches whose offsets are assigned: roll if needed, segment, epoch cache, producer state,
-        log end offset, fsync (or leave it to the caller's worker)."""
+        log end offset, fsync (or leave it to the caller's worker). `owned`: buf is the log's, a memory segment
+        keeps it rather than a copy."""
         last = headers[-1][1]
         base, offset = headers[0][1].base_offset, last.base_offset + last.last_offset_delta + 1
         if self._should_roll(len(buf), headers, now_ms, offset):
@@ -230,7 +232,7 @@ class UnifiedLog(LogFlush):
         try:
             seg = self.segments[-1]
             seg.append(buf, headers, self.config.index_interval_bytes, defer_write=deferring, sync=flush_due,
-                       max_index_bytes=self.config.segment_index_bytes)
+                       max_index_bytes=self.config.segment_index_bytes, owned=owned)
             seg.modified_ms = now_ms
             for pos, h in headers:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset, defer=deferring)

@@ -38,6 +38,8 @@ from typing import Any, Callable
 
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.schemas.fields.simple import SimpleField
+from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 
@@ -133,10 +135,40 @@ _HEADER_DECODERS = {False: _header_decoder(False), True: _header_decoder(True)}
 _DECODERS: dict[tuple[type, int], tuple[Callable | None, Callable]] = {}
 
 
+class _RecordsView(SimpleField):
+    """A request's `records` field decoded as a memoryview of the request frame, not copied out of it: a Produce's
+    records are validated in place and copied once, into the buffer the log keeps (storage/log_validator.py
+    prepare_append). The frame lives as long as the request does, as the copy did. kafka-python's compiled decoder
+    of a bytes field ends in `v = bytes(data[pos:pos+n])`; this field's ends in `v = data[pos:pos+n]`."""
+
+    def emit_decode_from(self, ctx, var_name, indent, version=None, compact=False, tagged=False):
+        start = len(ctx.lines)
+        super().emit_decode_from(ctx, var_name, indent, version=version, compact=compact, tagged=tagged)
+        copies = [i for i in range(start, len(ctx.lines)) if f"{var_name} = bytes(data[pos:pos+" in ctx.lines[i]]
+        if len(copies) != 1:  # kafka-python changed how it decodes bytes: keep its decoder (the copy)
+            return
+        line = ctx.lines[copies[0]]
+        ctx.lines[copies[0]] = line.replace(f"{var_name} = bytes(data[", f"{var_name} = (data[")
+
+
+def _records_as_views(struct) -> None:
+    """Every `records` field of a request struct (a Produce's partition data) decoded as a memoryview."""
+    for field in struct._fields or ():
+        inner = getattr(field, "array_of", None)
+        if isinstance(field, StructField):
+            _records_as_views(field)
+        elif isinstance(inner, StructField):
+            _records_as_views(inner)
+        elif type(field) is SimpleField and field.type_str == "records":
+            field.__class__ = _RecordsView
+
+
 def _decoders(req_cls: type[ApiMessage], version: int) -> tuple[Callable | None, Callable]:
     key = (req_cls, version)
     got = _DECODERS.get(key)
     if got is None:
+        if req_cls.API_KEY == ApiKey.Produce:
+            _records_as_views(req_cls._struct)
         flexible = req_cls.flexible_version_q(version)
         if not 0 <= version <= req_cls.max_version:
             raise ValueError(f"Invalid version {version} (max version is {req_cls.max_version}).")
