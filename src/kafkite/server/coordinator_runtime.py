@@ -259,7 +259,7 @@ class CoordinatorRuntime:
 
     def _append(self, partition: int, records: list[Record], result: CoordinatorResult | None = None) -> int:
         b, topic = self.broker, self.topic
-        rm, md = b.replicas, b.metadata
+        rm, md = b.replicas, b.cache
         err = rm.leader_check(md, topic, partition)
         if err:
             return int(err)
