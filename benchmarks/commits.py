@@ -33,6 +33,13 @@ that holds still on a noisy machine where the rates swing.
 interleaved rounds: an A/B comparison of two versions on one noisy machine (the table adds new/baseline
 ratios). --modes keeps only the named modes (e.g. `--modes memory,memory0` for a quick A/B).
 
+--valgrind N counts instead of timing: each Python broker of the chosen modes (memory, memory0, null) runs under
+valgrind (cachegrind, no cache simulation) once with N commits from one consumer and once with none, and the
+difference over N is the user-space instructions the broker executes per commit -- its Trio loop, connection,
+decoding, handling and answer, not the kernel's share of its system calls. The count is the same in every run (to
+about 1%), however loaded the machine: an A/B of a change on a shared machine where CPU per commit swings by 1.5x.
+2026-11-26: the null broker 95-97K, Kafkite in memory 299-302K (323-326K before that day's sixth pass).
+
 --ceiling adds two brokers that do no work (benchmarks/null_broker.py: every OffsetCommit answered
 with a cached answer; "null+fsync" with an fsync per answer in a worker thread): the most any broker
 could reach with this client on this machine, in memory and with an fsync per acknowledgement.
@@ -44,8 +51,12 @@ import contextlib
 import multiprocessing as mp
 import os
 import queue
+import re
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -54,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # the same broker starters as throughput.py: kafkite serve --in-memory / --data-dir (default flush
 # policy) on a free port, and Tansu (memory engine, ready on an ApiVersions answer) from peer.py
-from throughput import broker_on_free_port, confluent_version, kafkite, kafkite_disk  # noqa: E402
+from throughput import broker_on_free_port, confluent_version, free_port, kafkite, kafkite_disk, wait_port  # noqa: E402,E501
 from peer import tansu  # noqa: E402
 from proc_cpu import BrokerCpu  # noqa: E402
 
@@ -181,6 +192,45 @@ def run_commits(bootstrap: str, consumers: int, n: int, group: str, separate_gro
     return consumers * n / (end - start)
 
 
+def broker_argv(mode: str, port: int) -> list[str]:
+    """The command line of a Python broker mode (memory, memory0: the same from the baseline's PYTHONPATH, null)."""
+    if mode == "null":
+        return [sys.executable, str(Path(__file__).with_name("null_broker.py")), "--port", str(port)]
+    return [sys.executable, "-m", "kafkite.cli", "serve", "--port", str(port), "--in-memory", "--log-level", "WARNING"]
+
+
+def instructions(mode: str, commits: int, src: str | None) -> int:
+    """Instructions (valgrind's I refs) the broker of `mode` executes from its start to its end, with `commits`
+    commits from one consumer (after its WARMUP ones) in between; memory0 runs the source tree `src`."""
+    port = free_port()
+    env = {**os.environ, **({"PYTHONPATH": src} if mode == "memory0" else {})}
+    with tempfile.TemporaryDirectory(dir=os.environ.get("KAFKITE_BENCH_DIR")) as d:
+        out = os.path.join(d, "valgrind.log")
+        proc = subprocess.Popen(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                                 f"--log-file={out}", *broker_argv(mode, port)], stderr=subprocess.DEVNULL, env=env)
+        try:
+            wait_port(port, 600)  # (a start under valgrind takes 10-30 s)
+            bootstrap = f"127.0.0.1:{port}"
+            create_topic(bootstrap, TOPIC, 1)
+            run_commits(bootstrap, 1, commits, f"valgrind-{commits}", False, check=mode != "null")
+        except BaseException:
+            print(f"{mode} under valgrind (exit code {proc.poll()}):\n" + Path(out).read_text()[-3000:], file=sys.stderr)
+            raise
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(600)
+        found = re.search(r"I\s+refs:\s+([\d,]+)", Path(out).read_text())
+        if found is None:
+            raise RuntimeError(f"no instruction count from valgrind for {mode}")
+        return int(found.group(1).replace(",", ""))
+
+
+def count_instructions(modes: list[str], commits: int, src: str | None) -> None:
+    for mode in modes:
+        per_commit = (instructions(mode, commits, src) - instructions(mode, 0, src)) / commits
+        print(f"{mode:>8}: {per_commit:,.0f} instructions per commit (valgrind, one consumer, {commits} commits)")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--commits", type=int, default=2000, help="timed commits per consumer")
@@ -194,7 +244,14 @@ def main(argv: list[str] | None = None) -> None:
                     help="also Kafkite from this source tree (a src directory): modes memory0 and disk0")
     ap.add_argument("--modes", help="only these modes, comma-separated (memory, disk, tansu, null, null+fsync, "
                                     "memory0, disk0)")
+    ap.add_argument("--valgrind", type=int, metavar="N",
+                    help="count each Python broker's instructions per commit under valgrind over N commits instead")
     args = ap.parse_args(argv)
+    if args.valgrind:
+        src = str(Path(args.baseline).resolve()) if args.baseline else None
+        wanted = args.modes.split(",") if args.modes else ["memory", "null"] + (["memory0"] if src else [])
+        count_instructions([m for m in wanted if m in ("memory", "memory0", "null")], args.valgrind, src)
+        return
     cases = [1] + ([args.consumers] if args.consumers != 1 else [])
     modes = MODES + (CEILING if args.ceiling else ())
     if args.baseline:

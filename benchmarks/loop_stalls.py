@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import shutil
 import sys
@@ -141,9 +142,9 @@ class Recorder(loop_watchdog.LoopWatchdog):
         super().before_task_step(task)
 
     def after_task_step(self, task) -> None:
-        start = self._started.get(task)
+        start = self.step_started
         super().after_task_step(task)
-        if start is None:
+        if start == math.inf:  # (the step that installed it)
             return
         held = (time.perf_counter() - start) * 1000
         cpu = (time.thread_time() - self.cpu_started) * 1000

@@ -102,16 +102,26 @@ class Config:
         return cfg
 
 
+_PARTITION_CACHE_MAX = 65536  # group ids whose partition is kept (GroupCoordinator.partition_of)
+
+
 class GroupCoordinator:
     def __init__(self, config: dict | Config):
         self.cfg = config if isinstance(config, Config) else Config.from_kafka(config)
         self.shards: dict[int, GroupCoordinatorShard] = {}  # owned partitions, loaded and served
         self.loading: dict[int, GroupCoordinatorShard] = {}  # owned partitions being replayed
         self._completions: list[tuple[Pending, Any]] = []
+        # group id -> its partition (partition_for), for the groups asked about lately: every group request asks
+        self._partition_of: dict[str, int] = {}
 
     # -- ownership ---------------------------------------------------------------------------------
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.cfg.num_partitions)
+        p = self._partition_of.get(group_id)
+        if p is None:
+            if len(self._partition_of) >= _PARTITION_CACHE_MAX:
+                self._partition_of.clear()
+            p = self._partition_of[group_id] = partition_for(group_id, self.cfg.num_partitions)
+        return p
 
     def shard_for(self, group_id: str | None, *, allow_empty: bool = False
                   ) -> tuple[int, GroupCoordinatorShard | None]:
@@ -119,7 +129,9 @@ class GroupCoordinator:
         the offset APIs (commit, fetch) and admin calls, not for group membership."""
         if group_id is None or (not group_id and not allow_empty):
             return E.INVALID_GROUP_ID, None
-        p = self.partition_of(group_id)
+        p = self._partition_of.get(group_id)  # (partition_of, without its call when known)
+        if p is None:
+            p = self.partition_of(group_id)
         if p in self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, None
         shard = self.shards.get(p)
@@ -275,18 +287,20 @@ class GroupCoordinator:
 
     # -- offsets ---------------------------------------------------------------------------------------------
     def commit_offsets(self, *, group_id: str | None, offsets: list[OffsetCommit], now_ms: int,
-                       api_version: int = 9, **kw
+                       api_version: int = 9, generation_id: int = -1, member_id: str = "",
+                       group_instance_id: str | None = None, retention_ms: int = -1
                        ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[list[tuple[str, int, int]]]]:
         err, shard = self.shard_for(group_id, allow_empty=True)
         if err:
             return None, CoordinatorResult(response=[(t, p, int(err)) for t, p, *_ in offsets])
         cg = shard.consumer_groups.get(group_id)
         if cg is not None:  # a KIP-848 group: the generation is the member epoch
-            err = shard.consumer.validate_offset_commit(cg, kw["member_id"], kw["generation_id"], api_version)
+            err = shard.consumer.validate_offset_commit(cg, member_id, generation_id, api_version)
             if err:
                 return None, CoordinatorResult(response=[(t, p, err) for t, p, *_ in offsets])
-            kw = {**kw, "generation_id": -1, "member_id": "", "group_instance_id": None}
-        return shard, shard.offsets.commit(group_id=group_id, offsets=offsets, now_ms=now_ms, **kw)
+            generation_id, member_id, group_instance_id = -1, "", None
+        return shard, shard.offsets.commit(group_id, generation_id, member_id, group_instance_id, offsets, now_ms,
+                                           retention_ms)
 
     def fetch_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]] | None,
                       require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1

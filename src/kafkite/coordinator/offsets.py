@@ -34,7 +34,7 @@ class OffsetMetadataManager:
         self.consumer_subscriptions: Callable[[str], "set[str] | None"] = lambda group_id: None
 
     # -- OffsetCommit ---------------------------------------------------------------------------
-    def commit(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+    def commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                offsets: list[OffsetCommit], now_ms: int, retention_ms: int = -1
                ) -> CoordinatorResult[list[tuple[str, int, int]]]:
         """-> response [(topic, partition, error)]."""

@@ -12,8 +12,11 @@ if TYPE_CHECKING:
     from .broker import Broker
 
 
+_time = time.time
+
+
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    return int(_time() * 1000)
 
 
 _now_ms = now_ms  # RequestContext's own field is called now_ms

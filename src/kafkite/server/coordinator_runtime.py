@@ -103,8 +103,7 @@ class CoordinatorRuntime:
         self._parked: dict[Pending, list] = {}  # token -> [event, result]
         self._last_write: dict[int, tuple[Any, int]] = {}  # partition -> (log, last offset appended)
         self._inflight: dict[Any, list[_Write]] = {}  # shard -> its writes not committed nor reverted yet
-        # id(result) -> its write, from _start to _finish (its base offset, in _start only, when committed as appended)
-        self._writes: dict[int, _Write | int] = {}
+        self._writes: dict[int, _Write] = {}  # id(result) -> its write, from _start to _finish
         self.reverted_writes = 0  # writes that failed after their append and were undone (tests, the log)
         self._wake = trio.Event()
 
@@ -129,58 +128,53 @@ class CoordinatorRuntime:
         return await self._finish(shard, result, error, completions)
 
     def _start(self, shard, result: CoordinatorResult) -> int:
-        """Append the result's records and replay them (coordinator/result.py's start_write, with the snapshot
-        around them) -> 0, or the coordinator's error for a failed append (then nothing was applied)."""
+        """Append the result's records, open the shard's snapshot at the offset they start at, and replay them
+        (coordinator/result.py's start_write, with the snapshot around them) -> 0, or the coordinator's error for a
+        failed append (then nothing was applied). A write committed as it is appended (in memory, or already
+        flushed, on an unreplicated partition, with no earlier write of the shard still open) has nothing to wait
+        for nor to settle: only its snapshot is opened (a replay that raises is undone), and dropped once it is
+        replayed."""
         records = result.records
         if shard is None or not records:
             return 0
-        if result.producer_id >= 0:  # a transactional write: pending until its marker
-            def replay(key, value, pid=result.producer_id):
-                shard.replay(key, value, -1, pid)
-        else:
-            replay = shard.replay
-        key = id(result)
-        try:  # (start_write's steps: append, then replay unless the append failed)
-            code = self._append_snapshot(shard, records, result)
-            if code:
-                return write_error(code)
-            if result.replay:
+        partition = shard.partition
+        code = self._append(partition, records, result)
+        if code:
+            return write_error(code)
+        lg, end = self._last_write[partition]
+        base = end - len(records) + 1
+        timeline = shard.timeline
+        if self._inflight.get(shard) or lg is None or lg.flush_pending(end) or \
+                self.broker.replicas.replicated(self.topic, partition):
+            w = self._writes[id(result)] = self._open(shard, base, end)
+        else:  # committed as appended
+            w = None
+            timeline.snapshot(base)
+        try:
+            if not result.replay:
+                pass
+            elif result.producer_id >= 0:  # a transactional write: pending until its marker
+                pid = result.producer_id
+                for k, value in records:
+                    shard.replay(k, value, -1, pid)
+            else:
+                replay = shard.replay
                 for k, value in records:
                     replay(k, value)
         except BaseException:
             # a replay that raised (a bug): what it changed is undone, and no read waits for this write forever
-            w = self._writes.pop(key, None)
-            if type(w) is int:  # committed as appended: only its snapshot to revert to
-                if shard.timeline.revert_to(w):
+            if w is None:  # committed as appended: only its snapshot to revert to
+                if timeline.revert_to(base):
                     self.reverted_writes += 1
-                    log.warning("coordinator.write_reverted", topic=self.topic, partition=shard.partition, offset=w,
-                                last_offset=self._last_write[shard.partition][1], error="UNKNOWN_SERVER_ERROR")
-            elif w is not None:
+                    log.warning("coordinator.write_reverted", topic=self.topic, partition=partition, offset=base,
+                                last_offset=end, error="UNKNOWN_SERVER_ERROR")
+            else:
+                self._writes.pop(id(result), None)
                 self._settle(w, int(E.UNKNOWN_SERVER_ERROR))
             raise
-        w = self._writes.get(key)
-        if type(w) is int:  # committed as appended, and replayed: its snapshot goes
-            del self._writes[key]
-            shard.timeline.delete_up_to(self._last_write[shard.partition][1] + 1)
+        if w is None:  # committed as appended, and replayed: its snapshot goes
+            timeline.delete_up_to(end + 1)
         return 0
-
-    def _append_snapshot(self, shard, records: list[Record], result: CoordinatorResult) -> int:
-        """Append, then (before the replay) open the shard's snapshot at the offset the records start at. A write
-        committed as it is appended (in memory, or already flushed, on an unreplicated partition, with no earlier
-        write of the shard still open) has nothing to wait for nor to settle: only its snapshot is opened (a replay
-        that raises is undone), and dropped once it is replayed (_start)."""
-        partition = shard.partition
-        code = self._append(partition, records, result)
-        if not code:
-            lg, end = self._last_write[partition]
-            base = end - len(records) + 1
-            if self._inflight.get(shard) or lg is None or lg.flush_pending(end) or \
-                    self.broker.replicas.replicated(self.topic, partition):
-                self._writes[id(result)] = self._open(shard, base, end)
-            else:
-                shard.timeline.snapshot(base)
-                self._writes[id(result)] = base
-        return code
 
     async def _finish(self, shard, result: CoordinatorResult, error: int, completions: list) -> Any:
         """Answers to the operation and to requests it completed go out once its records are durable."""
@@ -265,7 +259,7 @@ class CoordinatorRuntime:
 
     def _append(self, partition: int, records: list[Record], result: CoordinatorResult | None = None) -> int:
         b, topic = self.broker, self.topic
-        rm, md = b.replicas, b.metadata
+        rm, md = b.replicas, b.cache
         err = rm.leader_check(md, topic, partition)
         if err:
             return int(err)

@@ -2,7 +2,7 @@
 per API, each running the sans-IO coordinator's operation on the coordinator runtime."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable
 
 import structlog
 import trio
@@ -176,12 +176,13 @@ class GroupCoordinatorService:
                                                                       now_ms=now_ms()))
 
     # -- offsets --------------------------------------------------------------------------------------
-    async def commit_offsets(self, *, group_id: str | None, generation_id: int, member_id: str,
-                             group_instance_id: str | None, offsets: list[OffsetCommit],
-                             retention_ms: int = -1, api_version: int = 9, now: int | None = None
-                             ) -> list[tuple[str, int, int]]:
-        """`now`: the time in ms the commit is made at (the request's; now_ms() when not given)."""
-        return await self.runtime.write(*self.coordinator.commit_offsets(
+    def commit_offsets(self, *, group_id: str | None, generation_id: int, member_id: str,
+                       group_instance_id: str | None, offsets: list[OffsetCommit],
+                       retention_ms: int = -1, api_version: int = 9, now: int | None = None
+                       ) -> Awaitable[list[tuple[str, int, int]]]:
+        """`now`: the time in ms the commit is made at (the request's; now_ms() when not given). The operation runs
+        now; awaiting the answer is the runtime's write (no coroutine of its own: every commit comes here)."""
+        return self.runtime.write(*self.coordinator.commit_offsets(
             group_id=group_id, generation_id=generation_id, member_id=member_id,
             group_instance_id=group_instance_id, offsets=offsets, retention_ms=retention_ms,
             now_ms=now_ms() if now is None else now, api_version=api_version))

@@ -127,7 +127,7 @@ class Router:
         the responses in request order. `listener`: the client listener the request came on (RequestContext's).
         """
         try:
-            req = codec.decode_request(frame, self._inter_broker if inter_broker else supported())
+            req = codec.decode_request(frame, self._inter_broker if inter_broker else _SUPPORTED)
         except (codec.UnknownApi, codec.UnsupportedVersion) as exc:
             if exc.api_key == ApiKey.ApiVersions:
                 # KIP-511: answer an ApiVersions we can't parse with v0 + UNSUPPORTED_VERSION + our list.
