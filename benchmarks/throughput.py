@@ -13,7 +13,11 @@ from P processes at once, each its share of the records, keyed over a topic of N
 (the rate: all records over the time from the common start to the last flush); the consumer
 is assigned every partition. `--pin` puts each broker (every thread) on the last CPU and the
 clients on the others: the same one core for a one-thread Kafkite as for a many-thread Tansu, and
-the clients off it. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
+the clients off it. `--nice-clients N` runs the producer processes at nice +N, whichever the broker: on this
+2-core machine the 3 producers and the broker share the cores, and at the same priority every runnable thread gets
+an equal share: a one-thread broker half a core when all four are runnable, a many-thread broker a share for each of
+its threads; below the broker's priority the producers take what the broker leaves, as producers on other machines
+would. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
 (not run unless named) is the in-memory broker reading produced records in pure Python. `--baseline DIR`
 adds the in-memory broker from another source tree (memory0): an A/B run of two versions. A second table gives each
 broker's CPU per record (user + system CPU of its process while producing, then while consuming, over the records):
@@ -247,10 +251,15 @@ def produce(bootstrap: str, topic: str, n: int, size: int, producers: int = 1, o
     return n / (max(end for end, _ in ends) - t0), sum(cpu for _, cpu in ends)
 
 
+NICE_CLIENTS = 0  # --nice-clients: the producer processes' nice increment (0: the brokers' priority)
+
+
 def _produce_process(bootstrap, topic, n, value, first_key, ready, go, done, warmup) -> None:
     """One producer process: connected and its keys made, then on `go` its records; puts (the time of its last
     acknowledgement, its CPU seconds since `go`), None if it failed."""
     try:
+        if NICE_CLIENTS:
+            os.nice(NICE_CLIENTS)
         failed: list = []
         p, keys = _producer(bootstrap, failed, warmup), _keys(n, first_key)
         ready.wait(60)
@@ -331,10 +340,16 @@ def main() -> None:
                     help="brokers to run, of " + ",".join(name for name, _ in MODES) + " (tansu always)")
     ap.add_argument("--pin", action="store_true",
                     help="the broker on the last CPU, this script and its producers on the others")
+    ap.add_argument("--nice-clients", type=int, default=0, metavar="N",
+                    help="run the producer processes (with --producers 2 or more) at nice +N, below the broker's "
+                         "priority, whichever broker: the load generator does not take the cores from the broker "
+                         "under test, as producers on other machines would not")
     ap.add_argument("--baseline", metavar="DIR",
                     help="also Kafkite in memory from this source tree (a src directory, e.g. made with `git archive "
                          "<commit> src | tar -x -C /tmp/base`), as mode memory0, in the same rounds: an A/B run")
     args = ap.parse_args()
+    global NICE_CLIENTS
+    NICE_CLIENTS = args.nice_clients
     if args.pin:
         os.sched_setaffinity(0, CLIENT_CPUS)  # inherited by the producer processes
     wanted = set(args.modes.split(",")) | {"tansu"}
@@ -373,6 +388,7 @@ def main() -> None:
     print(f"Medians of {args.repeat} interleaved rounds, confluent-kafka {confluent_version()}, {args.producers} "
           f"producer(s), {args.partitions} partition(s)"
           f"{f', brokers pinned to CPU {sorted(BROKER_CPUS)}, clients to {sorted(CLIENT_CPUS)}' if args.pin else ''}"
+          f"{f', producers at nice +{args.nice_clients}' if args.nice_clients and args.producers > 1 else ''}"
           ". Tansu runs with its "
           "memory:// engine (its only local one); Kafkite in memory, on disk with its default fsync before every "
           "acknowledgement (disk), and on disk with Kafka's default flush policy (page cache).")

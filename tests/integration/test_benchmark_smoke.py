@@ -28,14 +28,15 @@ def run_benchmark(tmp_path, script: str, *args: str, tansu: bool = True) -> str:
 
 
 def test_throughput_benchmark_runs(tmp_path):
-    out = run_benchmark(tmp_path, "throughput.py", "--records", "4000", "--sizes", "100,1024", "--repeat", "1")
+    out = run_benchmark(tmp_path, "throughput.py", "--records", "4000", "--sizes", "100,1024", "--repeat", "1",
+                        "--producers", "2", "--partitions", "2", "--nice-clients", "5")  # (one producer: replication)
     rows = [line.split() for line in out.splitlines() if re.match(r"\s+(100|1024)\s+\d+\s+\w+\s+\|", line)]
     assert sorted((r[0], r[2]) for r in rows) == sorted(
         (size, mode) for size in ("100", "1024") for mode in ("memory", "disk", "pagecache"))
     for r in rows:
         ratios = [float(x) for x in (r[6], r[10], r[14])]
         assert all(x > 0 for x in ratios), r
-    assert "with an fsync per 1 MB" in out
+    assert "with an fsync per 1 MB" in out and "2 producer(s), 2 partition(s), producers at nice +5" in out
 
 
 def test_commits_benchmark_runs(tmp_path):
