@@ -53,6 +53,7 @@ from .replicated_partitions import LogReadResult, ReplicatedPartitions
 
 if TYPE_CHECKING:
     from ..controller.controller import MetadataCache
+    from ..controller.metadata import PartitionInfo
     from .broker import ClusterState
     from .replication import Replication
 
@@ -158,12 +159,13 @@ class ReplicaManager(ReplicatedPartitions):
         self.lifecycle.close()
 
     # -- Kafka's ReplicaManager: what handlers call ----------------------------------------------
-    def leader_check(self, cache: "MetadataCache", topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+    def leader_check(self, cache: "MetadataCache", topic: str, partition: int, current_leader_epoch: int = -1,
+                     p: "PartitionInfo | None" = None) -> int:
         """Kafka's partition checks before a read or a write: it exists, its log dir is online
         (else KAFKA_STORAGE_ERROR), this broker leads it, the client's leader epoch is this one (older:
-        FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH)."""
-        p = cache.partition(topic, partition)
-        if p is None:
+        FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH). `p`: the partition's metadata when the caller has it
+        already (a coordinator's write, which stamps its leader epoch), else it is looked up here."""
+        if p is None and (p := cache.partition(topic, partition)) is None:
             return E.UNKNOWN_TOPIC_OR_PARTITION
         if self.offline_log_dirs and cache.node_id in p.replicas:
             return E.KAFKA_STORAGE_ERROR

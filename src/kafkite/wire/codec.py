@@ -116,7 +116,7 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
     got = _READERS.get((api_key, api_version))
     if got is None:
         got = _reader(api_key, api_version, correlation_id)
-    req_cls, decode_header, decode = got
+    req_cls, decode_header, decode, check = got
     try:
         if decode_header is None:  # a class with its own header rule (ApiVersions)
             body = _decode_body(req_cls, payload, api_version)
@@ -129,21 +129,23 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
             if end > len(payload):
                 raise ValueError(f"request needs {end} bytes, the frame holds {len(payload)}")
             body._header = header
-        strict.check(req_cls, body, api_version)
+        check(body)  # (strict.check)
     except Exception as exc:  # the codec raises assorted errors on garbage
         raise MalformedRequest(f"cannot decode {req_cls.__name__} v{api_version}: {exc!r}",
                                api_key, api_version, correlation_id) from exc
     return Request(api_key, api_version, correlation_id, body._header.client_id, body)
 
 
-# (api key, version) -> (request class, the header's compiled decoder or None, the body's compiled decoder)
-_READERS: dict[tuple[int, int], tuple[type, Callable | None, Callable]] = {}
+# (api key, version) -> (request class, the header's compiled decoder or None, the body's compiled decoder, the
+# body's strict check: strict.checker's)
+_READERS: dict[tuple[int, int], tuple[type, Callable | None, Callable, Callable]] = {}
 
 
-def _reader(api_key: int, api_version: int, correlation_id: int) -> tuple[type, Callable | None, Callable]:
+def _reader(api_key: int, api_version: int, correlation_id: int) -> tuple[type, Callable | None, Callable, Callable]:
     req_cls, _ = registry.classes(api_key)
     try:
-        got = _READERS[(api_key, api_version)] = (req_cls, *_decoders(req_cls, api_version))
+        got = _READERS[(api_key, api_version)] = (req_cls, *_decoders(req_cls, api_version),
+                                                  strict.checker(req_cls, api_version))
     except Exception as exc:
         raise MalformedRequest(f"cannot decode {req_cls.__name__} v{api_version}: {exc!r}",
                                api_key, api_version, correlation_id) from exc

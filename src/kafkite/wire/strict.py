@@ -91,10 +91,15 @@ def _walk(obj, plan: tuple, path: str) -> None:
 
 def check(message_cls: type, body, version: int) -> None:
     """Raise StrictDecodeError if Kafka's reader for this message would have refused `body`."""
-    checker = _CHECKERS.get((message_cls, version))
-    if checker is None:
-        checker = _CHECKERS[(message_cls, version)] = compile_plan(plan_for(message_cls, version))
-    checker(body)
+    checker(message_cls, version)(body)
+
+
+def checker(message_cls: type, version: int) -> Callable[[Any], None]:
+    """The function `check` runs for this message and version (codec.decode_request keeps it beside the decoders)."""
+    got = _CHECKERS.get((message_cls, version))
+    if got is None:
+        got = _CHECKERS[(message_cls, version)] = compile_plan(plan_for(message_cls, version))
+    return got
 
 
 _CHECKERS: dict[tuple[type, int], Callable[[Any], None]] = {}
