@@ -39,7 +39,7 @@ class MemoryLogSegment(LogSegment):
         # patched in place by UnifiedLog.append); else each batch is copied out
         whole = (owned or type(buf) is bytes) and len(headers) == 1 and \
             headers[0][1].batch_length + LOG_OVERHEAD == len(buf)
-        mv = memoryview(buf)
+        mv = None if whole else memoryview(buf)
         self.index_interval = index_interval
         for pos, h in headers:
             self._note(h)
