@@ -431,8 +431,11 @@ class ReplicaManager(ReplicatedPartitions):
                 if chk.error:
                     return AppendOutcome(error=chk.code, error_message=chk.message,
                                          log_start_offset=lg.log_start_offset)
-        return self._appended(key, lg, lambda: lg.append(v.data, now_ms=now_ms, leader_epoch=leader_epoch,
-                                                         defer_flush=defer_flush))
+        try:
+            res = lg.append(v.data, now_ms=now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush)
+        except OSError as exc:
+            return self._append_failed(key, exc)
+        return self._appended(key, lg, res)
 
     def append_coordinator_batch(self, topic: str, partition: int, records: list[tuple[bytes, bytes | None]],
                                  now_ms: int, *, leader_epoch: int, producer_id: int = -1, producer_epoch: int = -1,
@@ -451,21 +454,24 @@ class ReplicaManager(ReplicatedPartitions):
                                               base_sequence=0 if txn else -1, is_transactional=txn,
                                               partition_leader_epoch=leader_epoch, headerless=True)
             if len(data) <= lg.config.max_message_bytes:
-                return self._appended((topic, partition), lg,
-                                      lambda: lg.append_built(data, h, now_ms=now_ms, defer_flush=defer_flush))
+                try:
+                    res = lg.append_built(data, h, now_ms=now_ms, defer_flush=defer_flush)
+                except OSError as exc:
+                    return self._append_failed((topic, partition), exc)
+                return self._appended((topic, partition), lg, res)
         data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now_ms, producer_id=producer_id,
                            producer_epoch=producer_epoch, base_sequence=0 if txn else -1, is_transactional=txn)
         return self.append(topic, partition, data, now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush,
                            trusted=True)
 
-    def _appended(self, key: tuple[str, int], lg, append) -> AppendOutcome:
-        """`append()` (the log's) -> its outcome: a disk failure takes the log dir offline (KAFKA_STORAGE_ERROR);
-        the high watermark moves now unless the records wait for their deferred write."""
-        try:
-            res = append()
-        except OSError as exc:
-            self.handle_log_dir_failure(exc, f"appending to {key[0]}-{key[1]}")
-            return AppendOutcome(error=E.KAFKA_STORAGE_ERROR)
+    def _append_failed(self, key: tuple[str, int], exc: OSError) -> AppendOutcome:
+        """The log's append raised: a disk failure takes the log dir offline (KAFKA_STORAGE_ERROR)."""
+        self.handle_log_dir_failure(exc, f"appending to {key[0]}-{key[1]}")
+        return AppendOutcome(error=E.KAFKA_STORAGE_ERROR)
+
+    def _appended(self, key: tuple[str, int], lg, res) -> AppendOutcome:
+        """The log's append result -> its outcome: the high watermark moves now unless the records wait for their
+        deferred write."""
         wait = (lg, res.last_offset) if lg.flush_pending(res.last_offset) else None
         if wait is None:
             self._log_end_moved(key)
