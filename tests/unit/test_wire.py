@@ -202,3 +202,43 @@ def test_varints_of_one_and_more_bytes_decode_as_kafka_python_does(name_len, par
     assert got == OffsetCommitRequest.decode(frame, version=9, header=True) and got.group_instance_id is None
     with pytest.raises(codec.MalformedRequest):
         codec.decode_request(frame[:13], {8: (9, 9)})  # the header, then one byte of the group id's length
+
+
+def test_decoders_with_the_strict_checks_in_them_refuse_what_the_plan_walk_refuses():
+    """decode_request's decoders make the strict checks as they read (strict.fuse) where every checked field is set
+    by a line of the decoder: for every served (api, version), on requests with random nulls and long strings, a
+    request is refused with the plan walk's message exactly when the walk refuses kafka-python's decoding of it."""
+    import random
+
+    from kafkite.testing import fuzz
+    from kafkite.wire import strict
+    rng = random.Random(20261127)
+    compared = refused = fused = 0
+    for api, version in fuzz.served():
+        req_cls = registry.classes(api)[0]
+        plan = strict.plan_for(req_cls, version)
+        gen = fuzz.RequestGenerator(rng, null_rate=0.3)
+        for _ in range(8):
+            frame = gen.frame(api, version)
+            try:
+                want_body = req_cls.decode(frame, version=version, header=True)
+            except Exception:
+                continue
+            try:
+                strict._walk(want_body, plan, "")
+                want = None
+            except strict.StrictDecodeError as exc:
+                want = str(exc)
+            try:
+                got = codec.decode_request(frame, {api: (version, version)}).body
+                answer = None
+            except codec.MalformedRequest as exc:
+                answer = exc.__cause__ and str(exc.__cause__)
+                got = None
+            assert answer == want, (req_cls.__name__, version, answer, want)
+            if got is not None:
+                assert got == want_body, (req_cls.__name__, version)
+            compared += 1
+            refused += want is not None
+        fused += codec._READERS[(api, version)][2] is None
+    assert compared > 500 and refused > 100 and fused > 150, (compared, refused, fused)

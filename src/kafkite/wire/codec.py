@@ -124,7 +124,8 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
             body, end = decode(memoryview(payload), 0)
             if end > len(payload):
                 raise ValueError(f"request needs {end} bytes, the frame holds {len(payload)}")
-        check(body)  # (strict.check)
+        if check is not None:  # (strict.check; else its checks run in the decoder: strict.fuse)
+            check(body)
     except Exception as exc:  # the codec raises assorted errors on garbage
         raise MalformedRequest(f"cannot decode {req_cls.__name__} v{api_version}: {exc!r}",
                                api_key, api_version, correlation_id) from exc
@@ -132,7 +133,7 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
 
 
 # (api key, version) -> (request class, the compiled decoder of the header and the body, None for a class with its
-# own header rule, the body's strict check: strict.checker's)
+# own header rule, the body's strict check -- strict.checker's --, None when the decoder makes its checks)
 _READERS: dict[tuple[int, int], tuple[type, Callable | None, Callable]] = {}
 
 
@@ -147,9 +148,10 @@ def _reader(api_key: int, api_version: int, correlation_id: int) -> tuple[type, 
                 raise ValueError(f"Invalid version {api_version} (max version is {req_cls.max_version}).")
             if req_cls.API_KEY == ApiKey.Produce:
                 _records_as_views(req_cls._struct)
-            decode = _compiled_decoder(req_cls._struct, api_version, req_cls.flexible_version_q(api_version),
-                                       req_cls[None], header=True)
-        got = _READERS[(api_key, api_version)] = (req_cls, decode, strict.checker(req_cls, api_version))
+            decode, fused = _compiled_decoder(req_cls._struct, api_version, req_cls.flexible_version_q(api_version),
+                                              req_cls[None], header=True, plan=strict.plan_for(req_cls, api_version))
+        check = None if decode is not None and fused else strict.checker(req_cls, api_version)
+        got = _READERS[(api_key, api_version)] = (req_cls, decode, check)
     except Exception as exc:
         raise MalformedRequest(f"cannot decode {req_cls.__name__} v{api_version}: {exc!r}",
                                api_key, api_version, correlation_id) from exc
@@ -210,7 +212,7 @@ def _decoders(req_cls: type[ApiMessage], version: int) -> tuple[Callable | None,
         if not 0 <= version <= req_cls.max_version:
             raise ValueError(f"Invalid version {version} (max version is {req_cls.max_version}).")
         got = _DECODERS[key] = (None if _own_header(req_cls) else _HEADER_DECODERS[flexible],
-                                _compiled_decoder(req_cls._struct, version, flexible, req_cls[None]))
+                                _compiled_decoder(req_cls._struct, version, flexible, req_cls[None])[0])
     return got
 
 
@@ -236,12 +238,14 @@ def _one_byte_varint(m: re.Match) -> str:
             f"{i}        {sh} += 7\n")
 
 
-def _compiled_decoder(struct: StructField, version: int, flexible: bool, data_class: type, header: bool = False
-                      ) -> Callable:
+def _compiled_decoder(struct: StructField, version: int, flexible: bool, data_class: type, header: bool = False,
+                      plan: tuple | None = None) -> tuple[Callable, bool]:
     """kafka-python's compiled decoder of a request body (StructField.compiled_decode_from's code: the same
     generated source, emitted by the same fields), its varints read with a one-byte fast path (_one_byte_varint):
     an OffsetCommit v9 has seven, each 30 bytecodes in the loop and 16 in the fast path. `header`: the request
-    header's decoder (_header_decoder's code) comes first in the same function, and the body gets the header."""
+    header's decoder (_header_decoder's code) comes first in the same function, and the body gets the header.
+    `plan`: the body's strict checks (strict.plan_for), put in the decoder when strict.fuse can -> (the decoder,
+    whether they were)."""
     ctx = CodegenContext()
     ctx.lines.append("def _decode(data, pos):")
     if header:
@@ -264,9 +268,11 @@ def _compiled_decoder(struct: StructField, version: int, flexible: bool, data_cl
     if header:
         ctx.emit("    ", "obj._header = header")
     ctx.emit("    ", "return obj, pos")
-    source = _VARINT_LOOP.sub(_one_byte_varint, ctx.source() + "\n")
+    lines = _VARINT_LOOP.sub(_one_byte_varint, ctx.source() + "\n").split("\n")
+    fused = None if plan is None else strict.fuse(lines, plan, ctx.globs)
+    source = "\n".join(lines if fused is None else fused)
     exec(compile(source, f"<codegen_decode:{struct.name}_v{version}>", "exec"), ctx.globs)  # noqa: S102
-    return ctx.globs["_decode"]
+    return ctx.globs["_decode"], fused is not None
 
 
 def _decode_body(req_cls: type[ApiMessage], payload: bytes, version: int) -> ApiMessage:
