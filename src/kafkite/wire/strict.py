@@ -12,7 +12,9 @@ handler must never see such a request: decoding refuses it here, before anything
 first null in a field that may not be null at this version (struct arrays, arrays -- and their
 string elements --, strings, bytes, records) and at a string longer than 32767 bytes. The walk plan
 is built once per (message, version), and from it a function that walks it (`compile_plan`: every
-request runs it; an OffsetCommit's check took 0.45 us instead of the plan walk's 1.16).
+request runs it; an OffsetCommit's check took 0.45 us instead of the plan walk's 1.16). `fuse` puts the same checks
+in the request's generated decoder instead, each after the line that sets its field (codec.decode_request's decoders:
+no second walk), for every message whose checked fields are all set by such lines.
 """
 from __future__ import annotations
 
