@@ -473,8 +473,11 @@ class ReplicaManager(ReplicatedPartitions):
         """The log's append result -> its outcome: the high watermark moves now unless the records wait for their
         deferred write."""
         wait = (lg, res.last_offset) if lg.flush_pending(res.last_offset) else None
-        if wait is None:
-            self._log_end_moved(key)
+        if wait is None:  # (_log_end_moved, inline: every append comes here)
+            p = self.partitions.get(key)
+            if p is not None:
+                p.maybe_increment_hw()
+            self.purgatory.check_and_complete(key)
         return AppendOutcome(error=0, base_offset=res.base_offset, log_append_time_ms=res.log_append_time_ms,
                              log_start_offset=res.log_start_offset, durable_wait=wait, last_offset=res.last_offset)
 

@@ -42,7 +42,12 @@ class MemoryLogSegment(LogSegment):
         mv = None if whole else memoryview(buf)
         self.index_interval = index_interval
         for pos, h in headers:
-            self._note(h)
+            last = h.base_offset + h.last_offset_delta  # (self._note(h), inline)
+            if self.size == 0:
+                self.first_batch_ts = h.max_timestamp
+            if h.max_timestamp > self.max_ts:
+                self.max_ts, self.max_ts_offset = h.max_timestamp, last
+            self.next_offset = last + 1
             size = h.batch_length + LOG_OVERHEAD  # (h.size)
             self.batches.append(buf if whole else bytes(mv[pos:pos + size]))
             self.lasts.append(h.base_offset + h.last_offset_delta)
