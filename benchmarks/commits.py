@@ -38,7 +38,8 @@ valgrind (cachegrind, no cache simulation) once with N commits from one consumer
 difference over N is the user-space instructions the broker executes per commit -- its Trio loop, connection,
 decoding, handling and answer, not the kernel's share of its system calls. The count is the same in every run (to
 about 1%), however loaded the machine: an A/B of a change on a shared machine where CPU per commit swings by 1.5x.
-2026-11-26: the null broker 95-97K, Kafkite in memory 299-302K (323-326K before that day's sixth pass).
+2026-11-26: the null broker 95-97K, Kafkite in memory 299-302K (323-326K before that day's sixth pass), 278-282K
+after the seventh.
 
 --ceiling adds two brokers that do no work (benchmarks/null_broker.py: every OffsetCommit answered
 with a cached answer; "null+fsync" with an fsync per answer in a worker thread): the most any broker

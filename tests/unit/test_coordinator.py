@@ -537,10 +537,12 @@ def test_replaying_a_commit_just_encoded_gives_what_decoding_gives():
     kept then instead of decoding: they must be what decoding the bytes gives (a v1 value, with an expire timestamp,
     has no leader epoch; a v3 value has no expire timestamp), and a record is taken once."""
     from kafkite.coordinator import records as R
-    for v in (R.OffsetValue(42, 7, "md", 1000, -1), R.OffsetValue(43, 7, "", 1000, 5000)):
+    for v in (R.OffsetValue(42, 7, "md", 1000, -1), R.OffsetValue(43, 7, "", 1000, 5000),
+              R.OffsetValue(44, -1, "é" * 40, 1000, -1)):
         key, value = R.offset_commit_record("g", "t", 3, v)
+        assert value == R.offset_value(v)  # (its v3 value encoded inline: the same bytes)
         kept = R.decode_record(key, value)
         assert kept == R.decode_record(key, value)  # the second time: decoded
         assert (key, value) not in R._JUST_ENCODED
         assert kept[0] == R.OffsetKey("g", "t", 3)
-        assert kept[1].leader_epoch == (-1 if v.expire_timestamp >= 0 else 7)
+        assert kept[1].leader_epoch == (-1 if v.expire_timestamp >= 0 else v.leader_epoch)

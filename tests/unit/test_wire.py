@@ -182,3 +182,63 @@ def test_a_produce_requests_records_are_a_view_of_the_frame(version):
     got = codec.decode_request(frame, {0: (3, 11)}).body.topic_data[0].partition_data[0].records
     assert type(got) is memoryview and got.obj is frame and got == records
     assert codec.decode_request(frame, {0: (3, 11)}).body.transactional_id == "tx"
+
+
+@pytest.mark.parametrize("name_len, partitions", [(0, 0), (1, 1), (126, 126), (127, 127), (128, 300), (20000, 2)])
+def test_varints_of_one_and_more_bytes_decode_as_kafka_python_does(name_len, partitions):
+    """The body decoders read a varint's first byte without kafka-python's loop (codec._one_byte_varint): lengths
+    and counts of one, two and three bytes, empty and null strings, decode as kafka-python's own decoder does; a
+    frame cut inside a varint is refused."""
+    from kafka.protocol.consumer import OffsetCommitRequest
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    req = OffsetCommitRequest[9](
+        group_id="g" * name_len, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=[T(name="é" * (name_len // 2), partitions=[
+            T.OffsetCommitRequestPartition(partition_index=p, committed_offset=p * 1000, committed_leader_epoch=-1,
+                                           committed_metadata=None if p % 2 else "m" * p) for p in range(partitions)])])
+    req.with_header(correlation_id=3, client_id="c")
+    frame = bytes(req.encode(header=True))
+    got = codec.decode_request(frame, {8: (9, 9)}).body
+    assert got == OffsetCommitRequest.decode(frame, version=9, header=True) and got.group_instance_id is None
+    with pytest.raises(codec.MalformedRequest):
+        codec.decode_request(frame[:13], {8: (9, 9)})  # the header, then one byte of the group id's length
+
+
+def test_decoders_with_the_strict_checks_in_them_refuse_what_the_plan_walk_refuses():
+    """decode_request's decoders make the strict checks as they read (strict.fuse) where every checked field is set
+    by a line of the decoder: for every served (api, version), on requests with random nulls and long strings, a
+    request is refused with the plan walk's message exactly when the walk refuses kafka-python's decoding of it."""
+    import random
+
+    from kafkite.testing import fuzz
+    from kafkite.wire import strict
+    rng = random.Random(20261127)
+    compared = refused = fused = 0
+    for api, version in fuzz.served():
+        req_cls = registry.classes(api)[0]
+        plan = strict.plan_for(req_cls, version)
+        gen = fuzz.RequestGenerator(rng, null_rate=0.3)
+        for _ in range(8):
+            frame = gen.frame(api, version)
+            try:
+                want_body = req_cls.decode(frame, version=version, header=True)
+            except Exception:
+                continue
+            try:
+                strict._walk(want_body, plan, "")
+                want = None
+            except strict.StrictDecodeError as exc:
+                want = str(exc)
+            try:
+                got = codec.decode_request(frame, {api: (version, version)}).body
+                answer = None
+            except codec.MalformedRequest as exc:
+                answer = exc.__cause__ and str(exc.__cause__)
+                got = None
+            assert answer == want, (req_cls.__name__, version, answer, want)
+            if got is not None:
+                assert got == want_body, (req_cls.__name__, version)
+            compared += 1
+            refused += want is not None
+        fused += codec._READERS[(api, version)][2] is None
+    assert compared > 500 and refused > 100 and fused > 150, (compared, refused, fused)

@@ -188,7 +188,12 @@ def offset_commit_record(group: str, topic: str, partition: int, v: OffsetValue)
         if len(_KEYS) >= _KEYS_MAX:
             _KEYS.clear()
         k = _KEYS[(group, topic, partition)] = (offset_key(group, topic, partition), OffsetKey(group, topic, partition))
-    key, value = k[0], offset_value(v)
+    key, md = k[0], v.metadata
+    if md is not None and v.expire_timestamp < 0:  # (offset_value's v3 value, inline: every commit comes here)
+        md = md.encode()
+        value = b"".join((_V3_HEAD.pack(3, v.offset, v.leader_epoch, len(md)), md, _I64.pack(v.commit_timestamp)))
+    else:
+        value = offset_value(v)
     if len(_JUST_ENCODED) >= _JUST_ENCODED_MAX:
         _JUST_ENCODED.clear()
     if v.expire_timestamp >= 0:  # a v1 value: no leader epoch in it

@@ -35,6 +35,7 @@ CoordinatorResult, records + response. This runtime
 from __future__ import annotations
 
 import math
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
@@ -45,6 +46,8 @@ from ..storage.batch import COMMIT_MARKER, control_type, decode_batch, iter_batc
 from ..wire.errors import E, kafka_name
 from .context import now_ms
 from .replica_manager import KafkaStorageException
+
+_time = time.time
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -260,14 +263,15 @@ class CoordinatorRuntime:
     def _append(self, partition: int, records: list[Record], result: CoordinatorResult | None = None) -> int:
         b, topic = self.broker, self.topic
         rm, md = b.replicas, b.cache
-        err = rm.leader_check(md, topic, partition)
+        p = md.partition(topic, partition)  # (looked up once: the leader check's, and the epoch the batch gets)
+        err = rm.leader_check(md, topic, partition, p=p)
         if err:
             return int(err)
         # built at the log end, the CRC computed once, handed over with its header: not walked, parsed nor copied
         # again (AppendOrigin.COORDINATOR); a transactional one (TxnOffsetCommit) has sequence 0, unchecked
         txn = result is not None and result.producer_id >= 0
-        out = rm.append_coordinator_batch(topic, partition, records, now_ms(),
-                                          leader_epoch=md.partition(topic, partition).leader_epoch,
+        out = rm.append_coordinator_batch(topic, partition, records, int(_time() * 1000),  # (now_ms(), inline)
+                                          leader_epoch=p.leader_epoch,
                                           producer_id=result.producer_id if txn else -1,
                                           producer_epoch=result.producer_epoch if txn else -1,
                                           defer_flush=True)

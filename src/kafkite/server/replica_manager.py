@@ -53,6 +53,7 @@ from .replicated_partitions import LogReadResult, ReplicatedPartitions
 
 if TYPE_CHECKING:
     from ..controller.controller import MetadataCache
+    from ..controller.metadata import PartitionInfo
     from .broker import ClusterState
     from .replication import Replication
 
@@ -158,12 +159,13 @@ class ReplicaManager(ReplicatedPartitions):
         self.lifecycle.close()
 
     # -- Kafka's ReplicaManager: what handlers call ----------------------------------------------
-    def leader_check(self, cache: "MetadataCache", topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+    def leader_check(self, cache: "MetadataCache", topic: str, partition: int, current_leader_epoch: int = -1,
+                     p: "PartitionInfo | None" = None) -> int:
         """Kafka's partition checks before a read or a write: it exists, its log dir is online
         (else KAFKA_STORAGE_ERROR), this broker leads it, the client's leader epoch is this one (older:
-        FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH)."""
-        p = cache.partition(topic, partition)
-        if p is None:
+        FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH). `p`: the partition's metadata when the caller has it
+        already (a coordinator's write, which stamps its leader epoch), else it is looked up here."""
+        if p is None and (p := cache.partition(topic, partition)) is None:
             return E.UNKNOWN_TOPIC_OR_PARTITION
         if self.offline_log_dirs and cache.node_id in p.replicas:
             return E.KAFKA_STORAGE_ERROR
@@ -429,8 +431,11 @@ class ReplicaManager(ReplicatedPartitions):
                 if chk.error:
                     return AppendOutcome(error=chk.code, error_message=chk.message,
                                          log_start_offset=lg.log_start_offset)
-        return self._appended(key, lg, lambda: lg.append(v.data, now_ms=now_ms, leader_epoch=leader_epoch,
-                                                         defer_flush=defer_flush))
+        try:
+            res = lg.append(v.data, now_ms=now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush)
+        except OSError as exc:
+            return self._append_failed(key, exc)
+        return self._appended(key, lg, res)
 
     def append_coordinator_batch(self, topic: str, partition: int, records: list[tuple[bytes, bytes | None]],
                                  now_ms: int, *, leader_epoch: int, producer_id: int = -1, producer_epoch: int = -1,
@@ -449,24 +454,30 @@ class ReplicaManager(ReplicatedPartitions):
                                               base_sequence=0 if txn else -1, is_transactional=txn,
                                               partition_leader_epoch=leader_epoch, headerless=True)
             if len(data) <= lg.config.max_message_bytes:
-                return self._appended((topic, partition), lg,
-                                      lambda: lg.append_built(data, h, now_ms=now_ms, defer_flush=defer_flush))
+                try:
+                    res = lg.append_built(data, h, now_ms=now_ms, defer_flush=defer_flush)
+                except OSError as exc:
+                    return self._append_failed((topic, partition), exc)
+                return self._appended((topic, partition), lg, res)
         data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now_ms, producer_id=producer_id,
                            producer_epoch=producer_epoch, base_sequence=0 if txn else -1, is_transactional=txn)
         return self.append(topic, partition, data, now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush,
                            trusted=True)
 
-    def _appended(self, key: tuple[str, int], lg, append) -> AppendOutcome:
-        """`append()` (the log's) -> its outcome: a disk failure takes the log dir offline (KAFKA_STORAGE_ERROR);
-        the high watermark moves now unless the records wait for their deferred write."""
-        try:
-            res = append()
-        except OSError as exc:
-            self.handle_log_dir_failure(exc, f"appending to {key[0]}-{key[1]}")
-            return AppendOutcome(error=E.KAFKA_STORAGE_ERROR)
+    def _append_failed(self, key: tuple[str, int], exc: OSError) -> AppendOutcome:
+        """The log's append raised: a disk failure takes the log dir offline (KAFKA_STORAGE_ERROR)."""
+        self.handle_log_dir_failure(exc, f"appending to {key[0]}-{key[1]}")
+        return AppendOutcome(error=E.KAFKA_STORAGE_ERROR)
+
+    def _appended(self, key: tuple[str, int], lg, res) -> AppendOutcome:
+        """The log's append result -> its outcome: the high watermark moves now unless the records wait for their
+        deferred write."""
         wait = (lg, res.last_offset) if lg.flush_pending(res.last_offset) else None
-        if wait is None:
-            self._log_end_moved(key)
+        if wait is None:  # (_log_end_moved, inline: every append comes here)
+            p = self.partitions.get(key)
+            if p is not None:
+                p.maybe_increment_hw()
+            self.purgatory.check_and_complete(key)
         return AppendOutcome(error=0, base_offset=res.base_offset, log_append_time_ms=res.log_append_time_ms,
                              log_start_offset=res.log_start_offset, durable_wait=wait, last_offset=res.last_offset)
 

@@ -98,17 +98,19 @@ class LocalLog:
     # -- rolling
     def _should_roll(self, nbytes: int, headers, now_ms: int, next_offset: int) -> bool:
         """Kafka's LogSegment.shouldRoll (an empty segment never rolls)."""
-        seg = self.segments[-1]
+        seg, cfg = self.segments[-1], self.config
         if seg.size == 0:
             return False
-        if seg.size + nbytes > self.config.segment_bytes:
+        if seg.size + nbytes > cfg.segment_bytes:
             return True
         if next_offset - 1 - seg.base > INT32_MAX:  # relative offsets are int32 in the indexes
             return True
-        if seg.index_full(self.config.segment_index_bytes):
+        if seg.index_full(cfg.segment_index_bytes):
             return True
         ts = headers[0][1].max_timestamp if len(headers) == 1 else max(h.max_timestamp for _, h in headers)
-        return self._waited(ts, now_ms) > self._roll_ms(seg)
+        # (self._waited(ts, now_ms) > self._roll_ms(seg), inline: every append comes here)
+        waited = ts - seg.first_batch_ts if seg.first_batch_ts >= 0 else now_ms - seg.created_ms
+        return waited > cfg.segment_ms - seg.roll_jitter_ms
 
     def _roll_ms(self, seg: LogSegment) -> int:
         return self.config.segment_ms - seg.roll_jitter_ms

@@ -109,11 +109,12 @@ class LogSegment:
         return self.max_ts if self.max_ts >= 0 else self.modified_ms
 
     def _note(self, h: BatchHeader) -> None:
+        last = h.base_offset + h.last_offset_delta  # (h.last_offset, and h.next_offset - 1: no property calls)
         if self.size == 0:
             self.first_batch_ts = h.max_timestamp
         if h.max_timestamp > self.max_ts:
-            self.max_ts, self.max_ts_offset = h.max_timestamp, h.last_offset
-        self.next_offset = h.next_offset
+            self.max_ts, self.max_ts_offset = h.max_timestamp, last
+        self.next_offset = last + 1
 
     def read_parts(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None) -> list | None:
         raise NotImplementedError

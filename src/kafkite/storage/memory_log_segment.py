@@ -39,26 +39,29 @@ class MemoryLogSegment(LogSegment):
         # patched in place by UnifiedLog.append); else each batch is copied out
         whole = (owned or type(buf) is bytes) and len(headers) == 1 and \
             headers[0][1].batch_length + LOG_OVERHEAD == len(buf)
-        mv = memoryview(buf)
+        mv = None if whole else memoryview(buf)
         self.index_interval = index_interval
         for pos, h in headers:
-            self._note(h)
+            last = h.base_offset + h.last_offset_delta  # (self._note(h), inline)
+            if self.size == 0:
+                self.first_batch_ts = h.max_timestamp
+            if h.max_timestamp > self.max_ts:
+                self.max_ts, self.max_ts_offset = h.max_timestamp, last
+            self.next_offset = last + 1
             size = h.batch_length + LOG_OVERHEAD  # (h.size)
             self.batches.append(buf if whole else bytes(mv[pos:pos + size]))
             self.lasts.append(h.base_offset + h.last_offset_delta)
             self.size += size
-            self._count_index_entry(size, index_interval, max_index_bytes)
-
-    def _count_index_entry(self, size: int, interval: int, max_index_bytes: int | None) -> None:
-        """FileLogSegment._index_batch's entries, counted."""
-        if self.bytes_since_index > interval and (max_index_bytes is None or self.index_entries < max_index_bytes // 8):
-            self.index_entries += 1
-            if self.max_ts >= 0 and self.max_ts > self._last_time_entry and \
-                    (max_index_bytes is None or self.time_entries < max_index_bytes // 12 - 1):
-                self.time_entries += 1
-                self._last_time_entry = self.max_ts
-            self.bytes_since_index = 0
-        self.bytes_since_index += size
+            # the entries FileLogSegment._index_batch would add, counted
+            if self.bytes_since_index > index_interval and \
+                    (max_index_bytes is None or self.index_entries < max_index_bytes // 8):
+                self.index_entries += 1
+                if self.max_ts >= 0 and self.max_ts > self._last_time_entry and \
+                        (max_index_bytes is None or self.time_entries < max_index_bytes // 12 - 1):
+                    self.time_entries += 1
+                    self._last_time_entry = self.max_ts
+                self.bytes_since_index = 0
+            self.bytes_since_index += size
 
     def index_full(self, max_index_bytes: int) -> bool:
         return self.index_entries >= max_index_bytes // 8 or self.time_entries >= max_index_bytes // 12 - 1

@@ -239,7 +239,7 @@ class UnifiedLog(LogFlush):
                 if h.attributes & CONTROL_BIT:  # (h.is_control)
                     done = self.producer_state.update(h, marker=read_marker(buf, pos, h))
                     self._note_txn(done, self.active.base, write=True)
-                else:
+                elif h.producer_id >= 0:  # (update returns at once for a batch of no producer: a coordinator's)
                     self.producer_state.update(h)
                 self._unflushed += h.record_count
             self.log_end_offset = offset

@@ -32,12 +32,14 @@ that kills the broker.
 from __future__ import annotations
 
 import io
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.schemas.fields.codegen import CodegenContext
 from kafka.protocol.schemas.fields.simple import SimpleField
 from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.api_message import ApiMessage
@@ -114,34 +116,42 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
     got = _READERS.get((api_key, api_version))
     if got is None:
         got = _reader(api_key, api_version, correlation_id)
-    req_cls, decode_header, decode = got
+    req_cls, decode, check = got
     try:
-        if decode_header is None:  # a class with its own header rule (ApiVersions)
+        if decode is None:  # a class with its own header rule (ApiVersions)
             body = _decode_body(req_cls, payload, api_version)
-        else:  # (_decode_body's steps, without its calls: every request comes here)
-            mv = memoryview(payload)
-            header, pos = decode_header(mv, 0)
-            if pos > len(payload):
-                raise ValueError(f"request header needs {pos} bytes, the frame holds {len(payload)}")
-            body, end = decode(mv, pos)
+        else:  # (_decode_body's steps in one generated function: every request comes here)
+            body, end = decode(memoryview(payload), 0)
             if end > len(payload):
                 raise ValueError(f"request needs {end} bytes, the frame holds {len(payload)}")
-            body._header = header
-        strict.check(req_cls, body, api_version)
+        if check is not None:  # (strict.check; else its checks run in the decoder: strict.fuse)
+            check(body)
     except Exception as exc:  # the codec raises assorted errors on garbage
         raise MalformedRequest(f"cannot decode {req_cls.__name__} v{api_version}: {exc!r}",
                                api_key, api_version, correlation_id) from exc
     return Request(api_key, api_version, correlation_id, body._header.client_id, body)
 
 
-# (api key, version) -> (request class, the header's compiled decoder or None, the body's compiled decoder)
+# (api key, version) -> (request class, the compiled decoder of the header and the body, None for a class with its
+# own header rule, the body's strict check -- strict.checker's --, None when the decoder makes its checks)
 _READERS: dict[tuple[int, int], tuple[type, Callable | None, Callable]] = {}
 
 
 def _reader(api_key: int, api_version: int, correlation_id: int) -> tuple[type, Callable | None, Callable]:
     req_cls, _ = registry.classes(api_key)
     try:
-        got = _READERS[(api_key, api_version)] = (req_cls, *_decoders(req_cls, api_version))
+        if _own_header(req_cls):
+            _decoders(req_cls, api_version)  # (compiled now: _decode_body's)
+            decode = None
+        else:
+            if not 0 <= api_version <= req_cls.max_version:
+                raise ValueError(f"Invalid version {api_version} (max version is {req_cls.max_version}).")
+            if req_cls.API_KEY == ApiKey.Produce:
+                _records_as_views(req_cls._struct)
+            decode, fused = _compiled_decoder(req_cls._struct, api_version, req_cls.flexible_version_q(api_version),
+                                              req_cls[None], header=True, plan=strict.plan_for(req_cls, api_version))
+        check = None if decode is not None and fused else strict.checker(req_cls, api_version)
+        got = _READERS[(api_key, api_version)] = (req_cls, decode, check)
     except Exception as exc:
         raise MalformedRequest(f"cannot decode {req_cls.__name__} v{api_version}: {exc!r}",
                                api_key, api_version, correlation_id) from exc
@@ -151,8 +161,11 @@ def _reader(api_key: int, api_version: int, correlation_id: int) -> tuple[type, 
 def _header_decoder(flexible: bool) -> Callable:
     """kafka-python's compiled decoder of the request header (ApiHeader.decode's version and flags, without its
     generic field-by-field walk over a BytesIO)."""
-    version = RequestHeader._flexible_versions[0] if flexible else RequestHeader._valid_versions[0]
-    return RequestHeader._struct.compiled_decode_from(version, compact=False, tagged=flexible, data_class=RequestHeader)
+    return RequestHeader._struct.compiled_decode_from(_HEADER_VERSIONS[flexible], compact=False, tagged=flexible,
+                                                      data_class=RequestHeader)
+
+
+_HEADER_VERSIONS = {False: RequestHeader._valid_versions[0], True: RequestHeader._flexible_versions[0]}
 
 
 _HEADER_DECODERS = {False: _header_decoder(False), True: _header_decoder(True)}
@@ -198,11 +211,68 @@ def _decoders(req_cls: type[ApiMessage], version: int) -> tuple[Callable | None,
         flexible = req_cls.flexible_version_q(version)
         if not 0 <= version <= req_cls.max_version:
             raise ValueError(f"Invalid version {version} (max version is {req_cls.max_version}).")
-        own_header = getattr(req_cls.parse_header, "__func__", None) is not ApiMessage.parse_header.__func__
-        got = _DECODERS[key] = (None if own_header else _HEADER_DECODERS[flexible],
-                                req_cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
-                                                                     data_class=req_cls[None]))
+        got = _DECODERS[key] = (None if _own_header(req_cls) else _HEADER_DECODERS[flexible],
+                                _compiled_decoder(req_cls._struct, version, flexible, req_cls[None])[0])
     return got
+
+
+def _own_header(req_cls: type[ApiMessage]) -> bool:
+    """Whether the class parses its request header by a rule of its own (ApiVersions)."""
+    return getattr(req_cls.parse_header, "__func__", None) is not ApiMessage.parse_header.__func__
+
+
+_VARINT_LOOP = re.compile(
+    r"(?P<i> *)(?P<v>_\w+) = 0\n(?P=i)(?P<sh>_sh\d+) = 0\n(?P=i)while True:\n"
+    r"(?P=i)    (?P<b>_b\d+) = data\[pos\]\n(?P=i)    pos \+= 1\n"
+    r"(?P=i)    (?P=v) \|= \((?P=b) & 0x7f\) << (?P=sh)\n"
+    r"(?P=i)    if not \((?P=b) & 0x80\): break\n(?P=i)    (?P=sh) \+= 7\n")
+
+
+def _one_byte_varint(m: re.Match) -> str:
+    """kafka-python's unsigned varint loop with a first step for the one-byte varint (every length and count below
+    128: a compact string's, an array's): the byte read, and the loop entered only when its high bit is set."""
+    i, v, sh, b = m["i"], m["v"], m["sh"], m["b"]
+    return (f"{i}{v} = data[pos]\n{i}pos += 1\n{i}if {v} & 0x80:\n{i}    {v} &= 0x7f\n{i}    {sh} = 7\n"
+            f"{i}    while True:\n{i}        {b} = data[pos]\n{i}        pos += 1\n"
+            f"{i}        {v} |= ({b} & 0x7f) << {sh}\n{i}        if not ({b} & 0x80): break\n"
+            f"{i}        {sh} += 7\n")
+
+
+def _compiled_decoder(struct: StructField, version: int, flexible: bool, data_class: type, header: bool = False,
+                      plan: tuple | None = None) -> tuple[Callable, bool]:
+    """kafka-python's compiled decoder of a request body (StructField.compiled_decode_from's code: the same
+    generated source, emitted by the same fields), its varints read with a one-byte fast path (_one_byte_varint):
+    an OffsetCommit v9 has seven, each 30 bytecodes in the loop and 16 in the fast path. `header`: the request
+    header's decoder (_header_decoder's code) comes first in the same function, and the body gets the header.
+    `plan`: the body's strict checks (strict.plan_for), put in the decoder when strict.fuse can -> (the decoder,
+    whether they were)."""
+    ctx = CodegenContext()
+    ctx.lines.append("def _decode(data, pos):")
+    if header:
+        hstruct = RequestHeader._struct
+        saved = hstruct._data_class
+        hstruct._data_class = RequestHeader
+        try:
+            hstruct.emit_decode_from(ctx, "header", "    ", version=_HEADER_VERSIONS[flexible], compact=False,
+                                     tagged=flexible)
+        finally:
+            hstruct._data_class = saved
+        ctx.emit("    ", "if pos > len(data):")
+        ctx.emit("    ", '    raise ValueError(f"request header needs {pos} bytes, the frame holds {len(data)}")')
+    saved = struct._data_class
+    struct._data_class = data_class
+    try:
+        struct.emit_decode_from(ctx, "obj", "    ", version=version, compact=flexible, tagged=flexible)
+    finally:
+        struct._data_class = saved
+    if header:
+        ctx.emit("    ", "obj._header = header")
+    ctx.emit("    ", "return obj, pos")
+    lines = _VARINT_LOOP.sub(_one_byte_varint, ctx.source() + "\n").split("\n")
+    fused = None if plan is None else strict.fuse(lines, plan, ctx.globs)
+    source = "\n".join(lines if fused is None else fused)
+    exec(compile(source, f"<codegen_decode:{struct.name}_v{version}>", "exec"), ctx.globs)  # noqa: S102
+    return ctx.globs["_decode"], fused is not None
 
 
 def _decode_body(req_cls: type[ApiMessage], payload: bytes, version: int) -> ApiMessage:

@@ -12,12 +12,15 @@ handler must never see such a request: decoding refuses it here, before anything
 first null in a field that may not be null at this version (struct arrays, arrays -- and their
 string elements --, strings, bytes, records) and at a string longer than 32767 bytes. The walk plan
 is built once per (message, version), and from it a function that walks it (`compile_plan`: every
-request runs it; an OffsetCommit's check took 0.45 us instead of the plan walk's 1.16).
+request runs it; an OffsetCommit's check took 0.45 us instead of the plan walk's 1.16). `fuse` puts the same checks
+in the request's generated decoder instead, each after the line that sets its field (codec.decode_request's decoders:
+no second walk), for every message whose checked fields are all set by such lines.
 """
 from __future__ import annotations
 
 import functools
 import keyword
+import re
 from typing import Any, Callable
 
 from kafka.protocol.schemas.fields.array import ArrayField
@@ -91,10 +94,15 @@ def _walk(obj, plan: tuple, path: str) -> None:
 
 def check(message_cls: type, body, version: int) -> None:
     """Raise StrictDecodeError if Kafka's reader for this message would have refused `body`."""
-    checker = _CHECKERS.get((message_cls, version))
-    if checker is None:
-        checker = _CHECKERS[(message_cls, version)] = compile_plan(plan_for(message_cls, version))
-    checker(body)
+    checker(message_cls, version)(body)
+
+
+def checker(message_cls: type, version: int) -> Callable[[Any], None]:
+    """The function `check` runs for this message and version (codec.decode_request keeps it beside the decoders)."""
+    got = _CHECKERS.get((message_cls, version))
+    if got is None:
+        got = _CHECKERS[(message_cls, version)] = compile_plan(plan_for(message_cls, version))
+    return got
 
 
 _CHECKERS: dict[tuple[type, int], Callable[[Any], None]] = {}
@@ -147,3 +155,77 @@ def compile_plan(plan: tuple) -> Callable[[Any], None]:
     scope = {"E": StrictDecodeError, "T": MAX_STRING_BYTES // 3, "ok": _string_ok}
     exec(compile("\n".join(lines), "<strict.check>", "exec"), scope)  # noqa: S102 (source built from the schema)
     return scope["check"]
+
+
+_ASSIGN = re.compile(r"^(?P<i> *)(?P<o>obj|_obj\d+|_val\d+)\.(?P<f>\w+) = (?P<v>_val\d+)$")
+_APPEND = re.compile(r"^ *(?P<l>_val\d+)\.append\((?P<o>_obj\d+)\)$")
+
+
+def fuse(lines: list[str], plan: tuple, globs: dict) -> list[str] | None:
+    """kafka-python's generated decoder of a request body (its source `lines`, the top-level object `obj`) with the
+    checks `compile_plan(plan)` makes put in it, each right after the line that sets its field: no second walk over
+    the decoded request, and the first refused field, in the order of the wire, is the walk's first too (the walk goes
+    in field order, depth first). None when some field of the plan is not set by such a line (a tagged field, set
+    from the tagged fields' map): that message keeps its separate check."""
+    parent: dict[str, tuple[str, str]] = {}  # a value's var -> (the var of the object it is set in, its field)
+    item_of: dict[str, str] = {}  # an array item's var -> the list's var
+    for line in lines:
+        if (m := _ASSIGN.match(line)) is not None:
+            parent[m["v"]] = (m["o"], m["f"])
+        elif (m := _APPEND.match(line)) is not None:
+            item_of[m["o"]] = m["l"]
+    plans: dict[str, tuple[tuple, str]] = {"obj": (plan, "")}
+
+    def plan_of(var: str) -> tuple[tuple, str] | None:
+        """(the plan, the path) of the struct held in var."""
+        if var in plans:
+            return plans[var]
+        in_list = var in item_of
+        up = parent.get(item_of[var] if in_list else var)
+        got = up and plan_of(up[0])
+        if not got:
+            return None
+        entry = next((e for e in got[0] if e[0] == up[1]), None)
+        sub = () if entry is None or entry[4] is None else entry[4]
+        plans[var] = (sub, f"{got[1]}{up[1]}{'[].' if in_list else '.'}")
+        return plans[var]
+
+    out, checked = [], set()
+    for line in lines:
+        out.append(line)
+        m = _ASSIGN.match(line)
+        if m is None or (got := plan_of(m["o"])) is None:
+            continue
+        entry = next((e for e in got[0] if e[0] == m["f"]), None)
+        if entry is None:
+            continue  # a field that cannot be null (an int), or nothing in it to check
+        checked.add((id(got[0]), entry[0]))
+        name, kind, nullable, default_null, sub = entry
+        full, v, ind = got[1] + name, m["v"], m["i"]
+        may_be_null = nullable or default_null
+        if not may_be_null:
+            out.append(f"{ind}if {v} is None: raise _E({f'non-nullable field {full} was serialized as null'!r})")
+        if kind == _STRING:
+            out.append(f"{ind}if {v} is not None and len({v}) > _T: _ok({full!r}, {v})" if may_be_null
+                       else f"{ind}if len({v}) > _T: _ok({full!r}, {v})")
+        elif kind == _STRING_ARRAY:
+            message = f"non-nullable field {full} element was serialized as null"
+            out.append(f"{ind}for _s in ({v} or ()):")
+            out.append(f"{ind}    if _s is None: raise _E({message!r})")
+            out.append(f"{ind}    if len(_s) > _T: _ok({full!r}, _s)")
+    # every field of every struct in the plan is set by a line of the decoder (and so checked)
+    for struct_plan, _ in list(plans.values()):
+        if any((id(struct_plan), e[0]) not in checked for e in struct_plan):
+            return None
+    if not _covered(plan, plans):
+        return None
+    globs.update(_E=StrictDecodeError, _T=MAX_STRING_BYTES // 3, _ok=_string_ok)
+    return out
+
+
+def _covered(plan: tuple, plans: dict) -> bool:
+    """Whether every struct the plan reaches was found in the decoder (its sub-plans among `plans`)."""
+    found = {id(p) for p, _ in plans.values()}
+    if id(plan) not in found and plan:
+        return False
+    return all(_covered(e[4], plans) for e in plan if e[4])
