@@ -42,7 +42,7 @@ class MemoryLogSegment(LogSegment):
         mv = None if whole else memoryview(buf)
         self.index_interval = index_interval
         for pos, h in headers:
-            last = h.base_offset + h.last_offset_delta  # (self._note(h), inline)
+            last = h.base_offset + h.last_offset_delta  # (LogSegment._note(h)'s steps, inline: keep them alike)
             if self.size == 0:
                 self.first_batch_ts = h.max_timestamp
             if h.max_timestamp > self.max_ts:
@@ -50,7 +50,7 @@ class MemoryLogSegment(LogSegment):
             self.next_offset = last + 1
             size = h.batch_length + LOG_OVERHEAD  # (h.size)
             self.batches.append(buf if whole else bytes(mv[pos:pos + size]))
-            self.lasts.append(h.base_offset + h.last_offset_delta)
+            self.lasts.append(last)
             self.size += size
             # the entries FileLogSegment._index_batch would add, counted
             if self.bytes_since_index > index_interval and \
