@@ -54,3 +54,49 @@ async def test_open_node_starts_stops_and_restarts_brokers(tmp_path):
         assert node.ports[2] == port and node.live_brokers == [1, 2, 3]
     assert node.live_brokers == []
     assert (tmp_path / "meta.properties").exists() and (tmp_path / "kafkite-metadata.json").exists()
+
+
+async def test_a_broker_takes_no_client_before_it_knows_the_controller(monkeypatch):
+    """As Kafka enables request processing at the end of start-up: a client connecting while the broker is still
+    starting (here its transaction coordinator held back) is served once the broker registered and the controller's
+    metadata reached it, so its Metadata names the controller (not -1, which left librdkafka's admin client waiting
+    for one past its timeouts)."""
+    import socket
+    import time
+
+    from kafkite.server.transaction_coordinator_service import TransactionCoordinatorService as Txn
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    release, run = trio.Event(), Txn.run
+
+    async def held_run(self, *, task_status=trio.TASK_STATUS_IGNORED):
+        await release.wait()
+        await run(self, task_status=task_status)
+    monkeypatch.setattr(Txn, "run", held_run)
+
+    def ask():
+        deadline = time.monotonic() + 60
+        while True:  # (the port is bound early in the start)
+            try:
+                w = WireClient("127.0.0.1", port, timeout=60)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the port never took a connection"
+                time.sleep(0.01)
+        with w:
+            data, corr = w.encode(MetadataRequest(topics=None), 9)
+            w.send_raw(data)  # (sent while the start is held)
+            trio.from_thread.run_sync(release.set)
+            return w.read_response(MetadataRequest.API_KEY, 9, corr)
+
+    config = BrokerConfig(static={"listeners": f"PLAINTEXT://127.0.0.1:{port}"})
+    answers: list = []
+    async with trio.open_nursery() as n:
+        n.start_soon(trio.to_thread.run_sync, lambda: answers.append(ask()))
+        async with open_node(config, in_memory=True, brokers=1):
+            with trio.fail_after(60):
+                while not answers:
+                    await trio.sleep(0.01)
+    assert answers[0].controller_id == 1 and [b.node_id for b in answers[0].brokers] == [1]

@@ -260,16 +260,18 @@ class InProcessAdminManager(AdminManager):
         # (not served: an in-process cluster's inter-broker listener does not take ControlledShutdown, router.py)
         raise NotImplementedError("an in-process cluster's brokers stop through their controller by a call")
 
-    def starting(self, accept: Callable[[], None]) -> None:
-        accept()  # clients are taken at once: the controller is a call away
-
     def replication_starting(self) -> None:
         rm = self.broker.replicas  # an in-process broker (re)starting: it learns its partitions afresh
         rm.leader_epochs.clear()
         rm.partitions.clear()
 
     async def register(self, me: BrokerInfo, accept: Callable[[], None]) -> None:
-        self.controller.startup(me)
+        self.controller.startup(me)  # (in the process: the metadata reaches this broker's cache in the call)
+        # As Kafka enables request processing at the end of start-up: no client connection is taken before this
+        # broker has registered and the controller's metadata reached it. A client taken before (while the group
+        # and transaction coordinators started) was answered Metadata without a controller, and librdkafka's admin
+        # client then waited for one past its timeouts (seen on a loaded machine: CreateTopics never sent).
+        accept()
 
     async def stopped(self) -> None:
         if self.broker.replicated:
