@@ -196,7 +196,7 @@ async def handle_offset_commit(apis: KafkaApis, ctx: RequestContext):
     body, v = req.body, req.api_version
     topics = body.topics
     readable = None  # every topic, unless an authorizer says otherwise
-    if apis.authorizer is not None and not ctx.inter_broker:  # (apis.authorizing(ctx))
+    if apis.authorizing(ctx):
         if not _group_ok(apis, ctx, Op.READ, body.group_id):  # Kafka: every partition fails
             return _commit_answer(v, tuple((t.name, tuple((p.partition_index, _GROUP_DENIED) for p in t.partitions))
                                            for t in topics))
