@@ -41,6 +41,15 @@ about 1%), however loaded the machine: an A/B of a change on a shared machine wh
 2026-11-26: the null broker 95-97K, Kafkite in memory 299-302K (323-326K before that day's sixth pass), 278-282K
 after the seventh.
 
+--pin puts each broker (every thread) on the last CPU and the consumers on the others (as throughput.py --pin).
+Unpinned, Linux often wakes the broker on the CPU its client just ran on (a loopback socket's wake-up), and the
+broker's code meets caches the client has just filled: with one consumer, a commit's handling costs the broker
+2-3x its in-process time (commit_calls.py's hot against cold), more for a broker that runs more code. Pinned, each
+keeps its own core's caches: on 2026-11-26, one consumer, Kafkite in memory 5,486 / 5,472 commits/s against the
+null broker's 7,479 / 7,119 (0.73 / 0.77x) where unpinned it was 4,392 / 4,134 against 6,870 / 6,517 (0.64 /
+0.63x). Compiling the commit path's 18 modules with Cython (no annotations, an experiment not kept) made a
+commit slower, hot 22 us against 20 and cold 45-49 us against 30-33: a bigger code footprint for the same work.
+
 --ceiling adds two brokers that do no work (benchmarks/null_broker.py: every OffsetCommit answered
 with a cached answer; "null+fsync" with an fsync per answer in a worker thread): the most any broker
 could reach with this client on this machine, in memory and with an fsync per acknowledgement.
@@ -66,7 +75,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # the same broker starters as throughput.py: kafkite serve --in-memory / --data-dir (default flush
 # policy) on a free port, and Tansu (memory engine, ready on an ApiVersions answer) from peer.py
-from throughput import broker_on_free_port, confluent_version, free_port, kafkite, kafkite_disk, wait_port  # noqa: E402,E501
+from throughput import (BROKER_CPUS, CLIENT_CPUS, broker_on_free_port, confluent_version, free_port, kafkite,  # noqa: E402
+                        kafkite_disk, pin_process, wait_port)
 from peer import tansu  # noqa: E402
 from proc_cpu import BrokerCpu  # noqa: E402
 
@@ -245,6 +255,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="also Kafkite from this source tree (a src directory): modes memory0 and disk0")
     ap.add_argument("--modes", help="only these modes, comma-separated (memory, disk, tansu, null, null+fsync, "
                                     "memory0, disk0)")
+    ap.add_argument("--pin", action="store_true",
+                    help="each broker (every thread) on the last CPU, this script and its consumers on the others")
     ap.add_argument("--valgrind", type=int, metavar="N",
                     help="count each Python broker's instructions per commit under valgrind over N commits instead")
     args = ap.parse_args(argv)
@@ -262,6 +274,8 @@ def main(argv: list[str] | None = None) -> None:
         wanted = args.modes.split(",")
         modes = tuple(m for m in modes if m[0] in wanted)
     names = [name for name, _ in modes]
+    if args.pin:
+        os.sched_setaffinity(0, CLIENT_CPUS)  # inherited by the consumer processes
     runs: dict[tuple[str, int], list[float]] = {}
     cpus: dict[tuple[str, int], list[float]] = {}
     for rnd in range(args.repeat):
@@ -269,6 +283,8 @@ def main(argv: list[str] | None = None) -> None:
             with broker() as bs:
                 create_topic(bs, TOPIC, max(cases))
                 cpu = BrokerCpu(bs)
+                if args.pin:
+                    pin_process(cpu.pid, BROKER_CPUS)
                 for k in cases:
                     s0 = cpu.seconds()
                     rate = run_commits(bs, k, args.commits, f"bench-{rnd}-{k}", args.separate_groups,
@@ -282,7 +298,9 @@ def main(argv: list[str] | None = None) -> None:
     cpu_med = {key: statistics.median(v) for key, v in cpus.items()}
     how = "one group.id each" if args.separate_groups else "one group.id, a partition each"
     print(f"Synchronous offset commits (assign(), generation -1), {args.commits} per consumer; medians of "
-          f"{args.repeat} interleaved rounds, confluent-kafka {confluent_version()}. Concurrent consumers: "
+          f"{args.repeat} interleaved rounds, confluent-kafka {confluent_version()}"
+          f"{f', brokers pinned to CPU {sorted(BROKER_CPUS)}, consumers to {sorted(CLIENT_CPUS)}' if args.pin else ''}"
+          ". Concurrent consumers: "
           f"separate processes started behind a barrier, {how}; commits/s = all commits over the wall time "
           "of the slowest. Tansu with its memory:// engine; Kafkite in memory and on disk with its default "
           "fsync before every acknowledgement (disk). committed() returned the last offset on every broker"
