@@ -91,3 +91,21 @@ def test_auto_create_on_produce(broker):
     bs = broker.bootstrap_servers
     kp_produce(bs, "auto-produce", make_records(10))
     assert len(kp_consume_all(bs, "auto-produce", 10)) == 10
+
+
+def test_large_produce_requests_keep_every_byte(broker, monkeypatch):
+    """A Produce request above 64 KiB is read from the socket into a buffer of its own, and the buffers are used again
+    (wire/frame.py FrameBuffers) once nothing holds a view of them: 3,000 records of 1 KiB random bytes sent in
+    requests of up to ~1 MB to 3 partitions come back byte for byte."""
+    import os
+    from kafkite.wire.frame import FrameReader
+    received_into = []
+    frame_buffer = FrameReader.frame_buffer
+    monkeypatch.setattr(FrameReader, "frame_buffer", lambda self: received_into.append(1) or frame_buffer(self))
+    bs = broker.bootstrap_servers
+    create_topic(bs, "big-requests")
+    recs = [(b"%d" % i, os.urandom(1024), []) for i in range(3000)]
+    ck_produce(bs, "big-requests", recs, extra={"linger.ms": 100, "batch.size": 1000000})
+    got = ck_consume_all(bs, "big-requests", len(recs))
+    assert payloads(got) == expected_payloads(recs)
+    assert received_into  # the large requests took that way

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 
 from kafkite.server.router import supported
 from kafkite.wire import codec, registry
-from kafkite.wire.frame import FrameReader, FrameTooLarge
+from kafkite.wire.frame import FrameBuffers, FrameReader, FrameTooLarge
 
 GOLDEN = Path(__file__).resolve().parents[2].parent / "shared" / "golden-requests"
 
@@ -152,6 +152,46 @@ def test_frame_reader_gives_the_frames_whatever_the_receives(payloads, cut):
     r.feed(struct.pack(">i", 11) + b"x" * 11)  # whole, but over the limit
     with pytest.raises(FrameTooLarge):
         r.next_frame()
+
+
+@given(st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=5), st.integers(1, 120),
+       st.integers(0, 300))
+def test_frames_received_into_their_own_buffers_are_the_frames(payloads, cut, extra):
+    """A large frame (as network/connection.py reads it) is received into a buffer of its own, whatever was held
+    before and however the reads split it; a buffer handed back serves a later frame only once no view of it is
+    left, and then its old bytes never show."""
+    pool = FrameBuffers(max_bytes=4096)
+    pool.QUANTUM = 64
+    r, got, views = FrameReader(1000, buffers=pool), [], []
+    for p in payloads:
+        blob = struct.pack(">i", len(p)) + p
+        r.feed(blob[:4 + min(extra, len(p) - 1)])  # the size and maybe part of the frame, held as chunks first
+        assert r.next_frame() is None and r.pending_size == len(p)
+        while (f := r.next_frame()) is None:
+            view = r.frame_buffer()
+            n = min(cut, len(view))
+            done = len(p) - len(view)
+            view[:n] = p[done:done + n]
+            r.filled(n)
+        assert type(f) is memoryview and f == p and r.buffered == 0
+        got.append(bytes(f))
+        views.append(f[:1])  # a view kept: its buffer is never used again while it lives
+        r.done()
+        del f
+    assert got == payloads and [bytes(v) for v in views] == [p[:1] for p in payloads]
+    kept = list(pool._bufs)
+    views.clear()
+    del view
+    r.feed(struct.pack(">i", 3))  # every buffer is free again: the next frame reuses one, its old bytes not shown
+    view = r.frame_buffer()
+    assert len(view) == 3 and any(view.obj is b for b in kept) and not any(view.obj is b for b in pool._bufs)
+    view[:] = b"abc"
+    r.filled(3)
+    assert r.next_frame() == b"abc"
+    r.feed(struct.pack(">i", 4) + b"ab")  # a feed after frame_buffer (a TLS read) fills it, and keeps what follows
+    r.frame_buffer()
+    r.feed(b"cd" + struct.pack(">i", 1) + b"z")
+    assert r.next_frame() == b"abcd" and r.next_frame() == b"z" and r.buffered == 0
 
 
 def test_the_registry_loads_each_api_from_the_module_that_holds_it():

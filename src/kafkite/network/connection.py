@@ -118,6 +118,32 @@ class _Outbox:
             self.read_first = len(data) == want
             return data
 
+    async def receive_into(self, view: memoryview) -> int:
+        """receive() for a large frame on a plain TCP socket: the next bytes read into `view` (the frame's own
+        buffer, wire/frame.py FrameReader.frame_buffer), at most its length; -> how many (0 at the client's end)."""
+        fd = self.fd
+        if self.read_first:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            try:
+                n = os.readv(fd, (view,))
+            except BlockingIOError:
+                self.read_first = False
+            except OSError as exc:
+                raise trio.BrokenResourceError(f"socket receive failed: {exc}") from exc
+            else:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return n
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                n = os.readv(fd, (view,))
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise trio.BrokenResourceError(f"socket receive failed: {exc}") from exc
+            self.read_first = n == len(view)
+            return n
+
     async def send(self, out) -> None:
         """One response: bytes, or for a Fetch a list of buffers written in order, not joined."""
         if type(out) is bytes and self.fd >= 0 and out:  # the usual answer: one write, all taken
@@ -296,6 +322,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
             if frame is None:
                 size = reader.pending_size
                 want = 65536
+                into = False
                 if size is not None and size > SMALL_REQUEST_BYTES:
                     if not held:  # muted until the pool holds the whole request
                         with trio.move_on_at(outbox.last_active + idle_s):
@@ -307,22 +334,30 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                                 return
                             continue
                     want = max(1, min(1 << 20, size - reader.buffered))  # the rest of this request only
+                    into = outbox.fd >= 0
                 # idle for connections.max.idle.ms while waiting here: _watch_idle cancels the reading
                 outbox.receiving = True
                 if outbox.idle_wake is not None:
                     outbox.idle_wake.set()
                     outbox.idle_wake = None
                 try:
-                    data = await outbox.receive(want)
+                    if into:  # a large request on a plain socket: read into its own buffer (no chunks to join)
+                        n = await outbox.receive_into(reader.frame_buffer())
+                    else:
+                        data = await outbox.receive(want)
+                        n = len(data)
                 finally:
                     outbox.receiving = False
                 outbox.last_active = trio.current_time()
-                if not data:
+                if not n:
                     if reader.buffered or reader.pending_size is not None:
                         clog.warning("connection.closed", reason="truncated frame at end of stream",
                                      buffered=reader.buffered)
                     return
-                reader.feed(data)
+                if into:
+                    reader.filled(n)
+                else:
+                    reader.feed(data)
                 continue
             try:
                 now_ms = int(time.time() * 1000) if auth is not None else 0
@@ -375,6 +410,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     return
             finally:
                 del frame
+                reader.done()  # a large frame's buffer serves another once nothing holds a view of it
                 if held:
                     pool.release(max(held, 0))
                     held = 0
