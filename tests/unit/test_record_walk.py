@@ -135,3 +135,18 @@ def test_any_corruption_gets_the_same_answer_from_both_walks(data):
     count = data.draw(st.sampled_from([3, 3, 2, 4]))
     over = data.draw(st.sampled_from([{}, {"compacted": True}, {"timestamp_before_max_ms": 2}]))
     same(rb.batch(bytes(raw), count, codec=codec, base_ts=NOW), **over)
+
+
+@given(st.binary(max_size=70_000), st.data())
+@settings(max_examples=60)
+def test_the_compiled_copy_is_a_bytearray_of_the_range(data, draw):
+    """_records.copy (the log's copy of a produced batch, its pages made present first) is bytearray(buf[start:end]),
+    from bytes, a bytearray or a memoryview, and refuses a range outside the buffer."""
+    start = draw.draw(st.integers(0, len(data)))
+    end = draw.draw(st.integers(start, len(data)))
+    for buf in (data, bytearray(data), memoryview(data)):
+        got = dr.copy_out(buf, start, end)
+        assert type(got) is bytearray and got == dr._copy_py(buf, start, end) == data[start:end]
+    assert dr.copy_out is not dr._copy_py
+    with pytest.raises(ValueError):
+        dr.copy_out(data, 0, len(data) + 1)

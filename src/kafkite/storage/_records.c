@@ -18,6 +18,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  /* Linux 5.14 */
+#endif
 
 /* ByteUtils.readVarint / readVarlong without the zig-zag: the unsigned value kept to 32 / 64 bits.
  * Returns the bytes read, 0 when the input ends first, -1 past `max_bytes` ("Varint is too long"). */
@@ -156,8 +163,47 @@ done:
                          in_order ? Py_True : Py_False);
 }
 
+/* copy(buf, start, end) -> bytearray(buf[start:end]), its new memory's whole pages first made present in one
+ * madvise(MADV_POPULATE_WRITE) call, not faulted in one by one as the copy touches them: a produced batch's copy
+ * into the log is new memory every time (an in-memory log only grows), and on this kind of machine a page fault
+ * costs ~2 us a 4 KiB page, more than the copy itself (~0.1 us); one call for all the pages takes a third off that.
+ * Where the kernel lacks it (EINVAL) the copy faults them in as bytearray() would. */
+static PyObject *
+copy(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &end))
+        return NULL;
+    if (start < 0 || end > view.len || start > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "copy: bounds outside the buffer");
+        return NULL;
+    }
+    Py_ssize_t n = end - start;
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, n);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    char *dst = PyByteArray_AS_STRING(out);
+    static long page = 0;
+    if (page == 0)
+        page = sysconf(_SC_PAGESIZE);
+    if (n >= 4 * page) {
+        uintptr_t a = ((uintptr_t)dst + page - 1) & ~(uintptr_t)(page - 1);
+        uintptr_t e = ((uintptr_t)dst + n) & ~(uintptr_t)(page - 1);
+        if (e > a)
+            (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);  /* a failure only leaves the faults to memcpy */
+    }
+    memcpy(dst, (const char *)view.buf + start, n);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "walk(buf, p, end, index, count): see _records.c"},
+    {"copy", copy, METH_VARARGS, "copy(buf, start, end) -> bytearray of buf[start:end]: see _records.c"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -63,7 +63,8 @@ from .batch import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, TIME
                     Record, crc32c_of, crc_ok, decode_batch, iter_batches, patch_base_offset,
                     patch_partition_leader_epoch, read_header, rebuild_batch, set_log_append_time)
 from .compression import CorruptStream, DecompressedTooLarge, Inflater
-from .default_record import COMPILED, InvalidRecord, RecordChecks, ScanResult, scan_stream, scan_uncompressed
+from .default_record import (COMPILED, InvalidRecord, RecordChecks, ScanResult, copy_out, scan_stream,
+                             scan_uncompressed)
 
 MAX_LONG = 9223372036854775807
 NO_TIMESTAMP = -1
@@ -281,7 +282,7 @@ def prepare_append(records: bytes, config, *, now_ms: int, topic_partition: str 
                          topic_partition=topic_partition, inline=inline)
     if not v.ok:
         return v
-    buf = bytearray(memoryview(records)[:v.valid_bytes])
+    buf = copy_out(records, 0, v.valid_bytes)  # the log's own copy, patched in place
     target = CODECS.get(config.compression_type)
     create_time = config.message_timestamp_type != "LogAppendTime"
     rebuild = [target is not None and h.compression != target or h.compression and not scan.offsets_in_order
