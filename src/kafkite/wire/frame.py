@@ -18,6 +18,7 @@ fresh memory is touched per request.
 from __future__ import annotations
 
 import struct
+import threading
 from collections import deque
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
@@ -28,8 +29,8 @@ class FrameBuffers:
     """Large frames' buffers, used again: a buffer handed back (`put`) serves a later frame once nothing holds a view
     of it any more. A new buffer's memory is new pages to the process (the allocator maps large blocks afresh), each
     zeroed by the kernel on its first touch: ~1 us a 4 KiB page, as much as the rest of a produced 1 KB record's
-    handling. At most `max_bytes` are kept (the oldest dropped first); one pool serves a process's connections
-    (they all run on one thread)."""
+    handling. At most `max_bytes` are kept (the oldest dropped first); one pool serves a process's connections,
+    a lock keeping brokers on other threads (BrokerThread, in-process clusters) from taking the same buffer."""
 
     QUANTUM = 256 << 10  # buffers' sizes are multiples of it: frames of nearby sizes share them
 
@@ -37,24 +38,27 @@ class FrameBuffers:
         self.max_bytes = max_bytes
         self._bufs: list[bytearray] = []
         self._bytes = 0
+        self._lock = threading.Lock()
 
     def get(self, size: int) -> bytearray:
-        """A buffer of at least `size` bytes (its contents: whatever it held)."""
-        for i, buf in enumerate(self._bufs):
-            if len(buf) >= size and _unexported(buf):
-                del self._bufs[i]
-                self._bytes -= len(buf)
-                return buf
+        """A buffer of at least `size` bytes, the caller's alone (its contents: whatever it held)."""
+        with self._lock:
+            for i, buf in enumerate(self._bufs):
+                if len(buf) >= size and _unexported(buf):
+                    del self._bufs[i]
+                    self._bytes -= len(buf)
+                    return buf
         q = self.QUANTUM
         return bytearray(-(-size // q) * q if size <= self.max_bytes else size)
 
     def put(self, buf: bytearray) -> None:
         if len(buf) > self.max_bytes:
             return
-        self._bufs.append(buf)
-        self._bytes += len(buf)
-        while self._bytes > self.max_bytes:
-            self._bytes -= len(self._bufs.pop(0))
+        with self._lock:
+            self._bufs.append(buf)
+            self._bytes += len(buf)
+            while self._bytes > self.max_bytes:
+                self._bytes -= len(self._bufs.pop(0))
 
 
 def _unexported(buf: bytearray) -> bool:
