@@ -195,5 +195,4 @@ class OffsetMetadataManager:
             # offsets of a group that does not use membership: an empty "simple" group (as Kafka's replay)
             g = Group(key.group, state_timestamp=value.commit_timestamp)
             tl.set_item(self.groups, key.group, g)
-        tl.set_item(g.offsets, (key.topic, key.partition), OffsetEntry(
-            value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, value.expire_timestamp))
+        tl.set_item(g.offsets, (key.topic, key.partition), value)  # (an OffsetEntry is the decoded value)
