@@ -270,9 +270,46 @@ def _compiled_decoder(struct: StructField, version: int, flexible: bool, data_cl
     ctx.emit("    ", "return obj, pos")
     lines = _VARINT_LOOP.sub(_one_byte_varint, ctx.source() + "\n").split("\n")
     fused = None if plan is None else strict.fuse(lines, plan, ctx.globs)
-    source = "\n".join(lines if fused is None else fused)
+    source = "\n".join(lines) if fused is None else _checked_strings("\n".join(fused), ctx.globs)
     exec(compile(source, f"<codegen_decode:{struct.name}_v{version}>", "exec"), ctx.globs)  # noqa: S102
     return ctx.globs["_decode"], fused is not None
+
+
+_COMPACT_STRING = re.compile(
+    r"(?P<i> *)(?P<ln>_ln\d+) = data\[pos\]\n(?P=i)pos \+= 1\n(?P=i)if (?P=ln) & 0x80:\n"
+    r"(?P<slow>(?:(?P=i)    .*\n)+?)"
+    r"(?P=i)(?P=ln) -= 1\n(?P=i)if (?P=ln) < 0:\n(?P=i)    (?P<v>_val\d+) = None\n(?P=i)else:\n"
+    r"(?P=i)    (?P=v) = str\(data\[pos:pos\+(?P=ln)\], \"utf-8\"\)\n(?P=i)    pos \+= (?P=ln)\n"
+    r"(?P<set>(?P=i)\w+\.\w+ = (?P=v)\n)"
+    r"(?:(?P=i)if (?P=v) is None: raise _E\((?P<null>.*)\)\n)?"
+    r"(?P=i)if (?:(?P=v) is not None and )?len\((?P=v)\) > _T: _ok\((?P<name>.*), (?P=v)\)\n")
+_INT16_STRING = re.compile(
+    r"(?P<i> *)(?P<ln>_ln\d+) = unpack_from\(\">h\", data, pos\)\[0\]\n(?P=i)pos \+= 2\n"
+    r"(?P<read>(?P=i)if (?P=ln) < 0:\n(?P=i)    (?P<v>_val\d+) = None\n(?P=i)else:\n"
+    r"(?P=i)    (?P=v) = str\(data\[pos:pos\+(?P=ln)\], \"utf-8\"\)\n(?P=i)    pos \+= (?P=ln)\n"
+    r"(?P=i)\w+\.\w+ = (?P=v)\n(?:(?P=i)if (?P=v) is None: raise _E\(.*\)\n)?)"
+    r"(?P=i)if (?:(?P=v) is not None and )?len\((?P=v)\) > _T: _ok\(.*\)\n")
+
+
+def _compact_string(m: re.Match) -> str:
+    """A compact string's read with its strict checks (strict.fuse's) where they can fail: the null one where the length
+    says null, the length one where the length took more than one byte (a string of more than 32767 bytes; what
+    strict._string_ok checks of the decoded string, its UTF-8 bytes being the frame's) -- not after every string."""
+    i, ln, v = m["i"], m["ln"], m["v"]
+    null = f"{i}    raise _E({m['null']})\n" if m["null"] is not None else f"{i}    {v} = None\n"
+    return (f"{i}{ln} = data[pos]\n{i}pos += 1\n{i}if {ln} & 0x80:\n{m['slow']}"
+            f"{i}    if {ln} > {strict.MAX_STRING_BYTES + 1}: _long({m['name']}, {ln} - 1)\n"
+            f"{i}if {ln}:\n{i}    {v} = str(data[pos:pos+{ln}-1], \"utf-8\")\n{i}    pos += {ln} - 1\n"
+            f"{i}else:\n{null}{m['set']}")
+
+
+def _checked_strings(source: str, globs: dict) -> str:
+    """A fused decoder (strict.fuse) whose string checks run only where they can fail (_compact_string); a string
+    of an int16 length (at most 32767 bytes) has no length check."""
+    globs["_long"] = strict.too_long
+    source = _COMPACT_STRING.sub(_compact_string, source)
+    return _INT16_STRING.sub(lambda m: f"{m['i']}{m['ln']} = unpack_from(\">h\", data, pos)[0]\n{m['i']}pos += 2\n"
+                                       f"{m['read']}", source)
 
 
 def _decode_body(req_cls: type[ApiMessage], payload: bytes, version: int) -> ApiMessage:
