@@ -110,7 +110,8 @@ class GroupCoordinator:
         self.cfg = config if isinstance(config, Config) else Config.from_kafka(config)
         self.shards: dict[int, GroupCoordinatorShard] = {}  # owned partitions, loaded and served
         self.loading: dict[int, GroupCoordinatorShard] = {}  # owned partitions being replayed
-        self._completions: list[tuple[Pending, Any]] = []
+        # (token, answer) of the requests completed since the last drain_completions (empty: nothing to deliver)
+        self.completed: list[tuple[Pending, Any]] = []
         # group id -> its partition (partition_for), for the groups asked about lately: every group request asks
         self._partition_of: dict[str, int] = {}
 
@@ -171,10 +172,10 @@ class GroupCoordinator:
 
     # -- completions and timers ------------------------------------------------------------------------
     def _complete(self, token: Pending, result: Any) -> None:
-        self._completions.append((token, result))
+        self.completed.append((token, result))
 
     def drain_completions(self) -> list[tuple[Pending, Any]]:
-        out, self._completions = self._completions, []
+        out, self.completed = self.completed, []
         return out
 
     def next_deadline_ms(self) -> int | None:

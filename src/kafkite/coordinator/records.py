@@ -158,6 +158,7 @@ class GroupValue:
 _KEY_HEAD = struct.Struct(">hh")  # key version, group length
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _V3_HEAD = struct.Struct(">hqih")  # value version 3, offset, leader epoch, metadata length
+_V3_NO_METADATA = struct.Struct(">hqihq")  # _V3_HEAD with a metadata length 0, then the commit timestamp
 _V1_HEAD = struct.Struct(">hqh")  # value version 1, offset, metadata length
 _TWO_I64 = struct.Struct(">qq")
 
@@ -189,7 +190,9 @@ def offset_commit_record(group: str, topic: str, partition: int, v: OffsetValue)
             _KEYS.clear()
         k = _KEYS[(group, topic, partition)] = (offset_key(group, topic, partition), OffsetKey(group, topic, partition))
     key, md = k[0], v.metadata
-    if md is not None and v.expire_timestamp < 0:  # (offset_value's v3 value, inline: every commit comes here)
+    if md == "" and v.expire_timestamp < 0:  # (offset_value's v3 value with no metadata, a consumer's usual one)
+        value = _V3_NO_METADATA.pack(3, v.offset, v.leader_epoch, 0, v.commit_timestamp)
+    elif md is not None and v.expire_timestamp < 0:  # (offset_value's v3 value, inline: every commit comes here)
         md = md.encode()
         value = b"".join((_V3_HEAD.pack(3, v.offset, v.leader_epoch, len(md)), md, _I64.pack(v.commit_timestamp)))
     else:

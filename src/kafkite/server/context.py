@@ -19,9 +19,6 @@ def now_ms() -> int:
     return int(_time() * 1000)
 
 
-_now_ms = now_ms  # RequestContext's own field is called now_ms
-
-
 class RequestContext:
     """One request's context. Built for every request, so it is lean: slots, and the request's logger is bound
     (peer, api, version, correlation id, client id) only when a handler logs."""
@@ -36,7 +33,7 @@ class RequestContext:
         self.peer = peer
         self._log = log  # bound already (a caller's own), or None: bound from conn_log on first use
         self._conn_log = conn_log  # the connection's logger
-        self.now_ms = _now_ms() if now_ms is None else now_ms
+        self.now_ms = int(_time() * 1000) if now_ms is None else now_ms  # (now_ms(), inline)
         # Awaited before the response is sent; the connection may read and handle the next Produce
         # meanwhile (see network/connection.py). Produce puts its wait for the fsync here.
         self.before_send: list = []

@@ -2,7 +2,7 @@
 per API, each running the sans-IO coordinator's operation on the coordinator runtime."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable
+from typing import TYPE_CHECKING, Any, Coroutine
 
 import structlog
 import trio
@@ -179,10 +179,12 @@ class GroupCoordinatorService:
     def commit_offsets(self, *, group_id: str | None, generation_id: int, member_id: str,
                        group_instance_id: str | None, offsets: list[OffsetCommit],
                        retention_ms: int = -1, api_version: int = 9, now: int | None = None
-                       ) -> Awaitable[list[tuple[str, int, int]]]:
+                       ) -> "list[tuple[str, int, int]] | Coroutine[Any, Any, list[tuple[str, int, int]]]":
         """`now`: the time in ms the commit is made at (the request's; now_ms() when not given). The operation runs
-        now; awaiting the answer is the runtime's write (no coroutine of its own: every commit comes here)."""
-        return self.runtime.write(*self.coordinator.commit_offsets(
+        now, and so does its write (CoordinatorRuntime.write_now): the answer, or when it must wait (for an fsync, the
+        ISR, an earlier write) a coroutine (CoroutineType) to await for it -- no coroutine made for a commit
+        answered at once (every commit comes here)."""
+        return self.runtime.write_now(*self.coordinator.commit_offsets(
             group_id=group_id, generation_id=generation_id, member_id=member_id,
             group_instance_id=group_instance_id, offsets=offsets, retention_ms=retention_ms,
             now_ms=now_ms() if now is None else now, api_version=api_version))

@@ -51,6 +51,11 @@ CONTROL_BIT = 0x20
 INT32_MAX = (1 << 31) - 1
 
 
+# BatchHeader(*fields) without the namedtuple's generated __new__ (a Python function): the tuple made directly, from
+# the 13 fields in order (every batch read or built makes one)
+_new_header = tuple.__new__
+
+
 class BatchHeader(NamedTuple):
     """The 61-byte v2 header, field names as in Kafka's DefaultRecordBatch."""
     base_offset: int
@@ -115,7 +120,7 @@ class BatchHeader(NamedTuple):
 
 def read_header(buf, pos: int = 0) -> BatchHeader:
     """The header at pos (buf must hold at least 61 bytes from pos)."""
-    return BatchHeader(*_HDR.unpack_from(buf, pos))
+    return _new_header(BatchHeader, _HDR.unpack_from(buf, pos))
 
 
 def transactional_header(records) -> BatchHeader | None:
@@ -338,8 +343,8 @@ def build_batch_with_header(records, *, base_offset: int, timestamp_ms: int, pro
         crc = crc32c_of(tail)
         # (_finish_batch's steps for one record: keep them alike)
         return (_BEFORE_CRC.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc) + tail,
-                BatchHeader(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, 0, timestamp_ms,
-                            timestamp_ms, producer_id, producer_epoch, base_sequence, 1))
+                _new_header(BatchHeader, (base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, 0,
+                                          timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, 1)))
     parts = [b""]  # the CRC-covered header goes first
     if headerless:
         small = _SMALL_VARINTS  # (lengths and deltas below 64 are one byte: no call)
@@ -375,8 +380,8 @@ def _finish_batch(parts: list, n: int, base_offset: int, timestamp_ms: int, prod
                                  base_sequence, n)
     tail = b"".join(parts)
     crc = crc32c_of(tail)
-    h = BatchHeader(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, n - 1, timestamp_ms,
-                    timestamp_ms, producer_id, producer_epoch, base_sequence, n)
+    h = _new_header(BatchHeader, (base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, n - 1,
+                                  timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, n))
     return _BEFORE_CRC.pack(base_offset, h.batch_length, partition_leader_epoch, 2, crc) + tail, h
 
 
