@@ -124,7 +124,7 @@ class GroupCoordinator:
             p = self._partition_of[group_id] = partition_for(group_id, self.cfg.num_partitions)
         return p
 
-    def shard_for(self, group_id: str | None, *, allow_empty: bool = False
+    def shard_for(self, group_id: str | None, allow_empty: bool = False
                   ) -> tuple[int, GroupCoordinatorShard | None]:
         """Kafka's isValidGroupId, then ownership: a null group id is never valid; an empty one only for
         the offset APIs (commit, fetch) and admin calls, not for group membership."""
@@ -287,13 +287,16 @@ class GroupCoordinator:
         return 0, None, g
 
     # -- offsets ---------------------------------------------------------------------------------------------
-    def commit_offsets(self, *, group_id: str | None, offsets: list[OffsetCommit], now_ms: int,
+    def commit_offsets(self, group_id: str | None, offsets: list[OffsetCommit], now_ms: int,
                        api_version: int = 9, generation_id: int = -1, member_id: str = "",
                        group_instance_id: str | None = None, retention_ms: int = -1
                        ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[list[tuple[str, int, int]]]]:
-        err, shard = self.shard_for(group_id, allow_empty=True)
-        if err:
-            return None, CoordinatorResult(response=[(t, p, int(err)) for t, p, *_ in offsets])
+        # (shard_for's lookups when the group is known and its shard loaded -- never loading then --, else its call)
+        shard = self.shards.get(self._partition_of.get(group_id))
+        if shard is None:
+            err, shard = self.shard_for(group_id, True)  # (allow_empty)
+            if err:
+                return None, CoordinatorResult(response=[(t, p, int(err)) for t, p, *_ in offsets])
         cg = shard.consumer_groups.get(group_id)
         if cg is not None:  # a KIP-848 group: the generation is the member epoch
             err = shard.consumer.validate_offset_commit(cg, member_id, generation_id, api_version)

@@ -275,17 +275,16 @@ class CoordinatorRuntime:
         b, topic = self.broker, self.topic
         rm, md = b.replicas, b.cache
         p = md.partition(topic, partition)  # (looked up once: the leader check's, and the epoch the batch gets)
-        err = rm.leader_check(md, topic, partition, p=p)
+        err = rm.leader_check(md, topic, partition, -1, p)  # (p: positional, cheaper than a keyword)
         if err:
             return int(err)
         # built at the log end, the CRC computed once, handed over with its header: not walked, parsed nor copied
         # again (AppendOrigin.COORDINATOR); a transactional one (TxnOffsetCommit: producer_id >= 0) has sequence 0,
         # unchecked (a result's producer id and epoch are -1 unless it is one)
-        out = rm.append_coordinator_batch(topic, partition, records, int(_time() * 1000),  # (now_ms(), inline)
-                                          leader_epoch=p.leader_epoch,
-                                          producer_id=-1 if result is None else result.producer_id,
-                                          producer_epoch=-1 if result is None else result.producer_epoch,
-                                          defer_flush=True)
+        # (positional: now_ms() inline, leader epoch, producer id and epoch, defer_flush)
+        out = rm.append_coordinator_batch(topic, partition, records, int(_time() * 1000), p.leader_epoch,
+                                          -1 if result is None else result.producer_id,
+                                          -1 if result is None else result.producer_epoch, True)
         if out.error:
             log.warning("coordinator.append_failed", topic=topic, partition=partition, error=E(out.error).name)
             return out.error

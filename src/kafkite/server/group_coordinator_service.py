@@ -176,7 +176,7 @@ class GroupCoordinatorService:
                                                                       now_ms=now_ms()))
 
     # -- offsets --------------------------------------------------------------------------------------
-    def commit_offsets(self, *, group_id: str | None, generation_id: int, member_id: str,
+    def commit_offsets(self, group_id: str | None, generation_id: int, member_id: str,
                        group_instance_id: str | None, offsets: list[OffsetCommit],
                        retention_ms: int = -1, api_version: int = 9, now: int | None = None
                        ) -> "list[tuple[str, int, int]] | Coroutine[Any, Any, list[tuple[str, int, int]]]":
@@ -184,10 +184,11 @@ class GroupCoordinatorService:
         now, and so does its write (CoordinatorRuntime.write_now): the answer, or when it must wait (for an fsync, the
         ISR, an earlier write) a coroutine (CoroutineType) to await for it -- no coroutine made for a commit
         answered at once (every commit comes here)."""
+        # (positional: a call with keywords costs more) group id, offsets, now_ms, api version, generation id, member
+        # id, group instance id, retention
         return self.runtime.write_now(*self.coordinator.commit_offsets(
-            group_id=group_id, generation_id=generation_id, member_id=member_id,
-            group_instance_id=group_instance_id, offsets=offsets, retention_ms=retention_ms,
-            now_ms=now_ms() if now is None else now, api_version=api_version))
+            group_id, offsets, now_ms() if now is None else now, api_version, generation_id, member_id,
+            group_instance_id, retention_ms))
 
     async def fetch_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]] | None,
                             require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1

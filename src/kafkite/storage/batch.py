@@ -331,20 +331,8 @@ def build_batch_with_header(records, *, base_offset: int, timestamp_ms: int, pro
     if not records:
         raise ValueError("a record batch needs at least one record")
     if headerless and len(records) == 1:  # (a coordinator's usual write, one offset commit: in one pass, no loop)
-        (k, v), small = records[0], _SMALL_VARINTS
-        # attributes (0), timestampDelta (0), offsetDelta (0), key, value, no headers
-        rec = b"".join((b"\x00\x00\x00", b"\x01" if k is None else small[len(k)] if len(k) < 64 else _varint(len(k)),
-                        k or b"", b"\x01" if v is None else small[len(v)] if len(v) < 64 else _varint(len(v)),
-                        v or b"", b"\x00"))
-        attributes = TRANSACTIONAL_BIT if is_transactional else 0
-        tail = b"".join((_CRC_COVERED.pack(attributes, 0, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
-                                           base_sequence, 1),
-                         small[len(rec)] if len(rec) < 64 else _varint(len(rec)), rec))
-        crc = crc32c_of(tail)
-        # (_finish_batch's steps for one record: keep them alike)
-        return (_BEFORE_CRC.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc) + tail,
-                _new_header(BatchHeader, (base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, 0,
-                                          timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, 1)))
+        return build_one_record_batch(records[0][0], records[0][1], base_offset, timestamp_ms, producer_id,
+                                      producer_epoch, base_sequence, is_transactional, partition_leader_epoch)
     parts = [b""]  # the CRC-covered header goes first
     if headerless:
         small = _SMALL_VARINTS  # (lengths and deltas below 64 are one byte: no call)
@@ -369,6 +357,27 @@ def build_batch_with_header(records, *, base_offset: int, timestamp_ms: int, pro
         parts += (_varint(len(rec)), rec)
     return _finish_batch(parts, len(records), base_offset, timestamp_ms, producer_id, producer_epoch,
                          base_sequence, is_transactional, partition_leader_epoch)
+
+
+def build_one_record_batch(k: bytes | None, v: bytes | None, base_offset: int, timestamp_ms: int, producer_id: int,
+                           producer_epoch: int, base_sequence: int, is_transactional: bool, partition_leader_epoch: int
+                           ) -> tuple[bytes, BatchHeader]:
+    """build_batch_with_header's batch of one record (key k, value v, no headers), in one pass: a coordinator's usual
+    write (one offset commit). Positional arguments (a call with keywords costs more)."""
+    small = _SMALL_VARINTS
+    # attributes (0), timestampDelta (0), offsetDelta (0), key, value, no headers
+    rec = b"".join((b"\x00\x00\x00", b"\x01" if k is None else small[len(k)] if len(k) < 64 else _varint(len(k)),
+                    k or b"", b"\x01" if v is None else small[len(v)] if len(v) < 64 else _varint(len(v)),
+                    v or b"", b"\x00"))
+    attributes = TRANSACTIONAL_BIT if is_transactional else 0
+    tail = b"".join((_CRC_COVERED.pack(attributes, 0, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
+                                       base_sequence, 1),
+                     small[len(rec)] if len(rec) < 64 else _varint(len(rec)), rec))
+    crc = crc32c_of(tail)
+    # (_finish_batch's steps for one record: keep them alike)
+    return (_BEFORE_CRC.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc) + tail,
+            _new_header(BatchHeader, (base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, 0,
+                                      timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, 1)))
 
 
 def _finish_batch(parts: list, n: int, base_offset: int, timestamp_ms: int, producer_id: int, producer_epoch: int,

@@ -182,7 +182,7 @@ class UnifiedLog(LogFlush):
         self._append_batches(buf, headers, now_ms=now_ms, defer_flush=defer_flush, owned=True)
         return AppendResult(base, headers[-1][1].last_offset, lat, self.log_start_offset)
 
-    def append_built(self, batch: bytes, header: BatchHeader, *, now_ms: int, defer_flush: bool = False
+    def append_built(self, batch: bytes, header: BatchHeader, now_ms: int, defer_flush: bool = False
                      ) -> AppendResult:
         """A batch the broker has just built at the log end offset, with the leader epoch stamped and the header
         the builder knows (a coordinator's write, Kafka's AppendOrigin.COORDINATOR; ReplicaManager checks that

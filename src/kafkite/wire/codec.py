@@ -88,6 +88,7 @@ class Request:
 
 
 _UNPACK_HEADER = struct.Struct(">hhi").unpack_from
+_PRODUCE = int(ApiKey.Produce)  # (a plain int: no enum attribute read per request)
 
 
 def peek_header(payload: bytes) -> tuple[int, int, int]:
@@ -123,7 +124,7 @@ def decode_request(payload: bytes, supported: dict[int, tuple[int, int]]) -> Req
         else:  # (_decode_body's steps in one generated function: every request comes here)
             # a Produce's decoder reads a memoryview (its records are views of the frame: _RecordsView), every other
             # one the frame's bytes (_compiled_decoder's on_bytes)
-            body, end = decode(memoryview(payload) if api_key == ApiKey.Produce else
+            body, end = decode(memoryview(payload) if api_key == _PRODUCE else
                                payload if type(payload) is bytes else bytes(payload), 0)
             if end > len(payload):
                 raise ValueError(f"request needs {end} bytes, the frame holds {len(payload)}")

@@ -218,11 +218,12 @@ async def handle_offset_commit(apis: KafkaApis, ctx: RequestContext):
                 offsets.append((name, i, p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
                                 p.committed_metadata))
     if offsets:
+        # (positional: a call with keywords costs more) group id, generation id, member id, group instance id,
+        # offsets, retention, api version, now
         results = apis.group_coordinator.commit_offsets(
-            group_id=body.group_id, generation_id=body.generation_id_or_member_epoch if v >= 1 else -1,
-            member_id=body.member_id if v >= 1 else "", group_instance_id=body.group_instance_id if v >= 7 else None,
-            offsets=offsets, retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v,
-            now=ctx.now_ms)
+            body.group_id, body.generation_id_or_member_epoch if v >= 1 else -1, body.member_id if v >= 1 else "",
+            body.group_instance_id if v >= 7 else None, offsets, body.retention_time_ms if 2 <= v <= 4 else -1, v,
+            ctx.now_ms)
         if type(results) is CoroutineType:  # it must wait (an fsync, the ISR, an earlier write); else answered now
             results = await results
         if not codes and len(results) == 1:  # the request's one partition (a consumer's usual commit)
