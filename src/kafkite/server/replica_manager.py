@@ -460,10 +460,18 @@ class ReplicaManager(ReplicatedPartitions):
                                                   partition_leader_epoch=leader_epoch, headerless=True)
             if len(data) <= lg.config.max_message_bytes:
                 try:
-                    res = lg.append_built(data, h, now_ms, defer_flush)
+                    last = lg.append_built(data, h, now_ms, defer_flush)
                 except OSError as exc:
                     return self._append_failed((topic, partition), exc)
-                return self._appended((topic, partition), lg, res)
+                # (_appended's steps for the built batch: keep them alike)
+                wait = (lg, last) if lg.flush_pending(last) else None
+                if wait is None:
+                    key = (topic, partition)
+                    p = self.partitions.get(key)
+                    if p is not None:
+                        p.maybe_increment_hw()
+                    self.purgatory.check_and_complete(key)
+                return AppendOutcome(0, h.base_offset, -1, lg.log_start_offset, None, None, None, wait, last)
         data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now_ms, producer_id=producer_id,
                            producer_epoch=producer_epoch, base_sequence=0 if txn else -1, is_transactional=txn)
         return self.append(topic, partition, data, now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush,

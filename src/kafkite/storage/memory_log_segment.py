@@ -37,24 +37,11 @@ class MemoryLogSegment(LogSegment):
         # one whole batch is kept as it is when nothing else may change it: an immutable bytes (a coordinator's,
         # just built), or a buffer the log owns (`owned`: a produced batch, copied out of the request once and
         # patched in place by UnifiedLog.append); else each batch is copied out
+        if len(headers) == 1 and (owned or type(buf) is bytes) and \
+                headers[0][1].batch_length + LOG_OVERHEAD == len(buf):
+            self.append_whole(buf, headers[0][1], len(buf), index_interval, max_index_bytes)
+            return
         self.index_interval = index_interval
-        if len(headers) == 1 and (owned or type(buf) is bytes):
-            h = headers[0][1]
-            size = h.batch_length + LOG_OVERHEAD  # (h.size)
-            if size == len(buf):  # (the loop's steps below for one whole batch, kept as it is: keep them alike)
-                last = h.base_offset + h.last_offset_delta
-                if self.size == 0:
-                    self.first_batch_ts = h.max_timestamp
-                if h.max_timestamp > self.max_ts:
-                    self.max_ts, self.max_ts_offset = h.max_timestamp, last
-                self.next_offset = last + 1
-                self.batches.append(buf)
-                self.lasts.append(last)
-                self.size += size
-                if self.bytes_since_index > index_interval:
-                    self._count_index_entry(max_index_bytes)
-                self.bytes_since_index += size
-                return
         mv = memoryview(buf)
         for pos, h in headers:
             last = h.base_offset + h.last_offset_delta  # (LogSegment._note(h)'s steps, inline: keep them alike)
@@ -70,6 +57,23 @@ class MemoryLogSegment(LogSegment):
             if self.bytes_since_index > index_interval:
                 self._count_index_entry(max_index_bytes)
             self.bytes_since_index += size
+
+    def append_whole(self, buf, h: BatchHeader, size: int, index_interval: int, max_index_bytes: int | None) -> None:
+        """One whole batch of `size` bytes (its header h), kept as it is: nothing else may change it (append's rule);
+        a coordinator's write comes here from UnifiedLog.append_built. (append's loop's steps: keep them alike)"""
+        self.index_interval = index_interval
+        last = h.base_offset + h.last_offset_delta
+        if self.size == 0:
+            self.first_batch_ts = h.max_timestamp
+        if h.max_timestamp > self.max_ts:
+            self.max_ts, self.max_ts_offset = h.max_timestamp, last
+        self.next_offset = last + 1
+        self.batches.append(buf)
+        self.lasts.append(last)
+        self.size += size
+        if self.bytes_since_index > index_interval:
+            self._count_index_entry(max_index_bytes)
+        self.bytes_since_index += size
 
     def _count_index_entry(self, max_index_bytes: int | None) -> None:
         """The entries FileLogSegment._index_batch would add (one every index.interval.bytes), counted."""

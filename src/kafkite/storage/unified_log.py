@@ -182,11 +182,11 @@ class UnifiedLog(LogFlush):
         self._append_batches(buf, headers, now_ms=now_ms, defer_flush=defer_flush, owned=True)
         return AppendResult(base, headers[-1][1].last_offset, lat, self.log_start_offset)
 
-    def append_built(self, batch: bytes, header: BatchHeader, now_ms: int, defer_flush: bool = False
-                     ) -> AppendResult:
+    def append_built(self, batch: bytes, header: BatchHeader, now_ms: int, defer_flush: bool = False) -> int:
         """A batch the broker has just built at the log end offset, with the leader epoch stamped and the header
         the builder knows (a coordinator's write, Kafka's AppendOrigin.COORDINATOR; ReplicaManager checks that
-        neither compression.type nor LogAppendTime would rewrite it): appended as it is, not parsed again."""
+        neither compression.type nor LogAppendTime would rewrite it): appended as it is, not parsed again -> its
+        last offset."""
         h, base = header, header.base_offset
         if base != self.log_end_offset:
             raise ValueError(f"a built batch at offset {base}, the log end is {self.log_end_offset}")
@@ -201,8 +201,11 @@ class UnifiedLog(LogFlush):
         deferring = defer_flush and durable
         try:
             seg = self.segments[-1]
-            seg.append(batch, [(0, h)], cfg.index_interval_bytes, defer_write=deferring, sync=flush_due,
-                       max_index_bytes=cfg.segment_index_bytes)
+            if durable:
+                seg.append(batch, [(0, h)], cfg.index_interval_bytes, defer_write=deferring, sync=flush_due,
+                           max_index_bytes=cfg.segment_index_bytes)
+            else:  # a memory segment (its append of one whole batch, no list of headers made)
+                seg.append_whole(batch, h, len(batch), cfg.index_interval_bytes, cfg.segment_index_bytes)
             seg.modified_ms = now_ms
             epochs = self.epochs.entries
             if h.partition_leader_epoch > (epochs[-1][0] if epochs else -1):  # (assign's check: a newer epoch)
@@ -223,7 +226,7 @@ class UnifiedLog(LogFlush):
         except OSError:
             self._dirty_from = base if self._dirty_from is None else min(self._dirty_from, base)
             raise
-        return AppendResult(base, last, -1, self.log_start_offset)
+        return last
 
     def append_as_follower(self, batches, *, now_ms: int, defer_flush: bool = False) -> AppendResult:
         """A follower's append (Kafka's appendAsFollower): the leader's batches as they are -- their offsets,

@@ -397,7 +397,7 @@ class EncodedBody:
     """A response body encoded once (`encode_body`) and sent many times: `encode_response` puts the frame's size and
     response header before it. For answers that repeat byte for byte (an OffsetCommit's, for the same partitions and
     errors), so the response objects are neither built nor encoded again."""
-    __slots__ = ("data", "header_tail")
+    __slots__ = ("data", "header_tail", "after_id", "size")
 
     def __init__(self, data: bytes, flexible: bool):
         self.data = data
@@ -406,6 +406,8 @@ class EncodedBody:
         with EncodeBufferPool.acquire() as out:
             _HEADER_ENCODERS[flexible](header, out)
             self.header_tail = bytes(out.result()[4:])
+        self.after_id = self.header_tail + data  # the frame after its size and correlation id
+        self.size = 4 + len(self.after_id)  # the frame's size field
 
 
 def encode_body(response: ApiMessage, api_version: int) -> EncodedBody:
@@ -425,8 +427,7 @@ def encode_response(response: ApiMessage | EncodedBody, api_version: int, correl
     with its own header rule (ApiVersions' response header is always v0) goes through encode() itself."""
     cls = type(response)
     if cls is EncodedBody:
-        tail, data = response.header_tail, response.data
-        return _PACK_SIZE_AND_ID(4 + len(tail) + len(data), correlation_id) + tail + data
+        return _PACK_SIZE_AND_ID(response.size, correlation_id) + response.after_id
     got = _encoder(cls, api_version)
     response._header = None  # (kafka-python's version setter would write a request's field into a header it holds)
     if got is None:
