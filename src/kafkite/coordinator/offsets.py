@@ -16,6 +16,7 @@ from .result import CoordinatorResult
 from .timeline import SnapshotRegistry
 
 S = GroupState
+_EMPTY = S.EMPTY  # (a member read off an enum class costs ~60 ns: read once)
 log = structlog.get_logger("kafkite.coordinator")
 
 OffsetCommit = tuple[str, int, int, int, "str | None"]  # topic, partition, offset, leader epoch, metadata
@@ -42,7 +43,7 @@ class OffsetMetadataManager:
             return [(t, p, int(code)) for t, p, *_ in offsets]
         g = self.groups.get(group_id)
         # (_validate_member's answer for a simple consumer's commit, inline: 0; else its call)
-        err = 0 if generation_id < 0 and (g is None or g.state is S.EMPTY) else \
+        err = 0 if generation_id < 0 and (g is None or g.state is _EMPTY) else \
             self._validate_member(group_id, generation_id, member_id, group_instance_id, now_ms)
         if err:
             return CoordinatorResult(response=all_(err))

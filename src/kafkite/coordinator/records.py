@@ -171,8 +171,11 @@ def offset_key(group: str, topic: str, partition: int) -> bytes:
 # The decoded form of the offset commit records encoded last (offset_commit_record): the coordinator runtime replays
 # a record right after appending it, and decode_record takes the key and value from here instead of decoding the
 # bytes just encoded -- the values decoding them gives (the leader epoch is not in a v1 value, nor the expire
-# timestamp in a v3 one). Bounded: a record never replayed (a failed append) goes at the next clearing.
-_JUST_ENCODED: dict[tuple[bytes, bytes], tuple["OffsetKey", "OffsetValue"]] = {}
+# timestamp in a v3 one). By the id of the value's bytes object (held here, so no other object has its id while it
+# is: an int is cheaper to hash than the bytes), each entry (key, value, decoded key, decoded value), taken when the
+# replayed record is that very value object and an equal key. Bounded: a record never replayed (a failed append) goes
+# at the next clearing.
+_JUST_ENCODED: dict[int, tuple[bytes, bytes, "OffsetKey", "OffsetValue"]] = {}
 _JUST_ENCODED_MAX = 1024
 
 
@@ -205,7 +208,7 @@ def offset_commit_record(group: str, topic: str, partition: int, v: OffsetValue)
         decoded = v
     else:
         decoded = OffsetValue(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, -1)
-    _JUST_ENCODED[(key, value)] = (k[1], decoded)
+    _JUST_ENCODED[id(value)] = (key, value, k[1], decoded)
     return key, value
 
 
@@ -304,9 +307,9 @@ def decode_record(key: bytes, value: bytes | None):
     """(key, value or None for a tombstone); (IgnoredKey, None) for record types we don't use.
     Raises RecordDecodeError (a ValueError) when the bytes do not follow the schema."""
     if type(key) is bytes and type(value) is bytes:
-        got = _JUST_ENCODED.pop((key, value), None)
-        if got is not None:
-            return got
+        got = _JUST_ENCODED.pop(id(value), None)
+        if got is not None and got[1] is value and got[0] == key:
+            return got[2], got[3]
     k = decode_key(key)
     if isinstance(k, IgnoredKey) or value is None:
         return k, None

@@ -80,12 +80,12 @@ class GroupCoordinatorShard:
         if producer_id < 0 and type(key) is bytes and type(value) is bytes:
             # an offset commit encoded just now (records.decode_record's kept key and value, taken first: no
             # decode, the kind known): what the runtime replays after every commit
-            got = _JUST_ENCODED_POP((key, value), None)
-            if got is not None:
+            got = _JUST_ENCODED_POP(id(value), None)
+            if got is not None and got[1] is value and got[0] == key:
                 try:
-                    self.offsets.replay(*got)
+                    self.offsets.replay(got[2], got[3])
                 except Exception:
-                    log.exception("offsets.replay_failed", partition=self.partition, offset=offset, key=repr(got[0]))
+                    log.exception("offsets.replay_failed", partition=self.partition, offset=offset, key=repr(got[2]))
                 return
         head = key[:2]  # the key version: a KIP-848 group's record?
         if (head if type(head) is bytes else bytes(head)) in _CR_KEY_PREFIXES:
