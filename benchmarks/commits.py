@@ -39,7 +39,8 @@ difference over N is the user-space instructions the broker executes per commit 
 decoding, handling and answer, not the kernel's share of its system calls. The count is the same in every run (to
 about 1%), however loaded the machine: an A/B of a change on a shared machine where CPU per commit swings by 1.5x.
 2026-11-26: the null broker 95-97K, Kafkite in memory 299-302K (323-326K before that day's sixth pass), 278-282K
-after the seventh.
+after the seventh, 225-231K after the eighth (then a run now and then counts a one-off ~40M instructions more --
+247K at N=2000, 235K at 5000 --, a background turn in the measured window, it seems: compare runs of the same N).
 
 --pin puts each broker (every thread) on the last CPU and the consumers on the others (as throughput.py --pin).
 Unpinned, Linux often wakes the broker on the CPU its client just ran on (a loopback socket's wake-up), and the

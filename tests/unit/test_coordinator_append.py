@@ -80,6 +80,17 @@ def test_the_builder_header_is_the_one_read_back():
         build_batch_with_header([], base_offset=0, timestamp_ms=NOW, headerless=True)
 
 
+@pytest.mark.parametrize("key", [None, b"", b"k" * 63, b"k" * 64])
+@pytest.mark.parametrize("value", [None, b"v" * 20, b"v" * 300])
+@pytest.mark.parametrize("txn", [False, True])
+def test_a_one_record_batch_is_the_one_the_general_builder_makes(key, value, txn):
+    """The one-record batch (a commit's, built in one pass) is byte for byte build_batch's, its header read back."""
+    kw = dict(base_offset=42, timestamp_ms=NOW, partition_leader_epoch=3, producer_id=9 if txn else -1,
+              producer_epoch=1 if txn else -1, base_sequence=0 if txn else -1, is_transactional=txn)
+    data, h = build_batch_with_header([(key, value)], headerless=True, **kw)
+    assert data == build_batch([(key, value, [])], **kw) and h == read_header(data) and crc_ok(data, 0, h)
+
+
 @pytest.mark.parametrize("configs, check", [
     ({"compression.type": "gzip"}, lambda h: h.compression == 1),
     ({"message.timestamp.type": "LogAppendTime"}, lambda h: h.log_append_time),

@@ -110,7 +110,8 @@ class GroupCoordinator:
         self.cfg = config if isinstance(config, Config) else Config.from_kafka(config)
         self.shards: dict[int, GroupCoordinatorShard] = {}  # owned partitions, loaded and served
         self.loading: dict[int, GroupCoordinatorShard] = {}  # owned partitions being replayed
-        self._completions: list[tuple[Pending, Any]] = []
+        # (token, answer) of the requests completed since the last drain_completions (empty: nothing to deliver)
+        self.completed: list[tuple[Pending, Any]] = []
         # group id -> its partition (partition_for), for the groups asked about lately: every group request asks
         self._partition_of: dict[str, int] = {}
 
@@ -123,7 +124,7 @@ class GroupCoordinator:
             p = self._partition_of[group_id] = partition_for(group_id, self.cfg.num_partitions)
         return p
 
-    def shard_for(self, group_id: str | None, *, allow_empty: bool = False
+    def shard_for(self, group_id: str | None, allow_empty: bool = False
                   ) -> tuple[int, GroupCoordinatorShard | None]:
         """Kafka's isValidGroupId, then ownership: a null group id is never valid; an empty one only for
         the offset APIs (commit, fetch) and admin calls, not for group membership."""
@@ -171,10 +172,10 @@ class GroupCoordinator:
 
     # -- completions and timers ------------------------------------------------------------------------
     def _complete(self, token: Pending, result: Any) -> None:
-        self._completions.append((token, result))
+        self.completed.append((token, result))
 
     def drain_completions(self) -> list[tuple[Pending, Any]]:
-        out, self._completions = self._completions, []
+        out, self.completed = self.completed, []
         return out
 
     def next_deadline_ms(self) -> int | None:
@@ -286,13 +287,16 @@ class GroupCoordinator:
         return 0, None, g
 
     # -- offsets ---------------------------------------------------------------------------------------------
-    def commit_offsets(self, *, group_id: str | None, offsets: list[OffsetCommit], now_ms: int,
+    def commit_offsets(self, group_id: str | None, offsets: list[OffsetCommit], now_ms: int,
                        api_version: int = 9, generation_id: int = -1, member_id: str = "",
                        group_instance_id: str | None = None, retention_ms: int = -1
                        ) -> tuple[GroupCoordinatorShard | None, CoordinatorResult[list[tuple[str, int, int]]]]:
-        err, shard = self.shard_for(group_id, allow_empty=True)
-        if err:
-            return None, CoordinatorResult(response=[(t, p, int(err)) for t, p, *_ in offsets])
+        # (shard_for's lookups when the group is known and its shard loaded -- never loading then --, else its call)
+        shard = self.shards.get(self._partition_of.get(group_id))
+        if shard is None:
+            err, shard = self.shard_for(group_id, True)  # (allow_empty)
+            if err:
+                return None, CoordinatorResult(response=[(t, p, int(err)) for t, p, *_ in offsets])
         cg = shard.consumer_groups.get(group_id)
         if cg is not None:  # a KIP-848 group: the generation is the member epoch
             err = shard.consumer.validate_offset_commit(cg, member_id, generation_id, api_version)

@@ -67,13 +67,9 @@ class Member:
         return list(self.protocols) == list(protocols)
 
 
-@dataclass
-class OffsetEntry:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int = -1
+# A committed offset as the group holds it: the decoded OffsetCommitValue itself (offset, leader epoch, metadata,
+# commit and expire timestamps), kept as the replay gets it -- a value is never changed once decoded
+OffsetEntry = R.OffsetValue
 
 
 @dataclass

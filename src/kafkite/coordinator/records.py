@@ -158,6 +158,7 @@ class GroupValue:
 _KEY_HEAD = struct.Struct(">hh")  # key version, group length
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _V3_HEAD = struct.Struct(">hqih")  # value version 3, offset, leader epoch, metadata length
+_V3_NO_METADATA = struct.Struct(">hqihq")  # _V3_HEAD with a metadata length 0, then the commit timestamp
 _V1_HEAD = struct.Struct(">hqh")  # value version 1, offset, metadata length
 _TWO_I64 = struct.Struct(">qq")
 
@@ -170,8 +171,11 @@ def offset_key(group: str, topic: str, partition: int) -> bytes:
 # The decoded form of the offset commit records encoded last (offset_commit_record): the coordinator runtime replays
 # a record right after appending it, and decode_record takes the key and value from here instead of decoding the
 # bytes just encoded -- the values decoding them gives (the leader epoch is not in a v1 value, nor the expire
-# timestamp in a v3 one). Bounded: a record never replayed (a failed append) goes at the next clearing.
-_JUST_ENCODED: dict[tuple[bytes, bytes], tuple["OffsetKey", "OffsetValue"]] = {}
+# timestamp in a v3 one). By the id of the value's bytes object (held here, so no other object has its id while it
+# is: an int is cheaper to hash than the bytes), each entry (key, value, decoded key, decoded value), taken when the
+# replayed record is that very value object and an equal key. Bounded: a record never replayed (a failed append) goes
+# at the next clearing.
+_JUST_ENCODED: dict[int, tuple[bytes, bytes, "OffsetKey", "OffsetValue"]] = {}
 _JUST_ENCODED_MAX = 1024
 
 
@@ -189,7 +193,9 @@ def offset_commit_record(group: str, topic: str, partition: int, v: OffsetValue)
             _KEYS.clear()
         k = _KEYS[(group, topic, partition)] = (offset_key(group, topic, partition), OffsetKey(group, topic, partition))
     key, md = k[0], v.metadata
-    if md is not None and v.expire_timestamp < 0:  # (offset_value's v3 value, inline: every commit comes here)
+    if md == "" and v.expire_timestamp < 0:  # (offset_value's v3 value with no metadata, a consumer's usual one)
+        value = _V3_NO_METADATA.pack(3, v.offset, v.leader_epoch, 0, v.commit_timestamp)
+    elif md is not None and v.expire_timestamp < 0:  # (offset_value's v3 value, inline: every commit comes here)
         md = md.encode()
         value = b"".join((_V3_HEAD.pack(3, v.offset, v.leader_epoch, len(md)), md, _I64.pack(v.commit_timestamp)))
     else:
@@ -202,7 +208,7 @@ def offset_commit_record(group: str, topic: str, partition: int, v: OffsetValue)
         decoded = v
     else:
         decoded = OffsetValue(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, -1)
-    _JUST_ENCODED[(key, value)] = (k[1], decoded)
+    _JUST_ENCODED[id(value)] = (key, value, k[1], decoded)
     return key, value
 
 
@@ -301,9 +307,9 @@ def decode_record(key: bytes, value: bytes | None):
     """(key, value or None for a tombstone); (IgnoredKey, None) for record types we don't use.
     Raises RecordDecodeError (a ValueError) when the bytes do not follow the schema."""
     if type(key) is bytes and type(value) is bytes:
-        got = _JUST_ENCODED.pop((key, value), None)
-        if got is not None:
-            return got
+        got = _JUST_ENCODED.pop(id(value), None)
+        if got is not None and got[1] is value and got[0] == key:
+            return got[2], got[3]
     k = decode_key(key)
     if isinstance(k, IgnoredKey) or value is None:
         return k, None

@@ -70,16 +70,18 @@ class SnapshotRegistry:
     def delete_up_to(self, offset: int) -> None:
         """The records below `offset` are committed: the snapshots below it are dropped, and the changes
         older than the oldest one left."""
-        while self._snapshots and self._snapshots[0][0] < offset:
-            self._snapshots.pop(0)
-        if not self._snapshots:
+        snapshots = self._snapshots
+        if not snapshots or snapshots[-1][0] < offset:  # every one (a write committed with none open after it)
+            snapshots.clear()
             self._base += len(self._undo)
             self._undo.clear()
-        else:
-            drop = self._snapshots[0][1] - self._base
-            if drop > 0:
-                del self._undo[:drop]
-                self._base += drop
+            return
+        while snapshots[0][0] < offset:  # (the newest one stays)
+            snapshots.pop(0)
+        drop = snapshots[0][1] - self._base
+        if drop > 0:
+            del self._undo[:drop]
+            self._base += drop
 
     def clear(self) -> None:
         self.delete_up_to(1 << 63)

@@ -371,6 +371,8 @@ class TransactionCoordinator:
         self.loading.pop(partition, None)
         self.shards.pop(partition, None)
 
+    completed: tuple = ()  # (drain_completions': no request of this coordinator is completed by another's operation)
+
     def drain_completions(self) -> list:
         return []
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import time
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
@@ -100,7 +101,8 @@ class CoordinatorRuntime:
     def __init__(self, broker: "Broker", topic: str, coordinator: Any):
         self.broker = broker
         self.topic = topic
-        self.coordinator = coordinator  # begin/finish_loading, unload, poll, next_deadline_ms, drain_completions
+        # begin/finish_loading, unload, poll, next_deadline_ms, drain_completions (and `completed`: any to drain)
+        self.coordinator = coordinator
         self.leading: set[int] = set()
         self._to_load: list[int] = []
         self._parked: dict[Pending, list] = {}  # token -> [event, result]
@@ -114,9 +116,17 @@ class CoordinatorRuntime:
     async def write(self, shard, result: CoordinatorResult) -> Any:
         """Run an operation's result (the operation ran just before, with no await in between): append,
         replay, wait until durable, answer -- a parked token's answer when the response is one."""
+        got = self.write_now(shard, result)
+        return (await got) if type(got) is CoroutineType else got
+
+    def write_now(self, shard, result: CoordinatorResult) -> Any:
+        """`write` without a coroutine of its own (an OffsetCommit's: group_coordinator_service.commit_offsets): the
+        answer when there is nothing to wait for, else the coroutine (CoroutineType) that waits and answers, to
+        await. An operation's response is never a coroutine."""
         error = self._start(shard, result)
-        completions = self.coordinator.drain_completions()
-        if id(result) not in self._writes and not isinstance(result.response, Pending) and \
+        coordinator = self.coordinator
+        completions = coordinator.drain_completions() if coordinator.completed else ()
+        if id(result) not in self._writes and type(result.response) is not Pending and \
                 (shard is None or result.records or not self._inflight.get(shard)):
             # nothing to wait for (committed as appended, failed, or wrote nothing after no open write): _finish's
             # answer at once (finish_write's; requests its on_success or on_failure completes are answered too)
@@ -124,11 +134,12 @@ class CoordinatorRuntime:
                 response = result.response
             else:
                 response = finish_write(result, error)
-                completions += self.coordinator.drain_completions()
+                if coordinator.completed:
+                    completions = [*completions, *coordinator.drain_completions()]
             if completions:
                 self._deliver(completions)
             return response
-        return await self._finish(shard, result, error, completions)
+        return self._finish(shard, result, error, list(completions))
 
     def _start(self, shard, result: CoordinatorResult) -> int:
         """Append the result's records, open the shard's snapshot at the offset they start at, and replay them
@@ -264,21 +275,20 @@ class CoordinatorRuntime:
         b, topic = self.broker, self.topic
         rm, md = b.replicas, b.cache
         p = md.partition(topic, partition)  # (looked up once: the leader check's, and the epoch the batch gets)
-        err = rm.leader_check(md, topic, partition, p=p)
+        err = rm.leader_check(md, topic, partition, -1, p)  # (p: positional, cheaper than a keyword)
         if err:
             return int(err)
         # built at the log end, the CRC computed once, handed over with its header: not walked, parsed nor copied
-        # again (AppendOrigin.COORDINATOR); a transactional one (TxnOffsetCommit) has sequence 0, unchecked
-        txn = result is not None and result.producer_id >= 0
-        out = rm.append_coordinator_batch(topic, partition, records, int(_time() * 1000),  # (now_ms(), inline)
-                                          leader_epoch=p.leader_epoch,
-                                          producer_id=result.producer_id if txn else -1,
-                                          producer_epoch=result.producer_epoch if txn else -1,
-                                          defer_flush=True)
+        # again (AppendOrigin.COORDINATOR); a transactional one (TxnOffsetCommit: producer_id >= 0) has sequence 0,
+        # unchecked (a result's producer id and epoch are -1 unless it is one)
+        # (positional: now_ms() inline, leader epoch, producer id and epoch, defer_flush)
+        out = rm.append_coordinator_batch(topic, partition, records, int(_time() * 1000), p.leader_epoch,
+                                          -1 if result is None else result.producer_id,
+                                          -1 if result is None else result.producer_epoch, True)
         if out.error:
             log.warning("coordinator.append_failed", topic=topic, partition=partition, error=E(out.error).name)
             return out.error
-        self._last_write[partition] = (rm.logs.get((topic, partition)), out.base_offset + len(records) - 1)
+        self._last_write[partition] = (rm.logs.get((topic, partition)), out.last_offset)
         return 0
 
     def _must_wait(self, partition: int) -> bool:

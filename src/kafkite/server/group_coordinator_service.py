@@ -2,7 +2,7 @@
 per API, each running the sans-IO coordinator's operation on the coordinator runtime."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable
+from typing import TYPE_CHECKING, Any, Coroutine
 
 import structlog
 import trio
@@ -176,16 +176,19 @@ class GroupCoordinatorService:
                                                                       now_ms=now_ms()))
 
     # -- offsets --------------------------------------------------------------------------------------
-    def commit_offsets(self, *, group_id: str | None, generation_id: int, member_id: str,
+    def commit_offsets(self, group_id: str | None, generation_id: int, member_id: str,
                        group_instance_id: str | None, offsets: list[OffsetCommit],
                        retention_ms: int = -1, api_version: int = 9, now: int | None = None
-                       ) -> Awaitable[list[tuple[str, int, int]]]:
+                       ) -> "list[tuple[str, int, int]] | Coroutine[Any, Any, list[tuple[str, int, int]]]":
         """`now`: the time in ms the commit is made at (the request's; now_ms() when not given). The operation runs
-        now; awaiting the answer is the runtime's write (no coroutine of its own: every commit comes here)."""
-        return self.runtime.write(*self.coordinator.commit_offsets(
-            group_id=group_id, generation_id=generation_id, member_id=member_id,
-            group_instance_id=group_instance_id, offsets=offsets, retention_ms=retention_ms,
-            now_ms=now_ms() if now is None else now, api_version=api_version))
+        now, and so does its write (CoordinatorRuntime.write_now): the answer, or when it must wait (for an fsync, the
+        ISR, an earlier write) a coroutine (CoroutineType) to await for it -- no coroutine made for a commit
+        answered at once (every commit comes here)."""
+        # (positional: a call with keywords costs more) group id, offsets, now_ms, api version, generation id, member
+        # id, group instance id, retention
+        return self.runtime.write_now(*self.coordinator.commit_offsets(
+            group_id, offsets, now_ms() if now is None else now, api_version, generation_id, member_id,
+            group_instance_id, retention_ms))
 
     async def fetch_offsets(self, *, group_id: str | None, partitions: list[tuple[str, int]] | None,
                             require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1

@@ -40,7 +40,8 @@ import structlog
 import trio
 
 from ..controller.metadata import INTERNAL_TOPICS
-from ..storage.batch import build_batch, build_batch_with_header, build_control_batch, read_header
+from ..storage.batch import (build_batch, build_batch_with_header, build_control_batch, build_one_record_batch,
+                             read_header)
 from ..storage.log_segment import CorruptRecordException
 from ..storage.log_validator import NeedsWorker, Validated, prepare_append
 from ..storage.unified_log import OffsetOutOfRange
@@ -438,7 +439,7 @@ class ReplicaManager(ReplicatedPartitions):
         return self._appended(key, lg, res)
 
     def append_coordinator_batch(self, topic: str, partition: int, records: list[tuple[bytes, bytes | None]],
-                                 now_ms: int, *, leader_epoch: int, producer_id: int = -1, producer_epoch: int = -1,
+                                 now_ms: int, leader_epoch: int, producer_id: int = -1, producer_epoch: int = -1,
                                  defer_flush: bool = False) -> AppendOutcome:
         """A coordinator's records (key, value) as one batch (Kafka's AppendOrigin.COORDINATOR): built here at the
         log end offset with the leader epoch stamped, and handed to the log with the header the builder knows --
@@ -449,16 +450,28 @@ class ReplicaManager(ReplicatedPartitions):
         txn = producer_id >= 0
         if lg is not None and lg.config.compression_type in _AS_BUILT and \
                 lg.config.message_timestamp_type != "LogAppendTime":
-            data, h = build_batch_with_header(records, base_offset=lg.log_end_offset, timestamp_ms=now_ms,
-                                              producer_id=producer_id, producer_epoch=producer_epoch,
-                                              base_sequence=0 if txn else -1, is_transactional=txn,
-                                              partition_leader_epoch=leader_epoch, headerless=True)
+            if len(records) == 1:  # (a commit's: positional arguments, a call with keywords costs more)
+                data, h = build_one_record_batch(records[0][0], records[0][1], lg.log_end_offset, now_ms, producer_id,
+                                                 producer_epoch, 0 if txn else -1, txn, leader_epoch)
+            else:
+                data, h = build_batch_with_header(records, base_offset=lg.log_end_offset, timestamp_ms=now_ms,
+                                                  producer_id=producer_id, producer_epoch=producer_epoch,
+                                                  base_sequence=0 if txn else -1, is_transactional=txn,
+                                                  partition_leader_epoch=leader_epoch, headerless=True)
             if len(data) <= lg.config.max_message_bytes:
                 try:
-                    res = lg.append_built(data, h, now_ms=now_ms, defer_flush=defer_flush)
+                    last = lg.append_built(data, h, now_ms, defer_flush)
                 except OSError as exc:
                     return self._append_failed((topic, partition), exc)
-                return self._appended((topic, partition), lg, res)
+                # (_appended's steps for the built batch: keep them alike)
+                wait = (lg, last) if lg.flush_pending(last) else None
+                if wait is None:
+                    key = (topic, partition)
+                    p = self.partitions.get(key)
+                    if p is not None:
+                        p.maybe_increment_hw()
+                    self.purgatory.check_and_complete(key)
+                return AppendOutcome(0, h.base_offset, -1, lg.log_start_offset, None, None, None, wait, last)
         data = build_batch([(k, v, []) for k, v in records], timestamp_ms=now_ms, producer_id=producer_id,
                            producer_epoch=producer_epoch, base_sequence=0 if txn else -1, is_transactional=txn)
         return self.append(topic, partition, data, now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush,
@@ -478,8 +491,9 @@ class ReplicaManager(ReplicatedPartitions):
             if p is not None:
                 p.maybe_increment_hw()
             self.purgatory.check_and_complete(key)
-        return AppendOutcome(error=0, base_offset=res.base_offset, log_append_time_ms=res.log_append_time_ms,
-                             log_start_offset=res.log_start_offset, durable_wait=wait, last_offset=res.last_offset)
+        # (positional: a class called with keywords builds a dict of them)
+        return AppendOutcome(0, res.base_offset, res.log_append_time_ms, res.log_start_offset, None, None, None, wait,
+                             res.last_offset)
 
     async def wait_durable(self, lg, offset: int) -> None:
         """Return once the record at `offset` of `lg` is written (and fsynced, when flush.messages

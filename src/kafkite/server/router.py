@@ -141,8 +141,10 @@ class Router:
         route = ROUTES.get(req.api_key) or INTER_BROKER_ROUTES[req.api_key]
         # the request's logger is bound only if a handler logs (RequestContext.log); lines logged anywhere while it
         # is handled carry its api and correlation id (kafkite.log.add_request)
-        ctx = RequestContext(self.broker, req, peer, principal=ANONYMOUS if principal is None else principal,
-                             inter_broker=inter_broker, conn_log=log, listener=listener)
+        # (positional: a class called with keywords builds a dict of them) broker, request, peer, log (bound on first
+        # use), now_ms (read now), principal, inter_broker, conn_log, listener
+        ctx = RequestContext(self.broker, req, peer, None, None, ANONYMOUS if principal is None else principal,
+                             inter_broker, log, listener)
         token = current_request.set(req)
         try:
             faults = None if inter_broker else self.apis.faults  # faults are the clients' (not replication's)

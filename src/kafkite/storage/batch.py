@@ -51,6 +51,11 @@ CONTROL_BIT = 0x20
 INT32_MAX = (1 << 31) - 1
 
 
+# BatchHeader(*fields) without the namedtuple's generated __new__ (a Python function): the tuple made directly, from
+# the 13 fields in order (every batch read or built makes one)
+_new_header = tuple.__new__
+
+
 class BatchHeader(NamedTuple):
     """The 61-byte v2 header, field names as in Kafka's DefaultRecordBatch."""
     base_offset: int
@@ -115,7 +120,7 @@ class BatchHeader(NamedTuple):
 
 def read_header(buf, pos: int = 0) -> BatchHeader:
     """The header at pos (buf must hold at least 61 bytes from pos)."""
-    return BatchHeader(*_HDR.unpack_from(buf, pos))
+    return _new_header(BatchHeader, _HDR.unpack_from(buf, pos))
 
 
 def transactional_header(records) -> BatchHeader | None:
@@ -325,6 +330,9 @@ def build_batch_with_header(records, *, base_offset: int, timestamp_ms: int, pro
     (key, value) pairs, every record with no headers."""
     if not records:
         raise ValueError("a record batch needs at least one record")
+    if headerless and len(records) == 1:  # (a coordinator's usual write, one offset commit: in one pass, no loop)
+        return build_one_record_batch(records[0][0], records[0][1], base_offset, timestamp_ms, producer_id,
+                                      producer_epoch, base_sequence, is_transactional, partition_leader_epoch)
     parts = [b""]  # the CRC-covered header goes first
     if headerless:
         small = _SMALL_VARINTS  # (lengths and deltas below 64 are one byte: no call)
@@ -351,6 +359,27 @@ def build_batch_with_header(records, *, base_offset: int, timestamp_ms: int, pro
                          base_sequence, is_transactional, partition_leader_epoch)
 
 
+def build_one_record_batch(k: bytes | None, v: bytes | None, base_offset: int, timestamp_ms: int, producer_id: int,
+                           producer_epoch: int, base_sequence: int, is_transactional: bool, partition_leader_epoch: int
+                           ) -> tuple[bytes, BatchHeader]:
+    """build_batch_with_header's batch of one record (key k, value v, no headers), in one pass: a coordinator's usual
+    write (one offset commit). Positional arguments (a call with keywords costs more)."""
+    small = _SMALL_VARINTS
+    # attributes (0), timestampDelta (0), offsetDelta (0), key, value, no headers
+    rec = b"".join((b"\x00\x00\x00", b"\x01" if k is None else small[len(k)] if len(k) < 64 else _varint(len(k)),
+                    k or b"", b"\x01" if v is None else small[len(v)] if len(v) < 64 else _varint(len(v)),
+                    v or b"", b"\x00"))
+    attributes = TRANSACTIONAL_BIT if is_transactional else 0
+    tail = b"".join((_CRC_COVERED.pack(attributes, 0, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
+                                       base_sequence, 1),
+                     small[len(rec)] if len(rec) < 64 else _varint(len(rec)), rec))
+    crc = crc32c_of(tail)
+    # (_finish_batch's steps for one record: keep them alike)
+    return (_BEFORE_CRC.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc) + tail,
+            _new_header(BatchHeader, (base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, 0,
+                                      timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, 1)))
+
+
 def _finish_batch(parts: list, n: int, base_offset: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
                   base_sequence: int, is_transactional: bool, partition_leader_epoch: int
                   ) -> tuple[bytes, BatchHeader]:
@@ -360,8 +389,8 @@ def _finish_batch(parts: list, n: int, base_offset: int, timestamp_ms: int, prod
                                  base_sequence, n)
     tail = b"".join(parts)
     crc = crc32c_of(tail)
-    h = BatchHeader(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, n - 1, timestamp_ms,
-                    timestamp_ms, producer_id, producer_epoch, base_sequence, n)
+    h = _new_header(BatchHeader, (base_offset, len(tail) + 9, partition_leader_epoch, 2, crc, attributes, n - 1,
+                                  timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, n))
     return _BEFORE_CRC.pack(base_offset, h.batch_length, partition_leader_epoch, 2, crc) + tail, h
 
 

@@ -96,8 +96,9 @@ class LocalLog:
         return sum(s.size for s in self.segments)
 
     # -- rolling
-    def _should_roll(self, nbytes: int, headers, now_ms: int, next_offset: int) -> bool:
-        """Kafka's LogSegment.shouldRoll (an empty segment never rolls)."""
+    def _should_roll(self, nbytes: int, ts: int, now_ms: int, next_offset: int) -> bool:
+        """Kafka's LogSegment.shouldRoll (an empty segment never rolls) before an append of `nbytes` whose largest
+        timestamp is `ts`."""
         seg, cfg = self.segments[-1], self.config
         if seg.size == 0:
             return False
@@ -107,7 +108,6 @@ class LocalLog:
             return True
         if seg.index_full(cfg.segment_index_bytes):
             return True
-        ts = headers[0][1].max_timestamp if len(headers) == 1 else max(h.max_timestamp for _, h in headers)
         # (self._waited(ts, now_ms) > self._roll_ms(seg), inline: every append comes here)
         waited = ts - seg.first_batch_ts if seg.first_batch_ts >= 0 else now_ms - seg.created_ms
         return waited > cfg.segment_ms - seg.roll_jitter_ms

@@ -37,10 +37,12 @@ class MemoryLogSegment(LogSegment):
         # one whole batch is kept as it is when nothing else may change it: an immutable bytes (a coordinator's,
         # just built), or a buffer the log owns (`owned`: a produced batch, copied out of the request once and
         # patched in place by UnifiedLog.append); else each batch is copied out
-        whole = (owned or type(buf) is bytes) and len(headers) == 1 and \
-            headers[0][1].batch_length + LOG_OVERHEAD == len(buf)
-        mv = None if whole else memoryview(buf)
+        if len(headers) == 1 and (owned or type(buf) is bytes) and \
+                headers[0][1].batch_length + LOG_OVERHEAD == len(buf):
+            self.append_whole(buf, headers[0][1], len(buf), index_interval, max_index_bytes)
+            return
         self.index_interval = index_interval
+        mv = memoryview(buf)
         for pos, h in headers:
             last = h.base_offset + h.last_offset_delta  # (LogSegment._note(h)'s steps, inline: keep them alike)
             if self.size == 0:
@@ -49,19 +51,39 @@ class MemoryLogSegment(LogSegment):
                 self.max_ts, self.max_ts_offset = h.max_timestamp, last
             self.next_offset = last + 1
             size = h.batch_length + LOG_OVERHEAD  # (h.size)
-            self.batches.append(buf if whole else bytes(mv[pos:pos + size]))
+            self.batches.append(bytes(mv[pos:pos + size]))
             self.lasts.append(last)
             self.size += size
-            # the entries FileLogSegment._index_batch would add, counted
-            if self.bytes_since_index > index_interval and \
-                    (max_index_bytes is None or self.index_entries < max_index_bytes // 8):
-                self.index_entries += 1
-                if self.max_ts >= 0 and self.max_ts > self._last_time_entry and \
-                        (max_index_bytes is None or self.time_entries < max_index_bytes // 12 - 1):
-                    self.time_entries += 1
-                    self._last_time_entry = self.max_ts
-                self.bytes_since_index = 0
+            if self.bytes_since_index > index_interval:
+                self._count_index_entry(max_index_bytes)
             self.bytes_since_index += size
+
+    def append_whole(self, buf, h: BatchHeader, size: int, index_interval: int, max_index_bytes: int | None) -> None:
+        """One whole batch of `size` bytes (its header h), kept as it is: nothing else may change it (append's rule);
+        a coordinator's write comes here from UnifiedLog.append_built. (append's loop's steps: keep them alike)"""
+        self.index_interval = index_interval
+        last = h.base_offset + h.last_offset_delta
+        if self.size == 0:
+            self.first_batch_ts = h.max_timestamp
+        if h.max_timestamp > self.max_ts:
+            self.max_ts, self.max_ts_offset = h.max_timestamp, last
+        self.next_offset = last + 1
+        self.batches.append(buf)
+        self.lasts.append(last)
+        self.size += size
+        if self.bytes_since_index > index_interval:
+            self._count_index_entry(max_index_bytes)
+        self.bytes_since_index += size
+
+    def _count_index_entry(self, max_index_bytes: int | None) -> None:
+        """The entries FileLogSegment._index_batch would add (one every index.interval.bytes), counted."""
+        if max_index_bytes is None or self.index_entries < max_index_bytes // 8:
+            self.index_entries += 1
+            if self.max_ts >= 0 and self.max_ts > self._last_time_entry and \
+                    (max_index_bytes is None or self.time_entries < max_index_bytes // 12 - 1):
+                self.time_entries += 1
+                self._last_time_entry = self.max_ts
+            self.bytes_since_index = 0
 
     def index_full(self, max_index_bytes: int) -> bool:
         return self.index_entries >= max_index_bytes // 8 or self.time_entries >= max_index_bytes // 12 - 1

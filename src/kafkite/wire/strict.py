@@ -71,6 +71,11 @@ def _string_ok(name: str, s: str) -> None:
         raise StrictDecodeError(f"string field {name} had invalid length {len(s.encode('utf-8'))}")
 
 
+def too_long(name: str, n: int) -> None:
+    """A string field of `n` bytes (more than 32767): refused as _string_ok refuses it."""
+    raise StrictDecodeError(f"string field {name} had invalid length {n}")
+
+
 def _walk(obj, plan: tuple, path: str) -> None:
     for name, kind, nullable, default_null, sub in plan:
         value = getattr(obj, name)

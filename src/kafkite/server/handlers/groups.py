@@ -3,6 +3,7 @@ DescribeGroups, ListGroups, DeleteGroups, OffsetDelete: thin shells over the coo
 from __future__ import annotations
 
 import dataclasses
+from types import CoroutineType
 
 
 from ...controller.metadata import MetadataError
@@ -217,16 +218,22 @@ async def handle_offset_commit(apis: KafkaApis, ctx: RequestContext):
                 offsets.append((name, i, p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
                                 p.committed_metadata))
     if offsets:
-        results = await apis.group_coordinator.commit_offsets(
-            group_id=body.group_id, generation_id=body.generation_id_or_member_epoch if v >= 1 else -1,
-            member_id=body.member_id if v >= 1 else "", group_instance_id=body.group_instance_id if v >= 7 else None,
-            offsets=offsets, retention_ms=body.retention_time_ms if 2 <= v <= 4 else -1, api_version=v,
-            now=ctx.now_ms)
+        # (positional: a call with keywords costs more) group id, generation id, member id, group instance id,
+        # offsets, retention, api version, now
+        results = apis.group_coordinator.commit_offsets(
+            body.group_id, body.generation_id_or_member_epoch if v >= 1 else -1, body.member_id if v >= 1 else "",
+            body.group_instance_id if v >= 7 else None, offsets, body.retention_time_ms if 2 <= v <= 4 else -1, v,
+            ctx.now_ms)
+        if type(results) is CoroutineType:  # it must wait (an fsync, the ISR, an earlier write); else answered now
+            results = await results
         if not codes and len(results) == 1:  # the request's one partition (a consumer's usual commit)
             name, i, code = results[0]
-            key = ((name, ((i, code),)),)
-            answer = _COMMIT_ANSWERS.get((v, key))
-            return answer if answer is not None else _commit_answer(v, key)
+            answer = _ONE_ANSWERS.get((v, name, i, code))  # (a flat key: cheaper to hash and compare than a nested)
+            if answer is None:
+                if len(_ONE_ANSWERS) >= _COMMIT_ANSWERS_MAX:
+                    _ONE_ANSWERS.clear()
+                answer = _ONE_ANSWERS[(v, name, i, code)] = _commit_answer(v, ((name, ((i, code),)),))
+            return answer
         for name, i, code in results:
             codes[(name, i)] = code
     key = []
@@ -264,10 +271,12 @@ _TOPIC_DENIED, _UNKNOWN_PARTITION = int(E.TOPIC_AUTHORIZATION_FAILED), int(E.UNK
 
 
 # OffsetCommit answers by (version, ((topic, ((partition, error), ...)), ...)); cleared when full: 4096 answers, or
-# 1 MiB of encoded answers (their keys take about ten times that: ~11 MB in all), so that commits of many partitions
-# under ever new names cannot grow it to gigabytes (4096 answers of 10,000 partitions: ~3 GB); a consumer's
-# answer of 10 partitions is ~80 bytes
+# 1 MiB of encoded answers (each held twice, codec.EncodedBody; their keys take about ten times that: ~12 MB in all),
+# so that commits of many partitions under ever new names cannot grow it to gigabytes (4096 answers of 10,000
+# partitions: ~3 GB); a consumer's answer of 10 partitions is ~80 bytes
 _COMMIT_ANSWERS: dict[tuple, codec.EncodedBody] = {}
+# the answers of one partition by (version, topic, partition, error), _COMMIT_ANSWERS' too; cleared when full (4096)
+_ONE_ANSWERS: dict[tuple[int, str, int, int], codec.EncodedBody] = {}
 _COMMIT_ANSWERS_MAX = 4096
 _COMMIT_ANSWERS_MAX_BYTES = 1 << 20
 _commit_answers_bytes = 0  # of the answers' bodies held
