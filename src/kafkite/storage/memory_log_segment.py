@@ -41,26 +41,14 @@ class MemoryLogSegment(LogSegment):
                 headers[0][1].batch_length + LOG_OVERHEAD == len(buf):
             self.append_whole(buf, headers[0][1], len(buf), index_interval, max_index_bytes)
             return
-        self.index_interval = index_interval
         mv = memoryview(buf)
         for pos, h in headers:
-            last = h.base_offset + h.last_offset_delta  # (LogSegment._note(h)'s steps, inline: keep them alike)
-            if self.size == 0:
-                self.first_batch_ts = h.max_timestamp
-            if h.max_timestamp > self.max_ts:
-                self.max_ts, self.max_ts_offset = h.max_timestamp, last
-            self.next_offset = last + 1
             size = h.batch_length + LOG_OVERHEAD  # (h.size)
-            self.batches.append(bytes(mv[pos:pos + size]))
-            self.lasts.append(last)
-            self.size += size
-            if self.bytes_since_index > index_interval:
-                self._count_index_entry(max_index_bytes)
-            self.bytes_since_index += size
+            self.append_whole(bytes(mv[pos:pos + size]), h, size, index_interval, max_index_bytes)
 
     def append_whole(self, buf, h: BatchHeader, size: int, index_interval: int, max_index_bytes: int | None) -> None:
         """One whole batch of `size` bytes (its header h), kept as it is: nothing else may change it (append's rule);
-        a coordinator's write comes here from UnifiedLog.append_built. (append's loop's steps: keep them alike)"""
+        a coordinator's write comes here whole, a batch of several each copied out."""
         self.index_interval = index_interval
         last = h.base_offset + h.last_offset_delta
         if self.size == 0:

@@ -187,46 +187,10 @@ class UnifiedLog(LogFlush):
         the builder knows (a coordinator's write, Kafka's AppendOrigin.COORDINATOR; ReplicaManager checks that
         neither compression.type nor LogAppendTime would rewrite it): appended as it is, not parsed again -> its
         last offset."""
-        h, base = header, header.base_offset
-        if base != self.log_end_offset:
-            raise ValueError(f"a built batch at offset {base}, the log end is {self.log_end_offset}")
-        # (_append_batches' steps for one batch, not a control one: keep them alike)
-        last = base + h.last_offset_delta
-        if self._should_roll(len(batch), h.max_timestamp, now_ms, last + 1):
-            self._roll(now_ms)
-        cfg = self.config
-        flush_due = self._unflushed + h.record_count >= cfg.flush_messages or \
-            now_ms - self._last_flush_ms >= cfg.flush_ms
-        durable = self._dir is not None
-        deferring = defer_flush and durable
-        try:
-            seg = self.segments[-1]
-            if durable:
-                seg.append(batch, [(0, h)], cfg.index_interval_bytes, defer_write=deferring, sync=flush_due,
-                           max_index_bytes=cfg.segment_index_bytes)
-            else:  # a memory segment (its append of one whole batch, no list of headers made)
-                seg.append_whole(batch, h, len(batch), cfg.index_interval_bytes, cfg.segment_index_bytes)
-            seg.modified_ms = now_ms
-            epochs = self.epochs.entries
-            if h.partition_leader_epoch > (epochs[-1][0] if epochs else -1):  # (assign's check: a newer epoch)
-                self.epochs.assign(h.partition_leader_epoch, base, defer=deferring)
-            if h.producer_id >= 0:  # a transactional coordinator's (TxnOffsetCommit)
-                self.producer_state.update(h)
-            self._unflushed += h.record_count
-            self.log_end_offset = last + 1
-            if deferring:
-                if self._dirty_from is None:
-                    self._dirty_from = base
-                if flush_due:
-                    self._unflushed, self._last_flush_ms = 0, now_ms
-            elif flush_due and durable:
-                self.flush(now_ms)
-            elif flush_due:
-                self._unflushed, self._last_flush_ms = 0, now_ms
-        except OSError:
-            self._dirty_from = base if self._dirty_from is None else min(self._dirty_from, base)
-            raise
-        return last
+        if header.base_offset != self.log_end_offset:
+            raise ValueError(f"a built batch at offset {header.base_offset}, the log end is {self.log_end_offset}")
+        self._append_batches(batch, [(0, header)], now_ms, defer_flush)
+        return self.log_end_offset - 1
 
     def append_as_follower(self, batches, *, now_ms: int, defer_flush: bool = False) -> AppendResult:
         """A follower's append (Kafka's appendAsFollower): the leader's batches as they are -- their offsets,
@@ -250,7 +214,7 @@ class UnifiedLog(LogFlush):
         self._append_batches(buf, headers, now_ms=now_ms, defer_flush=defer_flush)
         return AppendResult(headers[0][1].base_offset, headers[-1][1].last_offset, -1, self.log_start_offset)
 
-    def _append_batches(self, buf, headers, *, now_ms: int, defer_flush: bool, owned: bool = False) -> None:
+    def _append_batches(self, buf, headers, now_ms: int, defer_flush: bool, owned: bool = False) -> None:
         """Write batches whose offsets are assigned: roll if needed, segment, epoch cache, producer state,
         log end offset, fsync (or leave it to the caller's worker). `owned`: buf is the log's, a memory segment
         keeps it rather than a copy."""
