@@ -86,63 +86,39 @@ class _Outbox:
         while self.pending and not produce:
             await self.drained.wait()
 
-    async def receive(self, want: int) -> bytes:
+    async def receive(self, want: int, into: memoryview | None = None) -> bytes | int:
         """The next bytes from the client (b"" at its end), at most `want`. A plain TCP socket is read directly, as
         Trio's SocketStream.receive_some reads it (a cancelled wait raises before reading; bytes read without
         waiting are followed by a yield to the other tasks), without its layers of calls; a TLS stream through
-        the stream."""
+        the stream. `into` (a large frame on a plain TCP socket: its own buffer, wire/frame.py
+        FrameReader.frame_buffer, `want` its length): the bytes are read into it, and how many is returned (0 at
+        the client's end)."""
         fd = self.fd
         if fd < 0:
             return await self.stream.receive_some(want)
         if self.read_first:
             await trio.lowlevel.checkpoint_if_cancelled()
             try:
-                data = os.read(fd, want)
+                got = os.read(fd, want) if into is None else os.readv(fd, (into,))
             except BlockingIOError:
                 self.read_first = False
             except OSError as exc:
                 raise trio.BrokenResourceError(f"socket receive failed: {exc}") from exc
             else:
                 await trio.lowlevel.cancel_shielded_checkpoint()
-                return data
+                return got
         while True:
             await trio.lowlevel.wait_readable(fd)
             try:
-                data = os.read(fd, want)
+                got = os.read(fd, want) if into is None else os.readv(fd, (into,))
             except BlockingIOError:
                 continue
             except OSError as exc:
                 raise trio.BrokenResourceError(f"socket receive failed: {exc}") from exc
             # one read per wake-up: a client that sent more than `want` (pipelined requests, a large one) is read
             # first next time
-            self.read_first = len(data) == want
-            return data
-
-    async def receive_into(self, view: memoryview) -> int:
-        """receive() for a large frame on a plain TCP socket: the next bytes read into `view` (the frame's own
-        buffer, wire/frame.py FrameReader.frame_buffer), at most its length; -> how many (0 at the client's end)."""
-        fd = self.fd
-        if self.read_first:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            try:
-                n = os.readv(fd, (view,))
-            except BlockingIOError:
-                self.read_first = False
-            except OSError as exc:
-                raise trio.BrokenResourceError(f"socket receive failed: {exc}") from exc
-            else:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                return n
-        while True:
-            await trio.lowlevel.wait_readable(fd)
-            try:
-                n = os.readv(fd, (view,))
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                raise trio.BrokenResourceError(f"socket receive failed: {exc}") from exc
-            self.read_first = n == len(view)
-            return n
+            self.read_first = (len(got) if into is None else got) == want
+            return got
 
     async def send(self, out) -> None:
         """One response: bytes, or for a Fetch a list of buffers written in order, not joined."""
@@ -342,7 +318,9 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     outbox.idle_wake = None
                 try:
                     if into:  # a large request on a plain socket: read into its own buffer (no chunks to join)
-                        n = await outbox.receive_into(reader.frame_buffer())
+                        view = reader.frame_buffer()
+                        n = await outbox.receive(len(view), view)
+                        del view
                     else:
                         data = await outbox.receive(want)
                         n = len(data)
