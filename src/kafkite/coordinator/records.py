@@ -303,13 +303,22 @@ def decode_group_value(value: bytes) -> GroupValue:
     return g
 
 
+def just_encoded(key: bytes, value: bytes) -> tuple["OffsetKey", "OffsetValue"] | None:
+    """The decoded key and value of the offset commit record offset_commit_record encoded last as these very bytes
+    objects (taken from _JUST_ENCODED), else None."""
+    got = _JUST_ENCODED.pop(id(value), None)
+    if got is not None and got[1] is value and got[0] == key:
+        return got[2], got[3]
+    return None
+
+
 def decode_record(key: bytes, value: bytes | None):
     """(key, value or None for a tombstone); (IgnoredKey, None) for record types we don't use.
     Raises RecordDecodeError (a ValueError) when the bytes do not follow the schema."""
     if type(key) is bytes and type(value) is bytes:
-        got = _JUST_ENCODED.pop(id(value), None)
-        if got is not None and got[1] is value and got[0] == key:
-            return got[2], got[3]
+        got = just_encoded(key, value)
+        if got is not None:
+            return got
     k = decode_key(key)
     if isinstance(k, IgnoredKey) or value is None:
         return k, None

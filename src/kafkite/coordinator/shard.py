@@ -26,7 +26,7 @@ from .timeline import SnapshotRegistry
 
 S = GroupState
 log = structlog.get_logger("kafkite.coordinator")
-_JUST_ENCODED_POP = R._JUST_ENCODED.pop
+_just_encoded = R.just_encoded
 _CR_KEY_PREFIXES = frozenset(v.to_bytes(2, "big", signed=True) for v in CR.TYPES)  # their keys' first two bytes
 
 
@@ -80,12 +80,12 @@ class GroupCoordinatorShard:
         if producer_id < 0 and type(key) is bytes and type(value) is bytes:
             # an offset commit encoded just now (records.decode_record's kept key and value, taken first: no
             # decode, the kind known): what the runtime replays after every commit
-            got = _JUST_ENCODED_POP(id(value), None)
-            if got is not None and got[1] is value and got[0] == key:
+            got = _just_encoded(key, value)
+            if got is not None:
                 try:
-                    self.offsets.replay(got[2], got[3])
+                    self.offsets.replay(*got)
                 except Exception:
-                    log.exception("offsets.replay_failed", partition=self.partition, offset=offset, key=repr(got[2]))
+                    log.exception("offsets.replay_failed", partition=self.partition, offset=offset, key=repr(got[0]))
                 return
         head = key[:2]  # the key version: a KIP-848 group's record?
         if (head if type(head) is bytes else bytes(head)) in _CR_KEY_PREFIXES:
