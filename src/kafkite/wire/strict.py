@@ -68,11 +68,11 @@ def plan_for(message_cls: type, version: int) -> tuple:
 
 def _string_ok(name: str, s: str) -> None:
     if len(s) > MAX_STRING_BYTES // 3 and len(s.encode("utf-8")) > MAX_STRING_BYTES:
-        raise StrictDecodeError(f"string field {name} had invalid length {len(s.encode('utf-8'))}")
+        too_long(name, len(s.encode("utf-8")))
 
 
 def too_long(name: str, n: int) -> None:
-    """A string field of `n` bytes (more than 32767): refused as _string_ok refuses it."""
+    """A string field of `n` bytes (more than 32767): refused (the fused decoders' check, and _string_ok's)."""
     raise StrictDecodeError(f"string field {name} had invalid length {n}")
 
 

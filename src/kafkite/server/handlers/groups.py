@@ -228,12 +228,9 @@ async def handle_offset_commit(apis: KafkaApis, ctx: RequestContext):
             results = await results
         if not codes and len(results) == 1:  # the request's one partition (a consumer's usual commit)
             name, i, code = results[0]
-            answer = _ONE_ANSWERS.get((v, name, i, code))  # (a flat key: cheaper to hash and compare than a nested)
-            if answer is None:
-                if len(_ONE_ANSWERS) >= _COMMIT_ANSWERS_MAX:
-                    _ONE_ANSWERS.clear()
-                answer = _ONE_ANSWERS[(v, name, i, code)] = _commit_answer(v, ((name, ((i, code),)),))
-            return answer
+            key = ((name, ((i, code),)),)
+            answer = _COMMIT_ANSWERS.get((v, key))  # (_commit_answer's cache, looked up here)
+            return answer if answer is not None else _commit_answer(v, key)
         for name, i, code in results:
             codes[(name, i)] = code
     key = []
@@ -275,8 +272,6 @@ _TOPIC_DENIED, _UNKNOWN_PARTITION = int(E.TOPIC_AUTHORIZATION_FAILED), int(E.UNK
 # so that commits of many partitions under ever new names cannot grow it to gigabytes (4096 answers of 10,000
 # partitions: ~3 GB); a consumer's answer of 10 partitions is ~80 bytes
 _COMMIT_ANSWERS: dict[tuple, codec.EncodedBody] = {}
-# the answers of one partition by (version, topic, partition, error), _COMMIT_ANSWERS' too; cleared when full (4096)
-_ONE_ANSWERS: dict[tuple[int, str, int, int], codec.EncodedBody] = {}
 _COMMIT_ANSWERS_MAX = 4096
 _COMMIT_ANSWERS_MAX_BYTES = 1 << 20
 _commit_answers_bytes = 0  # of the answers' bodies held
