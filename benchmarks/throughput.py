@@ -13,11 +13,14 @@ from P processes at once, each its share of the records, keyed over a topic of N
 (the rate: all records over the time from the common start to the last flush); the consumer
 is assigned every partition. `--pin` puts each broker (every thread) on the last CPU and the
 clients on the others: the same one core for a one-thread Kafkite as for a many-thread Tansu, and
-the clients off it. `--nice-clients N` runs the producer processes at nice +N, whichever the broker: on this
-2-core machine the 3 producers and the broker share the cores, and at the same priority every runnable thread gets
-an equal share: a one-thread broker half a core when all four are runnable, a many-thread broker a share for each of
-its threads; below the broker's priority the producers take what the broker leaves, as producers on other machines
-would. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
+the clients off it. Every broker runs in a session of its own (as a service would): with the kernel's autogroup
+scheduling a session is a scheduling group, and the cores are shared between the groups (the producers', each
+broker's) before a group's threads share its part. (Until 2026-11-26 Kafkite's brokers ran in the benchmark's
+session, sharing its part with the producers thread by thread, while Tansu had a group of its own: with 3
+producers a one-thread broker fell behind, megabytes of requests waited in its socket, and the producers paid for
+the late answers.) `--nice-clients N` runs each producer process at nice +N, in a group of its own at that nice
+where the kernel has autogroups, whichever the broker: the producers take what the broker leaves, as producers on
+other machines would. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
 (not run unless named) is the in-memory broker reading produced records in pure Python. `--baseline DIR`
 adds the in-memory broker from another source tree (memory0): an A/B run of two versions. A second table gives each
 broker's CPU per record (user + system CPU of its process while producing, then while consuming, over the records):
@@ -66,7 +69,12 @@ def broker_on_free_port(command, env: dict | None = None):
     port takes connections."""
     port = free_port()
     with tempfile.TemporaryDirectory(dir=os.environ.get("KAFKITE_BENCH_DIR")) as d:
-        proc = subprocess.Popen(command(port, d), stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+        # its own session, as drivers.tansu_broker starts Tansu: with the kernel's autogroup scheduling (on here and
+        # on most distributions' kernels), a session is a scheduling group, and the cores are shared between groups
+        # before the threads of a group share their group's part. A broker started in the benchmark's session
+        # shared its part with the producers, thread by thread, while Tansu had a part of its own.
+        proc = subprocess.Popen(command(port, d), stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})},
+                                start_new_session=True)
         try:
             wait_port(port)
             yield f"127.0.0.1:{port}"
@@ -260,6 +268,10 @@ def _produce_process(bootstrap, topic, n, value, first_key, ready, go, done, war
     try:
         if NICE_CLIENTS:
             os.nice(NICE_CLIENTS)
+            if os.path.exists("/proc/self/autogroup"):  # a group's nice weighs it against the brokers' groups
+                os.setsid()
+                with open("/proc/self/autogroup", "w") as f:
+                    f.write(str(NICE_CLIENTS))
         failed: list = []
         p, keys = _producer(bootstrap, failed, warmup), _keys(n, first_key)
         ready.wait(60)
