@@ -46,6 +46,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 
 from . import registry, strict
+from .produce_response import ProduceAnswer
 
 
 class RequestError(Exception):
@@ -428,6 +429,12 @@ def encode_response(response: ApiMessage | EncodedBody, api_version: int, correl
     cls = type(response)
     if cls is EncodedBody:
         return _PACK_SIZE_AND_ID(response.size, correlation_id) + response.after_id
+    if cls is ProduceAnswer:  # packed by its own frame(), else kafka-python's object of it encoded as any other
+        frame = response.frame(api_version, correlation_id)
+        if frame is not None:
+            return frame
+        response = response.to_kafka(api_version)
+        cls = type(response)
     got = _encoder(cls, api_version)
     response._header = None  # (kafka-python's version setter would write a request's field into a header it holds)
     if got is None:
