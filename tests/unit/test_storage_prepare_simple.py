@@ -10,11 +10,15 @@ from hypothesis import given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafkite.storage.batch import TIMESTAMP_TYPE_BIT, read_header
+from kafkite.storage.default_record import COMPILED
 from kafkite.storage.log_config import LogConfig
 from kafkite.storage.log_validator import prepare_append, prepare_simple
 from kafkite.storage.unified_log import MemoryLog
 
 NOW = 10_000_000
+
+compiled = pytest.mark.skipif(not COMPILED, reason="the one-pass route reads records with the compiled reader (not "
+                                                   "built, or KAFKITE_PURE_PYTHON set)")
 
 
 def batch(n=3, ts=NOW, codec=0, pid=-1, epoch=-1, seq=-1, transactional=False, keys=True):
@@ -35,6 +39,7 @@ def general(data, config=None):
     return bytes(v.data) if v.ok else None
 
 
+@compiled
 def test_the_common_batch_gives_prepare_appends_bytes():
     data = batch(5)
     got = prepare_simple(data, LogConfig(), NOW)
@@ -42,6 +47,7 @@ def test_the_common_batch_gives_prepare_appends_bytes():
     assert prepare_simple(memoryview(data), LogConfig(compression_type="uncompressed"), NOW) == data
 
 
+@compiled
 def test_a_wrong_max_timestamp_is_set_as_prepare_append_sets_it():
     buf = bytearray(batch(3))
     struct.pack_into(">q", buf, 35, NOW + 1000)
@@ -102,6 +108,7 @@ def test_a_mutated_batch_is_left_to_prepare_append_or_gets_its_bytes(data):
         assert bytes(got) == general(bytes(good))
 
 
+@compiled
 def test_append_produced_logs_what_append_logs():
     """UnifiedLog.append_produced (offsets and leader epoch stamped in place) against append, batch for batch."""
     a, b = MemoryLog(LogConfig(), now_ms=NOW), MemoryLog(LogConfig(), now_ms=NOW)
