@@ -27,7 +27,12 @@ _FLEXIBLE_TAIL = b"\x01\x00\x00"
 FLEXIBLE_SINCE = 9
 
 
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]  # an unsigned varint below 128: its one byte
+
+
 def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n >= 0x80:
         out.append(n & 0x7F | 0x80)
@@ -106,16 +111,17 @@ class ProduceAnswer(metaclass=_KafkaNames):
         tail = _FLEXIBLE_TAIL if flexible else _TAIL[version >= 8]
         topics = self.responses
         out = bytearray(b"\x00" if flexible else b"")  # the response header's tagged fields (v1)
-        out += _uvarint(len(topics) + 1) if flexible else _INT32(len(topics))
+        count = len(topics) + 1
+        out += (_ONE_BYTE[count] if count < 0x80 else _uvarint(count)) if flexible else _INT32(count - 1)
         for t in topics:
             if type(t) is not TopicAnswer:
                 return None
             name = t.name.encode()
             parts = t.partition_responses
-            if flexible:
-                out += _uvarint(len(name) + 1)
+            if flexible:  # (one-byte varints without the call)
+                out += _ONE_BYTE[len(name) + 1] if len(name) < 0x7F else _uvarint(len(name) + 1)
                 out += name
-                out += _uvarint(len(parts) + 1)
+                out += _ONE_BYTE[len(parts) + 1] if len(parts) < 0x7F else _uvarint(len(parts) + 1)
             else:
                 out += _INT16(len(name))
                 out += name
