@@ -163,9 +163,9 @@ def main(argv: list[str] | None = None) -> None:
               f"{args.cold_sleep_us:g} us sleep before each)")
         bt.call(counted, traced)
         print(f"{sum(ops.values()) / traced:.0f} bytecodes per {unit} (sys.settrace opcode events), by function:")
-        for (path, name), count in ops.most_common(args.ops_top):
+        for (path, name), ran in ops.most_common(args.ops_top):
             where = path.split("site-packages/")[-1].split("src/")[-1]
-            print(f"{count / traced:7.1f}  {where} {name}")
+            print(f"{ran / traced:7.1f}  {where} {name}")
         profile, n = cProfile.Profile(), min(200 if args.produce else 1000, count)
 
         async def profiled() -> None:

@@ -43,7 +43,7 @@ from ..controller.metadata import INTERNAL_TOPICS
 from ..storage.batch import (build_batch, build_batch_with_header, build_control_batch, build_one_record_batch,
                              read_header)
 from ..storage.log_segment import CorruptRecordException
-from ..storage.log_validator import NeedsWorker, Validated, prepare_append, prepare_simple
+from ..storage.log_validator import KEPT_AS_IS, NeedsWorker, Validated, prepare_append, prepare_simple
 from ..storage.unified_log import OffsetOutOfRange
 from ..wire.errors import E
 from .context import now_ms
@@ -71,7 +71,6 @@ async def run_in_worker(fn: Callable[[], Any]) -> Any:
     return await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
 
 
-_AS_BUILT = ("producer", "uncompressed")  # compression.type values that keep a built uncompressed batch as it is
 log = structlog.get_logger("kafkite.replica_manager")
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
@@ -458,7 +457,7 @@ class ReplicaManager(ReplicatedPartitions):
         uncompressed, LogAppendTime) or one over max.message.bytes takes the validating route, `append`."""
         lg = self.logs.get((topic, partition))
         txn = producer_id >= 0
-        if lg is not None and lg.config.compression_type in _AS_BUILT and \
+        if lg is not None and lg.config.compression_type in KEPT_AS_IS and \
                 lg.config.message_timestamp_type != "LogAppendTime":
             if len(records) == 1:  # (a commit's: positional arguments, a call with keywords costs more)
                 data, h = build_one_record_batch(records[0][0], records[0][1], lg.log_end_offset, now_ms, producer_id,

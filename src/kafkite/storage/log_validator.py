@@ -267,7 +267,7 @@ def validate_produce(records: bytes, *, max_message_bytes: int, timestamp_type: 
 
 _UNPACK_HEADER = struct.Struct(">qiibIhiqqqhii").unpack_from  # (batch.py's header)
 _PACK_MAX_TS_AND_CRC = struct.Struct(">q").pack_into, struct.Struct(">I").pack_into
-_AS_PRODUCED = frozenset(("producer", "uncompressed"))  # compression.type values that keep an uncompressed batch
+KEPT_AS_IS = ("producer", "uncompressed")  # compression.type values that keep an uncompressed batch as it is
 
 
 def prepare_simple(records, config, now_ms: int) -> bytearray | None:
@@ -280,7 +280,7 @@ def prepare_simple(records, config, now_ms: int) -> bytearray | None:
     takes it and makes every check and answer (the checks here are a subset of its, and every batch that passes
     them passes its with the same bytes)."""
     n = len(records)
-    if n < HEADER_SIZE or _records is None or config.compression_type not in _AS_PRODUCED or \
+    if n < HEADER_SIZE or _records is None or config.compression_type not in KEPT_AS_IS or \
             config.message_timestamp_type != "CreateTime" or config.compacted:
         return None
     base, length, _, magic, crc, attributes, lod, base_ts, max_ts, producer_id, _, _, count = \
@@ -409,7 +409,6 @@ def assign_offsets_and_compress(buf: bytearray, base_offset: int, leader_epoch: 
     return buf, headers
 
 
-__all__ = ["assign_offsets_and_compress", "CODECS", "NeedsWorker", "Validated", "prepare_append", "prepare_simple",
-           "recompress",
-           "validate_produce", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE", "INVALID_TIMESTAMP", "INVALID_RECORD",
+__all__ = ["assign_offsets_and_compress", "CODECS", "KEPT_AS_IS", "NeedsWorker", "Validated", "prepare_append",
+           "prepare_simple", "recompress", "validate_produce", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE", "INVALID_TIMESTAMP", "INVALID_RECORD",
            "UNKNOWN_SERVER_ERROR", "UNSUPPORTED_COMPRESSION_TYPE", "HEADER_SIZE", "RECORDS_BOUND_FACTOR"]
