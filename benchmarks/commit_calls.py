@@ -1,6 +1,7 @@
-"""One OffsetCommit's handling in-process: time, bytecodes and Python calls per commit.
+"""One request's handling in-process: time, bytecodes and Python calls per OffsetCommit (or, --produce, per Produce).
 
     python benchmarks/commit_calls.py [--disk] [--commits 3000] [--top 60] [--by-caller NAME] [--ops-top 25]
+    python benchmarks/commit_calls.py --produce [--records-per-partition 230] [--partitions 6] [--requests 400]
 
 Starts a broker in this process (BrokerThread: in memory, or --disk on a temporary data dir), creates a topic and
 __consumer_offsets, and hands the real router OffsetCommit v9 frames (one partition, generation -1, an empty member
@@ -16,6 +17,11 @@ as a connection would. Prints:
   that does not move with the machine's load, for A/B of a change on this shared machine;
 - calls: the Python calls a commit makes (cProfile over 1,000 more: calls of Python functions and of built-ins, per
   commit) and the functions called most.
+
+--produce hands it Produce v9 requests instead, as confluent-kafka sends them with 3 producers on 6 partitions of 100 B
+records: acks=-1, one topic, one uncompressed batch per partition (no producer id) of `--records-per-partition`
+records of a 100-byte value and a short key; `--requests` frames (400 by default, ~155 KB each) are built and handed
+over in turn, a timed block going round them.
 
 The control plane is off, as in `kafkite serve` without a control listener. No socket, client nor other process: it
 counts and times the handling alone (decode, handler, coordinator, log append, answer). Give PYTHONPATH another
@@ -37,8 +43,10 @@ import time
 import structlog
 import trio
 from kafka.protocol.consumer import OffsetCommitRequest
+from kafka.protocol.producer.produce import ProduceRequest
 
 from kafkite.server.handlers.groups import ensure_offsets_topic
+from kafkite.storage.batch import build_batch
 from kafkite.testing.runner import BrokerThread
 
 
@@ -54,16 +62,37 @@ def frame(offset: int, version: int = 9) -> bytes:
     return bytes(req.encode(header=True))
 
 
+def produce_frame(i: int, records: int, partitions: int, version: int = 9) -> bytes:
+    """A Produce as confluent-kafka sends it here: acks=-1, one topic, one uncompressed batch of `records` 100 B
+    values per partition, no producer id."""
+    cls = ProduceRequest[version]
+    D = cls.TopicProduceData
+    value, now = os.urandom(100), int(time.time() * 1000)
+    data = [D.PartitionProduceData(index=p, records=bytes(build_batch(
+        [(b"%d" % ((i * records + k) % 1000), value, []) for k in range(records)], base_offset=0, timestamp_ms=now)))
+        for p in range(partitions)]
+    req = cls(transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[D(name="bench", partition_data=data)])
+    req.with_header(correlation_id=i, client_id="rdkafka")
+    return bytes(req.encode(header=True))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--disk", action="store_true", help="a data dir (an fsync per commit) instead of memory")
-    ap.add_argument("--commits", type=int, default=3000, help="commits per timed block")
+    ap.add_argument("--commits", "--requests", dest="count", type=int,
+                    help="requests per timed block (default: 3000 commits, 400 produce requests)")
+    ap.add_argument("--produce", action="store_true", help="Produce requests instead of OffsetCommits")
+    ap.add_argument("--records-per-partition", type=int, default=230, help="--produce: records in each batch")
+    ap.add_argument("--partitions", type=int, default=6, help="--produce: partitions in each request")
     ap.add_argument("--top", type=int, default=60, help="functions shown, most called first")
     ap.add_argument("--by-caller", metavar="NAME", help="also show who calls the functions whose name has NAME")
     ap.add_argument("--cold-sleep-us", type=float, default=10.0, help="the sleep before each cold commit")
     ap.add_argument("--ops-top", type=int, default=25, help="functions shown, most bytecodes first")
     args = ap.parse_args(argv)
-    frames = [frame(i) for i in range(args.commits)]
+    unit = "request" if args.produce else "commit"
+    count = args.count or (400 if args.produce else 3000)
+    frames = [produce_frame(i, args.records_per_partition, args.partitions) if args.produce else frame(i)
+              for i in range(count)]
     # a timed block is one long loop step of thousands of commits: no watchdog line for it
     os.environ.setdefault("KAFKITE_LOOP_WATCHDOG_MS", "0")
     with BrokerThread(data_dir=tempfile.mkdtemp() if args.disk else None) as bt:
@@ -71,7 +100,9 @@ def main(argv: list[str] | None = None) -> None:
         broker.apis.faults = None  # as `kafkite serve` without a control listener
 
         async def seed() -> None:
-            await broker.admin.create_topic("bench", 1, 1, None, {})
+            await broker.admin.create_topic("bench", args.partitions if args.produce else 1, 1, None, {})
+            if args.produce:
+                return
             await ensure_offsets_topic(broker.apis)
             while len(broker.apis.group_coordinator.coordinator.shards) < 50:
                 await trio.sleep(0.01)
@@ -83,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
             dispatch = broker.router.dispatch
             t0 = time.perf_counter()
             for i in range(n):
-                _, waits = await dispatch(frames[i], "127.0.0.1:1", log)
+                _, waits = await dispatch(frames[i % count], "127.0.0.1:1", log)
                 for w in waits:
                     await w()
             return (time.perf_counter() - t0) / n * 1e6
@@ -93,14 +124,14 @@ def main(argv: list[str] | None = None) -> None:
             for i in range(n):
                 time.sleep(pause)
                 t0 = time.perf_counter()
-                _, waits = await dispatch(frames[i], "127.0.0.1:1", log)
+                _, waits = await dispatch(frames[i % count], "127.0.0.1:1", log)
                 for w in waits:
                     await w()
                 times.append(time.perf_counter() - t0)
             return statistics.median(times) * 1e6
 
         ops: collections.Counter = collections.Counter()
-        traced = min(200, args.commits)
+        traced = min(50 if args.produce else 200, count)
 
         def tracer(f, event, _arg):
             if event == "call":
@@ -116,24 +147,26 @@ def main(argv: list[str] | None = None) -> None:
             for i in range(n):
                 sys.settrace(tracer)
                 try:
-                    _, waits = await dispatch(frames[i], "127.0.0.1:1", log)
+                    _, waits = await dispatch(frames[i % count], "127.0.0.1:1", log)
                     for w in waits:
                         await w()
                 finally:
                     sys.settrace(None)
 
-        bt.call(commits, min(300, args.commits))
-        blocks = [bt.call(commits, args.commits) for _ in range(5)]
+        bt.call(commits, min(300, count))
+        blocks = [bt.call(commits, count) for _ in range(5)]
         what = "disk" if args.disk else "memory"
-        print(f"{what}: hot {min(blocks):.1f} us per commit at best (blocks: {' '.join(f'{b:.1f}' for b in blocks)})")
-        print(f"{what}: cold {bt.call(cold, min(2000, args.commits)):.1f} us per commit (median; a "
+        print(f"{what}: hot {min(blocks):.1f} us per {unit} at best (blocks: {' '.join(f'{b:.1f}' for b in blocks)})"
+              + (f", {min(blocks) / (args.records_per_partition * args.partitions):.3f} us per record"
+                 if args.produce else ""))
+        print(f"{what}: cold {bt.call(cold, min(2000, count)):.1f} us per {unit} (median; a "
               f"{args.cold_sleep_us:g} us sleep before each)")
         bt.call(counted, traced)
-        print(f"{sum(ops.values()) / traced:.0f} bytecodes per commit (sys.settrace opcode events), by function:")
-        for (path, name), count in ops.most_common(args.ops_top):
+        print(f"{sum(ops.values()) / traced:.0f} bytecodes per {unit} (sys.settrace opcode events), by function:")
+        for (path, name), ran in ops.most_common(args.ops_top):
             where = path.split("site-packages/")[-1].split("src/")[-1]
-            print(f"{count / traced:7.1f}  {where} {name}")
-        profile, n = cProfile.Profile(), min(1000, args.commits)
+            print(f"{ran / traced:7.1f}  {where} {name}")
+        profile, n = cProfile.Profile(), min(200 if args.produce else 1000, count)
 
         async def profiled() -> None:
             profile.enable()
@@ -143,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
         bt.call(profiled)
     stats = pstats.Stats(profile)
     calls = sum(v[1] for v in stats.stats.values())
-    print(f"{calls / n:.1f} calls per commit (cProfile: Python functions and built-ins)")
+    print(f"{calls / n:.1f} calls per {unit} (cProfile: Python functions and built-ins)")
     rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][1])[:args.top]
     for (path, line, name), (_, nc, tt, _ct, _) in rows:
         where = path.split("site-packages/")[-1].split("src/")[-1]

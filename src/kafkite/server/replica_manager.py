@@ -43,7 +43,7 @@ from ..controller.metadata import INTERNAL_TOPICS
 from ..storage.batch import (build_batch, build_batch_with_header, build_control_batch, build_one_record_batch,
                              read_header)
 from ..storage.log_segment import CorruptRecordException
-from ..storage.log_validator import NeedsWorker, Validated, prepare_append
+from ..storage.log_validator import KEPT_AS_IS, NeedsWorker, Validated, prepare_append, prepare_simple
 from ..storage.unified_log import OffsetOutOfRange
 from ..wire.errors import E
 from .context import now_ms
@@ -71,7 +71,6 @@ async def run_in_worker(fn: Callable[[], Any]) -> Any:
     return await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
 
 
-_AS_BUILT = ("producer", "uncompressed")  # compression.type values that keep a built uncompressed batch as it is
 log = structlog.get_logger("kafkite.replica_manager")
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
@@ -191,10 +190,11 @@ class ReplicaManager(ReplicatedPartitions):
         if acks not in (0, 1, -1):
             return AppendOutcome(error=E.INVALID_REQUIRED_ACKS)
         # internal topics are written by their coordinators only
-        err = E.INVALID_TOPIC_EXCEPTION if topic in INTERNAL_TOPICS else self.leader_check(cache, topic, partition)
+        pinfo = cache.partition(topic, partition)
+        err = E.INVALID_TOPIC_EXCEPTION if topic in INTERNAL_TOPICS else \
+            self.leader_check(cache, topic, partition, -1, pinfo) if pinfo is not None else E.UNKNOWN_TOPIC_OR_PARTITION
         if err:
             return AppendOutcome(error=err)
-        pinfo = cache.partition(topic, partition)
         key = (topic, partition)
         lg = self.logs.get(key)
         if lg is None:
@@ -206,10 +206,19 @@ class ReplicaManager(ReplicatedPartitions):
             return AppendOutcome(error=E.NOT_ENOUGH_REPLICAS,
                                  error_message=f"The size of the current ISR {isr} is insufficient to "
                                                f"satisfy the min.isr requirement of {min_isr}")
-        prepare = functools.partial(prepare_append, records, lg.config, now_ms=now_ms,
-                                    topic_partition=f"{topic}-{partition}", produce_version=produce_version)
         lock = self._append_locks.get(key)
         waited = lock is not None and lock.locked()
+        if not waited:
+            # the common batch (log_validator.prepare_simple) in one pass; anything else (None) by prepare_append
+            buf = prepare_simple(records, lg.config, now_ms)
+            if buf is not None:
+                try:
+                    base = lg.append_produced(buf, now_ms, pinfo.leader_epoch, True)
+                except OSError as exc:
+                    return self._append_failed(key, exc)
+                return self._appended_at(key, lg, base, -1, lg.log_end_offset - 1)
+        prepare = functools.partial(prepare_append, records, lg.config, now_ms=now_ms,
+                                    topic_partition=f"{topic}-{partition}", produce_version=produce_version)
         if not waited:
             try:  # the common case: validated and appended at once, no task switch
                 v = prepare(inline=True)
@@ -448,7 +457,7 @@ class ReplicaManager(ReplicatedPartitions):
         uncompressed, LogAppendTime) or one over max.message.bytes takes the validating route, `append`."""
         lg = self.logs.get((topic, partition))
         txn = producer_id >= 0
-        if lg is not None and lg.config.compression_type in _AS_BUILT and \
+        if lg is not None and lg.config.compression_type in KEPT_AS_IS and \
                 lg.config.message_timestamp_type != "LogAppendTime":
             if len(records) == 1:  # (a commit's: positional arguments, a call with keywords costs more)
                 data, h = build_one_record_batch(records[0][0], records[0][1], lg.log_end_offset, now_ms, producer_id,
@@ -485,15 +494,20 @@ class ReplicaManager(ReplicatedPartitions):
     def _appended(self, key: tuple[str, int], lg, res) -> AppendOutcome:
         """The log's append result -> its outcome: the high watermark moves now unless the records wait for their
         deferred write."""
-        wait = (lg, res.last_offset) if lg.flush_pending(res.last_offset) else None
+        return self._appended_at(key, lg, res.base_offset, res.log_append_time_ms, res.last_offset)
+
+    def _appended_at(self, key: tuple[str, int], lg, base_offset: int, log_append_time_ms: int, last_offset: int
+                     ) -> AppendOutcome:
+        """_appended of an append from base_offset to last_offset."""
+        wait = (lg, last_offset) if lg.flush_pending(last_offset) else None
         if wait is None:  # (_log_end_moved, inline: every append comes here)
             p = self.partitions.get(key)
             if p is not None:
                 p.maybe_increment_hw()
             self.purgatory.check_and_complete(key)
         # (positional: a class called with keywords builds a dict of them)
-        return AppendOutcome(0, res.base_offset, res.log_append_time_ms, res.log_start_offset, None, None, None, wait,
-                             res.last_offset)
+        return AppendOutcome(0, base_offset, log_append_time_ms, lg.log_start_offset, None, None, None, wait,
+                             last_offset)
 
     async def wait_durable(self, lg, offset: int) -> None:
         """Return once the record at `offset` of `lg` is written (and fsynced, when flush.messages

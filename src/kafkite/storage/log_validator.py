@@ -62,8 +62,9 @@ import kafka.errors as kerr
 from .batch import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, TIMESTAMP_TYPE_BIT, ZSTD, BatchHeader,
                     Record, crc32c_of, crc_ok, decode_batch, iter_batches, patch_base_offset,
                     patch_partition_leader_epoch, read_header, rebuild_batch, set_log_append_time)
+from . import batch as _batch
 from .compression import CorruptStream, DecompressedTooLarge, Inflater
-from .default_record import (COMPILED, InvalidRecord, RecordChecks, ScanResult, copy_out, scan_stream,
+from .default_record import (COMPILED, InvalidRecord, RecordChecks, ScanResult, _records, copy_out, scan_stream,
                              scan_uncompressed)
 
 MAX_LONG = 9223372036854775807
@@ -264,6 +265,45 @@ def validate_produce(records: bytes, *, max_message_bytes: int, timestamp_type: 
     return Validated(batches=batches, valid_bytes=last_pos + last.size, scans=scans)
 
 
+_UNPACK_HEADER = struct.Struct(">qiibIhiqqqhii").unpack_from  # (batch.py's header)
+_PACK_MAX_TS_AND_CRC = struct.Struct(">q").pack_into, struct.Struct(">I").pack_into
+KEPT_AS_IS = ("producer", "uncompressed")  # compression.type values that keep an uncompressed batch as it is
+
+
+def prepare_simple(records, config, now_ms: int) -> bytearray | None:
+    """prepare_append's answer for the common produced partition, in one pass over its header and records: one
+    whole uncompressed batch (no bytes after it) at base offset 0, CreateTime, no producer id, neither
+    transactional nor control, under max.message.bytes and the inline limits, its CRC and its records sound and
+    their timestamps in the topic's window, to a topic that keeps it as it is (compression.type producer or
+    uncompressed, message.timestamp.type CreateTime, not compacted) -> the log's copy of it, its maxTimestamp set
+    to its records' largest as prepare_append sets it. None for anything else, errors included: prepare_append
+    takes it and makes every check and answer (the checks here are a subset of its, and every batch that passes
+    them passes its with the same bytes)."""
+    n = len(records)
+    if n < HEADER_SIZE or _records is None or config.compression_type not in KEPT_AS_IS or \
+            config.message_timestamp_type != "CreateTime" or config.compacted:
+        return None
+    base, length, _, magic, crc, attributes, lod, base_ts, max_ts, producer_id, _, _, count = \
+        _UNPACK_HEADER(records, 0)
+    if base or attributes or magic != 2 or length + LOG_OVERHEAD != n or producer_id >= 0 or lod < 0 or \
+            count != lod + 1 or n > config.max_message_bytes or n > INLINE_BATCH_BYTES or \
+            count > INLINE_RECORDS_COMPILED or _batch.crc32c_of(memoryview(records)[CRC_START:]) != crc:
+        return None
+    walked = _records.walk(records, HEADER_SIZE, n, 0, count)  # (default_record._walk_c's reading)
+    if walked is None or walked[0] != n or walked[1] != count:
+        return None
+    # (validate_produce's window, Java's long arithmetic: now - Long.MAX does not overflow, now + after wraps)
+    if base_ts + walked[2] < now_ms - config.message_timestamp_before_max_ms or \
+            base_ts + walked[3] > (now_ms + config.message_timestamp_after_max_ms + (1 << 63)) % (1 << 64) - (1 << 63):
+        return None
+    buf = copy_out(records, 0, n)
+    largest = base_ts + walked[3]
+    if largest != max_ts:  # (_set_max_timestamp: the attributes are 0 already)
+        _PACK_MAX_TS_AND_CRC[0](buf, 35, largest)
+        _PACK_MAX_TS_AND_CRC[1](buf, 17, _batch.crc32c_of(memoryview(buf)[CRC_START:]))
+    return buf
+
+
 def _wrap(v: int) -> int:
     """A Java long's overflow."""
     return (v + (1 << 63)) % (1 << 64) - (1 << 63)
@@ -369,6 +409,6 @@ def assign_offsets_and_compress(buf: bytearray, base_offset: int, leader_epoch: 
     return buf, headers
 
 
-__all__ = ["assign_offsets_and_compress", "CODECS", "NeedsWorker", "Validated", "prepare_append", "recompress",
-           "validate_produce", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE", "INVALID_TIMESTAMP", "INVALID_RECORD",
+__all__ = ["assign_offsets_and_compress", "CODECS", "KEPT_AS_IS", "NeedsWorker", "Validated", "prepare_append",
+           "prepare_simple", "recompress", "validate_produce", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE", "INVALID_TIMESTAMP", "INVALID_RECORD",
            "UNKNOWN_SERVER_ERROR", "UNSUPPORTED_COMPRESSION_TYPE", "HEADER_SIZE", "RECORDS_BOUND_FACTOR"]

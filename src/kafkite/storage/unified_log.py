@@ -18,13 +18,15 @@ from __future__ import annotations
 import bisect
 import random
 import shutil
+import struct
 import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .batch import CONTROL_BIT, BatchHeader, Record, crc_ok, decode_batch, iter_batches, read_marker, valid_prefix
+from .batch import (CONTROL_BIT, LOG_OVERHEAD, BatchHeader, Record, crc_ok, decode_batch, iter_batches, read_header,
+                    read_marker, valid_prefix)
 from .leader_epoch_file_cache import LeaderEpochFileCache
 from .log_flush import LogFlush
 from .log_config import LogConfig
@@ -35,6 +37,8 @@ from .memory_log_segment import MemoryLogSegment
 from .producer_state import CompletedTxn, ProducerStateManager
 from .transaction_index import AbortedTxn, AbortedTxns, append_entry, sync_files
 from ..wire.lazy_kafka import lazy_names
+
+_PACK_OFFSET_LENGTH_EPOCH = struct.Struct(">qii").pack_into  # baseOffset, batchLength, partitionLeaderEpoch
 
 # the segment files' modules, imported when the first FileLog is made (not by a broker --in-memory)
 LogLoader, check_topic_id, read_topic_id, write_partition_metadata = lazy_names(
@@ -181,6 +185,15 @@ class UnifiedLog(LogFlush):
         buf, headers = assign_offsets_and_compress(buf, base, leader_epoch, lat, self.config.compression_type)
         self._append_batches(buf, headers, now_ms=now_ms, defer_flush=defer_flush, owned=True)
         return AppendResult(base, headers[-1][1].last_offset, lat, self.log_start_offset)
+
+    def append_produced(self, buf: bytearray, now_ms: int, leader_epoch: int, defer_flush: bool) -> int:
+        """One produced batch as log_validator.prepare_simple gave it (the log's own copy, which it keeps: one whole
+        uncompressed CreateTime batch the topic keeps as it is): its offsets assigned from the log end offset and
+        the leader epoch stamped, in place, then appended as `append` appends -> its base offset."""
+        base = self.log_end_offset
+        _PACK_OFFSET_LENGTH_EPOCH(buf, 0, base, len(buf) - LOG_OVERHEAD, leader_epoch)
+        self._append_batches(buf, [(0, read_header(buf, 0))], now_ms, defer_flush, True)
+        return base
 
     def append_built(self, batch: bytes, header: BatchHeader, now_ms: int, defer_flush: bool = False) -> int:
         """A batch the broker has just built at the log end offset, with the leader epoch stamped and the header

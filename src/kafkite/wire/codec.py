@@ -46,6 +46,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 
 from . import registry, strict
+from .produce_response import ProduceAnswer
 
 
 class RequestError(Exception):
@@ -428,15 +429,19 @@ def encode_response(response: ApiMessage | EncodedBody, api_version: int, correl
     cls = type(response)
     if cls is EncodedBody:
         return _PACK_SIZE_AND_ID(response.size, correlation_id) + response.after_id
-    got = _encoder(cls, api_version)
-    response._header = None  # (kafka-python's version setter would write a request's field into a header it holds)
-    if got is None:
-        response.API_VERSION = api_version
-        response._header = ResponseHeader(correlation_id=correlation_id)
-        return response.encode(header=True, framed=True)
-    flexible, encode = got
-    response._version = api_version  # (the API_VERSION setter's range check: _encoder's)
-    header = response._header = ResponseHeader(correlation_id=correlation_id)
+    if cls is ProduceAnswer:  # light objects with kafka-python's attributes: its ProduceResponse encoder reads them
+        flexible, encode = _encoder(cls._kafka_class(), api_version)
+        header = ResponseHeader(correlation_id=correlation_id)
+    else:
+        got = _encoder(cls, api_version)
+        response._header = None  # (kafka-python's version setter would write a request's field into a header it holds)
+        if got is None:
+            response.API_VERSION = api_version
+            response._header = ResponseHeader(correlation_id=correlation_id)
+            return response.encode(header=True, framed=True)
+        flexible, encode = got
+        response._version = api_version  # (the API_VERSION setter's range check: _encoder's)
+        header = response._header = ResponseHeader(correlation_id=correlation_id)
     with EncodeBufferPool.acquire() as out:
         out.ensure(4)
         out.pos += 4  # the frame's size, written last

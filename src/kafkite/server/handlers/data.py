@@ -8,6 +8,7 @@ from ...wire.errors import E
 from ...storage.batch import transactional_header
 from ..replica_manager import AppendOutcome
 from ...wire.fetch_response import FetchResponseData, PartitionData, TopicData
+from ...wire.produce_response import PartitionAnswer, ProduceAnswer, TopicAnswer
 from ...network.peer import wait_unless_peer_closed
 from ..context import RequestContext, now_ms
 from ..fetch_session import FINAL_EPOCH, ZERO_UUID, PartitionRequest, TopicIdPartition
@@ -16,7 +17,6 @@ from .leader_hints import fill_fetch, fill_produce, follow
 from ...wire.lazy_kafka import lazy_names
 
 # kafka-python's classes, imported on their API's first request (wire/lazy_kafka.py LazyName)
-(ProduceResponse,) = lazy_names(globals(), "kafka.protocol.producer.produce", "ProduceResponse")
 ListOffsetsResponse, OffsetForLeaderEpochResponse = lazy_names(
     globals(), "kafka.protocol.consumer.offsets", "ListOffsetsResponse", "OffsetForLeaderEpochResponse")
 (InitProducerIdResponse,) = lazy_names(globals(), "kafka.protocol.producer.transaction", "InitProducerIdResponse")
@@ -26,8 +26,6 @@ ListOffsetsResponse, OffsetForLeaderEpochResponse = lazy_names(
 async def handle_produce(apis: KafkaApis, ctx: RequestContext):
     body = ctx.body
     rm = apis.replica_manager
-    T = ProduceResponse.TopicProduceResponse
-    P = T.PartitionProduceResponse
     acks = body.acks
     topics = []
     now = rm.log_now_ms()  # the log clock: LogAppendTime, the time index, segment.ms
@@ -38,11 +36,9 @@ async def handle_produce(apis: KafkaApis, ctx: RequestContext):
     transactional = apis.authorizing(ctx) and any(  # Kafka's RequestUtils.hasTransactionalRecords
         transactional_header(pd.records) is not None for td in body.topic_data for pd in td.partition_data)
     if transactional and (tid is None or not apis.authorized(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, tid)):
-        return ProduceResponse(version=ctx.version, throttle_time_ms=0, responses=[
-            T(name=td.name, partition_responses=[
-                P(index=pd.index, error_code=int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), base_offset=-1,
-                  log_append_time_ms=-1, log_start_offset=-1, record_errors=[], error_message=None)
-                for pd in td.partition_data]) for td in body.topic_data])
+        return ProduceAnswer([TopicAnswer(td.name, [
+            PartitionAnswer(pd.index, int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), -1, -1, -1)
+            for pd in td.partition_data]) for td in body.topic_data])
     writable = apis.authorize(ctx, Op.WRITE, ResourceType.TOPIC, (td.name for td in body.topic_data))
     unverified = await _verify_transaction(apis, ctx, writable)
     for td in body.topic_data:
@@ -64,16 +60,17 @@ async def handle_produce(apis: KafkaApis, ctx: RequestContext):
             if out.error:
                 ctx.log.info("produce.rejected", topic=name, partition=pd.index, error=E(out.error).name,
                              message=out.log_message or out.error_message)
-            P_errs = [P.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                      for i, m in (out.record_errors or [])]
-            part = P(index=pd.index, error_code=int(out.error), base_offset=out.base_offset,
-                     log_append_time_ms=out.log_append_time_ms, log_start_offset=out.log_start_offset,
-                     record_errors=P_errs, error_message=out.error_message)
+                P_errs = [PartitionAnswer.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                          for i, m in out.record_errors] if out.record_errors else ()
+                part = PartitionAnswer(pd.index, int(out.error), out.base_offset, out.log_append_time_ms,
+                                       out.log_start_offset, P_errs, out.error_message)
+            else:  # (positional: a class called with keywords builds a dict of them)
+                part = PartitionAnswer(pd.index, 0, out.base_offset, out.log_append_time_ms, out.log_start_offset)
             parts.append(part)
             # answered once written (and fsynced), and with acks=all on a replicated partition once the ISR has it
             if out.durable_wait is not None or (not out.error and acks == -1 and rm.replicated(name, pd.index)):
                 waits.append((out.durable_wait, out.last_offset, name, part))
-        topics.append(T(name=name, partition_responses=parts))
+        topics.append(TopicAnswer(name, parts))
     if acks == 0:  # no answer: the writes and fsyncs run in a worker all the same, whatever the connection does
         rm.complete_in_background([write for write, *_ in waits if write is not None])
         return None
@@ -97,7 +94,7 @@ async def handle_produce(apis: KafkaApis, ctx: RequestContext):
                     fail(part, code)
             fill_produce(apis, ctx.version, response, ctx.listener)  # KIP-951: after the waits (their errors too)
         ctx.before_send.append(fsynced)
-    response = ProduceResponse(version=ctx.version, responses=topics, throttle_time_ms=0)
+    response = ProduceAnswer(topics)
     if not waits:
         fill_produce(apis, ctx.version, response, ctx.listener)  # KIP-951: a NOT_LEADER_OR_FOLLOWER: the leader
     return response
