@@ -76,6 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # the same broker starters as throughput.py: kafkite serve --in-memory / --data-dir (default flush
 # policy) on a free port, and Tansu (memory engine, ready on an ApiVersions answer) from peer.py
+import throughput  # noqa: E402
 from throughput import (BROKER_CPUS, CLIENT_CPUS, broker_on_free_port, confluent_version, free_port, kafkite,  # noqa: E402
                         kafkite_disk, pin_process, wait_port)
 from peer import tansu  # noqa: E402
@@ -258,6 +259,9 @@ def main(argv: list[str] | None = None) -> None:
                                     "memory0, disk0)")
     ap.add_argument("--pin", action="store_true",
                     help="each broker (every thread) on the last CPU, this script and its consumers on the others")
+    ap.add_argument("--own-sessions", action="store_true",
+                    help="each Kafkite and null broker in a session (a scheduling group) of its own, as Tansu always "
+                         "is (throughput.py's docstring)")
     ap.add_argument("--valgrind", type=int, metavar="N",
                     help="count each Python broker's instructions per commit under valgrind over N commits instead")
     args = ap.parse_args(argv)
@@ -275,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         wanted = args.modes.split(",")
         modes = tuple(m for m in modes if m[0] in wanted)
     names = [name for name, _ in modes]
+    throughput.OWN_SESSIONS = args.own_sessions
     if args.pin:
         os.sched_setaffinity(0, CLIENT_CPUS)  # inherited by the consumer processes
     runs: dict[tuple[str, int], list[float]] = {}

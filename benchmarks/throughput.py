@@ -13,12 +13,13 @@ from P processes at once, each its share of the records, keyed over a topic of N
 (the rate: all records over the time from the common start to the last flush); the consumer
 is assigned every partition. `--pin` puts each broker (every thread) on the last CPU and the
 clients on the others: the same one core for a one-thread Kafkite as for a many-thread Tansu, and
-the clients off it. Every broker runs in a session of its own (as a service would): with the kernel's autogroup
-scheduling a session is a scheduling group, and the cores are shared between the groups (the producers', each
-broker's) before a group's threads share its part. (Until 2026-11-26 Kafkite's brokers ran in the benchmark's
-session, sharing its part with the producers thread by thread, while Tansu had a group of its own: with 3
-producers a one-thread broker fell behind, megabytes of requests waited in its socket, and the producers paid for
-the late answers.) `--nice-clients N` runs each producer process at nice +N, in a group of its own at that nice
+the clients off it. `--own-sessions` starts each Kafkite broker in a session of its own, as Tansu always is: with the
+kernel's autogroup scheduling a session is a scheduling group, the cores are shared between the groups (the clients',
+each broker's) before a group's threads share its part; by default a Kafkite broker shares the benchmark's group with
+the producers, thread by thread (2026-11-26, 100 B with 3 producers: the one-thread broker then fell behind, 1-10 MB
+of requests waiting in its sockets by `ss`, and the producers paid for the late answers, 1.15-1.28 against 1.01-1.12
+us a record; in its own session nothing waited, and it took 0.20-0.24 us a record against 0.17-0.18, answering
+smaller reads). `--nice-clients N` runs each producer process at nice +N, in a group of its own at that nice
 where the kernel has autogroups, whichever the broker: the producers take what the broker leaves, as producers on
 other machines would. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
 (not run unless named) is the in-memory broker reading produced records in pure Python. `--baseline DIR`
@@ -62,6 +63,14 @@ def wait_port(port: int, timeout: float = 30) -> None:
     raise RuntimeError(f"port {port} never opened")
 
 
+# --own-sessions: every broker started here in a session of its own, as drivers.tansu_broker always starts Tansu.
+# With the kernel's autogroup scheduling (on here, and in most distributions' kernels) a session is a scheduling group:
+# the cores are shared between the groups first, then a group's part between its threads. By default a broker started
+# here is in the benchmark's session, sharing its part with the clients thread by thread (as a test suite's broker
+# started as a subprocess would), while Tansu has a group of its own.
+OWN_SESSIONS = False
+
+
 @contextlib.contextmanager
 def broker_on_free_port(command, env: dict | None = None):
     """`command(port, tmpdir)` (an argv) run for the block, on a free port with a temporary directory
@@ -69,12 +78,8 @@ def broker_on_free_port(command, env: dict | None = None):
     port takes connections."""
     port = free_port()
     with tempfile.TemporaryDirectory(dir=os.environ.get("KAFKITE_BENCH_DIR")) as d:
-        # its own session, as drivers.tansu_broker starts Tansu: with the kernel's autogroup scheduling (on here and
-        # on most distributions' kernels), a session is a scheduling group, and the cores are shared between groups
-        # before the threads of a group share their group's part. A broker started in the benchmark's session
-        # shared its part with the producers, thread by thread, while Tansu had a part of its own.
         proc = subprocess.Popen(command(port, d), stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})},
-                                start_new_session=True)
+                                start_new_session=OWN_SESSIONS)
         try:
             wait_port(port)
             yield f"127.0.0.1:{port}"
@@ -352,6 +357,8 @@ def main() -> None:
                     help="brokers to run, of " + ",".join(name for name, _ in MODES) + " (tansu always)")
     ap.add_argument("--pin", action="store_true",
                     help="the broker on the last CPU, this script and its producers on the others")
+    ap.add_argument("--own-sessions", action="store_true",
+                    help="each Kafkite broker in a session (a scheduling group) of its own, as Tansu always is")
     ap.add_argument("--nice-clients", type=int, default=0, metavar="N",
                     help="run the producer processes (with --producers 2 or more) at nice +N, below the broker's "
                          "priority, whichever broker: the load generator does not take the cores from the broker "
@@ -360,8 +367,8 @@ def main() -> None:
                     help="also Kafkite in memory from this source tree (a src directory, e.g. made with `git archive "
                          "<commit> src | tar -x -C /tmp/base`), as mode memory0, in the same rounds: an A/B run")
     args = ap.parse_args()
-    global NICE_CLIENTS
-    NICE_CLIENTS = args.nice_clients
+    global NICE_CLIENTS, OWN_SESSIONS
+    NICE_CLIENTS, OWN_SESSIONS = args.nice_clients, args.own_sessions
     if args.pin:
         os.sched_setaffinity(0, CLIENT_CPUS)  # inherited by the producer processes
     wanted = set(args.modes.split(",")) | {"tansu"}
