@@ -192,7 +192,7 @@ class ReplicaManager(ReplicatedPartitions):
         # internal topics are written by their coordinators only
         pinfo = cache.partition(topic, partition)
         err = E.INVALID_TOPIC_EXCEPTION if topic in INTERNAL_TOPICS else \
-            self.leader_check(cache, topic, partition, -1, pinfo) if pinfo is not None else E.UNKNOWN_TOPIC_OR_PARTITION
+            self.leader_check(cache, topic, partition, -1, pinfo)
         if err:
             return AppendOutcome(error=err)
         key = (topic, partition)
