@@ -204,9 +204,11 @@ def test_segments_below_the_recovery_point_are_not_rescanned(tmp_path):
         produce_batches(b.bootstrap_servers, "t", 20)
         bases = sorted(int(p.stem) for p in (data / "t-0").glob("*.log"))
         assert len(bases) >= 3
-        wait_until(lambda: (data / "recovery-point-offset-checkpoint").exists() and
-                   (data / "recovery-point-offset-checkpoint").read_text() == f"0\n1\nt 0 {bases[-1]}\n",
-                   timeout=30, what="the recovery point at the active segment")
+        checkpoint = data / "recovery-point-offset-checkpoint"
+        wait_until(lambda: checkpoint.exists() and checkpoint.read_text() == f"0\n1\nt 0 {bases[-1]}\n", timeout=30,
+                   what=lambda: f"the recovery point at the active segment {bases[-1]} (segments {bases}; the "
+                                f"checkpoint: {checkpoint.read_text() if checkpoint.exists() else None!r}; the "
+                                f"segments now: {sorted(int(p.stem) for p in (data / 't-0').glob('*.log'))})")
     finally:
         b.kill()
     old, active = data / "t-0" / SEGMENT_0, data / "t-0" / f"{bases[-1]:020d}.log"
