@@ -1,4 +1,4 @@
-"""A Produce's common partition (one uncompressed batch, no producer id, a topic that keeps it) takes the one-pass
+"""A Produce's common partition (one uncompressed batch, not transactional, a topic that keeps it) takes the one-pass
 route (log_validator.prepare_simple, UnifiedLog.append_produced, a packed answer); everything else prepare_append's,
 with the same answers and logs. Requests handed to an in-process broker's router, as a connection would."""
 from __future__ import annotations
@@ -103,13 +103,12 @@ def test_the_common_partitions_take_the_one_pass_route(bt, routes):
     assert log_offsets(bt, "plain", 0) == list(range(before[0] + 8))
 
 
-@pytest.mark.parametrize("case", ["compressed", "idempotent", "two batches", "bad crc", "LogAppendTime topic"])
+@pytest.mark.parametrize("case", ["compressed", "two batches", "bad crc", "LogAppendTime topic"])
 def test_anything_else_takes_prepare_appends_route(bt, routes, case):
     topic = "lat" if case == "LogAppendTime topic" else "plain"
     p = 2 if topic == "plain" else 0
     start = len(log_offsets(bt, topic, p))
-    data = {"compressed": batch(3, codec=1), "idempotent": batch(3, pid=1000 + start, epoch=0, seq=0),
-            "two batches": batch(2) + batch(2), "LogAppendTime topic": batch(3)}.get(case)
+    data = {"compressed": batch(3, codec=1), "two batches": batch(2) + batch(2), "LogAppendTime topic": batch(3)}.get(case)
     if case == "bad crc":
         data = bytearray(batch(3))
         data[-1] ^= 1
@@ -130,3 +129,29 @@ def test_an_unknown_partition_is_answered_as_before(bt, routes):
     got = produce(bt, frame("plain", {0: batch(1), 9: batch(1)}))
     assert got[("plain", 9)][:2] == (3, -1) and got[("plain", 0)][0] == 0  # UNKNOWN_TOPIC_OR_PARTITION
     assert routes == {"simple": 1, "general": 0}
+
+
+def idempotent_answers(bt, topic: str, p: int, pid: int) -> list[tuple[int, int]]:
+    """An idempotent producer's batches to topic-p: its first two, a retry of the second, one out of order, the one
+    expected, one without a sequence -> (error code, base offset from the partition's start)."""
+    start = len(log_offsets(bt, topic, p))
+    out = []
+    for n, seq in ((2, 0), (3, 2), (3, 2), (1, 9), (1, 5), (1, -1)):
+        (code, base, _), = produce(bt, frame(topic, {p: batch(n, pid=pid, epoch=0, seq=seq)})).values()
+        out.append((code, base - start if base >= 0 else base))
+    return out
+
+
+@compiled
+def test_an_idempotent_producers_batches_take_the_one_pass_route_with_prepare_appends_answers(bt, routes,
+                                                                                              monkeypatch):
+    """The same sequence to two partitions, through the one-pass route and through prepare_append's alone
+    (prepare_simple made to answer None): the same answers and the same records in the log, the retry acknowledged
+    with its first offset and not written again, the batch out of order refused."""
+    bt.call(bt.broker.admin.create_topic, "idem", 2, 1, None, {})
+    one_pass = idempotent_answers(bt, "idem", 0, 7001)
+    assert routes == {"simple": 5, "general": 1}  # (the batch without a sequence: prepare_append's INVALID_RECORD)
+    monkeypatch.setattr(rm_module, "prepare_simple", lambda *a: None)
+    general = idempotent_answers(bt, "idem", 1, 7002)
+    assert one_pass == general == [(0, 0), (0, 2), (0, 2), (45, -1), (0, 5), (87, -1)]  # 45: OUT_OF_ORDER_SEQUENCE
+    assert log_offsets(bt, "idem", 0) == log_offsets(bt, "idem", 1) == list(range(6))

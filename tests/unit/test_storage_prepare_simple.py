@@ -48,6 +48,14 @@ def test_the_common_batch_gives_prepare_appends_bytes():
 
 
 @compiled
+def test_an_idempotent_producers_batch_gives_prepare_appends_bytes():
+    """Its sequence is the log's producer state's to check (ReplicaManager), after either route."""
+    data = batch(4, pid=7, epoch=3, seq=12)
+    got = prepare_simple(data, LogConfig(), NOW)
+    assert got is not None and bytes(got) == data == general(data)
+
+
+@compiled
 def test_a_wrong_max_timestamp_is_set_as_prepare_append_sets_it():
     buf = bytearray(batch(3))
     struct.pack_into(">q", buf, 35, NOW + 1000)
@@ -70,7 +78,7 @@ def _cases():
         "two batches": (two, LogConfig()),
         "trailing bytes": (batch(2) + b"\0" * 5, LogConfig()),
         "compressed": (batch(3, codec=1), LogConfig()),
-        "idempotent": (batch(3, pid=7, epoch=0, seq=0), LogConfig()),
+        "idempotent without a sequence": (batch(3, pid=7, epoch=0, seq=-1), LogConfig()),
         "transactional": (batch(3, pid=7, epoch=0, seq=0, transactional=True), LogConfig()),
         "LogAppendTime topic": (batch(3), LogConfig(message_timestamp_type="LogAppendTime")),
         "compacted topic": (batch(3), LogConfig(cleanup_policy="compact")),
@@ -97,7 +105,9 @@ def test_anything_else_takes_prepare_appends_route(case):
 @given(st.data())
 def test_a_mutated_batch_is_left_to_prepare_append_or_gets_its_bytes(data):
     """Fuzz: whatever prepare_simple accepts, prepare_append accepts with the same bytes."""
-    good = bytearray(batch(data.draw(st.integers(1, 4)), keys=data.draw(st.booleans())))
+    idempotent = data.draw(st.booleans())
+    good = bytearray(batch(data.draw(st.integers(1, 4)), keys=data.draw(st.booleans()), pid=7 if idempotent else -1,
+                           epoch=0 if idempotent else -1, seq=0 if idempotent else -1))
     for _ in range(data.draw(st.integers(1, 3))):
         i = data.draw(st.integers(0, len(good) - 1))
         good[i] ^= data.draw(st.integers(1, 255))

@@ -41,7 +41,7 @@ import trio
 
 from ..controller.metadata import INTERNAL_TOPICS
 from ..storage.batch import (build_batch, build_batch_with_header, build_control_batch, build_one_record_batch,
-                             read_header)
+                             has_producer_id, read_header)
 from ..storage.log_segment import CorruptRecordException
 from ..storage.log_validator import KEPT_AS_IS, NeedsWorker, Validated, prepare_append, prepare_simple
 from ..storage.unified_log import OffsetOutOfRange
@@ -212,6 +212,10 @@ class ReplicaManager(ReplicatedPartitions):
             # the common batch (log_validator.prepare_simple) in one pass; anything else (None) by prepare_append
             buf = prepare_simple(records, lg.config, now_ms)
             if buf is not None:
+                if has_producer_id(buf):  # an idempotent producer's: its sequence checked as after prepare_append
+                    refused = self._sequence_refusal(lg, read_header(buf, 0), now_ms)
+                    if refused is not None:
+                        return refused
                 try:
                     base = lg.append_produced(buf, now_ms, pinfo.leader_epoch, True)
                 except OSError as exc:
@@ -427,25 +431,32 @@ class ReplicaManager(ReplicatedPartitions):
                                  error_message=v.error_message if v.in_response else None,
                                  log_message=v.error_message,
                                  log_start_offset=lg.log_start_offset if v.log_start else -1)
-        # Idempotent producers: a retried batch is acknowledged with its original offset.
-        ps = lg.producer_state
-        for pos, h in v.batches:
-            if h.producer_id >= 0 and check_sequences:
-                chk = ps.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, now_ms=now_ms)
-                if chk.error == "duplicate":
-                    # the original may still wait for its fsync: so does this acknowledgement
-                    wait = (lg, chk.last_offset) if lg.flush_pending(chk.last_offset) else None
-                    return AppendOutcome(error=0, base_offset=chk.base_offset, log_append_time_ms=-1,
-                                         log_start_offset=lg.log_start_offset, durable_wait=wait,
-                                         last_offset=chk.last_offset)
-                if chk.error:
-                    return AppendOutcome(error=chk.code, error_message=chk.message,
-                                         log_start_offset=lg.log_start_offset)
+        if check_sequences:
+            for pos, h in v.batches:
+                if h.producer_id >= 0:
+                    refused = self._sequence_refusal(lg, h, now_ms)
+                    if refused is not None:
+                        return refused
         try:
             res = lg.append(v.data, now_ms=now_ms, leader_epoch=leader_epoch, defer_flush=defer_flush)
         except OSError as exc:
             return self._append_failed(key, exc)
         return self._appended(key, lg, res)
+
+    @staticmethod
+    def _sequence_refusal(lg, h, now_ms: int) -> AppendOutcome | None:
+        """An idempotent producer's batch (`h`, producer id >= 0) against the log's producer state: None to append
+        it; a retried batch's outcome (acknowledged with its original offsets, nothing appended); or the error
+        (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...)."""
+        chk = lg.producer_state.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, now_ms=now_ms)
+        if chk.error == "duplicate":
+            # the original may still wait for its fsync: so does this acknowledgement
+            wait = (lg, chk.last_offset) if lg.flush_pending(chk.last_offset) else None
+            return AppendOutcome(error=0, base_offset=chk.base_offset, log_append_time_ms=-1,
+                                 log_start_offset=lg.log_start_offset, durable_wait=wait, last_offset=chk.last_offset)
+        if chk.error:
+            return AppendOutcome(error=chk.code, error_message=chk.message, log_start_offset=lg.log_start_offset)
+        return None
 
     def append_coordinator_batch(self, topic: str, partition: int, records: list[tuple[bytes, bytes | None]],
                                  now_ms: int, leader_epoch: int, producer_id: int = -1, producer_epoch: int = -1,

@@ -41,7 +41,7 @@ _HDR = struct.Struct(">qiibIhiqqqhii")
 CRC_START = 21  # attributes onward are covered by the CRC
 
 # positions of the fields the broker patches
-_PLE_POS, _MAGIC_POS, _CRC_POS, _ATTR_POS, _MAX_TS_POS = 12, 16, 17, 21, 35
+_PLE_POS, _MAGIC_POS, _CRC_POS, _ATTR_POS, _MAX_TS_POS, _PRODUCER_ID_POS = 12, 16, 17, 21, 35, 43
 
 COMPRESSION_NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
@@ -116,6 +116,12 @@ class BatchHeader(NamedTuple):
         if self.base_sequence < 0:
             return -1
         return (self.base_sequence + self.last_offset_delta) % (INT32_MAX + 1)
+
+
+def has_producer_id(buf, pos: int = 0) -> bool:
+    """Whether the batch at `pos` carries a producer id (an idempotent or transactional producer's: its int64 is not
+    negative), read from the one byte of its sign without reading the header."""
+    return buf[pos + _PRODUCER_ID_POS] < 0x80
 
 
 def read_header(buf, pos: int = 0) -> BatchHeader:

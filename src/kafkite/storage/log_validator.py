@@ -272,8 +272,9 @@ KEPT_AS_IS = ("producer", "uncompressed")  # compression.type values that keep a
 
 def prepare_simple(records, config, now_ms: int) -> bytearray | None:
     """prepare_append's answer for the common produced partition, in one pass over its header and records: one
-    whole uncompressed batch (no bytes after it) at base offset 0, CreateTime, no producer id, neither
-    transactional nor control, under max.message.bytes and the inline limits, its CRC and its records sound and
+    whole uncompressed batch (no bytes after it) at base offset 0, CreateTime, neither transactional nor control
+    (an idempotent producer's too: a producer id with a sequence; its sequence is the log's producer state's to
+    check, as after prepare_append), under max.message.bytes and the inline limits, its CRC and its records sound and
     their timestamps in the topic's window, to a topic that keeps it as it is (compression.type producer or
     uncompressed, message.timestamp.type CreateTime, not compacted) -> the log's copy of it, its maxTimestamp set
     to its records' largest as prepare_append sets it. None for anything else, errors included: prepare_append
@@ -283,10 +284,10 @@ def prepare_simple(records, config, now_ms: int) -> bytearray | None:
     if n < HEADER_SIZE or _records is None or config.compression_type not in KEPT_AS_IS or \
             config.message_timestamp_type != "CreateTime" or config.compacted:
         return None
-    base, length, _, magic, crc, attributes, lod, base_ts, max_ts, producer_id, _, _, count = \
+    base, length, _, magic, crc, attributes, lod, base_ts, max_ts, producer_id, _, sequence, count = \
         _UNPACK_HEADER(records, 0)
-    if base or attributes or magic != 2 or length + LOG_OVERHEAD != n or producer_id >= 0 or lod < 0 or \
-            count != lod + 1 or n > config.max_message_bytes or n > INLINE_BATCH_BYTES or \
+    if base or attributes or magic != 2 or length + LOG_OVERHEAD != n or lod < 0 or count != lod + 1 or \
+            (producer_id >= 0 and sequence < 0) or n > config.max_message_bytes or n > INLINE_BATCH_BYTES or \
             count > INLINE_RECORDS_COMPILED or _batch.crc32c_of(memoryview(records)[CRC_START:]) != crc:
         return None
     walked = _records.walk(records, HEADER_SIZE, n, 0, count)  # (default_record._walk_c's reading)
