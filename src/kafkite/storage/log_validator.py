@@ -265,8 +265,7 @@ def validate_produce(records: bytes, *, max_message_bytes: int, timestamp_type: 
     return Validated(batches=batches, valid_bytes=last_pos + last.size, scans=scans)
 
 
-_UNPACK_HEADER = struct.Struct(">qiibIhiqqqhii").unpack_from  # (batch.py's header)
-_PACK_MAX_TS_AND_CRC = struct.Struct(">q").pack_into, struct.Struct(">I").pack_into
+_UNPACK_HEADER = _batch._HDR.unpack_from  # (the header's fields as read_header unpacks them, without its tuple)
 KEPT_AS_IS = ("producer", "uncompressed")  # compression.type values that keep an uncompressed batch as it is
 
 
@@ -299,9 +298,8 @@ def prepare_simple(records, config, now_ms: int) -> bytearray | None:
         return None
     buf = copy_out(records, 0, n)
     largest = base_ts + walked[3]
-    if largest != max_ts:  # (_set_max_timestamp: the attributes are 0 already)
-        _PACK_MAX_TS_AND_CRC[0](buf, 35, largest)
-        _PACK_MAX_TS_AND_CRC[1](buf, 17, _batch.crc32c_of(memoryview(buf)[CRC_START:]))
+    if largest != max_ts:  # (as prepare_append sets it)
+        _set_max_timestamp(buf, 0, read_header(buf, 0), largest)
     return buf
 
 
@@ -411,5 +409,6 @@ def assign_offsets_and_compress(buf: bytearray, base_offset: int, leader_epoch: 
 
 
 __all__ = ["assign_offsets_and_compress", "CODECS", "KEPT_AS_IS", "NeedsWorker", "Validated", "prepare_append",
-           "prepare_simple", "recompress", "validate_produce", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE", "INVALID_TIMESTAMP", "INVALID_RECORD",
-           "UNKNOWN_SERVER_ERROR", "UNSUPPORTED_COMPRESSION_TYPE", "HEADER_SIZE", "RECORDS_BOUND_FACTOR"]
+           "prepare_simple", "recompress", "validate_produce", "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE",
+           "INVALID_TIMESTAMP", "INVALID_RECORD", "UNKNOWN_SERVER_ERROR", "UNSUPPORTED_COMPRESSION_TYPE", "HEADER_SIZE",
+           "RECORDS_BOUND_FACTOR"]
