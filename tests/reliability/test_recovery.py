@@ -208,7 +208,9 @@ def test_segments_below_the_recovery_point_are_not_rescanned(tmp_path):
         wait_until(lambda: checkpoint.exists() and checkpoint.read_text() == f"0\n1\nt 0 {bases[-1]}\n", timeout=30,
                    what=lambda: f"the recovery point at the active segment {bases[-1]} (segments {bases}; the "
                                 f"checkpoint: {checkpoint.read_text() if checkpoint.exists() else None!r}; the "
-                                f"segments now: {sorted(int(p.stem) for p in (data / 't-0').glob('*.log'))})")
+                                f"segments now: {sorted(int(p.stem) for p in (data / 't-0').glob('*.log'))}; the "
+                                f"broker {'running' if b.proc.poll() is None else f'exited {b.proc.poll()}'}; its "
+                                f"warnings: {[ln for ln in b.log_tail if 'warn' in ln.lower() or 'error' in ln.lower()]})")
     finally:
         b.kill()
     old, active = data / "t-0" / SEGMENT_0, data / "t-0" / f"{bases[-1]:020d}.log"

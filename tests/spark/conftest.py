@@ -16,7 +16,11 @@ def _spark():
     if shutil.which("java") is None:
         pytest.skip("no Java runtime for Spark")
     from kafkite.spark import session
-    s = session(app_name="kafkite-tests", with_connector=bool(os.environ.get("KAFKITE_SPARK_JARS")))
+    # Spark pools its Kafka producers and consumers (10 and 5 minutes idle by default): a test's pooled clients would
+    # outlive its broker, reconnecting twice a second to a closed port beside the tests that follow
+    idle = {f"spark.kafka.{kind}.cache.{key}": value for kind in ("producer", "consumer")
+            for key, value in (("timeout", "5s"), ("evictorThreadRunInterval", "2s"))}
+    s = session(app_name="kafkite-tests", with_connector=bool(os.environ.get("KAFKITE_SPARK_JARS")), extra_conf=idle)
     yield s
     s.stop()
 
