@@ -355,7 +355,9 @@ def test_the_swap_in_runs_in_a_worker_under_the_log_lock_and_a_reader_keeps_its_
     lg.truncate_to(lg.log_end_offset - 1)
     lg.truncate_to(lg.log_start_offset)
     lg.close()
-    assert lock.takers[1:] == ["enforce_retention", "delete_records_before", "truncate_to",
+    # (and the producer snapshots: a roll's renamed in place under it, a truncation's deleted under it)
+    takers = [t for t in lock.takers if t not in ("write", "_snapshots_stale")]
+    assert takers[1:] == ["enforce_retention", "delete_records_before", "truncate_to",
                                "truncate_fully_and_start_at", "close"]
 
 

@@ -35,7 +35,7 @@ def test_a_roll_leaves_fsync_and_indexes_to_the_flush_scheduler(tmp_path, fsyncs
     target, run = lg.scheduled_flush(0)  # a roll to finish: due whatever flush.ms says
     run()
     lg.mark_flushed(target)
-    assert len(fsyncs) == 3  # the .log, then its two index files
+    assert len(fsyncs) == 4  # the .log, then its two index files, then the producer snapshot at the roll
     assert not rolled.closing and index_files(rolled) == (True, True)
     assert lg.scheduled_flush(0) is None
 

@@ -54,16 +54,19 @@ def test_retention_renames_the_files_and_deletes_them_after_the_delay(tmp_path):
     first = gone[0]
     assert lg.enforce_retention(now_ms=5000) == len(gone)
     # Kafka's changeFileSuffixes("", ".deleted"): every file of the segment, at once
-    expected = sorted(f"{s.base:020d}{ext}.deleted" for s in gone for ext in (".log", ".index", ".timeindex"))
+    # (and its producer snapshot, taken when the segment before it rolled: the first segment has none)
+    expected = sorted([f"{s.base:020d}{ext}.deleted" for s in gone for ext in (".log", ".index", ".timeindex")]
+                      + [f"{s.base:020d}.snapshot.deleted" for s in gone[1:]])
     assert deleted(d) == expected
-    assert names(d) == sorted(expected + [f"{lg.active.base:020d}.log"])
+    live = [f"{lg.active.base:020d}.log", f"{lg.active.base:020d}.snapshot"]
+    assert names(d) == sorted(expected + live)
     # a read that still holds the segment goes on working (the file is open until it is deleted)
     assert [r.offset for r in decode_records(first.read(0, 1 << 20, True, None))][:2] == [0, 1]
     assert lg.files_to_delete(5999) is None  # not before file.delete.delay.ms
     run = lg.files_to_delete(6000)
     assert run is not None and deleted(d) == expected  # removed by run(), in the caller's worker thread
     run()
-    assert deleted(d) == [] and names(d) == [f"{lg.active.base:020d}.log"]
+    assert deleted(d) == [] and names(d) == live
     assert lg.files_to_delete(10_000) is None and first.fd == -1
     assert all_offsets(lg) == list(range(lg.log_start_offset, lg.log_end_offset))
     lg.close()
@@ -72,8 +75,8 @@ def test_retention_renames_the_files_and_deletes_them_after_the_delay(tmp_path):
 def test_the_delay_of_an_operation_without_a_clock_runs_from_the_first_check(tmp_path):
     d = tmp_path / "t-0"
     lg = filled(d, file_delete_delay_ms=500)
-    lg.delete_records_before(lg.segments[2].base)  # DeleteRecords: no now_ms given
-    assert len(deleted(d)) == 6 and [f.due_ms for f in lg.pending_deletions] == [None, None]
+    lg.delete_records_before(lg.segments[2].base)  # DeleteRecords: no now_ms given (3 files each, 1 snapshot)
+    assert len(deleted(d)) == 7 and [f.due_ms for f in lg.pending_deletions] == [None, None]
     assert lg.files_to_delete(10_000) is None  # the delay starts now
     assert [f.due_ms for f in lg.pending_deletions] == [10_500, 10_500]
     assert lg.files_to_delete(10_499) is None

@@ -59,6 +59,7 @@ from .batch import HEADER_SIZE, BatchHeader, crc_ok, iter_batches, read_header
 from .log_segment import BatchSource, LogSegment, MadeOnce, StrPath, segment_name
 from .offset_index import OffsetIndex
 from .offset_index_check import OffsetIndexCheck
+from .producer_snapshot import fsync_if_exists, retire_snapshot
 from .time_index import TimeIndex
 
 DELETED_SUFFIX = ".deleted"  # Kafka's LogFileUtils.DELETED_FILE_SUFFIX
@@ -207,6 +208,8 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
     def write_indexes(self, sync: bool = False) -> None:
         self.offset_index.write(sync)
         self.time_index.write(sync)
+        if sync:  # (its .txnindex too: a producer snapshot above this segment trusts it, producer_snapshot.py)
+            fsync_if_exists(self._txn_index_path)
 
     def unlink_indexes(self) -> None:
         self.offset_index.path.unlink(missing_ok=True)
@@ -229,7 +232,8 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
 
     # -- deletion
     def retire(self) -> DeletedFiles:
-        """Rename the segment's files `.deleted` (Kafka's changeFileSuffixes("", ".deleted")), the .log first;
+        """Rename the segment's files `.deleted` (Kafka's changeFileSuffixes("", ".deleted")), the .log first, its
+        producer snapshot (producer_snapshot.py) last;
         the file stays open for a read still under way. Pending deferred writes are dropped (the records go
         with the segment) and a roll's finish under way ends first (it writes the index files by name)."""
         with self._writer:
@@ -248,6 +252,7 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
                     except FileNotFoundError:  # the active segment's indexes are in memory; most have no .txnindex
                         pass
                     setattr(holder, attr, new)
+                paths.extend(retire_snapshot(self._log_path, DELETED_SUFFIX))  # (its producer snapshot)
         return DeletedFiles(self.base, paths, self.close)
 
     # -- data

@@ -59,14 +59,21 @@ class LogFlush(LocalLog):
         closing = [s for s in self.segments[:-1] if s.closing]
         active = self.active
         epochs = self.epochs.take_pending()  # (written before the records: see leader_epoch_file_cache.py)
+        snapshots = self._snapshot_writes()  # (a file log's producer snapshots taken at rolls: after their segments)
 
         def run() -> None:
             if epochs is not None:
                 epochs()
             for seg in closing:
                 seg.finish_roll()
+            if snapshots is not None and not any(s.closing for s in closing):  # (a failed segment's stays closing)
+                snapshots()
             active.write_deferred(force_sync)
         return run
+
+    def _snapshot_writes(self) -> Callable[[], None] | None:
+        """The producer snapshots the rolls took, to write once the rolled segments are on disk (UnifiedLog's)."""
+        return None
 
     def scheduled_flush(self, now_ms: int) -> tuple[int, Callable[[], None]] | None:
         """Kafka's flush scheduler: when records are unflushed and flush.ms has passed since the

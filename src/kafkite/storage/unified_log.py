@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 from .batch import (CONTROL_BIT, LOG_OVERHEAD, BatchHeader, Record, crc_ok, decode_batch, iter_batches, read_header,
                     read_marker, valid_prefix)
 from .leader_epoch_file_cache import LeaderEpochFileCache
-from .log_flush import LogFlush
+from .producer_snapshot import LogSnapshots
 from .log_config import LogConfig
 from .checkpoint_file import write_atomically
 from .log_segment import LogSegment, MadeOnce
@@ -64,7 +64,7 @@ class AppendResult:
     log_start_offset: int
 
 
-class UnifiedLog(LogFlush):
+class UnifiedLog(LogSnapshots):
     """One partition's log (see the module comment). `new_segment(base, now_ms)` makes a segment
     of the log's kind; `directory` is None for a memory log."""
     _start_lock = MadeOnce(threading.Lock)  # the `log-start-offset` file's writes (made on first use)
@@ -138,14 +138,20 @@ class UnifiedLog(LogFlush):
             append_entry(self.dir, seg_base, txn)
 
     def _rebuild_producer_state(self) -> None:
-        """Producer and transaction state from the log's batches (a marker's type is read from its batch); a file
-        log's .txnindex files are made to agree with it."""
+        """Producer and transaction state from the log's batches (a marker's type is read from its batch) -- a file
+        log's from its newest producer snapshot and the batches after it (producer_snapshot.py); a file log's
+        .txnindex files are made to agree with it."""
         ps = self.producer_state
         ps.clear()
         self.aborted.clear()
-        for seg in self.segments:
+        start = -1 if self._dir is None else self._load_snapshot()
+        start = -1 if start is None else start
+        segs = self.segments
+        for i, seg in enumerate(segs):
+            if start >= (segs[i + 1].base if i + 1 < len(segs) else self.log_end_offset):
+                continue  # (wholly below the snapshot)
             for h in seg.iter_headers():
-                if h.producer_id < 0:
+                if h.producer_id < 0 or h.base_offset < start:
                     continue
                 marker = None
                 if h.is_control:
@@ -442,6 +448,7 @@ class UnifiedLog(LogFlush):
                 self._retire(self.segments.pop())
         self.log_end_offset = self.active.next_offset if self.active.size else self.active.base
         self.epochs.truncate_from_end(self.log_end_offset)
+        self._snapshots_stale(self.log_end_offset)
         self._rebuild_producer_state()
         if self._dirty_from is not None and self._dirty_from >= self.log_end_offset:
             self._dirty_from = None  # what waited for an fsync is gone
@@ -458,6 +465,7 @@ class UnifiedLog(LogFlush):
         self.log_start_offset = self.log_end_offset = offset
         self._save_log_start()
         self.epochs.clear()
+        self._snapshots_stale(None)
         self._rebuild_producer_state()
         self._dirty_from = None
         if self._hw is not None:
@@ -521,6 +529,7 @@ class UnifiedLog(LogFlush):
                 write()
             self._flush_run(False)()
             self.active.on_roll()
+            self._close_snapshot()
         except OSError:
             flushed = False
         for s in self.segments:
