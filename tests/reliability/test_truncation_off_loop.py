@@ -278,11 +278,13 @@ def test_delete_records_and_the_retention_control_rename_segments_in_a_worker(tm
             # DeleteRecords' files removed after file.delete.delay.ms; retention's renamed (their delay counts from the
             # log clock the control advanced: two hours on)
             # (the active segment, 132, rolled and deleted by retention as on Kafka, may go before its roll wrote its
-            # index files: only its .log then)
-            expected = ["%020d.%s.deleted" % (base, ext) for base in range(60, 132, 12)
-                        for ext in ("index", "log", "timeindex")] + ["%020d.log.deleted" % 132, "%020d.log" % 144]
+            # index files: only its .log then; and before its producer snapshot was written, as the new one's at 144)
+            expected = sorted(["%020d.%s.deleted" % (base, ext) for base in range(60, 132, 12)
+                               for ext in ("index", "log", "snapshot", "timeindex")]
+                              + ["%020d.log.deleted" % 132, "%020d.log" % 144])
             listing = lambda: sorted(f.name for f in d.glob("0*") if f.name not in (  # noqa: E731
-                "%020d.index.deleted" % 132, "%020d.timeindex.deleted" % 132))
+                "%020d.index.deleted" % 132, "%020d.timeindex.deleted" % 132, "%020d.snapshot.deleted" % 132,
+                "%020d.snapshot" % 144))
             wait_until(lambda: listing() == expected, timeout=30,
                        what=lambda: f"the deleted segments' files renamed, then removed: {listing()}")
 
