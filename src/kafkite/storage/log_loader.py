@@ -25,6 +25,7 @@ Recovery, as Kafka's: the log directory says whether the broker stopped cleanly 
   corresponding to log file ..., recovering segment and rebuilding index files..."). An .index
   entry that passes it but does not point at a batch start is found and rebuilt by the read path
   (offset_index_check.py).
+Producer snapshots (`.snapshot`) are loaded by the log itself after this (producer_snapshot.py).
 `.cleaned` files are an interrupted compaction's output: the old files stand, the leftovers are
 deleted. `.deleted` files are segments whose delayed deletion (file.delete.delay.ms) a stop or a crash
 cut short: removed, as Kafka's LogLoader removes them. So is an index file (`.index`, `.timeindex`,

@@ -15,10 +15,11 @@ batches (first/last sequence, base/last offset). The rules, checked in this orde
 - same epoch: first sequence must follow the last one (Int32 max wraps to 0), else
   OUT_OF_ORDER_SEQUENCE_NUMBER.
 
-`update` records an appended batch. The state is not checkpointed: a log rebuilds it from
-its batch headers when opened (`rebuild`), so a producer whose batches retention deleted is
-known until the broker restarts or producer.id.expiration.ms passes (Kafka keeps it in its
-producer snapshots across a restart too).
+`update` records an appended batch. A file log keeps the state in Kafka's producer snapshots
+(producer_snapshot.py: each producer's epoch and last batch) and, when opened, loads the newest
+one and replays the batch headers after it (a memory log, or a directory without snapshots,
+rebuilds it from every batch header): a producer whose batches retention deleted is known until
+producer.id.expiration.ms passes, across restarts too.
 
 Transactions (Kafka's ProducerStateManager.ongoingTxns / unreplicatedTxns): a transactional
 batch opens its producer's transaction at its base offset unless one is open; a marker (control
