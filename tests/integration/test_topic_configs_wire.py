@@ -83,8 +83,9 @@ def test_storage_topic_configs_over_the_wire(broker_factory, tmp_path):
         seen |= now_there
         gone_at.update({n: t for n in seen - now_there if n not in gone_at})
         time.sleep(0.02)
-    # (a segment deleted before its roll's index files were written has none to rename)
+    # (a segment deleted before its roll's index files (or producer snapshot) were written has none to rename)
     assert {n for n in seen if n.endswith(".log.deleted")} == {f"{o:020d}.log.deleted" for o in range(6)}
-    assert seen <= {f"{o:020d}{ext}.deleted" for o in range(6) for ext in (".log", ".index", ".timeindex")}
+    assert seen <= {f"{o:020d}{ext}.deleted" for o in range(6) for ext in (".log", ".index", ".timeindex",
+                                                                            ".snapshot")}
     assert set(gone_at) == seen and min(gone_at.values()) - start >= 1.0
     assert logs("retained") == [f"{6:020d}.log"]
