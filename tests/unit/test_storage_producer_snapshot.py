@@ -162,11 +162,18 @@ def test_a_corrupt_snapshot_is_deleted_and_an_older_one_used(tmp_path):
     raw[-1] ^= 0xFF
     path.write_bytes(raw)
     want = _state(_full_rebuild(tmp_path / "t-0", tmp_path / "full"))
+    d = tmp_path / "t-0"
+    leftovers = [producer_snapshot.snapshot_path(d, older - 1),  # at no segment's base, below the newest
+                 producer_snapshot.snapshot_path(d, lg.log_end_offset + 10),  # above the log end
+                 d / f"{lg.log_end_offset:020d}.snapshot.tmp"]  # a write a crash cut short
+    for p in leftovers:
+        p.write_bytes(raw)
     with capture_logs() as logs:
         again = FileLog(tmp_path / "t-0", CFG, had_clean_shutdown=True, recovery_point=lg.log_end_offset)
     warned = [x for x in logs if x["event"] == "producer_snapshot.corrupt"]
     assert warned and warned[0]["log_level"] == "warning" and "CRC is no longer valid" in warned[0]["message"]
     assert not path.exists() and producer_snapshot.offsets(tmp_path / "t-0")[-1] == older
+    assert not any(p.exists() for p in leftovers)
     assert _state(again) == want
     again.truncate_fully_and_start_at(again.log_end_offset + 5)  # every snapshot goes
     assert producer_snapshot.offsets(tmp_path / "t-0") == [] and _state(again)[0] == {}
