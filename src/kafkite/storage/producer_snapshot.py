@@ -261,7 +261,10 @@ class LogSnapshots(LogFlush):
 
         def run() -> None:
             for offset, data in taken:
-                write(directory, offset, data, lambda: wanted(offset), self.lock)  # noqa: B023 (called at once)
+                try:
+                    write(directory, offset, data, lambda: wanted(offset), self.lock)  # noqa: B023 (called at once)
+                except FileNotFoundError:  # the directory went (a deleted partition's): nothing to keep
+                    return
         return run
 
     def _snapshots_stale(self, keep_upto: int | None) -> None:
