@@ -178,3 +178,25 @@ def test_a_corrupt_snapshot_is_deleted_and_an_older_one_used(tmp_path):
     again.truncate_fully_and_start_at(again.log_end_offset + 5)  # every snapshot goes
     assert producer_snapshot.offsets(tmp_path / "t-0") == [] and _state(again)[0] == {}
     again.close()
+
+
+def test_a_truncation_before_the_flush_run_keeps_its_stale_snapshot_off_the_disk(tmp_path):
+    lg = FileLog(tmp_path / "t-0", LogConfig(segment_bytes=700, flush_messages=1_000_000))
+    i = 0
+    while len(lg.segments) < 3:
+        lg.append(data(1, 0, i), now_ms=T0)
+        i += 1
+    _, run = lg.deferred_flush()  # the rolls' snapshots taken: written when run() runs, in a worker
+    second = lg.segments[2].base
+    lg.truncate_to(lg.segments[1].base + 1)  # meanwhile a follower's truncation cuts below the second roll
+    for j in range(i):  # and the log grows past it again, with another history
+        lg.append(data(2, 0, j), now_ms=T0)
+    assert lg.log_end_offset > second
+    run()
+    assert producer_snapshot.offsets(tmp_path / "t-0") == []  # neither roll's snapshot: both made stale
+    lg.append(data(1, 0, lg.producer_state.last_entry(1).last_seq + 1), now_ms=T0)
+    assert lg.close()  # (then the later rolls' snapshots, and the close's)
+    assert producer_snapshot.offsets(tmp_path / "t-0") == [s.base for s in lg.segments[2:]] + [lg.log_end_offset]
+    again = FileLog(tmp_path / "t-0", CFG, had_clean_shutdown=True, recovery_point=lg.log_end_offset)
+    assert _state(again) == _state(_full_rebuild(tmp_path / "t-0", tmp_path / "full"))
+    again.close()
