@@ -1,6 +1,6 @@
 """A soak run: one `kafkite serve` under mixed, churning traffic for some minutes; leaks measured, records checked.
 
-    python benchmarks/soak.py [--minutes 10] [--mode memory|disk] [--seed N] [--rate 1000] [--retention-s 30]
+    python benchmarks/soak.py [--minutes 10] [--mode memory|disk] [--seed N] [--rate 1000|500] [--retention-s 30]
 
 Starts `kafkite serve --in-memory` (or `--data-dir <tmp>`) on a free port (throughput.broker_on_free_port), its
 JSON log (INFO) kept in a file, and runs these workloads at once, in threads of this process (confluent-kafka, and
@@ -27,14 +27,20 @@ Every 5 s it samples the broker process: RSS, open fds, threads, CPU (proc_cpu),
 /proc/net/tcp: the broker exposes no counts of its own -- connections, Trio tasks, fetch sessions), and the groups'
 member counts (DescribeGroups). At the end: the producers stop, the groups drain and close, then the checks (exit
 status 1 when one fails): per partition the acknowledged offsets are strictly increasing per producer and unique,
-the full read holds every acknowledged record at its offset (those at or above its first offset), without
- a jump in offsets, no idempotent payload twice in a
-partition, each group consumed every acknowledged record and its committed offsets lie between what each
-partition's last owner processed and the log end, a read_committed consumer sees exactly the committed
-transactions' records, and the broker's open fds once every client is closed are at most 50 over the count
-before the workloads began. Then a summary: RSS after the 1-minute warm-up and at the end, its slope over the
-samples after the warm-up (least squares, MB/min), fds, threads, CPU %, counts, and the broker's WARNING-or-above
-log lines by event name (leak figures are reported, not judged).
+the full read holds every acknowledged record at its offset (those at or above its first offset), without a jump in
+offsets, no idempotent payload twice in a partition, each group consumed every acknowledged record and its committed
+offsets lie between what each partition's last owner processed and the log end, a read_committed consumer sees
+exactly the committed transactions' records, and the broker's open fds once every client is closed are at most 50
+over the count before the workloads began (waiting up to 30 s, on disk 150 s: retention deletes the segments rolled
+before the producers stopped, and a deleted segment's files stay open file.delete.delay.ms, 60 s, after). Then a
+summary: RSS after the 1-minute warm-up and at the end, its slope over the samples after the warm-up (least squares,
+MB/min), what the broker holds beyond retention's reach (the internal topics' and the transactional topic's records,
+the data directory), fds, threads, CPU %, counts, and the broker's WARNING-or-above log lines by event name (leak
+figures are reported, not judged). Ctrl-C stops it all.
+
+KAFKITE_SOAK_SERVE=script.py runs `python script.py serve ...` in place of `python -m kafkite.cli serve ...`: a
+wrapper that, say, starts tracemalloc and writes the growth of the broker's allocations to a file, then calls
+kafkite.cli.main().
 """
 from __future__ import annotations
 
@@ -148,8 +154,8 @@ def slope_per_min(points: list[tuple[float, float]]) -> float:
 # ---- workloads ----
 
 class Soak:
-    def __init__(self, bs: str, seed: int, rate: int):
-        self.bs, self.rate, self.rng = bs, rate, random.Random(seed)
+    def __init__(self, bs: str, seed: int, rate: int, tick: float):
+        self.bs, self.rate, self.tick, self.rng = bs, rate, tick, random.Random(seed)
         self.stop = threading.Event()        # every workload but the producers'
         self.stop_produce = threading.Event()
         self.produced = threading.Event()   # every producer has stopped: the verifier reads to the end
@@ -184,7 +190,8 @@ class Soak:
 
     def idempotent(self, name: str) -> None:
         from confluent_kafka import Producer
-        p = Producer(self.conf(**{"enable.idempotence": True, "acks": "all", "linger.ms": 1}))
+        # many small Produce requests (a broker's cost is per request more than per record): one every tick
+        p = Producer(self.conf(**{"enable.idempotence": True, "acks": "all", "linger.ms": self.tick * 100}))
         acks: list[tuple] = []
 
         def delivered(err, msg):
@@ -192,7 +199,7 @@ class Soak:
                 self.error("idempotent delivery", Exception(err))
             else:
                 acks.append((name, msg.topic(), msg.partition(), msg.offset(), msg.value()))
-        n, tick, t = 0, 0.01, time.monotonic()  # (many small Produce requests: a broker's cost is per request)
+        n, tick, t = 0, self.tick, time.monotonic()
         while not self.stop_produce.is_set():
             for _ in range(max(1, int(self.rate * tick))):
                 p.produce(TOPICS[n % len(TOPICS)], key=b"%s-%d" % (name.encode(), n % 8),
@@ -440,11 +447,12 @@ class Group:
             self.members.pop(0).set()
         self.add_member()
 
-    def close(self) -> None:
+    def close(self, timeout: float = 60) -> None:
         for leave in self.members:
             leave.set()
+        deadline = time.monotonic() + timeout
         for t in self.threads:
-            t.join(60)
+            t.join(max(0.0, deadline - time.monotonic()))
         self.members.clear()
 
 
@@ -459,18 +467,52 @@ def sample(pid: int, port: int) -> dict:
                 f = line.split()
                 conns += f[3] == "01" and int(f[1].rsplit(":", 1)[1], 16) == port  # 01: ESTABLISHED, broker side
     return {"t": time.monotonic(), "rss_mb": int(status["VmRSS"].split()[0]) / 1024,
+            "anon_mb": int(status["RssAnon"].split()[0]) / 1024, "file_mb": int(status["RssFile"].split()[0]) / 1024,
             "fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": int(status["Threads"]),
             "cpu_s": cpu_seconds(pid), "conns": conns}
 
 
+DATA_DIR: list[str] = []  # the disk broker's data directory (broker_on_free_port's temporary one)
+
+
 def broker(mode: str, log_path: Path, retention_s: float):
     def command(port: int, d: str) -> list[str]:
+        DATA_DIR[:] = [d] if mode == "disk" else []
         store = ["--data-dir", d] if mode == "disk" else ["--in-memory"]
         # the broker's stderr (its log) to log_path: exec keeps the pid the broker's own
-        return ["sh", "-c", 'exec "$@" 2>"$0"', str(log_path), sys.executable, "-m", "kafkite.cli", "serve",
+        serve = [os.environ["KAFKITE_SOAK_SERVE"]] if os.environ.get("KAFKITE_SOAK_SERVE") else ["-m", "kafkite.cli"]
+        return ["sh", "-c", 'exec "$@" 2>"$0"', str(log_path), sys.executable, *serve, "serve",
                 "--port", str(port), *store, "--log-level", "INFO", "--log-json", "--override",
                 f"log.retention.check.interval.ms={int(min(retention_s or 300, 300) * 1000 / 6)}"]
     return broker_on_free_port(command)
+
+
+def fd_kinds(pid: int) -> str:
+    """The broker's open fds by kind: sockets, pipes, files by suffix (a disk log's segment files)."""
+    kinds = collections.Counter()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            kinds[target.split(":")[0] if ":[" in target else
+                  (Path(target).suffix or Path(target).name) if target.startswith("/") else target] += 1
+    return ", ".join(f"{k} {v}" for k, v in kinds.most_common())
+
+
+def stored(bs: str) -> dict:
+    """What the broker holds beyond retention's reach: the records in the internal topics (compacted, and only
+    their closed segments are cleaned) and the transactional topic, and the data directory's bytes (disk mode)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bs, "group.id": "soak-sizes", **QUIET})
+    md = c.list_topics(timeout=30)
+    out = {}
+    for t in ("__consumer_offsets", "__transaction_state", TXN_TOPIC):
+        if t in md.topics:
+            out[t] = sum(c.get_watermark_offsets(TopicPartition(t, p), timeout=30)[1] for p in md.topics[t].partitions)
+    c.close()
+    if DATA_DIR and Path(DATA_DIR[0]).is_dir():
+        files = (f for f in Path(DATA_DIR[0]).rglob("*") if f.is_file())
+        out["data dir MB"] = round(sum(f.stat().st_size for f in files) / 2**20, 1)
+    return out
 
 
 def read_all(bs: str, topics, isolation: str = "read_uncommitted") -> dict[tuple[str, int], dict[int, bytes]]:
@@ -531,7 +573,8 @@ def setup(bs: str, retention_s: float) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     a = AdminClient({"bootstrap.servers": bs, **QUIET})
     keep = {"retention.ms": str(int(retention_s * 1000)), "segment.ms": str(int(retention_s * 1000 / 3))}
-    new = [NewTopic(t, PARTITIONS, 1, config=keep if retention_s else {}) for t in TOPICS] + [NewTopic(TXN_TOPIC, 2, 1), NewTopic(CHURN_TOPIC, 2, 1)]
+    new = [NewTopic(t, PARTITIONS, 1, config=keep if retention_s else {}) for t in TOPICS]
+    new += [NewTopic(TXN_TOPIC, 2, 1), NewTopic(CHURN_TOPIC, 2, 1)]
     for f in a.create_topics(new).values():
         f.result(30)
     p = Producer({"bootstrap.servers": bs, "transactional.id": "soak-setup", **QUIET})
@@ -555,9 +598,10 @@ def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log
         setup(bs, retention_s)
         gc.collect()
         base = sample(pid, port)
-        soak = Soak(bs, seed, rate)
+        base["kinds"] = fd_kinds(pid)
+        soak = Soak(bs, seed, rate, 0.01 if mode == "memory" else 0.05)
         verifier = Verifier(soak, TOPICS + (CHURN_TOPIC,))
-        t0 = time.monotonic()
+        t0, interrupted = time.monotonic(), False
         try:
             soak.spawn(verifier.run)
             for name in ("p1", "p2"):
@@ -570,7 +614,7 @@ def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log
                     g.add_member()
             from confluent_kafka.admin import AdminClient
             admin = AdminClient({"bootstrap.servers": bs, **QUIET})
-            next_sample, next_churn, turn = t0, t0 + CHURN_S, 0
+            next_sample, next_churn, turn, held = t0, t0 + CHURN_S, 0, {}
             end = t0 + minutes * 60
             while time.monotonic() < end:
                 now = time.monotonic()
@@ -584,12 +628,16 @@ def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log
                         for g, f in admin.describe_consumer_groups(list(GROUPS), request_timeout=10).items():
                             s[g] = len(f.result(10).members)
                     samples.append(s)
+                    if not held and s["t"] - t0 >= WARMUP_S:
+                        with contextlib.suppress(Exception):
+                            held.update(stored(bs))
                     print(f"  {s['t'] - t0:6.0f} s  rss {s['rss_mb']:6.1f} MB  fds {s['fds']:4d}  threads "
                           f"{s['threads']:3d}  conns {s['conns']:3d}  members "
                           f"{'/'.join(str(s.get(g, '?')) for g in GROUPS)}  cpu {s['cpu_s']:7.1f} s", flush=True)
                     next_sample += SAMPLE_S
                 time.sleep(max(0.0, min(next_sample, next_churn, end) - time.monotonic()))
             del admin
+            held_end = stored(bs)
             print("stopping the producers; the groups drain", flush=True)
             soak.stop.set()
             soak.stop_produce.set()
@@ -603,12 +651,15 @@ def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and any(want - g.consumed for g in soak.groups.values()):
                 time.sleep(0.5)
+        except KeyboardInterrupt:  # (Ctrl-C reaches the broker too: no goodbyes, the threads are daemons)
+            interrupted = True
+            raise
         finally:
             soak.stop.set()
             soak.stop_produce.set()
             soak.produced.set()
             for g in soak.groups.values():
-                g.close()
+                g.close(2 if interrupted else 60)
         failures += soak.failures
         failures += check_acked(soak.acked)
         failures += verifier.gaps
@@ -621,37 +672,50 @@ def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log
         seen = [v for recs in txn.values() for v in recs.values() if v != b"setup"]
         failures += check_committed_read(seen, soak.txn_committed, soak.txn_other)
         gc.collect()
-        deadline = time.monotonic() + 30  # the broker sees the clients' connections close
+        # the broker sees the clients' connections close; on disk, retention deletes the segments rolled before the
+        # producers stopped and closes their `.deleted` files file.delete.delay.ms (60 s) later
+        t_end = time.monotonic()
+        deadline = t_end + 30 + (retention_s + 90 if mode == "disk" else 0)
         last = sample(pid, port)
-        while last["conns"] and time.monotonic() < deadline:
+        while (last["conns"] or last["fds"] > base["fds"] + 50) and time.monotonic() < deadline:
             time.sleep(0.5)
             last = sample(pid, port)
+        last["settled_s"] = time.monotonic() - t_end
+        last["kinds"] = fd_kinds(pid)
         if last["fds"] > base["fds"] + 50:
             failures.append(f"fds: {last['fds']} open with every client closed, {base['fds']} before the workloads")
-    report(minutes, mode, seed, first, base, samples, last, t0, soak, log_path)
+    report(minutes, mode, seed, first, base, samples, last, t0, soak, log_path, held, held_end)
     for f in failures:
         print("FAIL", f)
     print("correctness:", "FAILED" if failures else "ok")
     return 1 if failures else 0
 
 
-def report(minutes, mode, seed, first, base, samples, last, t0, soak, log_path) -> None:
+def report(minutes, mode, seed, first, base, samples, last, t0, soak, log_path, held, held_end) -> None:
     warm = [s for s in samples if s["t"] - t0 >= WARMUP_S] or samples[-1:]
     w = warm[0]
     span = max(samples[-1]["t"] - w["t"], 1e-9)
     rows = [
-        ("mode / minutes / seed / client", f"{mode} / {minutes:g} / {seed} / confluent-kafka {confluent_version()}"),
+        ("mode / minutes / seed / rate / client", f"{mode} / {minutes:g} / {seed} / {soak.rate} x 2 records/s / "
+                                                  f"confluent-kafka {confluent_version()}"),
         ("RSS at 1 min -> end (MB)", f"{w['rss_mb']:.1f} -> {samples[-1]['rss_mb']:.1f} (start {first['rss_mb']:.1f}, "
                                      f"after the workloads {last['rss_mb']:.1f})"),
-        ("RSS slope after warm-up", f"{slope_per_min([(s['t'], s['rss_mb']) for s in warm]):+.2f} MB/min"),
+        ("RSS slope after warm-up", f"{slope_per_min([(s['t'], s['rss_mb']) for s in warm]):+.2f} MB/min (anonymous "
+                                    f"{slope_per_min([(s['t'], s['anon_mb']) for s in warm]):+.2f}, file-backed "
+                                    f"{slope_per_min([(s['t'], s['file_mb']) for s in warm]):+.2f})"),
+        ("held at 1 min -> end (records; MB)",
+         ", ".join(f"{k} {held.get(k, '?')} -> {v}" for k, v in held_end.items())),
         ("fds start / before workloads / max / end", f"{first['fds']} / {base['fds']} / "
                                                      f"{max(s['fds'] for s in samples)} / {last['fds']}"),
+        ("fds before workloads / at the end, by kind", f"{base['kinds']} / {last['kinds']} "
+                                                       f"({last['settled_s']:.0f} s after the clients closed)"),
         ("fds slope after warm-up", f"{slope_per_min([(s['t'], s['fds']) for s in warm]):+.2f} /min"),
         ("threads start / max / end", f"{first['threads']} / {max(s['threads'] for s in samples)} / {last['threads']}"),
         ("connections max / end", f"{max(s['conns'] for s in samples)} / {last['conns']}"),
         ("broker CPU after warm-up", f"{100 * (samples[-1]['cpu_s'] - w['cpu_s']) / span:.0f}% of a core "
                                      f"({samples[-1]['cpu_s'] - first['cpu_s']:.0f} s in all)"),
-        ("records acknowledged", ", ".join(f"{k} {v}" for k, v in collections.Counter(a[0] for a in soak.acked).items())),
+        ("records acknowledged",
+         ", ".join(f"{k} {v}" for k, v in collections.Counter(a[0] for a in soak.acked).items())),
         ("records consumed (distinct)", ", ".join(f"{g.name} {len(g.consumed)}" for g in soak.groups.values())),
         ("members joined", ", ".join(f"{g.name} {g.joined}" for g in soak.groups.values())),
     ]
@@ -674,14 +738,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--mode", choices=("memory", "disk"), default="memory")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--rate", type=int, default=1000, help="records/s of each idempotent producer (default 1000)")
+    ap.add_argument("--rate", type=int, default=None,
+                    help="records/s of each idempotent producer (default 1000 in memory, 500 on disk, in a Produce "
+                         "request every 10 ms in memory, 50 ms on disk: an fsync before every acknowledgement makes "
+                         "each request dearer)")
     ap.add_argument("--retention-s", type=float, default=30,
                     help="retention.ms of the idempotent producers' topics, in seconds (default 30; 0 = keep all)")
     ap.add_argument("--log", help="the broker's log file (default: in a new temporary directory, kept)")
     a = ap.parse_args(argv)
     log_path = Path(a.log) if a.log else Path(tempfile.mkdtemp(prefix="kafkite-soak-")) / "broker.log"
     print(f"soak: {a.minutes:g} min, {a.mode}, seed {a.seed}; broker log {log_path}", flush=True)
-    return run(a.minutes, a.mode, a.seed, a.rate, a.retention_s, log_path)
+    rate = a.rate or (1000 if a.mode == "memory" else 500)
+    return run(a.minutes, a.mode, a.seed, rate, a.retention_s, log_path)
 
 
 if __name__ == "__main__":
