@@ -1,4 +1,4 @@
-"""benchmarks/soak.py's correctness checks (pure functions) catch what they are there to catch: a lost, moved,
+"""benchmarks/soak_checks.py (soak.py's correctness checks) catch what they are there to catch: a lost, moved,
 duplicated or out-of-order acknowledged record, a group's commit behind its last owner or past the log end, and a
 read_committed read that saw an aborted record or missed a committed one."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import soak  # noqa: E402
+import soak_checks as soak  # noqa: E402
 
 T = soak.TOPICS[0]
 ACKED = [("p1", T, 0, 0, b"p1:0"), ("p1", T, 0, 1, b"p1:1"), ("p2", T, 0, 2, b"p2:0"), ("p1", T, 1, 0, b"p1:2")]
