@@ -47,6 +47,7 @@ from typing import Callable
 import structlog
 
 from .batch import INT32_MAX, crc32c_of
+from .checkpoint_file import fsync_dir
 from .log_flush import LogFlush
 from .producer_state import NO_PRODUCER_EPOCH, BatchMeta, ProducerEntry, ProducerStateManager
 from .transaction_index import AbortedTxn, AbortedTxns, decode_entries, index_path
@@ -161,14 +162,11 @@ def write(directory: Path, offset: int, data: bytes, still_wanted: Callable[[], 
 
 
 def fsync_if_exists(path: str) -> None:
+    """fsync a file that may not exist (most segments have no .txnindex)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fsync_dir(path)  # (an open O_RDONLY and an fsync: as good for a file as for a directory)
     except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        pass
 
 
 def retire_snapshot(log_path: str, suffix: str) -> list[Path]:
