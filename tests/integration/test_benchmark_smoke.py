@@ -1,5 +1,6 @@
 """The benchmarks still run end to end (tiny sizes): throughput.py and commits.py (every mode against Tansu,
-ratios printed), replication.py (RF3 against RF1 on three broker processes), memory.py (start-up and partitions).
+ratios printed), replication.py (RF3 against RF1 on three broker processes), memory.py (start-up and partitions),
+produce_backlog.py (a producer with a deep window against a disk broker).
 The figures themselves are not asserted here: speed targets live in benchmarks/, not in timed tests."""
 from __future__ import annotations
 
@@ -37,6 +38,15 @@ def test_throughput_benchmark_runs(tmp_path):
         ratios = [float(x) for x in (r[6], r[10], r[14])]
         assert all(x > 0 for x in ratios), r
     assert "with an fsync per 1 MB" in out and "2 producer(s), 2 partition(s), producers at nice +5" in out
+
+
+def test_produce_backlog_benchmark_runs(tmp_path):
+    out = run_benchmark(tmp_path, "produce_backlog.py", "--bursts", "2", "--burst-mb", "1", "--settle", "0",
+                        tansu=False)
+    rows = re.findall(r"^\s*(librdkafka default window|max.in.flight 5):((?:\s+[\d.]+){2})\s+\(growth [+-][\d.]+\)$",
+                      out, re.M)
+    assert [r[0] for r in rows] == ["librdkafka default window", "max.in.flight 5"], out
+    assert all(float(x) > 0 for r in rows for x in r[1].split()), out
 
 
 def test_commits_benchmark_runs(tmp_path):

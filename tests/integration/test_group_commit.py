@@ -148,3 +148,39 @@ def test_restart_after_pipelined_produces_keeps_every_acknowledged_record(broker
     with WireClient.connect(b2.bootstrap_servers) as w:
         assert latest(w, "gc5") == 100
         assert produce(w, "gc5", batch(1)).base_offset == 100
+
+
+
+@pytest.mark.parametrize("bound", ["requests", "bytes"])
+def test_pipelined_produces_waiting_for_their_fsync_are_bounded_per_connection(disk_broker, monkeypatch, bound):
+    """A client that sends without waiting (librdkafka's non-idempotent window is 1,000,000 requests) has at most
+    PIPELINED_PRODUCE_MAX requests, or PIPELINED_PRODUCE_BYTES of them, handled while the disk is behind; the rest wait
+    unread on the socket until responses leave, then every one is answered in order."""
+    from kafka.protocol.producer import ProduceRequest
+    from kafkite.network import connection
+    gate = GatedFsync(monkeypatch)
+    bs = disk_broker.bootstrap_servers
+    with WireClient.connect(bs) as admin, WireClient.connect(bs) as prod:
+        create(admin, "gc6")
+        if bound == "requests":
+            monkeypatch.setattr(connection, "PIPELINED_PRODUCE_MAX", 4)
+            handled = 4
+        else:  # three requests' bytes reach the bound: the fourth waits
+            T = ProduceRequest.TopicProduceData
+            req = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+                T(name="gc6", topic_id=None, partition_data=[T.PartitionProduceData(index=0, records=batch(1))])])
+            frame_bytes = len(prod.encode(req, 9)[0]) - 4  # without the size prefix
+            monkeypatch.setattr(connection, "PIPELINED_PRODUCE_BYTES", 3 * frame_bytes)
+            handled = 3
+        lg = disk_broker.state.replicas.get("gc6", 0)
+        corrs = [send_produce(prod, "gc6", batch(1)) for _ in range(40)]
+        try:
+            wait_until(lambda: lg.log_end_offset == handled, what=f"{handled} pipelined requests appended")
+            wait_until(lambda: gate.started == 1, what="the first fsync started")  # it holds them all
+            # the connection reads no more while they wait: nothing else is appended
+            with pytest.raises(AssertionError):
+                wait_until(lambda: lg.log_end_offset > handled, timeout=0.5, what="more appended")
+        finally:
+            gate.release()
+        assert [read_produce(prod, c).base_offset for c in corrs] == list(range(40))
+        assert lg.log_end_offset == 40 and lg.high_watermark == 40

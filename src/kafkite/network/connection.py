@@ -8,7 +8,9 @@ the next request is read and handled if it is a Produce too. Appends still happe
 in request order, each response is sent only after its own records are durable, and
 responses leave in request order; any other request waits until every earlier
 response has been sent, exactly as before. This lets one fsync cover several
-pipelined produce requests (group commit).
+pipelined produce requests (group commit). At most PIPELINED_PRODUCE_MAX (16) of them, holding at most
+PIPELINED_PRODUCE_BYTES (16 MiB), wait at once; past that the connection reads nothing more until a response has
+left, so a deep client window cannot have the broker hold its requests without bound.
 
 A frame over `socket.request.max.bytes`, a truncated frame at EOF, an undecodable
 request, or an unknown api (other than ApiVersions, which gets KIP-511's fallback
@@ -48,6 +50,13 @@ PRODUCE_KEY = b"\x00\x00"  # a request's first two bytes: its api key (Produce: 
 SASL_HANDSHAKE = 17
 _WRITEV = hasattr(os, "writev")  # POSIX
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if _WRITEV else 1
+# Produce requests of one connection handled while earlier ones wait for their writes (group commit): at most this
+# many, and no more once their requests add up to this many bytes; the connection then reads on only as responses
+# leave. Kafka handles one request per connection at a time; without a bound, a client with a deep in-flight window
+# (librdkafka's non-idempotent default is 1,000,000 requests) has the broker read and hold its requests for as long
+# as the disk falls behind, and the memory they held stays with the process (benchmarks/produce_backlog.py).
+PIPELINED_PRODUCE_MAX = 16
+PIPELINED_PRODUCE_BYTES = 16 << 20
 _CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError)
 
 
@@ -71,19 +80,28 @@ class _Outbox:
         self.read_first = True
         self.send_ch, self.recv_ch = trio.open_memory_channel(math.inf)
         self.pending = 0  # queued, not yet sent
+        self.pending_bytes = 0  # the request bytes of those
         self.drained = trio.Event()
         self.drained.set()
+        self.freed: trio.Event | None = None  # a pipelined Produce waiting for room (wait_turn)
 
-    def put(self, out: bytes | list | None, waits: list) -> None:
+    def put(self, out: bytes | list | None, waits: list, size: int = 0) -> None:
         if not self.pending:
             self.drained = trio.Event()
         self.pending += 1
-        self.send_ch.send_nowait((out, waits))
+        self.pending_bytes += size
+        self.send_ch.send_nowait((out, waits, size))
 
     async def wait_turn(self, produce: bool) -> None:
         """Before handling a request: a Produce may be handled while earlier Produce responses wait
-        for their writes; anything else waits until every earlier response has been sent."""
-        while self.pending and not produce:
+        for their writes, up to PIPELINED_PRODUCE_MAX of them and PIPELINED_PRODUCE_BYTES of their requests;
+        anything else waits until every earlier response has been sent."""
+        if produce:
+            while self.pending >= PIPELINED_PRODUCE_MAX or self.pending_bytes >= PIPELINED_PRODUCE_BYTES:
+                self.freed = trio.Event()
+                await self.freed.wait()
+            return
+        while self.pending:
             await self.drained.wait()
 
     async def receive(self, want: int, into: memoryview | None = None) -> bytes | int:
@@ -161,11 +179,15 @@ class _Outbox:
 
     async def run(self, cancel_scope: trio.CancelScope) -> None:
         try:
-            async for out, waits in self.recv_ch:
+            async for out, waits, size in self.recv_ch:
                 for wait in waits:
                     await wait()
                 await self.send(out() if callable(out) else out)
                 self.pending -= 1
+                self.pending_bytes -= size
+                if self.freed is not None:
+                    self.freed.set()
+                    self.freed = None
                 if not self.pending:
                     self.drained.set()
         except _CLOSED:
@@ -375,6 +397,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
                     return
                 if conn is not None:
                     conn.requests += 1
+                size = len(frame)
                 if outbox.pending:  # a Produce may go on while earlier ones wait for their writes; nothing else
                     await outbox.wait_turn(frame[:2] == PRODUCE_KEY)
                 try:
@@ -395,7 +418,7 @@ async def _read_requests(broker: "Broker", stream: trio.SocketStream, peer: str,
             if not waits and not outbox.pending:
                 await outbox.send(out)  # nothing queued before it: straight out, no task switch
             elif out or waits:
-                outbox.put(out, waits)
+                outbox.put(out, waits, size)
     except PeerClosed as exc:
         clog.info("connection.closed", reason=str(exc))
     except _CLOSED:
