@@ -57,6 +57,9 @@ async def handle_produce(apis: KafkaApis, ctx: RequestContext):
             else:
                 out = await rm.append_records(apis.metadata_cache, name, pd.index, pd.records or b"", acks=acks,
                                               now_ms=now, produce_version=ctx.version)
+                # the request's records (views of its frame) are not needed past here, while its answer may wait
+                # for the fsync or the ISR: the frame is freed now, not when the answer leaves
+                pd.records = None
             if out.error:
                 ctx.log.info("produce.rejected", topic=name, partition=pd.index, error=E(out.error).name,
                              message=out.log_message or out.error_message)
