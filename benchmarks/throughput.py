@@ -432,18 +432,19 @@ def main() -> None:
     print("Broker CPU per record (user + system CPU of the broker process / records, from the start of the clock, "
           "the producers connected), medians; 'producers': the "
           "producing processes' own CPU per record over the same runs, from the start to their last acknowledgement (their "
-          "start-up before the clock left out). When the machine's cores are all busy, a "
+          "start-up before the clock left out; 'producers (tansu)': the same against Tansu). When the machine's "
+          "cores are all busy, a "
           "broker using no CPU at all would produce at most (producers + tansu) / producers times Tansu's rate:")
     print(f"{'size':>6} {'mode':>9} | {'produce us':>10} {'tansu':>6} {'producers':>9} {'bound':>6} | "
-          f"{'consume us':>10} {'tansu':>6}")
+          f"{'consume us':>10} {'tansu':>6} | {'producers (tansu)':>17}")
     for size, n, res in rows:
-        tp, tc = res["tansu"][4:6]
+        tp, tc, tclients = res["tansu"][4:7]
         for mode, label in LABELS:
             if mode not in res:
                 continue
             kp, kc, clients = res[mode][4:]
             print(f"{size:>6} {label:>9} | {kp:>10.2f} {tp:>6.2f} {clients:>9.2f} {(clients + tp) / clients:>5.2f}x | "
-                  f"{kc:>10.2f} {tc:>6.2f}")
+                  f"{kc:>10.2f} {tc:>6.2f} | {tclients:>17.2f}")
 
 
 LABELS = (("kafkite", "memory"), ("kafkite0", "memory0"), ("kafkite-pure", "pure-py"), ("kafkite-disk", "disk"),
