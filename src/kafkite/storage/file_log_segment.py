@@ -4,8 +4,8 @@ log_segment.py), and the `.deleted` files of a segment that left the log (`Delet
 On disk a segment is `<20-digit base offset>.log` -- v2 record batches exactly as on the wire,
 read and written by position, never held in memory -- with its `.index` (OffsetIndex) and
 `.timeindex` (TimeIndex). The indexes of the active segment live in memory and are written out
-when it rolls and on close. The read path checks every `.index` entry it uses and rebuilds a
-damaged index (offset_index_check.py).
+when it rolls and on close; after a clean shutdown they are loaded from there (active_segment.py).
+The read path checks every `.index` entry it uses and rebuilds a damaged index (offset_index_check.py).
 
 Deferred writes: an append may leave the write -- and an fsync when one is due -- to a worker
 thread (`write_deferred`); until then reads stop where the file's written bytes end
@@ -55,6 +55,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .active_segment import ActiveSegmentLoad
 from .batch import HEADER_SIZE, BatchHeader, crc_ok, iter_batches, read_header
 from .log_segment import BatchSource, LogSegment, MadeOnce, StrPath, segment_name
 from .offset_index import OffsetIndex
@@ -101,7 +102,7 @@ def _keep_mtime(fd: int, modified_ms: int) -> None:
     os.utime(fd, ns=(os.fstat(fd).st_atime_ns, modified_ms * 1_000_000))  # (its access time kept: no clock read)
 
 
-class FileLogSegment(OffsetIndexCheck, LogSegment):
+class FileLogSegment(ActiveSegmentLoad, OffsetIndexCheck, LogSegment):
     """One segment's files (see the module comment)."""
 
     # Many segments (one active per partition: 1,000s) are only ever appended to from the log's thread, so what the
@@ -175,8 +176,12 @@ class FileLogSegment(OffsetIndexCheck, LogSegment):
         valid prefix (complete batches, with a good CRC when check_crc)."""
         self._reset_indexes()
         self.next_offset = self.base
-        pos, size = 0, self.size
-        self.size = 0
+        return self._walk(0, check_crc)
+
+    def _walk(self, pos: int, check_crc: bool) -> int:
+        """`recover` from the batch at `pos` on, the indexes and stats holding what the batches before it gave."""
+        size = self.size
+        self.size = pos
         while size - pos >= HEADER_SIZE:
             h = read_header(os.pread(self.fd, HEADER_SIZE, pos))
             if h.batch_length < HEADER_SIZE - 12 or pos + h.size > size or h.magic != 2 \

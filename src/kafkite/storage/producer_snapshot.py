@@ -16,8 +16,8 @@ below N.
 When (Kafka's UnifiedLog): a snapshot is taken at a segment roll, of the state at the new segment's base (the roll
 comes before the batch that triggered it), its bytes captured on the log's thread and written by the next flush
 run's worker after the rolled segment is on disk (so a snapshot on disk means every segment below it is); and at a
-clean close, at the log end offset. Writes go to `.snapshot.tmp`, fsynced, renamed (Kafka writes in place; a torn
-file would fail its CRC anyway).
+clean close, at the log end offset. Writes go to `.snapshot.tmp`, fsynced, renamed, the directory fsynced (Kafka
+writes in place; a torn file would fail its CRC anyway).
 
 Loading (Kafka's LogLoader / truncateAndReload / removeStraySnapshots): snapshots above the log end offset or below
 the first segment's base are deleted, and so are the ones at no segment's base except the newest (a clean close's);
@@ -47,7 +47,7 @@ from typing import Callable
 import structlog
 
 from .batch import INT32_MAX, crc32c_of
-from .checkpoint_file import fsync_dir
+from .checkpoint_file import fsync_dir, write_tmp
 from .log_flush import LogFlush
 from .producer_state import NO_PRODUCER_EPOCH, BatchMeta, ProducerEntry, ProducerStateManager
 from .transaction_index import AbortedTxn, AbortedTxns, decode_entries, index_path
@@ -139,26 +139,25 @@ def offsets(directory: Path) -> list[int]:
 
 
 def write(directory: Path, offset: int, data: bytes, still_wanted: Callable[[], bool] | None = None,
-          lock=None) -> bool:
-    """Write a snapshot: `.snapshot.tmp`, fsynced, then renamed in place -- with `still_wanted`, only if it says so
-    under `lock` (the log's: no truncation or deletion has made it stale meanwhile). True when written."""
+          lock=None, *, sync_dir: bool = True) -> bool:
+    """Write a snapshot as checkpoint_file.write_atomically does: `.snapshot.tmp`, fsynced, renamed in place, the
+    directory fsynced (unless `sync_dir` is False: the caller fsyncs it) -- with `still_wanted`, renamed only if it
+    says so under `lock` (the log's: no truncation or deletion has made it stale meanwhile). True when written."""
     path = snapshot_path(directory, offset)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    tmp = write_tmp(path, data, sync=True)
     if still_wanted is None:
         os.replace(tmp, path)
-        return True
-    with lock:
-        if still_wanted():
-            os.replace(tmp, path)
-            return True
-    tmp.unlink(missing_ok=True)
-    return False
+    else:
+        with lock:
+            wanted = still_wanted()
+            if wanted:
+                os.replace(tmp, path)
+        if not wanted:
+            tmp.unlink(missing_ok=True)
+            return False
+    if sync_dir:
+        fsync_dir(directory)  # (outside the log's lock)
+    return True
 
 
 def fsync_if_exists(path: str) -> None:
@@ -290,7 +289,12 @@ class LogSnapshots(LogFlush):
         return start
 
     def _close_snapshot(self) -> None:
-        """Kafka's close: a snapshot at the log end offset (the log flushed), unless one is there already."""
-        if self._dir is not None and self.log_end_offset > self._snap_offset:
-            write(self.dir, self.log_end_offset, encode(self.producer_state))
+        """Kafka's close: a snapshot at the log end offset (the log flushed), unless one is there already; then the
+        directory fsynced, for its name and those of the index files the close wrote (the clean-shutdown marker,
+        written after every log closed, vouches for them: log_manager.py)."""
+        if self._dir is None:
+            return
+        if self.log_end_offset > self._snap_offset:
+            write(self.dir, self.log_end_offset, encode(self.producer_state), sync_dir=False)
             self._snap_offset = self.log_end_offset
+        fsync_dir(self.dir)

@@ -53,15 +53,22 @@ class TimeIndex(IndexFile):
             return False
         ts = be_array("q", b"".join(raw[i:i + 8] for i in range(0, len(raw), 12)))
         rel = be_array("i", b"".join(raw[i + 8:i + 12] for i in range(0, len(raw), 12)))
-        if ts:
-            where = f"Corrupt time index found, time index file ({self.path})"
-            if not (increasing(ts, strictly=False) and increasing(rel, strictly=False)):
-                raise CorruptIndexException(f"{where} has entries whose timestamps or offsets go down")
-            if rel[0] < 0 or (next_offset is not None and self.base + rel[-1] >= next_offset):
-                raise CorruptIndexException(f"{where} has an offset outside the segment's "
-                                            f"[{self.base}, {next_offset})")
+        if ts and not (increasing(ts, strictly=False) and increasing(rel, strictly=False)):
+            raise CorruptIndexException(f"{self._where} has entries whose timestamps or offsets go down")
         self.ts, self.rel = (ts, rel) if ts else ((), ())
+        self.check_offsets(next_offset)
         return True
+
+    @property
+    def _where(self) -> str:
+        return f"Corrupt time index found, time index file ({self.path})"
+
+    def check_offsets(self, next_offset: int | None) -> None:
+        """CorruptIndexException when an entry's offset is outside [base, next_offset) (the sanity check of `load`,
+        for a caller that learns the segment's end after loading: an active segment's, active_segment.py)."""
+        if self.rel and (self.rel[0] < 0 or (next_offset is not None and self.base + self.rel[-1] >= next_offset)):
+            raise CorruptIndexException(f"{self._where} has an offset outside the segment's "
+                                        f"[{self.base}, {next_offset})")
 
     def to_bytes(self) -> bytes:
         if not self.ts:
