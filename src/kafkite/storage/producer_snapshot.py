@@ -15,8 +15,9 @@ below N.
 
 When (Kafka's UnifiedLog): a snapshot is taken at a segment roll, of the state at the new segment's base (the roll
 comes before the batch that triggered it), its bytes captured on the log's thread and written by the next flush
-run's worker after the rolled segment is on disk (so a snapshot on disk means every segment below it is); and at a
-clean close, at the log end offset. Writes go to `.snapshot.tmp`, fsynced, renamed, the directory fsynced (Kafka
+run's worker after the rolled segment is on disk (so a snapshot on disk means every segment below it is); at a
+clean close, at the log end offset; and at the end of a load that replayed batches (Kafka's rebuildProducerState),
+at the log end offset, the .txnindex files of the replayed segments fsynced first (`_after_rebuild`). Writes go to `.snapshot.tmp`, fsynced, renamed, the directory fsynced (Kafka
 writes in place; a torn file would fail its CRC anyway).
 
 Loading (Kafka's LogLoader / truncateAndReload / removeStraySnapshots): snapshots above the log end offset or below
@@ -38,6 +39,7 @@ deletes the snapshots above the new log end offset, truncate_fully_and_start_at 
 """
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from dataclasses import dataclass
@@ -50,7 +52,7 @@ from .batch import INT32_MAX, crc32c_of
 from .checkpoint_file import fsync_dir, write_tmp
 from .log_flush import LogFlush
 from .producer_state import NO_PRODUCER_EPOCH, BatchMeta, ProducerEntry, ProducerStateManager
-from .transaction_index import AbortedTxn, AbortedTxns, decode_entries, index_path
+from .transaction_index import AbortedTxn, AbortedTxns, decode_entries, index_path, sync_files
 
 VERSION = 1
 SUFFIX = ".snapshot"
@@ -287,6 +289,22 @@ class LogSnapshots(LogFlush):
         for t in txns:
             self.aborted.add(t)
         return start
+
+    def _after_rebuild(self, start: int, loading: bool) -> None:
+        """After the producer state was rebuilt: the .txnindex files made to agree with it, and, at a load that
+        replayed batches (after a crash, or without a snapshot), Kafka's snapshot at the log end offset (LogLoader /
+        UnifiedLog.rebuildProducerState's takeSnapshot) so that the next start does not replay them again -- the
+        .txnindex files it vouches for (of the segments replayed, and the ones rewritten) fsynced first. In the
+        thread that loads the log (a worker's, or the start-up's before the broker serves)."""
+        bases = [s.base for s in self.segments]
+        snapshot = loading and self.log_end_offset > self._snap_offset
+        if sync_files(self.dir, bases, self.aborted, sync=snapshot) and snapshot:
+            fsync_dir(self.dir)  # (the rewritten files' renames, the removals: before the snapshot's)
+        if snapshot:
+            for base in bases[max(0, bisect.bisect_right(bases, start) - 1):]:  # (their appends were not fsynced)
+                fsync_if_exists(os.fspath(index_path(self.dir, base)))
+            write(self.dir, self.log_end_offset, encode(self.producer_state))
+            self._snap_offset = self.log_end_offset
 
     def _close_snapshot(self) -> None:
         """Kafka's close: a snapshot at the log end offset (the log flushed), unless one is there already; then the
