@@ -48,8 +48,9 @@ import structlog
 
 from .batch import CRC_START, HEADER_SIZE, MIN_BATCH_LENGTH, crc32c_of, read_header
 from .checkpoint_file import InconsistentTopicId, topic_id_to_string, write_atomically  # noqa: F401 (names of here)
-from .file_log_segment import DELETED_SUFFIX, FileLogSegment
+from .file_log_segment import FileLogSegment
 from .offset_index import CorruptIndexException
+from .segment_deletion import DELETED_SUFFIX
 
 log = structlog.get_logger("kafkite.log_loader")
 
