@@ -53,12 +53,14 @@ class ActiveSegmentLoad:
         CorruptIndexException when one fails its sanity check."""
         self._reset_indexes()
         size = self.size
-        if not self.offset_index.load(size) or not self.time_index.load():
-            self._reset_indexes()
-            return None
         idx, tix = self.offset_index, self.time_index
+        if not idx.load(size):
+            return None
         partial = bool(idx.rel)
         if partial:
+            if not tix.load():
+                self._reset_indexes()
+                return None
             pos, last = idx.pos[-1], idx.base + idx.rel[-1]
             h = self._batch_at(pos, size)
             first = self._batch_at(0, size)
@@ -76,9 +78,8 @@ class ActiveSegmentLoad:
                 tix.reset()
             self.max_ts, self.max_ts_offset = tix.last or (-1, -1)
             self.first_batch_ts = first.max_timestamp
-        else:  # a segment shorter than index.interval.bytes (plus a batch): walked whole
+        else:  # a segment shorter than index.interval.bytes (plus a batch): walked whole, its time index unread
             pos = 0
-            tix.reset()
         self.next_offset = self.base
         valid = self._walk(pos, check_crc=False)
         tix.check_offsets(self.next_offset)
