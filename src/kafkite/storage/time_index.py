@@ -51,8 +51,11 @@ class TimeIndex(IndexFile):
         raw = self._read()
         if raw is None:
             return False
-        ts = be_array("q", b"".join(raw[i:i + 8] for i in range(0, len(raw), 12)))
-        rel = be_array("i", b"".join(raw[i + 8:i + 12] for i in range(0, len(raw), 12)))
+        words = memoryview(raw).cast("I")  # (the columns' bytes moved 4 at a time: ~12x a slice per entry)
+        ts_bytes = bytearray(len(raw) // 12 * 8)
+        ts_words = memoryview(ts_bytes).cast("I")
+        ts_words[0::2], ts_words[1::2] = words[0::3], words[1::3]
+        ts, rel = be_array("q", ts_bytes), be_array("i", words[2::3].tobytes())
         if ts and not (increasing(ts, strictly=False) and increasing(rel, strictly=False)):
             raise CorruptIndexException(f"{self._where} has entries whose timestamps or offsets go down")
         self.ts, self.rel = (ts, rel) if ts else ((), ())
@@ -73,5 +76,8 @@ class TimeIndex(IndexFile):
     def to_bytes(self) -> bytes:
         if not self.ts:
             return b""
-        tb, rb = be_bytes(self.ts), be_bytes(self.rel)
-        return b"".join(tb[i * 8:i * 8 + 8] + rb[i * 4:i * 4 + 4] for i in range(len(self.ts)))
+        ts_words, rel_words = memoryview(be_bytes(self.ts)).cast("I"), memoryview(be_bytes(self.rel)).cast("I")
+        out = bytearray(12 * len(self.ts))
+        words = memoryview(out).cast("I")
+        words[0::3], words[1::3], words[2::3] = ts_words[0::2], ts_words[1::2], rel_words
+        return bytes(out)
