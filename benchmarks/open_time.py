@@ -4,7 +4,8 @@
 
 Writes BATCHES one-record batches (1,000-byte values, 50 idempotent producers; default 100,000: ~102 MB) into one
 partition (segment.bytes SEGMENT_BYTES, default 1 GB: one active segment), copies the directory as a crash would
-leave it (flushed, not closed), closes the log cleanly, then opens each copy and prints the time. Page caches are
+leave it (flushed, not closed), closes the log cleanly, then opens each copy and prints the time; then once more the
+crashed copy as that recovery left it (a second crash right after it). Page caches are
 dropped first when this process may (root with a writable /proc/sys/vm/drop_caches), else the opens are warm.
 """
 from __future__ import annotations
@@ -51,13 +52,16 @@ def main() -> None:
         size = sum(p.stat().st_size for p in d.glob("*.log"))
         print(f"{n} batches, {size / 1e6:.0f} MB in {len(lg.segments)} segment(s)")
         for name, path, kw in (("clean", d, {"had_clean_shutdown": True, "recovery_point": n}),
-                               ("crash", root / "crash", {"recovery_point": rp})):
+                               ("crash", root / "crash", {"recovery_point": rp}),
+                               ("second crash", root / "crash-again", {"recovery_point": rp})):
             cold = drop_caches()
             t0 = time.perf_counter()
             opened = FileLog(path, cfg, **kw)
             took = time.perf_counter() - t0
             print(f"open after a {name} shutdown: {took:.3f} s ({'cold' if cold else 'warm'} cache), "
                   f"log end {opened.log_end_offset}, {len(opened.producer_state.producers)} producers")
+            if name == "crash":  # a crash again right after that recovery: its directory as the load left it
+                shutil.copytree(path, root / "crash-again")
             opened.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
