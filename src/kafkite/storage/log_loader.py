@@ -25,7 +25,8 @@ Recovery, as Kafka's: the log directory says whether the broker stopped cleanly 
 - A segment whose index files are missing or stale is recovered whatever the shutdown (a roll's
   index files are written after its .log's fsync, see file_log_segment.py); so is one whose index
   file fails its sanity check (Kafka's CorruptIndexException: "Found a corrupted index file
-  corresponding to log file ..., recovering segment and rebuilding index files..."). An .index
+  corresponding to log file ..., recovering segment and rebuilding index files..."); the active
+  segment after a clean shutdown has its batch headers walked, not its CRCs checked. An .index
   entry that passes it but does not point at a batch start is found and rebuilt by the read path
   (offset_index_check.py).
 Producer snapshots (`.snapshot`) are loaded by the log itself after this (producer_snapshot.py).
