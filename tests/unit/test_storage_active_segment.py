@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 
 import structlog
 from hypothesis import HealthCheck, example, given, settings, strategies as st
@@ -215,3 +216,24 @@ def test_a_clean_close_fsyncs_the_active_index_files_the_snapshot_and_the_direct
             "t-0"} <= set(names)
     assert names[-1] == "t-0"  # the directory last: the index files' and the snapshot's names
     assert isinstance(lg.segments[0], FileLogSegment)
+
+
+def test_kafkas_entry_for_an_append_of_several_batches_is_taken_as_it_is(tmp_path):
+    """Kafka indexes an append of several batches (a follower's) at the first one's position with the last one's
+    offset: such an entry loads without a warning, the segment's end and largest timestamp found as a walk finds them."""
+    d, cfg = filled(tmp_path, cfg=LogConfig(index_interval_bytes=400))
+    path = d / f"{SEG0}.index"
+    raw = path.read_bytes()
+    rel, pos = struct.unpack(">ii", raw[-8:])
+    assert rel + 2 < 80  # (batches after the entry's)
+    path.write_bytes(raw[:-8] + struct.pack(">ii", rel + 2, pos))  # (the next batch's last offset: 2 records each)
+    lg, warnings = load_with_warnings(d, cfg)
+    ref = walked(d, cfg)
+    assert not warnings and lg.active.index[-1] == (rel + 2, pos)
+    keys = ("next_offset", "size", "max_ts", "first_batch_ts")
+    assert {k: state(lg.active)[k] for k in keys} == {k: state(ref.active)[k] for k in keys}
+    assert lg.read(rel + 1, 1)  # the read path finds the batch the entry points at, and the one after it
+    lg.close()
+    path.write_bytes(raw[:-8] + struct.pack(">ii", rel + 200, pos))  # an offset past the segment's end: not used
+    lg, warnings = load_with_warnings(d, cfg)
+    assert [w["reason"] for w in warnings] == ["missing or stale"] and state(lg.active) == state(walked(d, cfg).active)

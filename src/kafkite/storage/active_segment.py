@@ -10,10 +10,12 @@ opened in 0.33-0.46 s when every header was walked, 0.009-0.010 s this way (cold
 
 The state equals what a walk of every batch header gives (`recover`): the same index entries (the close's final
 time-index entry is dropped again: the segment is active), end offset, size, largest timestamp and its offset, first
-batch timestamp and bytes since the last index entry. Files that do not fit the .log -- missing, or the batch at
-the last entry's position not the one it names (the .log shorter or rewritten) -- make `load_active` return None
-and the loader walks the whole segment; a file failing the sanity check raises CorruptIndexException (the loader's
-WARN, then the walk). After a crash the active segment is recovered whole, its index files never read.
+batch timestamp and bytes since the last index entry. Files that do not fit the .log -- missing, the batch at the
+last entry's position starting above the offset the entry names, or the .log ending before that offset (the .log
+shorter or rewritten) -- make `load_active` return None and the loader walks the whole segment; a file failing the
+sanity check raises CorruptIndexException (the loader's WARN, then the walk). An entry naming a later batch's offset
+at an earlier batch's position is Kafka's for an append of several batches (a follower's): taken as it is. After a
+crash the active segment is recovered whole, its index files never read.
 """
 from __future__ import annotations
 
@@ -64,8 +66,8 @@ class ActiveSegmentLoad:
             pos, last = idx.pos[-1], idx.base + idx.rel[-1]
             h = self._batch_at(pos, size)
             first = self._batch_at(0, size)
-            if h is None or h.last_offset != last or first is None:
-                self._reset_indexes()
+            if h is None or h.base_offset > last or first is None:  # (Kafka's entry for an append of several
+                self._reset_indexes()                               # batches: the first's position, the last's offset)
                 return None
             # The close's final entry, the largest timestamp when in the tail, is dropped (a walk adds time-index
             # entries with the offset index's only): the tail walk finds it again. The entry left is the largest
@@ -82,6 +84,9 @@ class ActiveSegmentLoad:
             pos = 0
         self.next_offset = self.base
         valid = self._walk(pos, check_crc=False)
+        if partial and last >= self.next_offset:  # (the .log shorter than the entry says)
+            self._reset_indexes()
+            return None
         tix.check_offsets(self.next_offset)
         self._index_from_file = partial
         return valid
