@@ -230,3 +230,23 @@ def test_a_recovery_fsyncs_the_txnindex_files_before_its_snapshot(tmp_path, monk
     assert names.index(f"{0:020d}.txnindex") < names.index(snap) and names[-1] == "crash"  # then the directory
     assert crashed.aborted.entries and producer_snapshot.offsets(tmp_path / "crash") == [crashed.log_end_offset]
     crashed.close()
+
+
+def test_a_recovery_whose_snapshot_cannot_be_written_opens_all_the_same(tmp_path, monkeypatch):
+    d = tmp_path / "t-0"
+    lg = FileLog(d, CFG)
+    for i in range(3):
+        lg.append(data(1, 0, i), now_ms=T0)
+    shutil.copytree(d, tmp_path / "crash")
+    lg.close()
+
+    def full(path, data, *, sync=False):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(producer_snapshot, "write_tmp", full)
+    with capture_logs() as logs:
+        crashed = FileLog(tmp_path / "crash", CFG)
+    [w] = [x for x in logs if x["event"] == "producer_snapshot.write_failed"]
+    assert w["log_level"] == "warning" and "No space left" in w["error"]
+    assert crashed.log_end_offset == 3 and crashed.producer_state.check(1, 0, 2, 2).duplicate
+    assert producer_snapshot.offsets(tmp_path / "crash") == []
+    crashed.close()

@@ -300,13 +300,20 @@ class LogSnapshots(LogFlush):
         thread that loads the log (a worker's, or the start-up's before the broker serves)."""
         bases = [s.base for s in self.segments]
         snapshot = loading and self.log_end_offset > self._snap_offset
-        if sync_files(self.dir, bases, self.aborted, sync=snapshot) and snapshot:
-            fsync_dir(self.dir)  # (the rewritten files' renames, the removals: before the snapshot's)
-        if snapshot:
+        changed = sync_files(self.dir, bases, self.aborted, sync=snapshot)
+        if not snapshot:
+            return
+        try:
+            if changed:
+                fsync_dir(self.dir)  # (the rewritten files' renames, the removals: before the snapshot's)
             for base in bases[max(0, bisect.bisect_right(bases, start) - 1):]:  # (their appends were not fsynced)
                 fsync_if_exists(os.fspath(index_path(self.dir, base)))
             write(self.dir, self.log_end_offset, encode(self.producer_state))
             self._snap_offset = self.log_end_offset
+        except OSError as exc:  # (e.g. a full disk: the log opens all the same, the next start replays again)
+            log.warning("producer_snapshot.write_failed", directory=str(self.dir), offset=self.log_end_offset,
+                        error=str(exc), message=f"Could not write the producer snapshot of {self.dir} at offset "
+                                                f"{self.log_end_offset} after its load: {exc}")
 
     def _close_snapshot(self) -> None:
         """Kafka's close: a snapshot at the log end offset (the log flushed), unless one is there already; then the
