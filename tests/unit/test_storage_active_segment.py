@@ -11,7 +11,6 @@ import structlog
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from kafkite.storage.batch import iter_batches
-from kafkite.storage.file_log_segment import FileLogSegment
 from kafkite.storage.log_config import LogConfig
 from kafkite.storage.unified_log import FileLog
 
@@ -215,7 +214,6 @@ def test_a_clean_close_fsyncs_the_active_index_files_the_snapshot_and_the_direct
     assert {f"{SEG0}.log", f"{SEG0}.index", f"{SEG0}.timeindex", f"{lg.log_end_offset:020d}.snapshot.tmp",
             "t-0"} <= set(names)
     assert names[-1] == "t-0"  # the directory last: the index files' and the snapshot's names
-    assert isinstance(lg.segments[0], FileLogSegment)
 
 
 def test_kafkas_entry_for_an_append_of_several_batches_is_taken_as_it_is(tmp_path):
