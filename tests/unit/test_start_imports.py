@@ -33,7 +33,8 @@ LAZY = ("ssl", "_ssl", "hashlib", "_hashlib", "hmac", "asyncio", "idna", "zipfil
         "kafkite.coordinator.consumer_group_records", "kafkite.coordinator.consumer_protocol",
         "kafkite.coordinator.reconciliation", "kafkite.coordinator.regex_refresh", "kafkite.coordinator.regex",
         "kafkite.storage.log_loader", "kafkite.storage.file_log_segment", "kafkite.storage.offset_index",
-        "kafkite.storage.offset_index_check", "kafkite.storage.time_index", "kafkite.wire.interbroker",
+        "kafkite.storage.offset_index_check", "kafkite.storage.time_index", "kafkite.storage.active_segment",
+        "kafkite.storage.segment_deletion", "kafkite.wire.interbroker",
         "kafkite.controller.zk_requests")
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| +(\S+)$")
 

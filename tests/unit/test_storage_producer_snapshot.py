@@ -3,6 +3,7 @@ close, loaded at open (the log replayed only after them), deleted with their seg
 they load equals a full rebuild's."""
 from __future__ import annotations
 
+import os
 import random
 import shutil
 
@@ -117,13 +118,20 @@ def test_loaded_state_equals_a_full_rebuild(tmp_path, monkeypatch, seed):
     monkeypatch.setattr(FileLogSegment, "iter_headers", lambda seg: scanned.append(seg.base) or real(seg))
     clean = FileLog(tmp_path / "t-0", CFG, had_clean_shutdown=True, recovery_point=end)
     assert scanned == []  # nothing replayed after a clean close
+    assert producer_snapshot.offsets(tmp_path / "t-0") == snaps + [end]  # (nor a snapshot taken)
     crashed = FileLog(tmp_path / "crash", CFG)
     assert scanned == [snaps[-1]]  # only the active segment, after the last roll's snapshot
+    # then a snapshot at the log end, as Kafka's load takes: a second crash replays nothing
+    assert producer_snapshot.offsets(tmp_path / "crash") == snaps + [end]
+    shutil.copytree(tmp_path / "crash", tmp_path / "crash2")
+    again = FileLog(tmp_path / "crash2", CFG)
+    assert scanned == [snaps[-1]]
     monkeypatch.undo()
     full = _full_rebuild(tmp_path / "crash", tmp_path / "full")
     want = _state(full)
     assert want[1] and want[4]  # (an open transaction and aborted ones: the case is not trivial)
-    assert _state(clean) == want and _state(crashed) == want
+    assert _state(clean) == want and _state(crashed) == want and _state(again) == want
+    again.close()
 
     for cut in (snaps[len(snaps) // 2] + 1, snaps[2]):  # a follower's truncation reloads the same way
         for log in (clean, full):
@@ -172,7 +180,9 @@ def test_a_corrupt_snapshot_is_deleted_and_an_older_one_used(tmp_path):
         again = FileLog(tmp_path / "t-0", CFG, had_clean_shutdown=True, recovery_point=lg.log_end_offset)
     warned = [x for x in logs if x["event"] == "producer_snapshot.corrupt"]
     assert warned and warned[0]["log_level"] == "warning" and "CRC is no longer valid" in warned[0]["message"]
-    assert not path.exists() and producer_snapshot.offsets(tmp_path / "t-0")[-1] == older
+    # the corrupt one deleted, the older one loaded; after the replay a new one at the log end (Kafka's, at a load)
+    assert newest == lg.log_end_offset and producer_snapshot.offsets(tmp_path / "t-0")[-2:] == [older, newest]
+    assert bytes(raw) != path.read_bytes() and producer_snapshot.decode(path.read_bytes())
     assert not any(p.exists() for p in leftovers)
     assert _state(again) == want
     again.truncate_fully_and_start_at(again.log_end_offset + 5)  # every snapshot goes
@@ -200,3 +210,43 @@ def test_a_truncation_before_the_flush_run_keeps_its_stale_snapshot_off_the_disk
     again = FileLog(tmp_path / "t-0", CFG, had_clean_shutdown=True, recovery_point=lg.log_end_offset)
     assert _state(again) == _state(_full_rebuild(tmp_path / "t-0", tmp_path / "full"))
     again.close()
+
+
+def test_a_recovery_fsyncs_the_txnindex_files_before_its_snapshot(tmp_path, monkeypatch):
+    d = tmp_path / "t-0"
+    lg = FileLog(d, CFG)
+    lg.append(data(10, 0, 0, txn=True), now_ms=T0)
+    lg.append(marker(10, 0, commit=False), now_ms=T0)
+    lg.append(data(1, 0, 0), now_ms=T0)
+    shutil.copytree(d, tmp_path / "crash")  # a crash: no close
+    lg.close()
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd))[1])
+    crashed = FileLog(tmp_path / "crash", CFG)
+    names = [p.rsplit("/", 1)[1] for p in synced]
+    snap = f"{crashed.log_end_offset:020d}.snapshot.tmp"
+    assert f"{0:020d}.txnindex" in names and snap in names
+    assert names.index(f"{0:020d}.txnindex") < names.index(snap) and names[-1] == "crash"  # then the directory
+    assert crashed.aborted.entries and producer_snapshot.offsets(tmp_path / "crash") == [crashed.log_end_offset]
+    crashed.close()
+
+
+def test_a_recovery_whose_snapshot_cannot_be_written_opens_all_the_same(tmp_path, monkeypatch):
+    d = tmp_path / "t-0"
+    lg = FileLog(d, CFG)
+    for i in range(3):
+        lg.append(data(1, 0, i), now_ms=T0)
+    shutil.copytree(d, tmp_path / "crash")
+    lg.close()
+
+    def full(path, data, *, sync=False):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(producer_snapshot, "write_tmp", full)
+    with capture_logs() as logs:
+        crashed = FileLog(tmp_path / "crash", CFG)
+    [w] = [x for x in logs if x["event"] == "producer_snapshot.write_failed"]
+    assert w["log_level"] == "warning" and "No space left" in w["error"]
+    assert crashed.log_end_offset == 3 and crashed.producer_state.check(1, 0, 2, 2).duplicate
+    assert producer_snapshot.offsets(tmp_path / "crash") == []
+    crashed.close()

@@ -36,7 +36,8 @@ def test_a_roll_leaves_fsync_and_indexes_to_the_flush_scheduler(tmp_path, fsyncs
     target, run = lg.scheduled_flush(0)  # a roll to finish: due whatever flush.ms says
     run()
     lg.mark_flushed(target)
-    assert len(fsyncs) == 4  # the .log, then its two index files, then the producer snapshot at the roll
+    # the .log, then its two index files, then the producer snapshot at the roll and the directory (their names)
+    assert len(fsyncs) == 5 and fsyncs[0] == rolled.fd
     assert [p.name for p in tmp_path.glob("t-0/*.snapshot")] == [f"{lg.active.base:020d}.snapshot"]
     assert not rolled.closing and index_files(rolled) == (True, True)
     assert lg.scheduled_flush(0) is None

@@ -37,16 +37,21 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, text: str, *, sync: bool = False) -> None:
-    """Replace `path` by `text` (a crash leaves the old or the new file, whole); with sync the new
-    file and its directory entry are fsynced first, as Kafka's CheckpointFile does."""
+def write_tmp(path: Path, data: str | bytes, *, sync: bool = False) -> Path:
+    """The first half of `write_atomically`: `data` written to `<path>.tmp` (fsynced with sync) -> that path."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
+    with open(tmp, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
         if sync:
             f.flush()
             os.fsync(f.fileno())
-    os.replace(tmp, path)
+    return tmp
+
+
+def write_atomically(path: Path, data: str | bytes, *, sync: bool = False) -> None:
+    """Replace `path` by `data` (a crash leaves the old or the new file, whole); with sync the new
+    file and its directory entry are fsynced first, as Kafka's CheckpointFile does."""
+    os.replace(write_tmp(path, data, sync=sync), path)
     if sync:
         fsync_dir(path.parent)
 

@@ -44,7 +44,7 @@ from .log_config import LogConfig
 from .log_segment import LogSegment, MadeOnce, StrPath
 
 if TYPE_CHECKING:
-    from .file_log_segment import DeletedFiles
+    from .segment_deletion import DeletedFiles
 
 INT32_MAX = (1 << 31) - 1
 

@@ -10,9 +10,12 @@ Recovery, as Kafka's: the log directory says whether the broker stopped cleanly 
 `.kafka_cleanshutdown` marker) and up to where each log was flushed (its recovery point, from
 `recovery-point-offset-checkpoint`); see log_manager.py.
 - After a clean shutdown nothing is rescanned for corruption: every segment's indexes are
-  loaded and the active segment's batch headers are walked (to know its end). A batch whose
-  bytes were damaged on disk afterwards stays as it is and is served as it is: consumers check
-  its CRC, as with Kafka.
+  loaded, the active segment's too (written and fsynced at the clean close), and only the active
+  segment's batch headers after its last offset-index entry are walked, to know its end (Kafka's
+  LogSegment.readNextOffset; active_segment.py). A batch whose bytes were damaged on disk afterwards
+  stays as it is and is served as it is: consumers check its CRC, as with Kafka. The active
+  segment's index files are deleted once loaded (written again at the next roll or clean close): a
+  later crash recovers that segment from its batches, never from files older than them.
 - After a crash, every segment from the one holding the recovery point on is recovered: each
   batch's length and CRC32C checked, indexes rebuilt. At the first invalid batch the segment is
   truncated and every later segment deleted (Kafka's "Found invalid messages in log segment ...
@@ -22,7 +25,8 @@ Recovery, as Kafka's: the log directory says whether the broker stopped cleanly 
 - A segment whose index files are missing or stale is recovered whatever the shutdown (a roll's
   index files are written after its .log's fsync, see file_log_segment.py); so is one whose index
   file fails its sanity check (Kafka's CorruptIndexException: "Found a corrupted index file
-  corresponding to log file ..., recovering segment and rebuilding index files..."). An .index
+  corresponding to log file ..., recovering segment and rebuilding index files..."); the active
+  segment after a clean shutdown has its batch headers walked, not its CRCs checked. An .index
   entry that passes it but does not point at a batch start is found and rebuilt by the read path
   (offset_index_check.py).
 Producer snapshots (`.snapshot`) are loaded by the log itself after this (producer_snapshot.py).
@@ -45,8 +49,9 @@ import structlog
 
 from .batch import CRC_START, HEADER_SIZE, MIN_BATCH_LENGTH, crc32c_of, read_header
 from .checkpoint_file import InconsistentTopicId, topic_id_to_string, write_atomically  # noqa: F401 (names of here)
-from .file_log_segment import DELETED_SUFFIX, FileLogSegment
+from .file_log_segment import FileLogSegment
 from .offset_index import CorruptIndexException
+from .segment_deletion import DELETED_SUFFIX
 
 log = structlog.get_logger("kafkite.log_loader")
 
@@ -150,20 +155,23 @@ class LogLoader:
                     log.info("log.recovering_segment", partition=self.dir.name, segment=seg.base,
                              message=f"Recovering unflushed segment {seg.base}")
                 dropped = self._recover(seg, check_crc=True)
-            elif last:  # the active segment after a clean shutdown: its headers walked, not its CRCs
-                dropped = self._recover(seg, check_crc=False)
+            elif last:  # the active segment after a clean shutdown: its index files and the headers after them
+                size = seg.size
+                try:
+                    valid = seg.load_active()
+                    if valid is None and size:
+                        self._index_warning(seg, None)
+                except CorruptIndexException as exc:
+                    self._index_warning(seg, exc)
+                    valid = None
+                dropped = self._recover(seg, check_crc=False) if valid is None else self._cut(seg, valid, size)
             else:
                 try:
                     if seg.load_indexes(segments[i + 1].base):
                         continue
-                    reason = "missing or stale"
-                    message = f"Could not find offset index file corresponding to log file {seg.log_path}, " \
-                              "recovering segment and rebuilding index files..."
+                    self._index_warning(seg, None)
                 except CorruptIndexException as exc:
-                    reason = str(exc)
-                    message = f"Found a corrupted index file corresponding to log file {seg.log_path} due to " \
-                              f"{exc}, recovering segment and rebuilding index files..."
-                log.warning("log.index_rebuilt", file=str(seg.log_path), reason=reason, message=message)
+                    self._index_warning(seg, exc)
                 dropped = self._recover(seg, check_crc=True)
             if dropped:
                 later = segments[i + 1:]
@@ -182,7 +190,7 @@ class LogLoader:
                 seg.next_offset = segments[i + 1].base
                 seg.write_indexes()
         last = segments[-1]
-        last.unlink_indexes()  # the active segment's are rewritten on roll/close
+        last.unlink_indexes()  # the active segment's are rewritten on roll/close: never read after a later crash
         log_end = last.next_offset
         log_start = max(segments[0].base, self.log_start_checkpoint)
         try:
@@ -191,11 +199,28 @@ class LogLoader:
             pass
         return LoadedLog(segments, min(log_start, log_end), log_end)
 
+    @staticmethod
+    def _index_warning(seg: FileLogSegment, exc: CorruptIndexException | None) -> None:
+        """Kafka's WARN for a segment whose index files are rebuilt: missing or stale (exc None), or corrupt."""
+        if exc is None:
+            reason = "missing or stale"
+            message = f"Could not find offset index file corresponding to log file {seg.log_path}, " \
+                      "recovering segment and rebuilding index files..."
+        else:
+            reason = str(exc)
+            message = f"Found a corrupted index file corresponding to log file {seg.log_path} due to " \
+                      f"{exc}, recovering segment and rebuilding index files..."
+        log.warning("log.index_rebuilt", file=str(seg.log_path), reason=reason, message=message)
+
     def _recover(self, seg: FileLogSegment, *, check_crc: bool) -> int:
         """Rebuild the segment's indexes from its batches; truncate it at the first invalid one
         (with a WARN line). Returns the bytes dropped."""
         size = seg.size
-        valid = seg.recover(check_crc=check_crc)
+        return self._cut(seg, seg.recover(check_crc=check_crc), size)
+
+    def _cut(self, seg: FileLogSegment, valid: int, size: int) -> int:
+        """Truncate a segment of `size` bytes whose batches are valid up to `valid` (with a WARN line when it cuts).
+        Returns the bytes dropped."""
         if valid == size:
             return 0
         reason = invalid_reason(seg, valid, size)

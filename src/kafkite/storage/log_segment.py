@@ -23,7 +23,7 @@ from kafka.errors import CorruptRecordError
 from .batch import BatchHeader, iter_batches
 
 if TYPE_CHECKING:
-    from .file_log_segment import DeletedFiles
+    from .segment_deletion import DeletedFiles
 
 BatchSource = Callable[[], Iterator[tuple[BatchHeader, bytes]]]
 

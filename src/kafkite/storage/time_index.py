@@ -51,20 +51,33 @@ class TimeIndex(IndexFile):
         raw = self._read()
         if raw is None:
             return False
-        ts = be_array("q", b"".join(raw[i:i + 8] for i in range(0, len(raw), 12)))
-        rel = be_array("i", b"".join(raw[i + 8:i + 12] for i in range(0, len(raw), 12)))
-        if ts:
-            where = f"Corrupt time index found, time index file ({self.path})"
-            if not (increasing(ts, strictly=False) and increasing(rel, strictly=False)):
-                raise CorruptIndexException(f"{where} has entries whose timestamps or offsets go down")
-            if rel[0] < 0 or (next_offset is not None and self.base + rel[-1] >= next_offset):
-                raise CorruptIndexException(f"{where} has an offset outside the segment's "
-                                            f"[{self.base}, {next_offset})")
+        words = memoryview(raw).cast("I")  # (the columns' bytes moved 4 at a time: ~12x a slice per entry)
+        ts_bytes = bytearray(len(raw) // 12 * 8)
+        ts_words = memoryview(ts_bytes).cast("I")
+        ts_words[0::2], ts_words[1::2] = words[0::3], words[1::3]
+        ts, rel = be_array("q", ts_bytes), be_array("i", words[2::3].tobytes())
+        if ts and not (increasing(ts, strictly=False) and increasing(rel, strictly=False)):
+            raise CorruptIndexException(f"{self._where} has entries whose timestamps or offsets go down")
         self.ts, self.rel = (ts, rel) if ts else ((), ())
+        self.check_offsets(next_offset)
         return True
+
+    @property
+    def _where(self) -> str:
+        return f"Corrupt time index found, time index file ({self.path})"
+
+    def check_offsets(self, next_offset: int | None) -> None:
+        """CorruptIndexException when an entry's offset is outside [base, next_offset) (the sanity check of `load`,
+        for a caller that learns the segment's end after loading: an active segment's, active_segment.py)."""
+        if self.rel and (self.rel[0] < 0 or (next_offset is not None and self.base + self.rel[-1] >= next_offset)):
+            raise CorruptIndexException(f"{self._where} has an offset outside the segment's "
+                                        f"[{self.base}, {next_offset})")
 
     def to_bytes(self) -> bytes:
         if not self.ts:
             return b""
-        tb, rb = be_bytes(self.ts), be_bytes(self.rel)
-        return b"".join(tb[i * 8:i * 8 + 8] + rb[i * 4:i * 4 + 4] for i in range(len(self.ts)))
+        ts_words, rel_words = memoryview(be_bytes(self.ts)).cast("I"), memoryview(be_bytes(self.rel)).cast("I")
+        out = bytearray(12 * len(self.ts))
+        words = memoryview(out).cast("I")
+        words[0::3], words[1::3], words[2::3] = ts_words[0::2], ts_words[1::2], rel_words
+        return bytes(out)

@@ -13,9 +13,12 @@ disagrees with the log (after recovery or truncation): the files are the log's, 
 from __future__ import annotations
 
 import bisect
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+from .checkpoint_file import write_tmp
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34
@@ -84,8 +87,11 @@ class AbortedTxns:
         return list(self.entries[i:j])
 
 
-def sync_files(directory: Path, bases: list[int], txns: AbortedTxns) -> None:
-    """Make each segment's .txnindex hold exactly its entries (a file without entries is removed)."""
+def sync_files(directory: Path, bases: list[int], txns: AbortedTxns, *, sync: bool = False) -> bool:
+    """Make each segment's .txnindex hold exactly its entries (a file without entries is removed); with `sync` a
+    rewritten file is fsynced before its rename (the caller fsyncs the directory). True when a file was rewritten or
+    removed."""
+    changed = False
     for i, base in enumerate(bases):
         nxt = bases[i + 1] if i + 1 < len(bases) else None
         want = b"".join(t.encode() for t in txns.in_range(base, nxt))
@@ -95,11 +101,12 @@ def sync_files(directory: Path, bases: list[int], txns: AbortedTxns) -> None:
         except FileNotFoundError:
             have = None
         if want and have != want:
-            tmp = path.with_suffix(SUFFIX + ".tmp")
-            tmp.write_bytes(want)
-            tmp.replace(path)
+            os.replace(write_tmp(path, want, sync=sync), path)
+            changed = True
         elif not want and have is not None:
             path.unlink(missing_ok=True)
+            changed = True
+    return changed
 
 
 def append_entry(directory: Path, base: int, txn: AbortedTxn) -> None:

@@ -35,7 +35,7 @@ from .log_segment import LogSegment, MadeOnce
 from .log_validator import assign_offsets_and_compress
 from .memory_log_segment import MemoryLogSegment
 from .producer_state import CompletedTxn, ProducerStateManager
-from .transaction_index import AbortedTxn, AbortedTxns, append_entry, sync_files
+from .transaction_index import AbortedTxn, AbortedTxns, append_entry
 from ..wire.lazy_kafka import lazy_names
 
 _PACK_OFFSET_LENGTH_EPOCH = struct.Struct(">qii").pack_into  # baseOffset, batchLength, partitionLeaderEpoch
@@ -90,7 +90,7 @@ class UnifiedLog(LogSnapshots):
         self.busy = False
         self.after_busy: list[Callable[[], None]] | tuple = ()  # (a list while busy: server/replication.py)
         self.aborted = AbortedTxns()
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(loading=True)
 
     # -- offsets
     @property
@@ -137,10 +137,10 @@ class UnifiedLog(LogSnapshots):
         if write and self._dir is not None:
             append_entry(self.dir, seg_base, txn)
 
-    def _rebuild_producer_state(self) -> None:
+    def _rebuild_producer_state(self, loading: bool = False) -> None:
         """Producer and transaction state from the log's batches (a marker's type is read from its batch) -- a file
-        log's from its newest producer snapshot and the batches after it (producer_snapshot.py); a file log's
-        .txnindex files are made to agree with it."""
+        log's from its newest producer snapshot and the batches after it, then its .txnindex files made to agree and,
+        `loading`, a snapshot taken (producer_snapshot.py's _after_rebuild)."""
         ps = self.producer_state
         ps.clear()
         self.aborted.clear()
@@ -159,7 +159,7 @@ class UnifiedLog(LogSnapshots):
                     marker = read_marker(data, 0, h) if data else None
                 self._note_txn(ps.update(h, marker=marker), seg.base, write=False)
         if self._dir is not None:
-            sync_files(self.dir, [s.base for s in self.segments], self.aborted)
+            self._after_rebuild(start, loading)
 
     @property
     def durable(self) -> bool:
