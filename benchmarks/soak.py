@@ -1,6 +1,7 @@
 """A soak run: one `kafkite serve` under mixed, churning traffic for some minutes; leaks measured, records checked.
 
     python benchmarks/soak.py [--minutes 10] [--mode memory|disk] [--seed N] [--rate 1000|500] [--retention-s 30]
+                              [--only W,W | --without W,W]   (W: a workload below; the checks of those left out skip)
 
 Starts `kafkite serve --in-memory` (or `--data-dir <tmp>`) on a free port (throughput.broker_on_free_port), its
 JSON log (INFO) kept in a file, and runs these workloads at once, in threads of this process (confluent-kafka, and
@@ -68,6 +69,7 @@ PARTITIONS = 3
 TXN_TOPIC, CHURN_TOPIC = "soak-txn", "soak-churn"
 GROUPS = {"soak-classic": {"group.protocol": "classic", "partition.assignment.strategy": "range"},
           "soak-consumer": {"group.protocol": "consumer"}}
+WORKLOADS = ("idempotent", "verifier", "groups", "txn", "churn", "admin")
 WARMUP_S, SAMPLE_S, MEMBERS, CHURN_S = 60.0, 5.0, 3, 5.0
 QUIET = {"log_level": 3}
 _SILENT = logging.getLogger("soak.silent")  # librdkafka's lines about the fenced instance (expected) go nowhere
@@ -512,7 +514,8 @@ def setup(bs: str, retention_s: float) -> None:
     del p, a
 
 
-def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log_path: Path) -> int:
+def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log_path: Path,
+        on: frozenset = frozenset(WORKLOADS)) -> int:
     failures: list[str] = []
     samples: list[dict] = []
     with broker(mode, log_path, retention_s) as bs:
@@ -527,13 +530,15 @@ def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log
         verifier = Verifier(soak, TOPICS + (CHURN_TOPIC,))
         t0, interrupted = time.monotonic(), False
         try:
-            soak.spawn(verifier.run)
-            for name in ("p1", "p2"):
+            if "verifier" in on:
+                soak.spawn(verifier.run)
+            for name in ("p1", "p2") if "idempotent" in on else ():
                 soak.spawn(soak.idempotent, name)
-            soak.spawn(soak.transactional)
-            soak.spawn(soak.connection_churn)
-            soak.spawn(soak.admin_churn)
-            for g in soak.groups.values():
+            for workload, target in (("txn", soak.transactional), ("churn", soak.connection_churn),
+                                     ("admin", soak.admin_churn)):
+                if workload in on:
+                    soak.spawn(target)
+            for g in soak.groups.values() if "groups" in on else ():
                 for _ in range(MEMBERS):
                     g.add_member()
             from confluent_kafka.admin import AdminClient
@@ -542,7 +547,7 @@ def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log
             end = t0 + minutes * 60
             while time.monotonic() < end:
                 now = time.monotonic()
-                if now >= next_churn:
+                if now >= next_churn and "groups" in on:
                     list(soak.groups.values())[turn % len(soak.groups)].churn()
                     turn += 1
                     next_churn += CHURN_S
@@ -573,7 +578,7 @@ def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log
                 t.join(150)
             want = {(t, p, o) for _, t, p, o, _ in soak.acked if t in TOPICS}
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and any(want - g.consumed for g in soak.groups.values()):
+            while "groups" in on and time.monotonic() < deadline and any(want - g.consumed for g in soak.groups.values()):
                 time.sleep(0.5)
         except KeyboardInterrupt:  # (Ctrl-C reaches the broker too: no goodbyes, the threads are daemons)
             interrupted = True
@@ -586,15 +591,17 @@ def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log
                 g.close(2 if interrupted else 60)
         failures += soak.failures
         failures += check_acked(soak.acked)
-        failures += verifier.gaps
-        failures += check_log(soak.acked, verifier.log, set(TOPICS))
-        for g in soak.groups.values():
+        if "verifier" in on:
+            failures += verifier.gaps
+            failures += check_log(soak.acked, verifier.log, set(TOPICS))
+        for g in soak.groups.values() if "groups" in on else ():
             committed, ends = committed_and_ends(bs, g.name)
             failures += check_group(g.name, soak.acked, g.consumed, {tp: o for tp, (_, _, o) in g.last_owner.items()},
                                     committed, ends)
-        txn = read_all(bs, (TXN_TOPIC,), "read_committed")
-        seen = [v for recs in txn.values() for v in recs.values() if v != b"setup"]
-        failures += check_committed_read(seen, soak.txn_committed, soak.txn_other)
+        if "txn" in on:
+            txn = read_all(bs, (TXN_TOPIC,), "read_committed")
+            seen = [v for recs in txn.values() for v in recs.values() if v != b"setup"]
+            failures += check_committed_read(seen, soak.txn_committed, soak.txn_other)
         gc.collect()
         # the broker sees the clients' connections close; on disk, retention deletes the segments rolled before the
         # producers stopped and closes their `.deleted` files file.delete.delay.ms (60 s) later
@@ -608,6 +615,7 @@ def run(minutes: float, mode: str, seed: int, rate: int, retention_s: float, log
         last["kinds"] = fd_kinds(pid)
         if last["fds"] > base["fds"] + 50:
             failures.append(f"fds: {last['fds']} open with every client closed, {base['fds']} before the workloads")
+    print("workloads:", ", ".join(w for w in WORKLOADS if w in on))
     report(minutes, mode, seed, first, base, samples, last, t0, soak, log_path, held, held_end)
     for f in failures:
         print("FAIL", f)
@@ -668,12 +676,19 @@ def main(argv: list[str] | None = None) -> int:
                          "each request dearer)")
     ap.add_argument("--retention-s", type=float, default=30,
                     help="retention.ms of the idempotent producers' topics, in seconds (default 30; 0 = keep all)")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--only", help=f"run only these workloads, comma-separated (of {', '.join(WORKLOADS)})")
+    which.add_argument("--without", help="run every workload but these, comma-separated")
     ap.add_argument("--log", help="the broker's log file (default: in a new temporary directory, kept)")
     a = ap.parse_args(argv)
+    named = {w.strip() for w in (a.only or a.without or "").split(",") if w.strip()}
+    if named - set(WORKLOADS):
+        ap.error(f"unknown workloads {sorted(named - set(WORKLOADS))}: they are {', '.join(WORKLOADS)}")
+    on = frozenset(named if a.only else set(WORKLOADS) - named)
     log_path = Path(a.log) if a.log else Path(tempfile.mkdtemp(prefix="kafkite-soak-")) / "broker.log"
     print(f"soak: {a.minutes:g} min, {a.mode}, seed {a.seed}; broker log {log_path}", flush=True)
     rate = a.rate or (1000 if a.mode == "memory" else 500)
-    return run(a.minutes, a.mode, a.seed, rate, a.retention_s, log_path)
+    return run(a.minutes, a.mode, a.seed, rate, a.retention_s, log_path, on)
 
 
 if __name__ == "__main__":
