@@ -37,11 +37,12 @@ from throughput import free_port, kafkite, kafkite_disk  # noqa: E402
 _API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 1) + b"m"  # api key 18, v0, correlation id 1, client id "m"
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """A process's resident memory in MB: its whole RSS, or another line of /proc/<pid>/status (e.g. "RssAnon")."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
-    raise LookupError("no VmRSS")
+    raise LookupError(f"no {field}")
 
 
 def create(bootstrap: str, start: int, end: int, per_topic: int) -> None:

@@ -23,14 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import throughput  # noqa: E402  (its broker_on_free_port / kafkite launchers)
+from memory import rss_mb  # noqa: E402
 from proc_cpu import listener_pid  # noqa: E402
-
-
-def anon_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def run(bursts: int, burst_mb: int, window: int | None, env: dict | None, settle: float = 2.0) -> list[float]:
@@ -61,7 +55,7 @@ def run(bursts: int, burst_mb: int, window: int | None, env: dict | None, settle
                     p.poll(0)
             assert p.flush(60) == 0, "records not delivered"
             time.sleep(settle)  # let retention and the flush worker settle before sampling
-            rss.append(anon_rss_mb(pid))
+            rss.append(rss_mb(pid, "RssAnon"))
         return rss
 
 
