@@ -244,6 +244,46 @@ def test_runner_reports_a_crash_and_a_half_applied_request(monkeypatch):
     assert "state changed by a refused api 19" in kinds, kinds
 
 
+def _alter_unknown_topic_frame() -> bytes:
+    """IncrementalAlterConfigs v1 of a topic that does not exist: refused (UNKNOWN_TOPIC_OR_PARTITION)."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    req = IncrementalAlterConfigsRequest(version=1, validate_only=False, resources=[R(
+        resource_type=2, resource_name="no-such-topic", configs=[R.AlterableConfig(
+            name="retention.ms", config_operation=0, value="1000")])])
+    req.with_header(correlation_id=5, client_id="fuzz-test")
+    return bytes(req.encode(header=True))
+
+
+@pytest.mark.parametrize("meanwhile", ["rebalance", "offsets"])
+def test_runner_leaves_a_groups_own_changes_out_of_another_requests(monkeypatch, meanwhile):
+    """A request that is not a group's may wait (an IncrementalAlterConfigs for its metadata write), and the groups'
+    timers run meanwhile: a rebalance one of them ends is not the request's doing (benchmarks/fuzz.py's long run
+    reported such ones against IncrementalAlterConfigs and Produce), a committed offset that changes is."""
+    from kafkite.server import router
+    lo, hi, real = router.ROUTES[44]
+
+    async def waits_while_a_group_changes(apis, ctx):
+        shard = next(s for s in apis.group_coordinator.coordinator.shards.values() if "fuzz-group" in s.groups)
+        group = shard.groups["fuzz-group"]
+        if meanwhile == "rebalance":  # what a rebalance ending does to the group, as its timer would
+            group.generation += 1
+        else:
+            group.offsets.clear()
+        return await real(apis, ctx)
+
+    monkeypatch.setitem(router.ROUTES, 44, (lo, hi, waits_while_a_group_changes))
+    with BrokerThread() as bt:
+        bt.call(fuzz.seed, bt.broker)
+        runner = fuzz.FrameRunner(bt.broker)
+        outcome = bt.call(runner.run, _alter_unknown_topic_frame())
+    if meanwhile == "rebalance":
+        assert outcome.kind == "refused" and not runner.crashes, (outcome, runner.crashes, runner.examples)
+    else:
+        assert outcome.kind == "changed" and "groups[fuzz-group]" in outcome.detail, outcome
+        assert set(runner.crashes) == {"state changed by a refused api 44"}, runner.crashes
+
+
 def _fetch_frame(max_wait_ms: int, min_bytes: int, offset: int) -> bytes:
     from kafka.protocol.consumer import FetchRequest
     T = FetchRequest.FetchTopic

@@ -268,7 +268,11 @@ class RequestGenerator:
 def snapshot(broker, group_ids: Iterable[str] | None = None) -> dict:
     """What a refused request must not change: topics (ids, partitions, configs), the dynamic broker
     configs, log end offsets (not of __consumer_offsets, which the coordinator's timers write), and the
-    groups (state, generation, protocol, members, committed offsets) -- all, or only `group_ids`."""
+    groups. For a group request (`group_ids`: the groups it names) those groups whole: state, generation,
+    protocol, members and committed offsets. For any other request (None) every group's committed offsets
+    only: a group's membership, state and generation are its timers' too (a rebalance timeout ending a
+    rebalance, a session expiring), and they run while such a request waits, e.g. an
+    IncrementalAlterConfigs for its metadata write or a Produce for its append."""
     md = broker.metadata
     topics = {name: (str(t.topic_id), len(t.partitions), tuple(sorted(t.configs.items())))
               for name, t in md.topics.items()}
@@ -280,10 +284,14 @@ def snapshot(broker, group_ids: Iterable[str] | None = None) -> dict:
         for gid, g in shard.groups.items():
             if wanted is not None and gid not in wanted:
                 continue
+            offsets = tuple(sorted((f"{k[0]}-{k[1]}", e.offset, e.leader_epoch, e.metadata)
+                                   for k, e in g.offsets.items()))
+            if wanted is None:
+                if offsets:  # (a group without offsets may go with its last member: a timer's doing)
+                    groups[gid] = offsets
+                continue
             groups[gid] = (g.state.value, g.generation, g.protocol_type, g.protocol_name, g.leader_id,
-                           tuple(sorted(g.members)), tuple(sorted(g.static_members.items())),
-                           tuple(sorted((f"{k[0]}-{k[1]}", e.offset, e.leader_epoch, e.metadata)
-                                        for k, e in g.offsets.items())))
+                           tuple(sorted(g.members)), tuple(sorted(g.static_members.items())), offsets)
     return {"topics": topics, "dynamic": tuple(sorted(broker.config.dynamic.items())), "logs": logs,
             "groups": groups}
 
