@@ -259,9 +259,10 @@ def main(argv: list[str] | None = None) -> None:
                                     "memory0, disk0)")
     ap.add_argument("--pin", action="store_true",
                     help="each broker (every thread) on the last CPU, this script and its consumers on the others")
-    ap.add_argument("--own-sessions", action="store_true",
-                    help="each Kafkite and null broker in a session (a scheduling group) of its own, as Tansu always "
-                         "is (throughput.py's docstring)")
+    ap.add_argument("--shared-session", action="store_true",
+                    help="each Kafkite and null broker in this script's session (scheduling group), shared with the "
+                         "consumers, while Tansu has one of its own (by default every broker has its own: "
+                         "throughput.py's docstring)")
     ap.add_argument("--valgrind", type=int, metavar="N",
                     help="count each Python broker's instructions per commit under valgrind over N commits instead")
     args = ap.parse_args(argv)
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
         wanted = args.modes.split(",")
         modes = tuple(m for m in modes if m[0] in wanted)
     names = [name for name, _ in modes]
-    throughput.OWN_SESSIONS = args.own_sessions
+    throughput.OWN_SESSIONS = not args.shared_session
     if args.pin:
         os.sched_setaffinity(0, CLIENT_CPUS)  # inherited by the consumer processes
     runs: dict[tuple[str, int], list[float]] = {}

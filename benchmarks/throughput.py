@@ -13,13 +13,14 @@ from P processes at once, each its share of the records, keyed over a topic of N
 (the rate: all records over the time from the common start to the last flush); the consumer
 is assigned every partition. `--pin` puts each broker (every thread) on the last CPU and the
 clients on the others: the same one core for a one-thread Kafkite as for a many-thread Tansu, and
-the clients off it. `--own-sessions` starts each Kafkite broker in a session of its own, as Tansu always is: with the
-kernel's autogroup scheduling a session is a scheduling group, the cores are shared between the groups (the clients',
-each broker's) before a group's threads share its part; by default a Kafkite broker shares the benchmark's group with
-the producers, thread by thread (2026-11-26, 100 B with 3 producers: the one-thread broker then fell behind, 1-10 MB
-of requests waiting in its sockets by `ss`, and the producers paid for the late answers, 1.15-1.28 against 1.01-1.12
-us a record; in its own session nothing waited, and it took 0.20-0.24 us a record against 0.17-0.18, answering
-smaller reads). `--nice-clients N` runs each producer process at nice +N, in a group of its own at that nice
+the clients off it. Every broker runs in a session of its own, as Tansu always did: with the kernel's
+autogroup scheduling a session is a scheduling group, and the cores are shared between the groups (the clients', each
+broker's) before a group's threads share its part. `--shared-session` starts each Kafkite broker in the benchmark's
+session instead (the default before 2026-11-27), where it shares the producers' group thread by thread while Tansu
+keeps a group of its own (2026-11-26, 100 B with 3 producers: the one-thread broker then fell behind, 1-10 MB of
+requests waiting in its sockets by `ss`, and the producers paid for the late answers, 1.15-1.28 against 1.01-1.12 us
+a record; in its own session nothing waited, and it took 0.20-0.24 us a record against 0.17-0.18, answering smaller
+reads). `--nice-clients N` runs each producer process at nice +N, in a group of its own at that nice
 where the kernel has autogroups, whichever the broker: the producers take what the broker leaves, as producers on
 other machines would. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
 (not run unless named) is the in-memory broker reading produced records in pure Python. `--baseline DIR`
@@ -63,12 +64,12 @@ def wait_port(port: int, timeout: float = 30) -> None:
     raise RuntimeError(f"port {port} never opened")
 
 
-# --own-sessions: every broker started here in a session of its own, as drivers.tansu_broker always starts Tansu.
-# With the kernel's autogroup scheduling (on here, and in most distributions' kernels) a session is a scheduling group:
-# the cores are shared between the groups first, then a group's part between its threads. By default a broker started
-# here is in the benchmark's session, sharing its part with the clients thread by thread (as a test suite's broker
-# started as a subprocess would), while Tansu has a group of its own.
-OWN_SESSIONS = False
+# Every broker started here runs in a session of its own, as peer.tansu always starts Tansu: the brokers are started
+# alike. With the kernel's autogroup scheduling (on here, and in most distributions' kernels) a session is a scheduling
+# group: the cores are shared between the groups first, then a group's part between its threads. --shared-session
+# (OWN_SESSIONS False) keeps a Kafkite broker in the benchmark's session, sharing its part with the clients thread by
+# thread (as a test suite's broker started as a subprocess would), while Tansu keeps a group of its own.
+OWN_SESSIONS = True
 
 
 @contextlib.contextmanager
@@ -357,8 +358,9 @@ def main() -> None:
                     help="brokers to run, of " + ",".join(name for name, _ in MODES) + " (tansu always)")
     ap.add_argument("--pin", action="store_true",
                     help="the broker on the last CPU, this script and its producers on the others")
-    ap.add_argument("--own-sessions", action="store_true",
-                    help="each Kafkite broker in a session (a scheduling group) of its own, as Tansu always is")
+    ap.add_argument("--shared-session", action="store_true",
+                    help="each Kafkite broker in this script's session (scheduling group), shared with the producers, "
+                         "while Tansu has one of its own (by default every broker has its own)")
     ap.add_argument("--nice-clients", type=int, default=0, metavar="N",
                     help="run the producer processes (with --producers 2 or more) at nice +N, below the broker's "
                          "priority, whichever broker: the load generator does not take the cores from the broker "
@@ -368,7 +370,7 @@ def main() -> None:
                          "<commit> src | tar -x -C /tmp/base`), as mode memory0, in the same rounds: an A/B run")
     args = ap.parse_args()
     global NICE_CLIENTS, OWN_SESSIONS
-    NICE_CLIENTS, OWN_SESSIONS = args.nice_clients, args.own_sessions
+    NICE_CLIENTS, OWN_SESSIONS = args.nice_clients, not args.shared_session
     if args.pin:
         os.sched_setaffinity(0, CLIENT_CPUS)  # inherited by the producer processes
     wanted = set(args.modes.split(",")) | {"tansu"}
