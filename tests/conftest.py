@@ -12,6 +12,7 @@ from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/helpers.py, tests/clients/drivers.py
 
+from clients import drivers  # noqa: E402
 from kafkite.testing.runner import BrokerThread  # noqa: E402
 
 # log lines to stderr as `kafkite serve` writes them: a broker thread's WARN never lands in a CLI's output
@@ -47,6 +48,16 @@ def broker_factory(tmp_path):
     yield make
     for b in started:
         b.stop()
+
+
+@pytest.fixture(params=sorted(drivers.JAVA_CLIENTS))
+def java_client(request):
+    """The test runs once on each Java kafka-clients that .ci/install-clients.sh installs (3.9.1 and 4.3.0):
+    run_java and java_argv use that one's jars and compiled driver for the test."""
+    saved = drivers.JAVA_CLIENT
+    drivers.JAVA_CLIENT = drivers.JAVA_CLIENTS[request.param]
+    yield request.param
+    drivers.JAVA_CLIENT = saved
 
 
 @pytest.fixture

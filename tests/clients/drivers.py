@@ -37,8 +37,14 @@ JS_DIR = TOOLS / "js"
 INSTALL_HINT = "run .ci/install-clients.sh"
 
 
+# The Java kafka-clients the driver runs on, a folder of $KAFKITE_TOOLS: "java" (3.9.1, the suite's) or "java4"
+# (4.3.0). A test that runs on both takes the `java_client` fixture (tests/conftest.py), which sets this for it.
+JAVA_CLIENTS = {"3.9": "java", "4.3": "java4"}
+JAVA_CLIENT = "java"
+
+
 def _java_dir() -> Path:
-    return tools_dir() / "java"
+    return tools_dir() / JAVA_CLIENT
 
 
 def _js_dir() -> Path:

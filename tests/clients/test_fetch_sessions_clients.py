@@ -75,6 +75,7 @@ def assert_exactly_once(got, partitions, per_partition):
     assert set(got) == {(p, o) for p in range(partitions) for o in range(per_partition)}
 
 
+@pytest.mark.usefixtures("java_client")
 def test_java_consumer_reads_many_partitions_exactly_once_over_incremental_fetches(broker):
     parts, first, second = 200, 3, 2
     bs = broker.bootstrap_servers

@@ -19,6 +19,11 @@ def create(bs, name, partitions=3):
 
 
 # -- admin ---------------------------------------------------------------------------
+def test_java_client_is_the_version_it_is_named(java_client):
+    assert run_java("version")[0]["version"] == {"3.9": "3.9.1", "4.3": "4.3.0"}[java_client]
+
+
+@pytest.mark.usefixtures("java_client")
 def test_java_admin(broker):
     bs = broker.bootstrap_servers
     r = run_java("admin", bs, "create", "jadmin", "3", "1", "retention.ms=12345")
@@ -67,6 +72,7 @@ def test_kcat_metadata(broker):
 
 
 # -- produce / consume -------------------------------------------------------------------------
+@pytest.mark.usefixtures("java_client")
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_java_produce_consume(broker, codec):
     bs = broker.bootstrap_servers
@@ -83,6 +89,7 @@ def test_java_produce_consume(broker, codec):
         assert offs == list(range(len(offs)))
 
 
+@pytest.mark.usefixtures("java_client")
 def test_java_reads_what_python_wrote(broker):
     bs = broker.bootstrap_servers
     create(bs, "py2java")
@@ -121,6 +128,7 @@ def test_kcat_produce_consume(broker, codec):
     assert len(kp_consume_all(bs, topic, 10000)) == 10000
 
 
+@pytest.mark.usefixtures("java_client")
 def test_seek_by_timestamp_java(broker):
     bs = broker.bootstrap_servers
     create(bs, "tsq", 1)
@@ -142,6 +150,7 @@ def group_broker(broker_factory):
     return broker_factory(overrides={"group.min.session.timeout.ms": "1000"})
 
 
+@pytest.mark.usefixtures("java_client")
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_java_group_scenario(group_broker, strategy):
     drivers.need("java")

@@ -134,9 +134,9 @@ def test_kcat(sb, listener):
 
 
 @pytest.mark.parametrize("listener", LISTENERS)
-def test_java(sb, listener):
+def test_java(sb, listener, java_client):
     drivers.need("java")
-    topic, group = f"java-{listener}", f"g-java-{listener}"
+    topic, group = f"java-{java_client}-{listener}", f"g-java-{java_client}-{listener}"
     props = sb.java(listener=listener)
     bs = props.pop("bootstrap.servers")
     s = summary(run_java("produce", bs, topic, N, "--partition", "0", props=props, timeout=90))

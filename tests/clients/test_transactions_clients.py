@@ -1,4 +1,4 @@
-"""Transactions (KIP-98) with the stock clients: the Java client 3.9.1 (tests/clients/java/KafkiteDriver.java
+"""Transactions (KIP-98) with the stock clients: the Java clients 3.9.1 and 4.3.0 (tests/clients/java/KafkiteDriver.java
 txn-produce / txn-ctp / consume-all), confluent-kafka (librdkafka, in process) and kafkajs (tests/clients/js/driver.js
 txn-produce / txn-ctp).
 
@@ -211,6 +211,7 @@ def check_txn_lines(lines: list[dict], txns: int, per: int) -> dict[int, list[in
 
 
 # -- Java ------------------------------------------------------------------------------------------------
+@pytest.mark.usefixtures("java_client")
 @pytest.mark.parametrize("fence", ["mid", "idle"])
 def test_java_transactions_read_committed_and_fencing(broker, fence):
     """6 transactions of 5 records to each of 3 partitions, odd ones aborted after their records are acked;
@@ -244,6 +245,7 @@ def test_java_transactions_read_committed_and_fencing(broker, fence):
     assert values(ck_read_to_end(bs, topic, "read_committed")) == want_committed
 
 
+@pytest.mark.usefixtures("java_client")
 def test_java_consume_transform_produce(broker):
     bs = broker.bootstrap_servers
     create(bs, "jctp-in", "jctp-out")
@@ -259,6 +261,7 @@ def test_java_consume_transform_produce(broker):
     assert group_offsets(bs, "jctp-group") == {("jctp-in", p): end[p] for p in range(PARTITIONS)}
 
 
+@pytest.mark.usefixtures("java_client")
 @pytest.mark.parametrize("restart_broker", [False, True], ids=["same-broker", "broker-restarted"])
 def test_java_consume_transform_produce_crash_and_restart(broker_factory, tmp_path, restart_broker):
     """The first run's JVM is killed (SIGKILL) after transaction 2's records and offsets reached the broker, before its

@@ -422,9 +422,11 @@ def test_ssl_client_certificate_dn_is_the_principal(tmp_path):
         p.close()
 
 
+@pytest.mark.usefixtures("java_client")
 def test_java_client_topic_authorization(secured):
-    """Java kafka-clients 3.9 (idempotent by default: InitProducerId is let in by WRITE on some topic): refused with
-    TopicAuthorizationException without an ACL, produces and group-consumes with WRITE, READ and the group's READ."""
+    """Java kafka-clients 3.9 and 4.3 (idempotent by default: InitProducerId is let in by WRITE on some topic):
+    refused with TopicAuthorizationException without an ACL, produces and group-consumes with WRITE, READ and the
+    group's READ."""
     from clients.drivers import java_available, run_java, summary
     if not java_available():
         pytest.skip("the Java kafka-clients driver is not available")

@@ -4,7 +4,7 @@ topic get two partitions each; 30,000 records are consumed across a join, a stat
 member fenced after the session timeout and a leave, exactly once but for the killed member's uncommitted tail,
 while the members that keep partitions go on consuming them (no stop-the-world; an eager classic group fails it);
 committed offsets and the group itself (epochs, a static member's assignment) come back after a broker restart.
-Java kafka-clients 3.9 members (one JVM) split, join and leave the same way."""
+Java kafka-clients 3.9 and 4.3 members (one JVM) split, join and leave the same way."""
 from __future__ import annotations
 
 import collections
@@ -258,7 +258,7 @@ def test_committed_offsets_and_the_group_survive_a_broker_restart(tmp_path):
 
 
 class JavaMembers:
-    """One JVM running the Java driver's `group --control`: Java kafka-clients 3.9 consumers with
+    """One JVM running the Java driver's `group --control`: Java kafka-clients 3.9 and 4.3 consumers with
     group.protocol=consumer (its ConsumerGroupHeartbeat v0 is Kafka 4's v0), each in its own thread; `add` and
     `close` make one join or leave; what each reported (records, commits, assignments) is read here."""
 
@@ -326,8 +326,9 @@ class JavaMembers:
         return self.stderr.read()
 
 
+@pytest.mark.usefixtures("java_client")
 def test_java_consumers_with_group_protocol_consumer_split_join_and_leave_exactly_once(broker_factory):
-    """Java kafka-clients 3.9 with group.protocol=consumer and group.remote.assignor=range, three members in one
+    """Java kafka-clients 3.9 and 4.3 with group.protocol=consumer and group.remote.assignor=range, three members in one
     JVM on a 6-partition topic: two members take 3 + 3; a third joins and each has two (OffsetCommit v9 with the
     member epoch, a moved partition resumed from its commit) while the two that keep partitions go on receiving
     records of them; one leaves and the two left take 3 + 3; every record is read, and read once unless a commit

@@ -1,10 +1,11 @@
-"""Java Admin (kafka-clients 3.9) describeConsumerGroups on both kinds of group, as against Kafka 4: it asks
+"""Java Admin (kafka-clients 3.9 and 4.3) describeConsumerGroups on both kinds of group, as against Kafka 4: it asks
 ConsumerGroupDescribe first; a consumer group answers there (type CONSUMER, its state, the uniform assignor,
 each member's client id, host and assignment); a classic group answers GROUP_ID_NOT_FOUND there ("Group g is
 not a consumer group.") and the client falls back to DescribeGroups (type CLASSIC). The consumer group's
 members are raw ConsumerGroupHeartbeats (the Java 3.9 consumer's heartbeat is v0 and leaves on close)."""
 from __future__ import annotations
 
+import pytest
 from kafka.protocol.consumer import OffsetCommitRequest
 
 from test_consumer_group_protocol import describe, hb, parts
@@ -12,6 +13,7 @@ from test_data_versions import create
 from test_group_versions import find
 
 
+@pytest.mark.usefixtures("java_client")
 def test_java_admin_describes_a_consumer_group_and_a_classic_group(broker, wire):
     from clients.drivers import run_java
     create(wire, "jd6", 6)

@@ -181,8 +181,8 @@ def test_the_upgrade_disabled_refuses_the_consumer_protocol_member(broker_factor
         reader.close()
 
 
-def test_a_java_cooperative_classic_member_revokes_for_a_consumer_protocol_member(proc_broker):
-    """Java kafka-clients 3.9 with cooperative-sticky (subscriptions of version 3 that report what the member
+def test_a_java_cooperative_classic_member_revokes_for_a_consumer_protocol_member(proc_broker, java_client):
+    """Java kafka-clients 3.9 and 4.3 with cooperative-sticky (subscriptions of version 3 that report what the member
     owns) in a group a librdkafka consumer-protocol member joins: the Java member gives up half of its
     partitions without stopping (revoke, then rejoin), the new member gets them once let go; when the Java
     member leaves, the consumer-protocol member takes everything. Every record is read once (both commit after
@@ -190,12 +190,13 @@ def test_a_java_cooperative_classic_member_revokes_for_a_consumer_protocol_membe
     from clients.drivers import java_argv, need
     need("java")
     bs = proc_broker.bootstrap_servers
-    create(bs, "migj", 4)
-    produced = set(produce_batch(bs, "migj", 0, 200))
+    topic, group = f"migj-{java_client}", f"gmigj-{java_client}"  # the broker serves the module's tests
+    create(bs, topic, 4)
+    produced = set(produce_batch(bs, topic, 0, 200))
     got: list = []
     lock = threading.Lock()
     # the driver's long-running member: commits after each poll, leaves the group on SIGTERM
-    proc = subprocess.Popen(java_argv("group", bs, "migj", "gmigj", "cooperative-sticky"),
+    proc = subprocess.Popen(java_argv("group", bs, topic, group, "cooperative-sticky"),
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     java_got: list = []
 
@@ -211,14 +212,14 @@ def test_a_java_cooperative_classic_member_revokes_for_a_consumer_protocol_membe
                     java_got.append(rec)  # reported by the assertions below
     t = threading.Thread(target=read_java, daemon=True)
     t.start()
-    modern = Reader(lambda: modern_consumer(bs, "gmigj", "migj"), got, lock)
+    modern = Reader(lambda: modern_consumer(bs, group, topic), got, lock)
     try:
         wait_for(lambda: set(got) == produced, [], got)  # the Java member alone read everything
         modern.start()
         wait_for(lambda: len(modern.assigned) == 2, [modern], got)  # half of the partitions, once let go
-        d = describe(bs, "gmigj")
+        d = describe(bs, group)
         assert sorted(m.member_type for m in d.members) == [0, 1]
-        produced |= set(produce_batch(bs, "migj", 200, 200))
+        produced |= set(produce_batch(bs, topic, 200, 200))
         wait_for(lambda: set(got) == produced, [modern], got)
         with lock:
             assert not [x for x in java_got if isinstance(x, dict)], "a Java commit failed"
@@ -227,7 +228,7 @@ def test_a_java_cooperative_classic_member_revokes_for_a_consumer_protocol_membe
         wait_for(lambda: {"closed": True} in java_got, [modern], got)
         proc.kill()
         wait_for(lambda: len(modern.assigned) == 4, [modern], got)
-        produced |= set(produce_batch(bs, "migj", 400, 100))
+        produced |= set(produce_batch(bs, topic, 400, 100))
         wait_for(lambda: set(got) == produced, [modern], got)
         with lock:
             dupes = [tp for tp, n in Counter(got).items() if n > 1]

@@ -216,10 +216,12 @@ def _run_java_with_jackson(*args) -> list[dict]:
     return drivers._run(argv, 180, check=True)
 
 
+@pytest.mark.usefixtures("java_client")
 def test_java_client_with_kafkas_unsecured_login_module_and_reauthentication():
-    """Java kafka-clients 3.9 with Kafka's own OAuthBearerLoginModule (unsecuredLoginStringClaim_sub) produces and
-    consumes over a listener whose sessions last 1.5 s; producing for 6 s, it re-authenticates (KIP-368): one of its
-    connections lives across two session ends (the broker would have closed it at its first request after the end)."""
+    """Java kafka-clients 3.9 and 4.3 with Kafka's own OAuthBearerLoginModule (unsecuredLoginStringClaim_sub)
+    produces and consumes over a listener whose sessions last 1.5 s; producing for 6 s, it re-authenticates
+    (KIP-368): one of its connections lives across two session ends (the broker would have closed it at its first
+    request after the end)."""
     import threading
     props = ["--prop", "security.protocol=SASL_PLAINTEXT", "--prop", "sasl.mechanism=OAUTHBEARER",
              "--prop", "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "

@@ -266,22 +266,23 @@ def test_sasl_ssl_with_plain_and_scram(tmp_path):
         assert sorted(got) == [b"SCRAM-SHA-256", b"SCRAM-SHA-512", b"kp-SCRAM-SHA-256", b"kp-SCRAM-SHA-512"]
 
 
-def test_java_client_with_scram(scram_broker):
-    """Java kafka-clients 3.9 with its ScramLoginModule produces and consumes; a wrong password is its
+def test_java_client_with_scram(scram_broker, java_client):
+    """Java kafka-clients 3.9 and 4.3 with its ScramLoginModule produces and consumes; a wrong password is its
     SaslAuthenticationException."""
     from clients.drivers import run_java
     bs = scram_broker.bootstrap_servers
+    topic = f"java-scram-{java_client}"  # the broker serves the module's tests
     add_user(bs, "java-user", "java-secret", "SCRAM-SHA-512")
     jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="java-user" password="{}";'
     props = ["--prop", "security.protocol=SASL_PLAINTEXT", "--prop", "sasl.mechanism=SCRAM-SHA-512",
              "--prop", "sasl.jaas.config=" + jaas.format("java-secret")]
-    out = run_java("produce", bs, "java-scram", 20, *props)
+    out = run_java("produce", bs, topic, 20, *props)
     assert out[-1]["acked"] == 20 and out[-1]["errors"] == 0, out[-1]
-    got = run_java("consume-assign", bs, "java-scram", 20, "--timeout-ms", 30000, *props)
+    got = run_java("consume-assign", bs, topic, 20, "--timeout-ms", 30000, *props)
     assert got[-1]["consumed"] == 20, got[-1]
     bad = ["--prop", "security.protocol=SASL_PLAINTEXT", "--prop", "sasl.mechanism=SCRAM-SHA-512",
            "--prop", "sasl.jaas.config=" + jaas.format("nope"), "--prop", "max.block.ms=5000"]
-    out = run_java("produce", bs, "java-scram", 1, *bad, check=False)
+    out = run_java("produce", bs, topic, 1, *bad, check=False)
     assert "SaslAuthenticationException" in str(out[-1]), out[-1]
     assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in str(out[-1]), out[-1]
 

@@ -1,7 +1,7 @@
 """Idempotent producers whose connection is cut after the broker appended (so they retry): exactly one copy."""
 from __future__ import annotations
 
-
+import pytest
 
 from clients import drivers
 from kafkite.testing.cluster import KafkiteCluster
@@ -29,6 +29,7 @@ def create(bs, topic):
     a.close()
 
 
+@pytest.mark.usefixtures("java_client")
 def test_java_idempotent_producer_with_cut_connections():
     drivers.need("java")
     with KafkiteCluster(brokers=1) as cluster:

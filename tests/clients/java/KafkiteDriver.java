@@ -1,11 +1,12 @@
-// A small CLI over the Java kafka-clients (3.9.1) for Kafkite's client tests. Single file, no
+// A small CLI over the Java kafka-clients (3.9.1, and 4.3.0) for Kafkite's client tests. Single file, no
 // dependencies beyond kafka-clients (+ slf4j-api, lz4-java, snappy-java, zstd-jni on the class path).
-// Compiled by .ci/install-clients.sh into $KAFKITE_TOOLS/java/classes.
+// Compiled by .ci/install-clients.sh into $KAFKITE_TOOLS/java/classes (3.9.1) and java4/classes (4.3.0).
 //
 // Every command prints JSON objects, one a line, on stdout. Errors are {"error": "<Java exception
 // simple class name>", "message": "..."}: broker-side errors of admin commands exit 0, anything else
 // exits 1 (usage: exit 2). Bytes are base64 (standard alphabet, padded).
 //
+//   version                                            -> {"version":"<kafka-clients' version>"}
 //   admin-create   BS TOPIC PARTITIONS RF [k=v ...]    -> {"ok":true,"topic_id":"<Uuid.toString>"}
 //   admin-list     BS [--internal]                     -> {"topics":[sorted names]}
 //   admin-describe BS TOPIC                            -> {"name","topic_id","internal","partitions":[{"partition",
@@ -178,6 +179,10 @@ public class KafkiteDriver {
     }
 
     public static void main(String[] argv) {
+        if (argv.length == 1 && argv[0].equals("version")) {
+            out("{\"version\":\"" + org.apache.kafka.common.utils.AppInfoParser.getVersion() + "\"}");
+            return;
+        }
         if (argv.length < 2) {
             System.err.println("usage: KafkiteDriver COMMAND BOOTSTRAP ... (see the head of KafkiteDriver.java)");
             System.exit(2);
