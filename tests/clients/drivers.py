@@ -77,12 +77,17 @@ def tansu_available() -> bool:
     return tansu_binary() is not None
 
 
-_AVAILABLE = {"java": java_available, "node": node_available, "kafkajs": node_available,
+def java4_available() -> bool:
+    return ((tools_dir() / JAVA_CLIENTS["4.3"] / "classes" / "Kafka4Driver.class").exists()
+            and shutil.which("java") is not None)
+
+
+_AVAILABLE = {"java": java_available, "java4": java4_available, "node": node_available, "kafkajs": node_available,
               "kcat": kcat_available, "tansu": tansu_available}
 
 
 def need(*tools: str) -> None:
-    """pytest.skip unless every named tool (java, node/kafkajs, kcat, tansu) is installed."""
+    """pytest.skip unless every named tool (java, java4, node/kafkajs, kcat, tansu) is installed."""
     missing = [t for t in tools if not _AVAILABLE[t]()]
     if missing:
         import pytest  # only here: the module is usable without pytest (benchmarks/peer.py)
@@ -90,12 +95,17 @@ def need(*tools: str) -> None:
 
 
 # -- running ------------------------------------------------------------------------------------
-def java_argv(*args: str) -> list[str]:
-    jd = _java_dir()
+def java_argv(*args: str, main: str = "KafkiteDriver", jd: Path | None = None) -> list[str]:
+    jd = jd or _java_dir()
     cp = os.pathsep.join([str(jd / "classes")] + [str(p) for p in sorted(jd.glob("*.jar"))])
     # small, quick-starting JVM: C1 only, serial GC; each driver call is one short-lived process
     return ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp,
-            "KafkiteDriver", *args]
+            main, *args]
+
+
+def java4_argv(*args: str) -> list[str]:
+    """The 4.x-only driver (tests/clients/java/Kafka4Driver.java) on kafka-clients 4.3.0."""
+    return java_argv(*args, main="Kafka4Driver", jd=tools_dir() / JAVA_CLIENTS["4.3"])
 
 
 def node_argv(*args: str) -> list[str]:
@@ -138,6 +148,13 @@ def run_java(*args: str, timeout: float = 180, check: bool = True, props: dict |
     need("java")
     extra = [a for k, v in (props or {}).items() for a in ("--prop", f"{k}={v}")]
     return _run(java_argv(*map(str, args), *extra), timeout, check=check)
+
+
+def run_java4(*args: str, timeout: float = 180, check: bool = True) -> list[dict]:
+    """Run a command of the 4.x-only driver (Kafka4Driver.java: regex-group, group-configs, list-groups) on
+    kafka-clients 4.3.0; returns its JSON lines, as run_java. Skips when it isn't installed."""
+    need("java4")
+    return _run(java4_argv(*map(str, args)), timeout, check=check)
 
 
 def run_node(*args: str, timeout: float = 180, check: bool = True, config: dict | None = None) -> list[dict]:

@@ -17,6 +17,7 @@ from kafkite.server.router import supported
 from kafkite.wire.errors import E
 
 SUP = supported()
+ZERO = uuid.UUID(int=0)
 
 
 def versions(api_key):
@@ -119,13 +120,30 @@ def test_metadata_auto_create_disabled(broker_factory):
 
 
 def test_metadata_by_topic_id(wire, broker):
+    """Kafka's KafkaApis: from v12 a topic asked by id is looked up by id, whatever name it comes with (the Java
+    4.x consumer sends "" beside the ids of an assignment it cannot name); the unknown ids are answered first,
+    UNKNOWN_TOPIC_ID, and a name beside an id is not looked up (no auto-creation either); before v12 an id or a
+    null name refuses the request, INVALID_REQUEST for each topic."""
     create(wire, "byid")
     tid = broker.state.metadata.topic("byid").topic_id
     T = MetadataRequest.MetadataRequestTopic
-    resp = wire.request(MetadataRequest(topics=[T(topic_id=tid, name=None), T(topic_id=uuid.uuid4(), name=None)],
-                                        allow_auto_topic_creation=False), 12)
-    assert resp.topics[0].name == "byid" and resp.topics[0].error_code == 0
-    assert resp.topics[1].error_code == E.UNKNOWN_TOPIC_ID
+    unknown = uuid.uuid4()
+    for name in (None, ""):
+        resp = wire.request(MetadataRequest(topics=[T(topic_id=tid, name=name), T(topic_id=unknown, name=name)],
+                                            allow_auto_topic_creation=False), 12)
+        assert [(t.error_code, t.name, t.topic_id) for t in resp.topics] == [
+            (E.UNKNOWN_TOPIC_ID, None, unknown), (0, "byid", tid)]
+        assert [p.partition_index for p in resp.topics[1].partitions] == [0, 1, 2]
+    resp = wire.request(MetadataRequest(topics=[T(topic_id=tid, name=""), T(topic_id=tid, name="byid"),
+                                                T(topic_id=ZERO, name="not-asked")],
+                                        allow_auto_topic_creation=True), 12)
+    assert [(t.error_code, t.name) for t in resp.topics] == [(0, "byid")]
+    assert broker.state.metadata.topic("not-asked") is None
+    for v in (10, 11):
+        for topics in ([T(topic_id=tid, name="byid")], [T(topic_id=ZERO, name=None), T(topic_id=ZERO, name="byid")]):
+            resp = wire.request(MetadataRequest(topics=topics, allow_auto_topic_creation=False), v)
+            assert [(t.error_code, t.name) for t in resp.topics] == [
+                (E.INVALID_REQUEST, t.name or "") for t in topics], (v, resp)
 
 
 @pytest.mark.parametrize("v", versions(19))

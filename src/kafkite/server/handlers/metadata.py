@@ -126,19 +126,40 @@ async def handle_metadata(apis: KafkaApis, ctx: RequestContext):
         described = apis.authorize(ctx, Op.DESCRIBE, ResourceType.TOPIC, md.topics, log_denied=False)
         topics = [topic_entry(t) for t in sorted(md.topics.values(), key=lambda t: t.name) if t.name in described]
     else:
+        ids = [] if v < 10 else [rt.topic_id for rt in req_topics if rt.topic_id not in (None, ZERO_UUID)]
+        if v < 12 and (ids or any(rt.name is None for rt in req_topics)):
+            # Kafka: "Topic IDs are not supported in requests for version 10/11" (a null name neither): the request
+            # is refused, every topic it names answered INVALID_REQUEST (a null name as "")
+            return MetadataResponse(version=v, throttle_time_ms=0, brokers=[], cluster_id=None,
+                                    controller_id=-1, authorized_operations=None, topics=[
+                                        T(error_code=int(E.INVALID_REQUEST), name=rt.name or "",
+                                          topic_id=rt.topic_id or ZERO_UUID, is_internal=False, partitions=[])
+                                        for rt in req_topics])
+        if ids:
+            # Kafka (v12+): when any topic is asked by id, the ids are looked up and the names beside them are not
+            # read (the Java consumer 4.x resolves an assignment's topic ids so, with names ""): the unknown ids
+            # (UNKNOWN_TOPIC_ID) first, then the topics found, then those this principal may not describe
+            # (TOPIC_AUTHORIZATION_FAILED with their id: ids are not secret), each once
+            known = {}
+            for tid in dict.fromkeys(ids):
+                t = md.topic_by_id(tid)
+                if t is None:
+                    topics.append(T(error_code=int(E.UNKNOWN_TOPIC_ID), name=None, topic_id=tid, partitions=[]))
+                else:
+                    known.setdefault(t.name, t)
+            refused = []
+            for name, t in known.items():
+                if apis.authorized(ctx, Op.DESCRIBE, ResourceType.TOPIC, name):
+                    topics.append(topic_entry(t))
+                else:
+                    refused.append(denied(None, t.topic_id))
+            topics += refused
+            req_topics = ()
         allow_auto = body.allow_auto_topic_creation if v >= 4 else True
         for rt in req_topics:
             name = rt.name
-            tid = getattr(rt, "topic_id", None) if v >= 10 else None
-            if name is None:
-                t = md.topic_by_id(tid) if tid not in (None, ZERO_UUID) else None
-                if t is None:
-                    topics.append(T(error_code=int(E.UNKNOWN_TOPIC_ID), name=None, topic_id=tid or ZERO_UUID,
-                                    partitions=[]))
-                elif not apis.authorized(ctx, Op.DESCRIBE, ResourceType.TOPIC, t.name):
-                    topics.append(denied(None, tid))
-                else:
-                    topics.append(topic_entry(t))
+            if name is None:  # v12+, no id either
+                topics.append(T(error_code=int(E.UNKNOWN_TOPIC_ID), name=None, topic_id=ZERO_UUID, partitions=[]))
                 continue
             if not apis.authorized(ctx, Op.DESCRIBE, ResourceType.TOPIC, name):
                 topics.append(denied(name))
