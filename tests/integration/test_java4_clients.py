@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from clients.drivers import java4_argv, need, run_java4
+from clients.drivers import java4_argv, need, run_java, run_java4
 from clients.group_scenario import produce_batch
 from test_consumer_group_clients import describe
 from test_groups_clients import create
@@ -105,7 +105,6 @@ def test_a_subscription_pattern_is_resolved_by_the_broker_and_follows_topics(pro
         assert {"closed": True} in m.lines
         assert not [x for x in m.lines if "error" in x], [x for x in m.lines if "error" in x]
         # what it committed after each poll: the end of each partition of the topic left
-        from clients.drivers import run_java
         offsets = run_java("admin-group-offsets", bs, "g-j4rx")[0]["offsets"]
         b = {k: v for k, v in offsets.items() if k.startswith("j4rx-b:")}
         assert set(b) <= {"j4rx-b:0", "j4rx-b:1", "j4rx-b:2"} and sum(b.values()) == 30, offsets
