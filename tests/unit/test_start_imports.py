@@ -182,6 +182,41 @@ def test_serve_gives_the_c_heap_back_after_start_where_there_is_glibc():
     assert trim_malloc() is (platform.libc_ver()[0] == "glibc")
 
 
+def test_serve_trims_the_c_heap_periodically_in_a_worker_thread(monkeypatch):
+    """trim_malloc_every calls malloc_trim(0) every interval, off the event loop's thread; KAFKITE_MALLOC_TRIM_S sets
+    the interval (60 s by default, 0: off) and anything else stops the start."""
+    import threading
+
+    import pytest
+    import trio
+
+    from kafkite.app import malloc_trim_interval, trim_malloc_every
+    from kafkite.config import ConfigError
+    calls = []
+
+    def fake_trim(pad):
+        calls.append((pad, threading.current_thread() is threading.main_thread()))
+
+    async def run(interval):
+        with trio.move_on_after(0.3):
+            await trim_malloc_every(interval, fake_trim)
+
+    trio.run(run, 0.05)
+    assert len(calls) >= 3 and set(calls) == {(0, False)}, calls
+    calls.clear()
+    trio.run(run, 0)  # off: returns at once
+    assert calls == []
+    monkeypatch.delenv("KAFKITE_MALLOC_TRIM_S", raising=False)
+    assert malloc_trim_interval() == 60.0
+    for raw, want in (("0", 0.0), ("2.5", 2.5)):
+        monkeypatch.setenv("KAFKITE_MALLOC_TRIM_S", raw)
+        assert malloc_trim_interval() == want
+    for raw in ("-1", "soon", "nan"):
+        monkeypatch.setenv("KAFKITE_MALLOC_TRIM_S", raw)
+        with pytest.raises(ConfigError, match="KAFKITE_MALLOC_TRIM_S must be"):
+            malloc_trim_interval()
+
+
 def test_serve_parses_its_arguments_as_the_whole_command_line_does():
     """`kafkite serve` builds the serve sub-command's parser alone (cli.build_parser(only="serve")): the same usage
     line, the same arguments and defaults."""
