@@ -26,28 +26,15 @@ import org.apache.kafka.common.config.ConfigResource;
 
 public class Kafka4Driver extends KafkiteDriver {
     public static void main(String[] argv) {
-        if (argv.length < 2) {
-            System.err.println("usage: Kafka4Driver COMMAND BOOTSTRAP ... (see the head of Kafka4Driver.java)");
-            System.exit(2);
-        }
-        String cmd = argv[0], bs = argv[1];
-        int code = 0;
-        try {
-            Args a = new Args(argv, 2);
+        runCommand("Kafka4Driver", argv, (cmd, bs, all) -> {
+            Args a = new Args(all, 2);
             switch (cmd) {
                 case "regex-group": regexGroup(bs, a); break;
                 case "group-configs": groupConfigs(bs, a); break;
                 case "list-groups": listGroups(bs, a); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
             }
-        } catch (IllegalArgumentException e) {
-            out(err(e));
-            code = 2;
-        } catch (Throwable e) {
-            out(err(e));
-            code = 1;
-        }
-        System.exit(code);
+        });
     }
 
     static void regexGroup(String bs, Args a) {

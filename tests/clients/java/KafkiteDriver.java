@@ -183,44 +183,20 @@ public class KafkiteDriver {
             out("{\"version\":\"" + org.apache.kafka.common.utils.AppInfoParser.getVersion() + "\"}");
             return;
         }
+        runCommand("KafkiteDriver", argv, KafkiteDriver::command);
+    }
+
+    interface Command { void run(String cmd, String bs, String[] argv) throws Exception; }
+
+    // a driver's main: usage, then the command, its error line and exit status (2: usage, 1: failed)
+    static void runCommand(String driver, String[] argv, Command command) {
         if (argv.length < 2) {
-            System.err.println("usage: KafkiteDriver COMMAND BOOTSTRAP ... (see the head of KafkiteDriver.java)");
+            System.err.println("usage: " + driver + " COMMAND BOOTSTRAP ... (see the head of " + driver + ".java)");
             System.exit(2);
         }
-        String cmd = argv[0], bs = argv[1];
         int code = 0;
         try {
-            if (cmd.equals("admin")) {  // legacy: admin BS SUB ...
-                if (argv.length < 3) throw new IllegalArgumentException("admin needs a subcommand");
-                cmd = "admin-" + argv[2];
-                argv = concat(new String[]{cmd, bs}, Arrays.copyOfRange(argv, 3, argv.length));
-            }
-            Args a = new Args(argv, 2);
-            if (cmd.startsWith("admin-")) admin(cmd.substring(6), bs, a);
-            else switch (cmd) {
-                case "produce": {
-                    if (a.pos.size() >= 3) {  // legacy: produce BS TOPIC N CODEC [IDEMPOTENT [PAUSE]]
-                        a.opt.putIfAbsent("--compression", a.pos.get(2));
-                        a.opt.putIfAbsent("--idempotent", a.pos.size() > 3 ? a.pos.get(3) : "true");
-                        if (a.pos.size() > 4) a.opt.putIfAbsent("--pause-ms-per-1000", a.pos.get(4));
-                        a.opt.putIfAbsent("--headers", "true");
-                        a.opt.putIfAbsent("--acks", "all");
-                    }
-                    produce(bs, a);
-                    break;
-                }
-                case "produce-log": produceLog(bs, a); break;
-                case "consume": a.opt.putIfAbsent("--timeout-ms", "60000"); consumeAssign(bs, a); break;
-                case "consume-assign": consumeAssign(bs, a); break;
-                case "consume-group": consumeGroup(bs, a); break;
-                case "group": group(bs, a); break;
-                case "offsets-for-times": offsetsForTimes(bs, a); break;
-                case "list-offsets": listOffsets(bs, a); break;
-                case "txn-produce": txnProduce(bs, a); break;
-                case "txn-ctp": txnCtp(bs, a); break;
-                case "consume-all": consumeAll(bs, a); break;
-                default: throw new IllegalArgumentException("unknown command " + cmd);
-            }
+            command.run(argv[0], argv[1], argv);
         } catch (IllegalArgumentException e) {
             out(err(e));
             code = 2;
@@ -229,6 +205,40 @@ public class KafkiteDriver {
             code = 1;
         }
         System.exit(code);
+    }
+
+    static void command(String cmd, String bs, String[] argv) throws Exception {
+        if (cmd.equals("admin")) {  // legacy: admin BS SUB ...
+            if (argv.length < 3) throw new IllegalArgumentException("admin needs a subcommand");
+            cmd = "admin-" + argv[2];
+            argv = concat(new String[]{cmd, bs}, Arrays.copyOfRange(argv, 3, argv.length));
+        }
+        Args a = new Args(argv, 2);
+        if (cmd.startsWith("admin-")) admin(cmd.substring(6), bs, a);
+        else switch (cmd) {
+            case "produce": {
+                if (a.pos.size() >= 3) {  // legacy: produce BS TOPIC N CODEC [IDEMPOTENT [PAUSE]]
+                    a.opt.putIfAbsent("--compression", a.pos.get(2));
+                    a.opt.putIfAbsent("--idempotent", a.pos.size() > 3 ? a.pos.get(3) : "true");
+                    if (a.pos.size() > 4) a.opt.putIfAbsent("--pause-ms-per-1000", a.pos.get(4));
+                    a.opt.putIfAbsent("--headers", "true");
+                    a.opt.putIfAbsent("--acks", "all");
+                }
+                produce(bs, a);
+                break;
+            }
+            case "produce-log": produceLog(bs, a); break;
+            case "consume": a.opt.putIfAbsent("--timeout-ms", "60000"); consumeAssign(bs, a); break;
+            case "consume-assign": consumeAssign(bs, a); break;
+            case "consume-group": consumeGroup(bs, a); break;
+            case "group": group(bs, a); break;
+            case "offsets-for-times": offsetsForTimes(bs, a); break;
+            case "list-offsets": listOffsets(bs, a); break;
+            case "txn-produce": txnProduce(bs, a); break;
+            case "txn-ctp": txnCtp(bs, a); break;
+            case "consume-all": consumeAll(bs, a); break;
+            default: throw new IllegalArgumentException("unknown command " + cmd);
+        }
     }
 
     static String[] concat(String[] x, String[] y) {
