@@ -43,13 +43,7 @@ public class Kafka4Driver extends KafkiteDriver {
         p.put("group.protocol", "consumer");
         p.putAll(a.props);
         KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p);
-        AtomicBoolean stop = new AtomicBoolean(false);
-        Thread main = Thread.currentThread();
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            stop.set(true);
-            c.wakeup();
-            try { main.join(10000); } catch (InterruptedException ignored) { }
-        }));
+        AtomicBoolean stop = stopOnSigterm(c);
         c.subscribe(new SubscriptionPattern(a.pos(0)));
         Set<TopicPartition> assigned = Set.of();
         try {

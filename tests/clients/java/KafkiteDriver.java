@@ -645,6 +645,12 @@ public class KafkiteDriver {
     static void group(String bs, Args a) throws Exception {
         if (a.flag("--control")) { groupControl(bs, a); return; }
         KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(groupProps(bs, a, null));
+        groupMember(c, a.pos(0), null, stopOnSigterm(c), a.get("--protocol", "classic").equals("consumer"));
+    }
+
+    // set on SIGTERM (a shutdown hook), which also wakes the consumer's poll and waits up to 10 s for this thread to
+    // finish (its loop sees the flag, closes the consumer: it leaves the group)
+    static AtomicBoolean stopOnSigterm(KafkaConsumer<?, ?> c) {
         AtomicBoolean stop = new AtomicBoolean(false);
         Thread main = Thread.currentThread();
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -652,7 +658,7 @@ public class KafkiteDriver {
             c.wakeup();
             try { main.join(10000); } catch (InterruptedException ignored) { }
         }));
-        groupMember(c, a.pos(0), null, stop, a.get("--protocol", "classic").equals("consumer"));
+        return stop;
     }
 
     static Properties groupProps(String bs, Args a, String instanceId) {
