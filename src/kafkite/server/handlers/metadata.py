@@ -154,28 +154,28 @@ async def handle_metadata(apis: KafkaApis, ctx: RequestContext):
                 else:
                     refused.append(denied(None, t.topic_id))
             topics += refused
-            req_topics = ()
-        allow_auto = body.allow_auto_topic_creation if v >= 4 else True
-        for rt in req_topics:
-            name = rt.name
-            if name is None:  # v12+, no id either
-                topics.append(T(error_code=int(E.UNKNOWN_TOPIC_ID), name=None, topic_id=ZERO_UUID, partitions=[]))
-                continue
-            if not apis.authorized(ctx, Op.DESCRIBE, ResourceType.TOPIC, name):
-                topics.append(denied(name))
-                continue
-            t = md.topic(name)
-            if t is None and allow_auto and apis.config.get("auto.create.topics.enable") and not (
-                    apis.authorized_cluster(ctx, Op.CREATE, False)
-                    or apis.authorized(ctx, Op.CREATE, ResourceType.TOPIC, name)):
-                topics.append(denied(name))  # Kafka: auto-creation needs CREATE on the cluster or the topic
-                continue
-            if t is None:
-                err, t = await apis.maybe_auto_create_topic(name, allow_auto)
-                if err:
-                    topics.append(T(error_code=err, name=name, topic_id=ZERO_UUID, partitions=[]))
+        else:
+            allow_auto = body.allow_auto_topic_creation if v >= 4 else True
+            for rt in req_topics:
+                name = rt.name
+                if name is None:  # v12+, no id either
+                    topics.append(T(error_code=int(E.UNKNOWN_TOPIC_ID), name=None, topic_id=ZERO_UUID, partitions=[]))
                     continue
-            topics.append(topic_entry(t))
+                if not apis.authorized(ctx, Op.DESCRIBE, ResourceType.TOPIC, name):
+                    topics.append(denied(name))
+                    continue
+                t = md.topic(name)
+                if t is None and allow_auto and apis.config.get("auto.create.topics.enable") and not (
+                        apis.authorized_cluster(ctx, Op.CREATE, False)
+                        or apis.authorized(ctx, Op.CREATE, ResourceType.TOPIC, name)):
+                    topics.append(denied(name))  # Kafka: auto-creation needs CREATE on the cluster or the topic
+                    continue
+                if t is None:
+                    err, t = await apis.maybe_auto_create_topic(name, allow_auto)
+                    if err:
+                        topics.append(T(error_code=err, name=name, topic_id=ZERO_UUID, partitions=[]))
+                        continue
+                topics.append(topic_entry(t))
 
     B = MetadataResponse.MetadataResponseBroker
     brokers = [B(node_id=x.node_id, host=host, port=port, rack=x.rack)
