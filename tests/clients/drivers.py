@@ -52,8 +52,12 @@ def _js_dir() -> Path:
 
 
 # -- availability -------------------------------------------------------------------------------
+def _driver_built(folder: Path, main: str) -> bool:
+    return (folder / "classes" / f"{main}.class").exists() and shutil.which("java") is not None
+
+
 def java_available() -> bool:
-    return (_java_dir() / "classes" / "KafkiteDriver.class").exists() and shutil.which("java") is not None
+    return _driver_built(_java_dir(), "KafkiteDriver")
 
 
 def node_available() -> bool:
@@ -78,8 +82,7 @@ def tansu_available() -> bool:
 
 
 def java4_available() -> bool:
-    return ((tools_dir() / JAVA_CLIENTS["4.3"] / "classes" / "Kafka4Driver.class").exists()
-            and shutil.which("java") is not None)
+    return _driver_built(tools_dir() / JAVA_CLIENTS["4.3"], "Kafka4Driver")
 
 
 _AVAILABLE = {"java": java_available, "java4": java4_available, "node": node_available, "kafkajs": node_available,
