@@ -197,14 +197,18 @@ def test_serve_trims_the_c_heap_periodically_in_a_worker_thread(monkeypatch):
     def fake_trim(pad):
         calls.append((pad, threading.current_thread() is threading.main_thread()))
 
-    async def run(interval):
-        with trio.move_on_after(0.3):
-            await trim_malloc_every(interval, fake_trim)
+    async def three_trims():  # or 10 s
+        with trio.move_on_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trim_malloc_every, 0.02, fake_trim)
+                while len(calls) < 3:
+                    await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
 
-    trio.run(run, 0.05)
+    trio.run(three_trims)
     assert len(calls) >= 3 and set(calls) == {(0, False)}, calls
     calls.clear()
-    trio.run(run, 0)  # off: returns at once
+    trio.run(trim_malloc_every, 0, fake_trim)  # off: returns at once
     assert calls == []
     monkeypatch.delenv("KAFKITE_MALLOC_TRIM_S", raising=False)
     assert malloc_trim_interval() == 60.0
