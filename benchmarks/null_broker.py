@@ -1,6 +1,6 @@
 """The ceiling of a commit benchmark: Kafkite with an OffsetCommit that does no work.
 
-    python benchmarks/null_broker.py --port N [--fsync-dir D]
+    python benchmarks/null_broker.py --port N [--fsync-dir D] [--produce]
 
 Runs `kafkite serve --in-memory` in this process with one change: after the first OffsetCommit of
 each request version (handled by the real coordinator), every OffsetCommit is answered with that
@@ -14,6 +14,13 @@ benchmarks/commits.py --ceiling runs it next to the real brokers: commits/s agai
 any broker could reach with the same client on this machine (a broker doing no work), so a target
 above it cannot be met by making the broker faster. Its committed offsets are not real: the
 committed() check is skipped for it.
+
+--produce also answers every Produce without validating or storing its records: each partition's
+answer says no error, at an offset counted per partition from the batches' record counts. What is
+left of a Produce is the network layer's work, its decoding (the records as a view of the frame) and
+its answer's encoding. benchmarks/throughput.py --modes null runs it beside the real brokers: the
+most any broker could produce at with the same producers on this machine. Nothing is kept, so
+nothing can be consumed from it.
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ import os
 import sys
 
 OFFSET_COMMIT = b"\x00\x08"
+RECORD_COUNT_AT = 57  # a v2 batch's record count (int32): after baseOffset .. producerEpoch and baseSequence
 
 
 def install(fsync_dir: str | None) -> None:
@@ -56,12 +64,39 @@ def install(fsync_dir: str | None) -> None:
     Router.dispatch = dispatch
 
 
+def install_produce() -> None:
+    """Replace the Produce handler (the router's route for API key 0) with one that stores nothing."""
+    from kafkite.server import router
+    from kafkite.wire.produce_response import PartitionAnswer, ProduceAnswer, TopicAnswer
+
+    ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> the next offset it would have given
+
+    async def handle_null_produce(apis, ctx):
+        topics = []
+        for td in ctx.body.topic_data:
+            parts = []
+            for pd in td.partition_data:
+                records = pd.records or b""
+                count = int.from_bytes(records[RECORD_COUNT_AT:RECORD_COUNT_AT + 4], "big") if len(records) > 60 else 0
+                base = ends.get((td.name, pd.index), 0)
+                ends[(td.name, pd.index)] = base + count
+                parts.append(PartitionAnswer(pd.index, 0, base, -1, 0))
+            topics.append(TopicAnswer(td.name, parts))
+        return None if ctx.body.acks == 0 else ProduceAnswer(topics)
+
+    lo, hi, _ = router.ROUTES[0]
+    router.ROUTES[0] = (lo, hi, handle_null_produce)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--fsync-dir", help="fsync a file here before each cached answer")
+    ap.add_argument("--produce", action="store_true", help="answer every Produce without storing it")
     args = ap.parse_args(argv)
     install(args.fsync_dir)
+    if args.produce:
+        install_produce()
     from kafkite.cli import main as cli
     return cli(["serve", "--in-memory", "--port", str(args.port), "--log-level", "WARNING"])
 

@@ -24,7 +24,10 @@ reads). `--nice-clients N` runs each producer process at nice +N, in a group of 
 where the kernel has autogroups, whichever the broker: the producers take what the broker leaves, as producers on
 other machines would. `--modes` runs only the named brokers (tansu always runs); kafkite-pure
 (not run unless named) is the in-memory broker reading produced records in pure Python. `--baseline DIR`
-adds the in-memory broker from another source tree (memory0): an A/B run of two versions. A second table gives each
+adds the in-memory broker from another source tree (memory0): an A/B run of two versions. `--modes null` (not run
+unless named) adds a broker that answers every Produce without validating or storing it (benchmarks/null_broker.py
+--produce): the most any broker reaches with these producers here, so a target above its ratio to Tansu cannot be met
+by broker work. A second table gives each
 broker's CPU per record (user + system CPU of its process while producing, then while consuming, over the records):
 steadier than the rates; and the producers' (see PRODUCER: a lean client, the same for every broker).
 """
@@ -96,6 +99,16 @@ def kafkite(disk: bool = False, extra: tuple[str, ...] = (), env: dict | None = 
         return [sys.executable, "-m", "kafkite.cli", "serve", "--port", str(port), *store, "--log-level", "WARNING",
                 *extra]
     with broker_on_free_port(command, env) as bs:
+        yield bs
+
+
+@contextlib.contextmanager
+def null_produce():
+    """benchmarks/null_broker.py --produce: every Produce answered without validating or storing its records, the
+    most any broker could reach with these producers on this machine (nothing to consume from it)."""
+    def command(port: int, d: str) -> list[str]:
+        return [sys.executable, str(Path(__file__).with_name("null_broker.py")), "--port", str(port), "--produce"]
+    with broker_on_free_port(command) as bs:
         yield bs
 
 
@@ -354,7 +367,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="rounds, brokers interleaved; medians are reported")
     ap.add_argument("--producers", type=int, default=1, help="producer processes at once (issue 24: 3)")
     ap.add_argument("--partitions", type=int, default=1, help="the topic's partitions (issue 24: 6)")
-    ap.add_argument("--modes", default=",".join(name for name, _ in MODES if name != "kafkite-pure"),
+    ap.add_argument("--modes", default=",".join(name for name, _ in MODES if name not in ("kafkite-pure", "null")),
                     help="brokers to run, of " + ",".join(name for name, _ in MODES) + " (tansu always)")
     ap.add_argument("--pin", action="store_true",
                     help="the broker on the last CPU, this script and its producers on the others")
@@ -400,9 +413,12 @@ def main() -> None:
                     produced, clients = produce(bs, topic, n, size, args.producers, warmup=warmup_topic(topic),
                                                 on_start=lambda: started.append(cpu.seconds()))
                     s0, s1 = started[0], cpu.seconds()
-                    consumed = consume(bs, topic, n, args.partitions, strict=name != "tansu")
+                    # (the null broker keeps nothing: no consume)
+                    consumed = (NAN,) * 3 if name == "null" else consume(bs, topic, n, args.partitions,
+                                                                        strict=name != "tansu")
                     s2 = cpu.seconds()
-                    runs.setdefault(name, []).append((produced, *consumed, (s1 - s0) / n * 1e6, (s2 - s1) / n * 1e6,
+                    runs.setdefault(name, []).append((produced, *consumed, (s1 - s0) / n * 1e6,
+                                                      NAN if name == "null" else (s2 - s1) / n * 1e6,
                                                       clients / n * 1e6))
         res = {name: tuple(statistics.median(x[i] for x in r) for i in range(7)) for name, r in runs.items()}
         rows.append((size, n, res))
@@ -449,10 +465,11 @@ def main() -> None:
                   f"{kc:>10.2f} {tc:>6.2f} | {tclients:>17.2f}")
 
 
-LABELS = (("kafkite", "memory"), ("kafkite0", "memory0"), ("kafkite-pure", "pure-py"), ("kafkite-disk", "disk"),
-          ("kafkite-pagecache", "pagecache"))
+NAN = float("nan")
+LABELS = (("null", "null"), ("kafkite", "memory"), ("kafkite0", "memory0"), ("kafkite-pure", "pure-py"),
+          ("kafkite-disk", "disk"), ("kafkite-pagecache", "pagecache"))
 MODES = (("kafkite", kafkite), ("kafkite-pure", kafkite_pure), ("kafkite-disk", kafkite_disk), ("kafkite-pagecache", kafkite_disk_pagecache),
-         ("tansu", tansu))
+         ("null", null_produce), ("tansu", tansu))
 
 
 def confluent_version() -> str:

@@ -40,6 +40,16 @@ def test_throughput_benchmark_runs(tmp_path):
     assert "with an fsync per 1 MB" in out and "2 producer(s), 2 partition(s), producers at nice +5" in out
 
 
+def test_throughput_null_broker_runs(tmp_path):
+    """--modes null: the broker that stores nothing (null_broker.py --produce) acknowledges every record (the
+    benchmark's producers fail the run on any failed delivery), and its row has a produce ratio and no consume."""
+    out = run_benchmark(tmp_path, "throughput.py", "--records", "4000", "--sizes", "100", "--repeat", "1",
+                        "--producers", "2", "--partitions", "2", "--modes", "null")
+    rows = [line.split() for line in out.splitlines() if re.match(r"\s+100\s+\d+\s+\w+\s+\|", line)]
+    assert [r[2] for r in rows] == ["null"], out
+    assert float(rows[0][6]) > 0 and rows[0][10] == "nan", rows
+
+
 def test_produce_backlog_benchmark_runs(tmp_path):
     out = run_benchmark(tmp_path, "produce_backlog.py", "--bursts", "2", "--burst-mb", "1", "--settle", "0",
                         tansu=False)
