@@ -161,10 +161,16 @@ class Router:
                     raise CloseConnection("control plane: response dropped after processing")
         finally:
             current_request.reset(token)
+        waits = ctx.before_send
+        if waits:
+            # a wait is a closure of the handler's, which may hold the context: the context lets go of it, so that
+            # no reference cycle keeps the request and its answer alive after they are sent (they go with their last
+            # reference, not at the next full garbage collection)
+            ctx.before_send = []
         if response is None:  # e.g. Produce with acks=0
-            return None, ctx.before_send
+            return None, waits
         if type(response) is FetchResponseData:  # Fetch: a list of buffers, records not copied
-            return response.encode_frames(req.api_version, req.correlation_id), ctx.before_send
-        if ctx.before_send:  # encoded once the waits are over (a failed write changes the answer)
-            return (lambda: codec.encode_response(response, req.api_version, req.correlation_id)), ctx.before_send
-        return codec.encode_response(response, req.api_version, req.correlation_id), ctx.before_send
+            return response.encode_frames(req.api_version, req.correlation_id), waits
+        if waits:  # encoded once the waits are over (a failed write changes the answer)
+            return (lambda: codec.encode_response(response, req.api_version, req.correlation_id)), waits
+        return codec.encode_response(response, req.api_version, req.correlation_id), waits
