@@ -62,6 +62,25 @@ def test_lso_waits_for_the_marker_to_be_replicated():
     assert lg.last_stable_offset == 3
 
 
+@pytest.mark.parametrize("replicated", [False, True])
+def test_completed_transactions_are_forgotten_once_replicated_without_a_read(replicated):
+    # a partition nobody fetches (__consumer_offsets, written by transactional offset commits) never has its last
+    # stable offset read: it kept every completed transaction, one per transaction, for good
+    lg = MemoryLog(LogConfig())
+    for i in range(50):
+        lg.append(txn_batch(5, 0, 2 * i), now_ms=1)
+        lg.append(marker(5, 0, commit=i % 2 == 0), now_ms=1)
+        if replicated:
+            lg.set_replicated_high_watermark(lg.log_end_offset - 1)  # the followers have all but the marker
+    # single copy: the last one (its marker is the log end); with replicas, the last two (the high watermark had not
+    # passed the one before's marker when the last one completed)
+    assert len(lg.producer_state.unreplicated) == (2 if replicated else 1)
+    assert lg.last_stable_offset == (lg.log_end_offset - 3 if replicated else lg.log_end_offset)
+    if replicated:
+        lg.set_replicated_high_watermark(lg.log_end_offset)
+        assert lg.last_stable_offset == lg.log_end_offset and not lg.producer_state.unreplicated
+
+
 def test_txnindex_written_and_rebuilt(tmp_path):
     cfg = LogConfig(segment_bytes=300)
     lg = FileLog(tmp_path / "t-0", cfg)

@@ -196,11 +196,16 @@ class ProducerStateManager:
             e.current_txn_first_offset = self.ongoing[h.producer_id]
         return None
 
+    def remove_unreplicated(self, high_watermark: int) -> None:
+        """Kafka's onHighWatermarkUpdated (removeUnreplicatedTransactions): completed transactions whose marker is
+        below the high watermark are replicated, and forgotten."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark] or ()
+
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The smallest first offset of an open transaction or of a completed one whose marker is at or above the
         high watermark (those below it are forgotten here); None when every transaction is decided and replicated."""
-        if self.unreplicated:
-            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark] or ()
+        self.remove_unreplicated(high_watermark)
         firsts = [t.first_offset for t in self.unreplicated]
         if self.ongoing:
             firsts.append(min(self.ongoing.values()))

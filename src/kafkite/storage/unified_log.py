@@ -129,7 +129,13 @@ class UnifiedLog(LogSnapshots):
         return self.aborted.collect(fetch_offset, upper_bound)
 
     def _note_txn(self, done: CompletedTxn | None, seg_base: int, *, write: bool) -> None:
-        if done is None or not done.aborted:
+        if done is None:
+            return
+        # the completed transactions whose markers the high watermark has passed are forgotten as each one completes,
+        # as Kafka does when the high watermark moves: reading the last stable offset (a fetch) forgets them too, but
+        # a partition nobody fetches (__consumer_offsets, with transactional offset commits) would keep them all
+        self.producer_state.remove_unreplicated(self.high_watermark)
+        if not done.aborted:
             return
         txn = AbortedTxn(done.last_offset, done.producer_id, done.first_offset,
                          self.producer_state.last_stable_offset_after(done))
