@@ -1,4 +1,4 @@
-"""The ceiling of a commit benchmark: Kafkite with an OffsetCommit that does no work.
+"""The ceiling of the commit (and produce) benchmarks: Kafkite with an OffsetCommit (a Produce) that does no work.
 
     python benchmarks/null_broker.py --port N [--fsync-dir D] [--produce]
 
@@ -77,7 +77,8 @@ def install_produce() -> None:
             parts = []
             for pd in td.partition_data:
                 records = pd.records or b""
-                count = int.from_bytes(records[RECORD_COUNT_AT:RECORD_COUNT_AT + 4], "big") if len(records) > 60 else 0
+                head = records[RECORD_COUNT_AT:RECORD_COUNT_AT + 4]
+                count = int.from_bytes(head, "big") if len(head) == 4 else 0
                 base = ends.get((td.name, pd.index), 0)
                 ends[(td.name, pd.index)] = base + count
                 parts.append(PartitionAnswer(pd.index, 0, base, -1, 0))
