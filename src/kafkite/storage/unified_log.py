@@ -129,13 +129,7 @@ class UnifiedLog(LogSnapshots):
         return self.aborted.collect(fetch_offset, upper_bound)
 
     def _note_txn(self, done: CompletedTxn | None, seg_base: int, *, write: bool) -> None:
-        if done is None:
-            return
-        # the completed transactions whose markers the high watermark has passed are forgotten as each one completes,
-        # as Kafka does when the high watermark moves: reading the last stable offset (a fetch) forgets them too, but
-        # a partition nobody fetches (__consumer_offsets, with transactional offset commits) would keep them all
-        self.producer_state.remove_unreplicated(self.high_watermark)
-        if not done.aborted:
+        if done is None or not done.aborted:
             return
         txn = AbortedTxn(done.last_offset, done.producer_id, done.first_offset,
                          self.producer_state.last_stable_offset_after(done))
@@ -263,6 +257,13 @@ class UnifiedLog(LogSnapshots):
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset, defer=deferring)
                 if h.attributes & CONTROL_BIT:  # (h.is_control)
                     done = self.producer_state.update(h, marker=read_marker(buf, pos, h))
+                    if done is not None:
+                        # the completed transactions whose markers the high watermark has passed are forgotten as
+                        # each one completes, as Kafka does when the high watermark moves: reading the last stable
+                        # offset (a fetch) forgets them too, but a partition nobody fetches (__consumer_offsets,
+                        # with transactional offset commits) kept them all. (Not in a rebuild at load, which runs
+                        # before a replica's high watermark is known.)
+                        self.producer_state.remove_unreplicated(self.high_watermark)
                     self._note_txn(done, self.active.base, write=True)
                 elif h.producer_id >= 0:  # (update returns at once for a batch of no producer: a coordinator's)
                     self.producer_state.update(h)
