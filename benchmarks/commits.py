@@ -58,7 +58,6 @@ could reach with this client on this machine, in memory and with an fsync per ac
 from __future__ import annotations
 
 import argparse
-import contextlib
 import multiprocessing as mp
 import os
 import queue
@@ -70,7 +69,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -78,23 +76,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # policy) on a free port, and Tansu (memory engine, ready on an ApiVersions answer) from peer.py
 import throughput  # noqa: E402
 from throughput import (BROKER_CPUS, CLIENT_CPUS, broker_on_free_port, confluent_version, free_port, kafkite,  # noqa: E402
-                        kafkite_disk, pin_process, wait_port)
+                        kafkite_disk, null_broker, pin_process, wait_port)
 from peer import tansu  # noqa: E402
 from proc_cpu import BrokerCpu  # noqa: E402
 
 TOPIC = "commits"
 WARMUP = 5  # untimed commits per consumer before the barrier
 MODES = (("memory", kafkite), ("disk", kafkite_disk), ("tansu", tansu))
-
-
-@contextlib.contextmanager
-def null_broker(fsync: bool = False) -> Iterator[str]:
-    """benchmarks/null_broker.py on a free port: OffsetCommit answered from a cache (and an fsync)."""
-    def command(port: int, d: str) -> list[str]:
-        return [sys.executable, str(Path(__file__).with_name("null_broker.py")), "--port", str(port),
-                *(["--fsync-dir", d] if fsync else [])]
-    with broker_on_free_port(command) as bs:
-        yield bs
 
 
 CEILING = (("null", null_broker), ("null+fsync", lambda: null_broker(fsync=True)))

@@ -103,11 +103,13 @@ def kafkite(disk: bool = False, extra: tuple[str, ...] = (), env: dict | None = 
 
 
 @contextlib.contextmanager
-def null_produce():
-    """benchmarks/null_broker.py --produce: every Produce answered without validating or storing its records, the
-    most any broker could reach with these producers on this machine (nothing to consume from it)."""
+def null_broker(fsync: bool = False, produce: bool = False):
+    """benchmarks/null_broker.py on a free port: OffsetCommit answered from a cache (and, `fsync`, an fsync first;
+    commits.py's ceiling); `produce`: every Produce answered without validating or storing its records, the most any
+    broker could reach with these producers on this machine (nothing to consume from it)."""
     def command(port: int, d: str) -> list[str]:
-        return [sys.executable, str(Path(__file__).with_name("null_broker.py")), "--port", str(port), "--produce"]
+        return [sys.executable, str(Path(__file__).with_name("null_broker.py")), "--port", str(port),
+                *(["--fsync-dir", d] if fsync else []), *(["--produce"] if produce else [])]
     with broker_on_free_port(command) as bs:
         yield bs
 
@@ -469,7 +471,7 @@ NAN = float("nan")
 LABELS = (("null", "null"), ("kafkite", "memory"), ("kafkite0", "memory0"), ("kafkite-pure", "pure-py"),
           ("kafkite-disk", "disk"), ("kafkite-pagecache", "pagecache"))
 MODES = (("kafkite", kafkite), ("kafkite-pure", kafkite_pure), ("kafkite-disk", kafkite_disk), ("kafkite-pagecache", kafkite_disk_pagecache),
-         ("null", null_produce), ("tansu", tansu))
+         ("null", lambda: null_broker(produce=True)), ("tansu", tansu))
 
 
 def confluent_version() -> str:
