@@ -29,7 +29,6 @@ import os
 import sys
 
 OFFSET_COMMIT = b"\x00\x08"
-RECORD_COUNT_AT = 57  # a v2 batch's record count (int32): after baseOffset .. producerEpoch and baseSequence
 
 
 def install(fsync_dir: str | None) -> None:
@@ -67,6 +66,7 @@ def install(fsync_dir: str | None) -> None:
 def install_produce() -> None:
     """Replace the Produce handler (the router's route for API key 0) with one that stores nothing."""
     from kafkite.server import router
+    from kafkite.storage.batch import iter_batches
     from kafkite.wire.produce_response import PartitionAnswer, ProduceAnswer, TopicAnswer
 
     ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> the next offset it would have given
@@ -76,9 +76,7 @@ def install_produce() -> None:
         for td in ctx.body.topic_data:
             parts = []
             for pd in td.partition_data:
-                records = pd.records or b""
-                head = records[RECORD_COUNT_AT:RECORD_COUNT_AT + 4]
-                count = int.from_bytes(head, "big") if len(head) == 4 else 0
+                count = sum(h.record_count for _, h in iter_batches(pd.records or b""))
                 base = ends.get((td.name, pd.index), 0)
                 ends[(td.name, pd.index)] = base + count
                 parts.append(PartitionAnswer(pd.index, 0, base, -1, 0))
